@@ -1,0 +1,45 @@
+// `rc`: the platform's command line. Each subcommand lives in its part and is loaded on demand.
+import { UsageError, type Command } from './cli.js';
+import { RcError } from '../lib/errors.js';
+
+type Loader = () => Promise<Command>;
+
+/** Subcommands: name -> loader. Parts add their own line here. */
+const COMMANDS: Record<string, { summary: string; load: Loader }> = {
+  start: { summary: 'Run the whole platform on embedded defaults', load: async () => (await import('./start.js')).startCommand },
+  sim: { summary: 'Run the simulated OpenAI-compatible serving backend', load: async () => (await import('../sim/cli.js')).simCommand },
+};
+
+function help(): string {
+  const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  return `Usage: rc <command> [options]\n\nCommands:\n${rows.join('\n')}\n\nrc <command> --help shows a command's options.\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(help());
+    return name ? 0 : 2;
+  }
+  const entry = COMMANDS[name];
+  if (!entry) {
+    process.stderr.write(`rc: unknown command ${JSON.stringify(name)}\n\n${help()}`);
+    return 2;
+  }
+  const command = await entry.load();
+  try {
+    return await command.run(rest);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`rc ${name}: ${err.message}\nSee: rc ${name} --help\n`);
+      return 2;
+    }
+    if (err instanceof RcError) {
+      process.stderr.write(`rc ${name}: ${err.message} (${err.code})\n`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,78 @@
+// The event channel between the control plane and the gateways: key issued or revoked, account
+// limits changed, catalog or instance routes changed. In-process in embedded mode; Redis
+// pub/sub when REDIS_URL is set, so that every gateway process hears every event.
+import { EventEmitter } from 'node:events';
+import { Redis } from 'ioredis';
+
+export type BusEvent =
+  | { type: 'key.issued'; keyHash: string; accountId: number }
+  | { type: 'key.revoked'; keyHash: string; accountId: number }
+  | { type: 'account.changed'; accountId: number }
+  | { type: 'catalog.changed' }
+  | { type: 'instance.changed'; instanceId: string };
+
+export interface Bus {
+  publish(event: BusEvent): Promise<void>;
+  /** Calls `listener` for every event published after this call (by any process on the bus). */
+  subscribe(listener: (event: BusEvent) => void): () => void;
+  close(): Promise<void>;
+}
+
+/** One process: events are delivered synchronously to the subscribers of this bus. */
+export class MemoryBus implements Bus {
+  private readonly emitter = new EventEmitter().setMaxListeners(0);
+  async publish(event: BusEvent): Promise<void> {
+    this.emitter.emit('event', event);
+  }
+  subscribe(listener: (event: BusEvent) => void): () => void {
+    this.emitter.on('event', listener);
+    return () => this.emitter.off('event', listener);
+  }
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+  }
+}
+
+export const BUS_CHANNEL = 'rc:events';
+
+/** Redis pub/sub: one connection publishes, one subscribes. Local subscribers hear their own process's events through Redis too. */
+export class RedisBus implements Bus {
+  private readonly pub: Redis;
+  private readonly sub: Redis;
+  private readonly local = new MemoryBus();
+  private readonly ready: Promise<unknown>;
+
+  constructor(url: string, private readonly channel = BUS_CHANNEL) {
+    this.pub = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: true });
+    this.sub = new Redis(url, { maxRetriesPerRequest: null });
+    this.pub.on('error', () => {});
+    this.sub.on('error', () => {});
+    this.sub.on('message', (_ch: string, message: string) => {
+      let ev: BusEvent;
+      try {
+        ev = JSON.parse(message) as BusEvent;
+      } catch {
+        return;
+      }
+      void this.local.publish(ev);
+    });
+    this.ready = this.sub.subscribe(this.channel);
+  }
+
+  /** Resolves once the subscription is active. */
+  whenReady(): Promise<unknown> {
+    return this.ready;
+  }
+
+  async publish(event: BusEvent): Promise<void> {
+    await this.pub.publish(this.channel, JSON.stringify(event));
+  }
+  subscribe(listener: (event: BusEvent) => void): () => void {
+    return this.local.subscribe(listener);
+  }
+  async close(): Promise<void> {
+    await this.local.close();
+    this.pub.disconnect();
+    this.sub.disconnect();
+  }
+}

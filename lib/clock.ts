@@ -1,0 +1,15 @@
+// Time as a dependency, so gates, billing and lifetimes can be tested with a fake clock.
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** A clock that moves only when told to. */
+export class FakeClock implements Clock {
+  constructor(private t = Date.UTC(2026, 0, 1)) {}
+  now(): number { return this.t; }
+  advance(ms: number): void { this.t += ms; }
+  set(ms: number): void { this.t = ms; }
+}

@@ -1,0 +1,170 @@
+// Small helpers shared by our uWebSockets.js servers: abort tracking, body reading with a size
+// limit, JSON replies, listening and graceful close.
+//
+// uWS rules these helpers encode: a response must register onAborted before any asynchronous
+// step; after an abort the response must not be touched; writes made outside the synchronous
+// part of a handler must happen inside res.cork; body chunks are only valid during onData.
+import type { HttpResponse, TemplatedApp, us_listen_socket } from './uws.js';
+import { uws } from './uws.js';
+import { BodyTooLargeError, ListenError, RcError } from './errors.js';
+
+/** A response with its abort state. `onAbort` is one optional listener (for example: abort the upstream). */
+export type Res = HttpResponse & { aborted: boolean; onAbort?: (() => void) | undefined };
+
+/** Registers the abort handler; call first, synchronously, in every handler that may reply later. */
+export function track(res: HttpResponse): Res {
+  const r = res as Res;
+  r.aborted = false;
+  r.onAbort = undefined;
+  res.onAborted(() => {
+    r.aborted = true;
+    const fn = r.onAbort;
+    r.onAbort = undefined;
+    if (fn) fn();
+  });
+  return r;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK', 201: '201 Created', 202: '202 Accepted', 204: '204 No Content',
+  301: '301 Moved Permanently', 302: '302 Found', 304: '304 Not Modified',
+  400: '400 Bad Request', 401: '401 Unauthorized', 403: '403 Forbidden', 404: '404 Not Found',
+  405: '405 Method Not Allowed', 408: '408 Request Timeout', 409: '409 Conflict', 413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type', 422: '422 Unprocessable Entity', 429: '429 Too Many Requests',
+  431: '431 Request Header Fields Too Large', 500: '500 Internal Server Error', 502: '502 Bad Gateway',
+  503: '503 Service Unavailable', 504: '504 Gateway Timeout', 529: '529 Site Overloaded',
+};
+
+/** The status line uWS wants ("404 Not Found"); unknown codes get a bare number. */
+export function statusLine(status: number): string {
+  return STATUS_TEXT[status] ?? String(status);
+}
+
+export type Headers = Record<string, string> | undefined;
+
+/**
+ * Writes a whole response (status, headers, body) in one corked write. Does nothing when the
+ * client has gone. Safe to call from both synchronous and asynchronous code.
+ */
+export function send(res: Res, status: number, body: string | Uint8Array, contentType: string, headers?: Headers): void {
+  if (res.aborted) return;
+  res.aborted = true; // a response ends once; later calls are no-ops
+  res.cork(() => {
+    res.writeStatus(statusLine(status));
+    res.writeHeader('content-type', contentType);
+    if (headers) for (const k in headers) res.writeHeader(k, headers[k]!);
+    res.end(body);
+  });
+}
+
+/** Replies with `body` as JSON (`body` may already be a JSON string). */
+export function sendJson(res: Res, status: number, body: unknown, headers?: Headers): void {
+  send(res, status, typeof body === 'string' ? body : JSON.stringify(body), 'application/json', headers);
+}
+
+/**
+ * Reads the whole request body into one Buffer, refusing more than `limit` bytes. `declaredLength`
+ * is the Content-Length header (read it from req before calling: req is not valid afterwards);
+ * when present the body is copied once into a buffer of that size. `onError` gets a
+ * BodyTooLargeError (413) or a 400 for a body shorter or longer than declared.
+ */
+export function readBody(
+  res: Res,
+  declaredLength: string,
+  limit: number,
+  onBody: (body: Buffer) => void,
+  onError: (err: RcError) => void,
+): void {
+  const declared = declaredLength === '' ? -1 : Number(declaredLength);
+  if (declared > limit) {
+    onError(new BodyTooLargeError(limit));
+    return;
+  }
+  if (declared >= 0 && Number.isInteger(declared)) {
+    const buf = Buffer.allocUnsafe(declared);
+    let offset = 0;
+    let failed = false;
+    res.onData((chunk, isLast) => {
+      if (failed) return;
+      if (offset + chunk.byteLength > declared) {
+        failed = true;
+        onError(new RcError('RC_ERR_BODY_LENGTH', 'Request body is longer than its Content-Length', 400));
+        return;
+      }
+      buf.set(new Uint8Array(chunk), offset);
+      offset += chunk.byteLength;
+      if (isLast) {
+        if (offset !== declared) onError(new RcError('RC_ERR_BODY_LENGTH', 'Request body is shorter than its Content-Length', 400));
+        else onBody(buf);
+      }
+    });
+    return;
+  }
+  // Chunked or unknown length: collect copies and concatenate at the end.
+  const parts: Buffer[] = [];
+  let size = 0;
+  let failed = false;
+  res.onData((chunk, isLast) => {
+    if (failed) return;
+    size += chunk.byteLength;
+    if (size > limit) {
+      failed = true;
+      onError(new BodyTooLargeError(limit));
+      return;
+    }
+    parts.push(Buffer.from(chunk.slice(0)));
+    if (isLast) onBody(parts.length === 1 ? parts[0]! : Buffer.concat(parts, size));
+  });
+}
+
+/** Parses a JSON body that must be an object; returns undefined when it is not. */
+export function parseJsonObject(body: Buffer): Record<string, unknown> | undefined {
+  try {
+    const v: unknown = JSON.parse(body.toString('utf8'));
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface Server {
+  readonly host: string;
+  readonly port: number;
+  /** http://host:port */
+  readonly url: string;
+  /**
+   * Stops accepting connections, waits up to `graceMs` for `idle()` (when given) to report no
+   * work in flight, then closes every remaining connection.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Listens on host:port (port 0: an ephemeral port) and resolves with a Server handle. */
+export function listen(app: TemplatedApp, host: string, port: number, idle?: () => boolean): Promise<Server> {
+  const { us_listen_socket_close, us_socket_local_port } = uws();
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (socket: us_listen_socket | false) => {
+      if (!socket) {
+        reject(new ListenError(host, port));
+        return;
+      }
+      const actual = us_socket_local_port(socket as never);
+      let closed: Promise<void> | undefined;
+      const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+      resolve({
+        host,
+        port: actual,
+        url: `http://${urlHost}:${actual}`,
+        close(graceMs = 0) {
+          closed ??= (async () => {
+            us_listen_socket_close(socket);
+            const deadline = Date.now() + graceMs;
+            while (idle && !idle() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+            (app as TemplatedApp & { close(): void }).close();
+          })();
+          return closed;
+        },
+      });
+    });
+  });
+}

@@ -1,0 +1,36 @@
+// Helpers shared by the test suites.
+import { Redis } from 'ioredis';
+import type { TestContext } from 'node:test';
+
+export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+
+/**
+ * Returns true when Redis answers at REDIS_URL. When it does not: with RC_REQUIRE_REDIS=1 (CI) the
+ * test fails; otherwise it is skipped with a message saying why.
+ */
+export async function redisAvailable(t: TestContext): Promise<boolean> {
+  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
+  r.on('error', () => {});
+  try {
+    await r.connect();
+    await r.ping();
+    return true;
+  } catch (err) {
+    if (process.env.RC_REQUIRE_REDIS === '1') throw new Error(`Redis is required (RC_REQUIRE_REDIS=1) but ${REDIS_URL} did not answer: ${(err as Error).message}`);
+    t.skip(`Redis not reachable at ${REDIS_URL}`);
+    return false;
+  } finally {
+    r.disconnect();
+  }
+}
+
+/** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, intervalMs = 20): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`waitFor: condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
