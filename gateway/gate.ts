@@ -1,0 +1,49 @@
+// The seam between the gateway's request path and its gates (rate buckets, daily cap).
+// The request path calls admit() once before forwarding and settle() exactly once when the
+// response has ended (completed, cut short, failed, or aborted by the client).
+// Implementations: gateway/gates/ (memory and Redis). `openGate` admits everything.
+
+/** What the request path knows before forwarding. */
+export interface GateRequest {
+  accountId: number;
+  /** Model name from the catalog (for per-model usage accounting). */
+  model: string;
+  /** Estimated input tokens (from the body) plus the output reservation (max_tokens or a default). */
+  estimatedTokens: number;
+}
+
+export type GateDecision =
+  | {
+      allowed: true;
+      /** `x-ratelimit-*` headers to add to the response. */
+      headers: Record<string, string>;
+      /** Opaque state that settle() needs (what was reserved, where). */
+      reservation: unknown;
+    }
+  | {
+      allowed: false;
+      /** Whole seconds until the request would pass; at least 1. */
+      retryAfterSec: number;
+      /** Which gate refused, as the error `code` (see gateway/gates/README.md). */
+      code: string;
+      headers: Record<string, string>;
+    };
+
+/** Real usage, when known; undefined when the response ended before any usage was seen. */
+export interface GateUsage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export interface RequestGate {
+  admit(req: GateRequest): GateDecision | Promise<GateDecision>;
+  settle(req: GateRequest, decision: GateDecision & { allowed: true }, usage: GateUsage | undefined): void;
+}
+
+const NO_HEADERS: Record<string, string> = {};
+
+/** A gate that admits everything (no limits configured). */
+export const openGate: RequestGate = {
+  admit: () => ({ allowed: true, headers: NO_HEADERS, reservation: undefined }),
+  settle: () => {},
+};
