@@ -1,0 +1,101 @@
+// Errors on the messages routes. Their body is the protocol's own:
+// `{"type":"error","error":{"type":...,"message":...}}`, with the HTTP status of the failure.
+import { RcError } from '../../lib/errors.js';
+
+/** The protocol's error types. */
+export type MessagesErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'request_too_large'
+  | 'rate_limit_error'
+  | 'api_error'
+  | 'overloaded_error';
+
+/** The protocol error type for an HTTP status. */
+export function errorTypeForStatus(status: number): MessagesErrorType {
+  switch (status) {
+    case 401: return 'authentication_error';
+    case 403: return 'permission_error';
+    case 404: return 'not_found_error';
+    case 413: return 'request_too_large';
+    case 429: return 'rate_limit_error';
+    case 503: case 529: return 'overloaded_error';
+    default: return status >= 500 ? 'api_error' : 'invalid_request_error';
+  }
+}
+
+/** A failure on a messages route, carrying its status and protocol error type. */
+export class MessagesError extends RcError {
+  readonly type: MessagesErrorType;
+  /** Extra response headers (Retry-After on 429/503, rate-limit headers). */
+  readonly headers: Record<string, string> | undefined;
+  constructor(status: number, message: string, headers?: Record<string, string>, type: MessagesErrorType = errorTypeForStatus(status)) {
+    super(`RC_ERR_MESSAGES_${type.toUpperCase()}`, message, status);
+    this.type = type;
+    this.headers = headers;
+  }
+}
+
+/** A 400 invalid_request_error. */
+export function invalidRequest(message: string): MessagesError {
+  return new MessagesError(400, message);
+}
+
+/** The JSON error body of the protocol. */
+export function errorBody(type: MessagesErrorType, message: string): string {
+  return `{"type":"error","error":{"type":${JSON.stringify(type)},"message":${JSON.stringify(message)}}}`;
+}
+
+/** Any thrown value as a MessagesError (RcError keeps its status; anything else is a 500 api_error). */
+export function toMessagesError(err: unknown): MessagesError {
+  if (err instanceof MessagesError) return err;
+  if (err instanceof RcError) {
+    const headers = (err as { headers?: unknown }).headers;
+    return new MessagesError(err.status, err.message, isStringRecord(headers) ? headers : undefined);
+  }
+  return new MessagesError(500, 'Internal error in the model gateway');
+}
+
+function isStringRecord(v: unknown): v is Record<string, string> {
+  return v !== null && typeof v === 'object';
+}
+
+/**
+ * The message of a backend's error body: OpenAI/vLLM style `{error: {message}}` or
+ * `{message}` (vLLM's ErrorResponse), else the raw text (truncated).
+ */
+export function backendErrorMessage(body: string): string {
+  try {
+    const v = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown; detail?: unknown };
+    if (v && typeof v === 'object') {
+      if (typeof v.error === 'object' && v.error && typeof v.error.message === 'string') return v.error.message;
+      if (typeof v.error === 'string') return v.error;
+      if (typeof v.message === 'string') return v.message;
+      if (typeof v.detail === 'string') return v.detail;
+    }
+  } catch {
+    // not JSON: fall through to the raw text
+  }
+  const text = body.trim();
+  return text ? text.slice(0, 500) : 'The model backend returned an error';
+}
+
+/**
+ * A backend's error response relayed with its own status and message (SPEC: errors the model
+ * raises pass through). A 429 or 503 keeps the backend's Retry-After, or gets 1 second.
+ */
+export function backendError(status: number, body: string, retryAfter: string | undefined): MessagesError {
+  const s = status >= 400 && status <= 599 ? status : 502;
+  const headers = s === 429 || s === 503 ? { 'retry-after': retryAfter && /^\d+$/.test(retryAfter) ? retryAfter : '1' } : undefined;
+  return new MessagesError(s, backendErrorMessage(body), headers);
+}
+
+/** The value of `name` (lower-case) in undici's flat raw header list. */
+export function rawHeader(raw: Buffer[], name: string): string | undefined {
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    if (raw[i]!.length === name.length && raw[i]!.toString('latin1').toLowerCase() === name) return raw[i + 1]!.toString('latin1');
+  }
+  return undefined;
+}

@@ -1,0 +1,19 @@
+// Error replies on the messages routes: the protocol's error body, counted in the metrics.
+import { sendJson, type Res } from '../../lib/http.js';
+import type { GatewayContext } from '../context.js';
+import { UpstreamError } from '../upstreams.js';
+import { errorBody, MessagesError, toMessagesError } from './errors.js';
+
+/** Answers an error in the protocol's shape and counts it. */
+export function sendError(res: Res, ctx: GatewayContext, route: string, model: string, e: MessagesError): void {
+  ctx.metrics.request(route, model, e.status);
+  sendJson(res, e.status, errorBody(e.type, e.message), e.headers);
+}
+
+/** A failed backend exchange, as the client sees it (SPEC: 502 `Model gateway is unavailable`). */
+export function upstreamFailure(err: unknown): MessagesError {
+  if (err instanceof UpstreamError) return new MessagesError(502, 'Model gateway is unavailable');
+  return toMessagesError(err);
+}
+
+export const poolExhausted = (): MessagesError => new MessagesError(503, 'Model gateway connection pool exhausted', { 'retry-after': '5' });

@@ -1,0 +1,162 @@
+// POST /v1/messages and /v1/messages/count_tokens (and their /api/v1/... twins) on the gateway.
+// Register with `messagesRoutes(options)`, a RoutePlugin (gateway/context.ts).
+import type { Config } from '../../lib/config.js';
+import { sendJson, track, type Res } from '../../lib/http.js';
+import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
+import type { GatewayContext, RoutePlugin } from '../context.js';
+import type { GateDecision, GateRequest, GateUsage } from '../gate.js';
+import { NO_MODEL } from '../metrics.js';
+import { requestUpstream, UpstreamError } from '../upstreams.js';
+import { countTokens } from './count-tokens.js';
+import { backendError, MessagesError, toMessagesError } from './errors.js';
+import { poolExhausted, sendError, upstreamFailure } from './reply.js';
+import { estimateInputTokens, prepare, type PreparedRequest } from './request.js';
+import { countTokensRequestSchema, messagesRequestSchema } from './schema.js';
+import { ThinkingSigner } from './signature.js';
+import { relayStream } from './stream-relay.js';
+import { toMessagesResponse, type ChatCompletion } from './translate-response.js';
+
+export interface MessagesRouteOptions {
+  /** Secret for thinking signatures (config messagesThinkingSecret); empty: random per process. */
+  thinkingSecret?: string | undefined;
+  /** Backend silence before a ping event (config messagesPingIntervalMs). */
+  pingIntervalMs?: number | undefined;
+}
+
+export const MESSAGES_PATHS = ['/v1/messages', '/api/v1/messages'] as const;
+export const COUNT_TOKENS_PATHS = ['/v1/messages/count_tokens', '/api/v1/messages/count_tokens'] as const;
+
+/** The largest non-stream backend response we translate. */
+const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+
+/** The messages routes as a gateway RoutePlugin. */
+export function messagesRoutes(options: MessagesRouteOptions = {}): RoutePlugin {
+  const signer = new ThinkingSigner(options.thinkingSecret);
+  const pingIntervalMs = options.pingIntervalMs ?? 5_000;
+  return (app: TemplatedApp, ctx: GatewayContext) => {
+    const create = (res: HttpResponse, req: HttpRequest) => handleCreate(track(res), req, ctx, signer, pingIntervalMs);
+    const count = (res: HttpResponse, req: HttpRequest) => handleCount(track(res), req, ctx, signer);
+    const wrongMethod = (res: HttpResponse) => sendError(track(res), ctx, 'unknown', NO_MODEL, new MessagesError(405, 'Method not allowed on this path'));
+    for (const p of MESSAGES_PATHS) app.post(p, create).any(p, wrongMethod);
+    for (const p of COUNT_TOKENS_PATHS) app.post(p, count).any(p, wrongMethod);
+  };
+}
+
+/** Admission (an in-flight slot), then the gate. Returns the decision, or answers 503/429 and returns undefined. */
+async function admit(res: Res, ctx: GatewayContext, route: string, greq: GateRequest): Promise<(GateDecision & { allowed: true }) | undefined> {
+  if (!ctx.admission.tryEnter()) {
+    sendError(res, ctx, route, greq.model, poolExhausted());
+    return undefined;
+  }
+  let decision: GateDecision;
+  try {
+    decision = await ctx.gate.admit(greq);
+  } catch (err) {
+    ctx.admission.leave();
+    sendError(res, ctx, route, greq.model, toMessagesError(err));
+    return undefined;
+  }
+  if (!decision.allowed) {
+    ctx.admission.leave();
+    const headers = { ...decision.headers, 'retry-after': String(Math.max(1, Math.ceil(decision.retryAfterSec))) };
+    sendError(res, ctx, route, greq.model, new MessagesError(429, 'Model API rate limit exceeded; please retry later', headers));
+    return undefined;
+  }
+  if (res.aborted) {
+    // The client left while the gate decided: give everything back.
+    ctx.admission.leave();
+    ctx.gate.settle(greq, decision, undefined);
+    return undefined;
+  }
+  return decision;
+}
+
+function handleCreate(res: Res, req: HttpRequest, ctx: GatewayContext, signer: ThinkingSigner, pingIntervalMs: number): void {
+  const route = 'messages';
+  prepare(res, req, ctx, messagesRequestSchema, signer, (p) => {
+    void forward(res, ctx, route, p, signer, pingIntervalMs).catch((err: unknown) => {
+      ctx.logger.error('messages request failed', { err, model: p.model.name });
+      sendError(res, ctx, route, p.model.name, toMessagesError(err));
+    });
+  }, (e) => sendError(res, ctx, route, NO_MODEL, e));
+}
+
+async function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number): Promise<void> {
+  const chat = p.chat;
+  const messagesJson = JSON.stringify(chat.messages);
+  const estimate = estimateInputTokens(messagesJson, chat.tools && JSON.stringify(chat.tools));
+  const greq: GateRequest = { accountId: p.accountId, model: p.model.name, estimatedTokens: estimate + (chat.max_tokens ?? ctx.limits.defaultMaxTokens) };
+  const decision = await admit(res, ctx, route, greq);
+  if (!decision) return;
+  let settled = false;
+  const settle = (usage: GateUsage | undefined) => {
+    if (settled) return;
+    settled = true;
+    ctx.admission.leave();
+    ctx.gate.settle(greq, decision, usage);
+    if (usage) p.model.series.tokens(usage.inputTokens, usage.outputTokens);
+  };
+
+  if (p.body.stream) {
+    chat.stream = true;
+    // vLLM then reports usage on every chunk: message_start gets the real input_tokens.
+    chat.stream_options = { include_usage: true, continuous_usage_stats: true };
+    relayStream(res, ctx, {
+      route,
+      model: p.model,
+      stickyKey: p.stickyKey,
+      body: JSON.stringify(chat),
+      signer,
+      thinking: p.thinking,
+      inputTokensEstimate: estimate,
+      pingIntervalMs,
+      headers: decision.headers,
+      settle,
+    });
+    return;
+  }
+
+  const ac = new AbortController();
+  res.onAbort = () => ac.abort();
+  let usage: GateUsage | undefined;
+  try {
+    const up = await requestUpstream(ctx.upstreams, p.model, p.stickyKey, JSON.stringify(chat), { signal: ac.signal, maxBytes: MAX_RESPONSE_BYTES });
+    if (up.status !== 200) {
+      sendError(res, ctx, route, p.model.name, backendError(up.status, up.body.toString('utf8'), up.headers['retry-after']));
+      return;
+    }
+    let completion: ChatCompletion;
+    try {
+      completion = JSON.parse(up.body.toString('utf8')) as ChatCompletion;
+    } catch {
+      sendError(res, ctx, route, p.model.name, new MessagesError(502, 'The model backend returned a malformed response'));
+      return;
+    }
+    const u = completion.usage;
+    if (u) usage = { inputTokens: u.prompt_tokens ?? 0, outputTokens: u.completion_tokens ?? 0 };
+    const body = toMessagesResponse(completion, p.model.name, signer, p.thinking);
+    ctx.metrics.request(route, p.model.name, 200);
+    sendJson(res, 200, JSON.stringify(body), decision.headers);
+  } catch (err) {
+    // 'aborted' with the client still here: the response outgrew MAX_RESPONSE_BYTES.
+    if (!(err instanceof UpstreamError && err.kind === 'aborted' && res.aborted)) sendError(res, ctx, route, p.model.name, upstreamFailure(err));
+  } finally {
+    res.onAbort = undefined;
+    settle(usage);
+  }
+}
+
+function handleCount(res: Res, req: HttpRequest, ctx: GatewayContext, signer: ThinkingSigner): void {
+  const route = 'count_tokens';
+  prepare(res, req, ctx, countTokensRequestSchema, signer, (p) => {
+    void countTokens(res, ctx, route, p).catch((err: unknown) => {
+      ctx.logger.error('count_tokens failed', { err, model: p.model.name });
+      sendError(res, ctx, route, p.model.name, toMessagesError(err));
+    });
+  }, (e) => sendError(res, ctx, route, NO_MODEL, e));
+}
+
+/** The plugin with its settings from the platform configuration (lib/config.ts). */
+export function messagesRoutesFromConfig(config: Pick<Config, 'messagesThinkingSecret' | 'messagesPingIntervalMs'>): RoutePlugin {
+  return messagesRoutes({ thinkingSecret: config.messagesThinkingSecret, pingIntervalMs: config.messagesPingIntervalMs });
+}

@@ -1,0 +1,63 @@
+// An incremental parser of the server-sent events a chat-completions backend streams. It takes
+// byte chunks split anywhere (even inside a UTF-8 character) and calls `onData` with each
+// event's data (several `data:` lines joined by "\n"). Lines end with "\n" or "\r\n"; other
+// fields (event, id, retry) and comments are ignored, since backends put everything in data.
+
+const LF = 10;
+const CR = 13;
+
+export class SseParser {
+  private rest: Buffer | undefined;
+  private data: string | undefined;
+
+  constructor(private readonly onData: (data: string) => void) {}
+
+  push(chunk: Buffer): void {
+    let buf = chunk;
+    if (this.rest) {
+      buf = Buffer.concat([this.rest, chunk]);
+      this.rest = undefined;
+    }
+    let start = 0;
+    const len = buf.length;
+    while (start < len) {
+      const nl = buf.indexOf(LF, start);
+      if (nl < 0) break;
+      const end = nl > start && buf[nl - 1] === CR ? nl - 1 : nl;
+      this.line(buf, start, end);
+      start = nl + 1;
+    }
+    // Keep the partial line (a copy: the caller may reuse its buffer).
+    if (start < len) this.rest = Buffer.from(buf.subarray(start));
+  }
+
+  /** The stream ended: an event not terminated by a blank line is still delivered. */
+  end(): void {
+    if (this.rest) {
+      const rest = this.rest;
+      this.rest = undefined;
+      this.line(rest, 0, rest[rest.length - 1] === CR ? rest.length - 1 : rest.length);
+    }
+    this.dispatch();
+  }
+
+  private line(buf: Buffer, start: number, end: number): void {
+    if (start === end) {
+      this.dispatch();
+      return;
+    }
+    // "data:" = 64 61 74 61 3a
+    if (end - start >= 5 && buf[start] === 0x64 && buf[start + 1] === 0x61 && buf[start + 2] === 0x74 && buf[start + 3] === 0x61 && buf[start + 4] === 0x3a) {
+      const from = buf[start + 5] === 0x20 ? start + 6 : start + 5;
+      const value = buf.toString('utf8', from, end);
+      this.data = this.data === undefined ? value : `${this.data}\n${value}`;
+    }
+  }
+
+  private dispatch(): void {
+    const data = this.data;
+    if (data === undefined) return;
+    this.data = undefined;
+    this.onData(data);
+  }
+}

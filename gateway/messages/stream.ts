@@ -1,0 +1,214 @@
+// The streaming translator: a state machine fed with parsed chat-completions chunks (as vLLM
+// streams them) that returns the messages protocol's server-sent events, as text ready to write.
+//
+// Sequence: message_start (with the real input_tokens, from the chunk's continuous usage),
+// then for each block content_block_start, its deltas, content_block_stop (a thinking block
+// gets its signature_delta just before its stop), then message_delta (stop_reason and usage),
+// then message_stop. Blocks open only when they have content; indices are contiguous.
+// A backend error ends the stream with an `error` event.
+import type { Hmac } from 'node:crypto';
+import { randomId } from '../../lib/ids.js';
+import { errorTypeForStatus, type MessagesErrorType } from './errors.js';
+import type { ThinkingSigner } from './signature.js';
+import { messagesUsage, stopReason, type ChatUsage } from './translate-response.js';
+
+export interface ChatChunkToolCall {
+  index?: number;
+  id?: string | null;
+  function?: { name?: string | null; arguments?: string | null } | null;
+}
+
+export interface ChatChunk {
+  choices?: {
+    delta?: {
+      content?: string | null;
+      reasoning_content?: string | null;
+      reasoning?: string | null;
+      tool_calls?: ChatChunkToolCall[] | null;
+    } | null;
+    finish_reason?: string | null;
+  }[];
+  usage?: ChatUsage | null;
+  /** vLLM reports a failure inside the stream as `{"error": {...}}` (older: `{"object": "error", ...}`). */
+  error?: { message?: string; code?: number | string } | string;
+  object?: string;
+  message?: string;
+  code?: number | string;
+}
+
+export const PING_EVENT = 'event: ping\ndata: {"type":"ping"}\n\n';
+/** An SSE comment: keeps proxies from cutting a silent stream before message_start. */
+export const KEEPALIVE_COMMENT = ': keep-alive\n\n';
+
+const enum Block { None, Thinking, Text, Tool }
+
+export interface StreamOptions {
+  /** The catalog name the client asked for. */
+  model: string;
+  signer: ThinkingSigner;
+  /** False when the client disabled thinking: reasoning deltas are dropped. */
+  thinking?: boolean;
+  /** input_tokens for message_start when the first chunk carries no usage (a count or estimate). */
+  inputTokens?: number;
+}
+
+export function sseError(type: MessagesErrorType, message: string): string {
+  return `event: error\ndata: {"type":"error","error":{"type":${JSON.stringify(type)},"message":${JSON.stringify(message)}}}\n\n`;
+}
+
+export class StreamTranslator {
+  /** True once message_stop or an error event has been produced. */
+  done = false;
+  /** True once message_start has been produced. */
+  started = false;
+  private readonly model: string;
+  private readonly signer: ThinkingSigner;
+  private readonly thinking: boolean;
+  private readonly fallbackInputTokens: number;
+  private usage: ChatUsage | undefined;
+  private finish: string | null | undefined;
+  private nextIndex = 0;
+  private open = Block.None;
+  private openIndex = -1;
+  private hmac: Hmac | undefined;
+  /** Our block index and id for each upstream tool-call index. */
+  private toolBlocks: { index: number; id: string | undefined }[] = [];
+
+  constructor(opts: StreamOptions) {
+    this.model = opts.model;
+    this.signer = opts.signer;
+    this.thinking = opts.thinking ?? true;
+    this.fallbackInputTokens = opts.inputTokens ?? 0;
+  }
+
+  /** Usage seen so far (for the gate), or undefined when the backend reported none. */
+  get reportedUsage(): { inputTokens: number; outputTokens: number } | undefined {
+    const u = this.usage;
+    return u ? { inputTokens: u.prompt_tokens ?? 0, outputTokens: u.completion_tokens ?? 0 } : undefined;
+  }
+
+  /** One `data:` payload of the upstream stream (a JSON chunk or `[DONE]`). */
+  pushData(data: string): string {
+    if (this.done) return '';
+    if (data === '[DONE]') return this.end();
+    let chunk: ChatChunk;
+    try {
+      chunk = JSON.parse(data) as ChatChunk;
+    } catch {
+      return this.fail('api_error', 'The model backend sent a malformed stream chunk');
+    }
+    return this.push(chunk);
+  }
+
+  /** One parsed upstream chunk. */
+  push(chunk: ChatChunk): string {
+    if (this.done) return '';
+    if (chunk.error !== undefined || chunk.object === 'error') return this.backendError(chunk);
+    if (chunk.usage) this.usage = chunk.usage;
+    let out = this.started ? '' : this.start();
+    const choice = chunk.choices?.[0];
+    if (!choice) return out;
+    const delta = choice.delta;
+    if (delta) {
+      const reasoning = delta.reasoning_content ?? delta.reasoning;
+      if (reasoning && this.thinking) {
+        if (this.open !== Block.Thinking) {
+          out += this.openBlock(Block.Thinking, '{"type":"thinking","thinking":"","signature":""}');
+          this.hmac = this.signer.begin();
+        }
+        this.hmac!.update(reasoning, 'utf8');
+        out += `event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"thinking_delta","thinking":${JSON.stringify(reasoning)}}}\n\n`;
+      }
+      if (delta.content) {
+        if (this.open !== Block.Text) out += this.openBlock(Block.Text, '{"type":"text","text":""}');
+        out += `event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"text_delta","text":${JSON.stringify(delta.content)}}}\n\n`;
+      }
+      if (delta.tool_calls) for (const tc of delta.tool_calls) out += this.toolFragment(tc);
+    }
+    if (choice.finish_reason) this.finish = choice.finish_reason;
+    return out;
+  }
+
+  /** The upstream stream is complete ([DONE], or its end after a finish reason): close everything. */
+  end(): string {
+    if (this.done) return '';
+    let out = this.started ? '' : this.start();
+    out += this.closeBlock();
+    const u = messagesUsage(this.usage);
+    if (!this.usage) u.input_tokens = this.fallbackInputTokens;
+    out += `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"${stopReason(this.finish)}","stop_sequence":null},"usage":${usageJson(u)}}\n\n`;
+    out += 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
+    this.done = true;
+    return out;
+  }
+
+  /** Ends the stream with an error event (backend failure, cut connection). */
+  fail(type: MessagesErrorType, message: string): string {
+    if (this.done) return '';
+    this.done = true;
+    return sseError(type, message);
+  }
+
+  /** Whether the upstream has sent its finish reason (a stream cut after it is still complete). */
+  get finished(): boolean {
+    return this.finish !== undefined && this.finish !== null;
+  }
+
+  private start(): string {
+    this.started = true;
+    const u = messagesUsage(this.usage);
+    if (!this.usage?.prompt_tokens) u.input_tokens = this.fallbackInputTokens;
+    return `event: message_start\ndata: {"type":"message_start","message":{"id":"${randomId('msg_')}","type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${usageJson(u)}}}\n\n`;
+  }
+
+  private openBlock(kind: Block, contentBlock: string): string {
+    const out = this.closeBlock();
+    this.open = kind;
+    this.openIndex = this.nextIndex++;
+    return `${out}event: content_block_start\ndata: {"type":"content_block_start","index":${this.openIndex},"content_block":${contentBlock}}\n\n`;
+  }
+
+  private closeBlock(): string {
+    if (this.open === Block.None) return '';
+    let out = '';
+    if (this.open === Block.Thinking) {
+      const signature = this.hmac!.digest('base64');
+      this.hmac = undefined;
+      out = `event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"signature_delta","signature":"${signature}"}}\n\n`;
+    }
+    out += `event: content_block_stop\ndata: {"type":"content_block_stop","index":${this.openIndex}}\n\n`;
+    this.open = Block.None;
+    this.openIndex = -1;
+    return out;
+  }
+
+  private toolFragment(tc: ChatChunkToolCall): string {
+    const k = tc.index ?? 0;
+    const id = tc.id || undefined;
+    let known = this.toolBlocks[k];
+    let out = '';
+    // A new call: an index not seen yet, or a new id on a seen index.
+    if (!known || (id !== undefined && known.id !== undefined && id !== known.id)) {
+      const name = tc.function?.name ?? '';
+      out = this.openBlock(Block.Tool, `{"type":"tool_use","id":${JSON.stringify(id ?? randomId('toolu_'))},"name":${JSON.stringify(name)},"input":{}}`);
+      known = { index: this.openIndex, id };
+      this.toolBlocks[k] = known;
+    }
+    const args = tc.function?.arguments;
+    if (args) {
+      out += `event: content_block_delta\ndata: {"type":"content_block_delta","index":${known.index},"delta":{"type":"input_json_delta","partial_json":${JSON.stringify(args)}}}\n\n`;
+    }
+    return out;
+  }
+
+  private backendError(chunk: ChatChunk): string {
+    const e = chunk.error;
+    const message = typeof e === 'string' ? e : e?.message ?? chunk.message ?? 'The model backend failed';
+    const code = Number(typeof e === 'object' ? e.code : chunk.code);
+    return this.fail(Number.isInteger(code) && code >= 400 ? errorTypeForStatus(code) : 'api_error', message);
+  }
+}
+
+function usageJson(u: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number }): string {
+  return `{"input_tokens":${u.input_tokens},"output_tokens":${u.output_tokens},"cache_creation_input_tokens":${u.cache_creation_input_tokens},"cache_read_input_tokens":${u.cache_read_input_tokens}}`;
+}

@@ -1,0 +1,51 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { SseParser } from '../../../gateway/messages/sse.js';
+
+const STREAM =
+  'data: {"a":"héllo ✓ 😀"}\n\n' +
+  ': a comment\n\n' +
+  'event: ignored\r\ndata: {"b":2}\r\n\r\n' +
+  'data: line1\ndata: line2\n\n' +
+  'data:no-space\n\n' +
+  'id: 7\nretry: 10\n\n' +
+  'data: [DONE]\n\n';
+const EXPECTED = ['{"a":"héllo ✓ 😀"}', '{"b":2}', 'line1\nline2', 'no-space', '[DONE]'];
+
+function parseAll(parts: Buffer[]): string[] {
+  const got: string[] = [];
+  const p = new SseParser((d) => got.push(d));
+  for (const part of parts) p.push(part);
+  p.end();
+  return got;
+}
+
+test('whole stream in one chunk', () => {
+  assert.deepEqual(parseAll([Buffer.from(STREAM)]), EXPECTED);
+});
+
+test('split at every byte boundary (two pieces), including inside UTF-8 characters', () => {
+  const bytes = Buffer.from(STREAM);
+  for (let i = 0; i <= bytes.length; i++) {
+    assert.deepEqual(parseAll([bytes.subarray(0, i), bytes.subarray(i)]), EXPECTED, `split at ${i}`);
+  }
+});
+
+test('one byte per chunk, with the caller reusing its buffer', () => {
+  const bytes = Buffer.from(STREAM);
+  const got: string[] = [];
+  const p = new SseParser((d) => got.push(d));
+  const scratch = Buffer.alloc(1);
+  for (const b of bytes) {
+    scratch[0] = b;
+    p.push(scratch);
+  }
+  p.end();
+  assert.deepEqual(got, EXPECTED);
+});
+
+test('an unterminated last event is delivered at end; nothing is delivered twice', () => {
+  assert.deepEqual(parseAll([Buffer.from('data: {"x":1}\n\ndata: {"y":2}')]), ['{"x":1}', '{"y":2}']);
+  assert.deepEqual(parseAll([Buffer.from('data: {"x":1}\n')]), ['{"x":1}']);
+  assert.deepEqual(parseAll([Buffer.from('')]), []);
+});
