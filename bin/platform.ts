@@ -1,0 +1,138 @@
+// The platform assembly: every part of the embedded default in one process, wired together.
+// `rc start` (npm start) runs it in the foreground; tests start it on ephemeral ports.
+//
+// Order: bus, simulated backends for models without upstreams, control plane (SQLite), gates,
+// gateway (keys and catalog from the control plane's store, kept current by bus events), local
+// agent. Closing runs in reverse order.
+import { mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { MemoryBus, RedisBus, type Bus } from '../lib/bus.js';
+import type { Config, ModelEntry } from '../lib/config.js';
+import type { Logger } from '../lib/log.js';
+import { startSim, type SimServer } from '../sim/server.js';
+import { createControlPlane, type ControlPlane } from '../control-plane/server.js';
+import { storeCatalogSource, storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
+import { AccountLimits, createGate, type LimitGate } from '../gateway/gates/index.js';
+import { messagesRoutesFromConfig } from '../gateway/messages/routes.js';
+import { createGateway, type Gateway } from '../gateway/server.js';
+import { limitsFrom, upstreamFrom } from '../gateway/cli.js';
+import { startAgent, type AgentHandle } from '../agent/server.js';
+import { agentDir, resolveAgentToken } from '../agent/cli.js';
+
+export interface Platform {
+  config: Config;
+  bus: Bus;
+  sims: SimServer[];
+  controlPlane: ControlPlane;
+  gateway: Gateway;
+  agent: AgentHandle;
+  close(): Promise<void>;
+}
+
+/**
+ * Models without upstreams are served by embedded sims, one per model, on consecutive ports from
+ * `simPortBase` (0: ephemeral ports). Returns the catalog with those upstreams filled in.
+ */
+async function startSims(config: Config, logger: Logger): Promise<{ sims: SimServer[]; models: ModelEntry[] }> {
+  const sims: SimServer[] = [];
+  const models: ModelEntry[] = [];
+  let i = 0;
+  for (const m of config.models) {
+    if (m.upstreams.length) {
+      models.push(m);
+      continue;
+    }
+    const sim = await startSim({
+      host: config.host,
+      port: config.simPortBase === 0 ? 0 : config.simPortBase + i++,
+      model: m.servedName ?? m.name,
+      reasoning: m.reasoning,
+      maxModelLen: m.maxContext,
+      ttftMs: config.simTtftMs,
+      tokensPerSecond: config.simTokensPerSecond,
+      fast: config.simFast,
+      logger,
+    });
+    sims.push(sim);
+    models.push({ ...m, upstreams: [sim.url] });
+  }
+  return { sims, models };
+}
+
+export async function startPlatform(config: Config, logger: Logger): Promise<Platform> {
+  const dataDir = resolve(config.dataDir);
+  mkdirSync(dataDir, { recursive: true });
+  const closers: (() => Promise<unknown>)[] = [];
+  const close = async () => {
+    for (const c of closers.reverse()) await c().catch((err: unknown) => logger.error('close failed', { err }));
+  };
+  try {
+    const bus: Bus = config.redisUrl ? new RedisBus(config.redisUrl) : new MemoryBus();
+    if (bus instanceof RedisBus) await bus.whenReady();
+    closers.push(() => bus.close());
+
+    const { sims, models } = await startSims(config, logger);
+    for (const s of sims) closers.push(() => s.close());
+
+    let gate: LimitGate | undefined; // created below, once the store can give the limit overrides
+    const controlPlane = await createControlPlane({
+      host: config.host,
+      port: config.apiPort,
+      dataDir,
+      bus,
+      logger,
+      configuredModels: models,
+      modelUsage: (accountId) => gate?.readUsage(accountId),
+      settings: config,
+    });
+    closers.push(() => controlPlane.close());
+    const store = controlPlane.store;
+    const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
+    limits.load(storeLimitOverrides(store));
+    gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store) });
+    closers.push(() => gate!.close());
+
+    const catalog = storeCatalogSource(models, store);
+    const gateway = await createGateway({
+      host: config.host,
+      port: config.gatewayPort,
+      models: catalog(),
+      keySource: storeKeySource(store),
+      bus,
+      gate,
+      logger,
+      limits: limitsFrom(config),
+      upstream: upstreamFrom(config),
+      routes: [messagesRoutesFromConfig(config)],
+    });
+    closers.push(() => gateway.close(2000));
+    const unsubscribe = bus.subscribe((ev) => {
+      if (ev.type === 'catalog.changed') gateway.setModels(catalog());
+    });
+    closers.push(async () => unsubscribe());
+
+    const dir = agentDir(dataDir);
+    mkdirSync(dir, { recursive: true });
+    const { token } = resolveAgentToken(dir, config.agentToken);
+    const agent = await startAgent({
+      host: config.host,
+      port: config.agentPort,
+      token,
+      dataDir: dir,
+      runtime: config.agentRuntime,
+      gpus: { detect: config.agentGpuDetect, count: config.agentGpus, model: config.agentGpuModel, memoryMb: config.agentGpuMemoryMb },
+      readyTimeoutMs: config.agentReadyTimeoutMs,
+      servingReadyTimeoutMs: config.agentServingReadyTimeoutMs,
+      stopGraceMs: config.agentStopGraceMs,
+      lostControlPlaneGraceMs: config.agentLostControlPlaneMs,
+      dockerSocket: config.agentDockerSocket,
+      logger,
+    });
+    closers.push(() => agent.close());
+
+    return { config, bus, sims, controlPlane, gateway, agent, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

@@ -1,0 +1,65 @@
+// `rc start` end to end: the whole platform as one child process on ephemeral ports, a key from
+// `rc account create`, the official clients through the gateway, then a clean stop on SIGTERM.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { waitFor } from '../helpers.js';
+
+const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
+
+test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-'));
+  const env = {
+    ...process.env,
+    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0',
+    RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '',
+  };
+  const child = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => (out += d));
+  child.stderr.on('data', (d: Buffer) => (err += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  t.after(() => {
+    child.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  await waitFor(() => /sim backend .*sim-reasoner/.test(out) || child.exitCode !== null, 30_000);
+  assert.equal(child.exitCode, null, `rc start exited early: ${err}`);
+  const gateway = /model gateway\s+(http:\/\/\S+)\/v1/.exec(out)?.[1];
+  const api = /platform API\s+(http:\/\/\S+)\/api/.exec(out)?.[1];
+  assert.ok(gateway && api, out);
+  assert.match(out, /host agent\s+127\.0\.0\.1:\d+/);
+  assert.match(out, /rc account create/);
+
+  // The CLI finds the running platform through the data dir.
+  const { stdout } = await promisify(execFile)(process.execPath, [RC, 'account', 'create', '--email', 'start@example.com', '--verified', '--credits', '3'], { env });
+  const account = JSON.parse(stdout) as { api_token: string; credits: number };
+  assert.match(account.api_token, /^rc-/);
+
+  const openai = new OpenAI({ baseURL: `${gateway}/v1`, apiKey: account.api_token });
+  const models = (await openai.models.list()).data.map((m) => m.id).sort();
+  assert.deepEqual(models, ['sim-chat', 'sim-reasoner']);
+  const chat = await openai.chat.completions.create({ model: 'sim-chat', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 });
+  assert.equal(chat.usage?.completion_tokens, 4);
+
+  const anthropic = new Anthropic({ baseURL: `${gateway}/api`, apiKey: account.api_token });
+  const msg = await anthropic.messages.create({ model: 'sim-chat', max_tokens: 3, messages: [{ role: 'user', content: 'hi' }] });
+  assert.equal(msg.stop_reason, 'max_tokens');
+
+  const usage = await fetch(`${api}/api/profile/model-usage`, { headers: { authorization: `Bearer ${account.api_token}` } });
+  assert.equal(usage.status, 200);
+  const body = (await usage.json()) as { requests: number };
+  assert.equal(body.requests, 2);
+
+  child.kill('SIGTERM');
+  assert.equal(await exited, 0, err);
+});
