@@ -1,4 +1,76 @@
-// PLACEHOLDER: replaced by the sim implementation.
-import { uws } from '../lib/uws.js';
-import type { Command } from '../bin/cli.js';
-export const simCommand: Command = { summary: 'sim', async run() { uws(); return 0; } };
+// `rc sim`: runs the simulated serving backend in the foreground until SIGINT/SIGTERM.
+// Prints one JSON line on stdout once listening: {"url": ..., "model": ..., "pid": ...}.
+import { numberOption, parse, untilSignal, UsageError, type Command } from '../bin/cli.js';
+import { FAULT_KINDS, parseFault } from './faults.js';
+
+const HELP = `Usage: rc sim --model NAME [options]
+
+Runs a simulated OpenAI-compatible serving backend that behaves like vLLM.
+
+Options:
+  --model NAME               served model name, echoed as "model" (required)
+  --host H                   address to bind (default 127.0.0.1)
+  --port P                   port (default 8000; 0 picks a free one)
+  --reasoning                emit reasoning before the answer
+  --fast                     no delays at all (benchmarks)
+  --ttft-ms N                time to first token in ms (default 80)
+  --tokens-per-second N      output pace (default 50)
+  --seed N                   default seed (a request's "seed" overrides it)
+  --max-model-len N          context window in tokens (default 32768)
+  --fault KIND[;k=v]         standing fault: ${FAULT_KINDS.join(', ')}
+                             (e.g. "429;retry-after=2", "close-mid-stream;after=5", "500;count=3")
+  -h, --help                 this help
+
+Prints {"url","model","pid"} as one JSON line on stdout when ready; SIGINT/SIGTERM stop it.
+`;
+
+export const simCommand: Command = {
+  summary: 'Run the simulated OpenAI-compatible serving backend',
+  async run(argv) {
+    const { values } = parse(argv, {
+      model: { type: 'string' },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      reasoning: { type: 'boolean' },
+      fast: { type: 'boolean' },
+      'ttft-ms': { type: 'string' },
+      'tokens-per-second': { type: 'string' },
+      seed: { type: 'string' },
+      'max-model-len': { type: 'string' },
+      fault: { type: 'string' },
+    });
+    if (values.help) {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    if (!values.model) throw new UsageError('--model is required');
+    if (values.host === '') throw new UsageError('--host must not be empty');
+    const port = numberOption('port', values.port, { integer: true, min: 0 }) ?? 8000;
+    if (port > 65535) throw new UsageError(`--port must be <= 65535, got ${port}`);
+    const tokensPerSecond = numberOption('tokens-per-second', values['tokens-per-second'], { min: 0 });
+    if (tokensPerSecond === 0) throw new UsageError('--tokens-per-second must be > 0');
+    const fault = values.fault === undefined ? undefined : parseFault(values.fault);
+    if (values.fault !== undefined && !fault) throw new UsageError(`--fault: unknown fault ${JSON.stringify(values.fault)} (kinds: ${FAULT_KINDS.join(', ')})`);
+
+    const options = {
+      host: values.host ?? '127.0.0.1',
+      port,
+      model: values.model,
+      reasoning: values.reasoning ?? false,
+      fast: values.fast ?? false,
+      ttftMs: numberOption('ttft-ms', values['ttft-ms'], { min: 0 }),
+      tokensPerSecond,
+      seed: numberOption('seed', values.seed, { integer: true }),
+      maxModelLen: numberOption('max-model-len', values['max-model-len'], { integer: true, min: 1 }),
+      fault,
+    };
+
+    const { startSim } = await import('./server.js');
+    const signal = untilSignal(); // listen for signals before announcing readiness
+    const server = await startSim(options);
+    process.stdout.write(JSON.stringify({ url: server.url, model: server.model, pid: process.pid }) + '\n');
+    await signal;
+    await server.close(1000);
+    return 0;
+  },
+};

@@ -1,0 +1,82 @@
+// What one chat completion will generate, decided up front from the request, the prompt and
+// the seed: the reasoning pieces, then either answer pieces or one tool call, and why it ends.
+import { randomUUID } from 'node:crypto';
+import { hashString, prng, reasoningPieces, textPieces, toolArgumentPieces } from './generate.js';
+import { contentText } from './tokenizer.js';
+import type { ChatRequest, Effort } from './request.js';
+
+/** Reasoning tokens per `reasoning_effort` (absent: medium). More effort, more reasoning. */
+export const REASONING_TOKENS: Record<Effort, number> = { none: 0, minimal: 4, low: 12, medium: 32, high: 96, xhigh: 192 };
+
+/** The answer length when nothing limits it: 16 to 63 tokens, chosen by the seed and prompt. */
+export const MIN_NATURAL_TOKENS = 16;
+export const NATURAL_TOKENS_SPREAD = 48;
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+export interface Plan {
+  reasoning: string[];
+  /** Answer pieces (empty when a tool is called). */
+  content: string[];
+  /** The tool call, when one is made; `args` are the arguments' pieces (possibly cut by max_tokens). */
+  tool: { id: string; name: string; args: string[] } | undefined;
+  finish: FinishReason;
+  /** reasoning + content or tool argument pieces: usage.completion_tokens. */
+  completionTokens: number;
+}
+
+/** Which tool the request makes the model call, if any. */
+export function chooseTool(req: ChatRequest): NonNullable<ChatRequest['tools']>[number] | undefined {
+  const tools = req.tools;
+  if (!tools?.length) return undefined;
+  const choice = req.tool_choice ?? 'auto';
+  if (choice === 'none') return undefined;
+  if (typeof choice === 'object') return tools.find((t) => t.function.name === choice.function.name);
+  // "required" and "auto": the first tool whose name the last user message mentions; for
+  // "required", the first tool otherwise; for "auto", none (a plain answer).
+  let lastUser = '';
+  for (let i = req.messages.length - 1; i >= 0; i--) {
+    if (req.messages[i]!.role === 'user') { lastUser = contentText(req.messages[i]!.content); break; }
+  }
+  const mentioned = tools.find((t) => lastUser.includes(t.function.name));
+  return mentioned ?? (choice === 'required' ? tools[0] : undefined);
+}
+
+/**
+ * Plans the output. `limit` is the effective max_tokens (the request's, or the room left in the
+ * context window). `promptText` and `seed` make the output deterministic.
+ */
+export function planOutput(req: ChatRequest, opts: { reasoningModel: boolean; limit: number; promptText: string; seed: number }): Plan {
+  const rng = prng(hashString(opts.promptText, req.seed ?? opts.seed));
+  const thinking = opts.reasoningModel && req.chat_template_kwargs?.enable_thinking !== false;
+  const wantReasoning = thinking ? REASONING_TOKENS[req.reasoning_effort ?? 'medium'] : 0;
+  const tool = chooseTool(req);
+  const limit = opts.limit;
+
+  if (tool) {
+    const args = toolArgumentPieces(tool.function.parameters, rng);
+    const natural = wantReasoning + args.length;
+    const total = Math.min(natural, limit);
+    const r = Math.min(wantReasoning, total);
+    const argCount = total - r;
+    return {
+      reasoning: reasoningPieces(rng, r),
+      content: [],
+      tool: argCount > 0 ? { id: `chatcmpl-tool-${randomUUID().replace(/-/g, '')}`, name: tool.function.name, args: args.slice(0, argCount) } : undefined,
+      finish: total < natural ? 'length' : 'tool_calls',
+      completionTokens: total,
+    };
+  }
+
+  const natural = wantReasoning + MIN_NATURAL_TOKENS + Math.floor(rng() * NATURAL_TOKENS_SPREAD);
+  const wanted = req.ignore_eos ? limit : Math.max(natural, req.min_tokens ?? 0);
+  const total = Math.min(wanted, limit);
+  const r = Math.min(wantReasoning, total);
+  return {
+    reasoning: reasoningPieces(rng, r),
+    content: textPieces(rng, total - r),
+    tool: undefined,
+    finish: req.ignore_eos || wanted > limit ? 'length' : 'stop',
+    completionTokens: total,
+  };
+}
