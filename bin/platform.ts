@@ -9,7 +9,8 @@ import { resolve } from 'node:path';
 import { MemoryBus, RedisBus, type Bus } from '../lib/bus.js';
 import type { Config, ModelEntry } from '../lib/config.js';
 import type { Logger } from '../lib/log.js';
-import { startSim, type SimServer } from '../sim/server.js';
+import { startCatalogSims } from '../sim/catalog.js';
+import type { SimServer } from '../sim/server.js';
 import { createControlPlane, type ControlPlane } from '../control-plane/server.js';
 import { storeCatalogSource, storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
 import { AccountLimits, createGate, type LimitGate } from '../gateway/gates/index.js';
@@ -29,34 +30,12 @@ export interface Platform {
   close(): Promise<void>;
 }
 
-/**
- * Models without upstreams are served by embedded sims, one per model, on consecutive ports from
- * `simPortBase` (0: ephemeral ports). Returns the catalog with those upstreams filled in.
- */
-async function startSims(config: Config, logger: Logger): Promise<{ sims: SimServer[]; models: ModelEntry[] }> {
-  const sims: SimServer[] = [];
-  const models: ModelEntry[] = [];
-  let i = 0;
-  for (const m of config.models) {
-    if (m.upstreams.length) {
-      models.push(m);
-      continue;
-    }
-    const sim = await startSim({
-      host: config.host,
-      port: config.simPortBase === 0 ? 0 : config.simPortBase + i++,
-      model: m.servedName ?? m.name,
-      reasoning: m.reasoning,
-      maxModelLen: m.maxContext,
-      ttftMs: config.simTtftMs,
-      tokensPerSecond: config.simTokensPerSecond,
-      fast: config.simFast,
-      logger,
-    });
-    sims.push(sim);
-    models.push({ ...m, upstreams: [sim.url] });
-  }
-  return { sims, models };
+/** The catalog with each upstream-less model pointed at its embedded sim. */
+function withSimUpstreams(models: readonly ModelEntry[], sims: Map<string, SimServer>): ModelEntry[] {
+  return models.map((m) => {
+    const sim = sims.get(m.name);
+    return sim ? { ...m, upstreams: [sim.url] } : m;
+  });
 }
 
 export async function startPlatform(config: Config, logger: Logger): Promise<Platform> {
@@ -71,8 +50,13 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     if (bus instanceof RedisBus) await bus.whenReady();
     closers.push(() => bus.close());
 
-    const { sims, models } = await startSims(config, logger);
+    const simsByModel = await startCatalogSims(config.models, {
+      host: config.host, portBase: config.simPortBase, ttftMs: config.simTtftMs,
+      tokensPerSecond: config.simTokensPerSecond, fast: config.simFast, logger,
+    });
+    const sims = [...simsByModel.values()];
     for (const s of sims) closers.push(() => s.close());
+    const models = withSimUpstreams(config.models, simsByModel);
 
     let gate: LimitGate | undefined; // created below, once the store can give the limit overrides
     const controlPlane = await createControlPlane({
