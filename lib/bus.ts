@@ -7,7 +7,8 @@ import { Redis } from 'ioredis';
 export type BusEvent =
   | { type: 'key.issued'; keyHash: string; accountId: number }
   | { type: 'key.revoked'; keyHash: string; accountId: number }
-  | { type: 'account.changed'; accountId: number }
+  /** `limits`, when present, carries the account's gate overrides (null: back to the defaults); see gateway/gates/README.md. */
+  | { type: 'account.changed'; accountId: number; limits?: { rpm?: number | null; tpm?: number | null; dailyTokens?: number | null } | null }
   | { type: 'catalog.changed' }
   | { type: 'instance.changed'; instanceId: string };
 
@@ -57,6 +58,8 @@ export class RedisBus implements Bus {
       void this.local.publish(ev);
     });
     this.ready = this.sub.subscribe(this.channel);
+    // Closing before the subscription is active rejects `ready`; whenReady() still reports it.
+    this.ready.catch(() => {});
   }
 
   /** Resolves once the subscription is active. */

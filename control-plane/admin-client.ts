@@ -1,0 +1,103 @@
+// How the rc CLI reaches the platform's state. When a control plane runs on the data dir (its
+// runtime file names the URL), operations go through its admin API, so its in-process bus
+// tells every gateway. Otherwise the CLI opens the SQLite file itself (WAL and busy_timeout
+// make a concurrent writer safe) and publishes events on Redis when REDIS_URL is set (with no
+// platform running, no in-process gateway exists to tell).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { Redis } from 'ioredis';
+import { BUS_CHANNEL, type BusEvent } from '../lib/bus.js';
+import type { ModelEntry } from '../lib/config.js';
+import { RcError } from '../lib/errors.js';
+import { runAdminOp, type AdminOpName } from './admin.js';
+import { ApiError } from './errors.js';
+import { adminToken } from './secrets.js';
+import { RUNTIME_FILE, type RuntimeInfo } from './server.js';
+import { Store } from './store.js';
+
+export interface AdminClientOptions {
+  dataDir: string;
+  redisUrl?: string;
+  configuredModels: readonly ModelEntry[];
+}
+
+export type AdminCall = (op: AdminOpName, input: Record<string, unknown>) => Promise<unknown>;
+
+function runtimeInfo(dataDir: string): RuntimeInfo | undefined {
+  try {
+    return JSON.parse(readFileSync(join(dataDir, RUNTIME_FILE), 'utf8')) as RuntimeInfo;
+  } catch {
+    return undefined;
+  }
+}
+
+/** undefined when nothing listens at the URL (a stale runtime file): the caller falls back to the database. */
+async function viaApi(info: RuntimeInfo, token: string, op: string, input: Record<string, unknown>): Promise<{ body: unknown } | undefined> {
+  let res;
+  try {
+    res = await request(`${info.url}/api/admin/${op}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-rc-admin-token': token },
+      body: JSON.stringify(input),
+      headersTimeout: 30_000,
+      bodyTimeout: 30_000,
+    });
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'UND_ERR_SOCKET') return undefined;
+    throw err;
+  }
+  const text = await res.body.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new RcError('RC_ERR_ADMIN_API', `platform API at ${info.url} answered ${res.statusCode} with a non-JSON body`, 502);
+  }
+  if (res.statusCode >= 400) {
+    const d = (body as { detail?: unknown }).detail;
+    const message = typeof d === 'string' ? d : JSON.stringify(d);
+    throw new ApiError(res.statusCode, 'RC_ERR_ADMIN_API', message);
+  }
+  return { body };
+}
+
+/** Runs one operation against the running platform, or directly on the database. */
+export async function callAdmin(options: AdminClientOptions, op: AdminOpName, input: Record<string, unknown>): Promise<unknown> {
+  const info = runtimeInfo(options.dataDir);
+  if (info) {
+    const r = await viaApi(info, adminToken(options.dataDir), op, input);
+    if (r) return r.body;
+  }
+  const store = new Store({ dataDir: options.dataDir });
+  const publisher = options.redisUrl ? redisPublisher(options.redisUrl) : undefined;
+  try {
+    return await runAdminOp({ store, publish: publisher?.publish ?? (async () => {}), configuredModels: options.configuredModels }, op, input);
+  } finally {
+    store.close();
+    await publisher?.close();
+  }
+}
+
+/**
+ * Publishes on the bus channel the way lib/bus.ts RedisBus does, without its subscriber
+ * connection (a one-shot CLI only publishes).
+ */
+function redisPublisher(url: string) {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 5000 });
+  redis.on('error', () => {});
+  return {
+    async publish(event: BusEvent): Promise<void> {
+      try {
+        await redis.publish(BUS_CHANNEL, JSON.stringify(event));
+      } catch (err) {
+        // The change is committed; gateways that missed the event pick it up at their next start.
+        process.stderr.write(`rc: warning: could not publish ${event.type} on ${url}: ${(err as Error).message}\n`);
+      }
+    },
+    async close(): Promise<void> {
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}

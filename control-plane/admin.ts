@@ -1,0 +1,148 @@
+// Operator actions (the rc CLI's account, coupon, image and model commands). One definition,
+// two transports: the admin API of a running control plane (POST /api/admin/<op> with the
+// data dir's admin token), or the database opened directly when no platform runs. Either way
+// the change is one SQLite transaction and the events gateways need are published.
+import { z } from 'zod';
+import type { BusEvent } from '../lib/bus.js';
+import { modelEntrySchema, type ModelEntry } from '../lib/config.js';
+import { notFound } from './errors.js';
+import { hashPassword } from './passwords.js';
+import { mergedCatalog } from './sources.js';
+import type { Store } from './store.js';
+import { parseInput } from './validate.js';
+import { accountSummary, profile } from './views.js';
+
+export interface AdminContext {
+  store: Store;
+  publish(event: BusEvent): Promise<void>;
+  /** The models configured outside the database (RC_CONFIG or the default sim models). */
+  configuredModels: readonly ModelEntry[];
+}
+
+const email = z.string().trim().toLowerCase().pipe(z.email('must be an e-mail address')).pipe(z.string().max(254));
+const credits = z.number().finite().min(-1e9).max(1e9);
+const limit = z.number().int().positive().max(1e15).nullable().optional();
+
+interface AdminOp<S extends z.ZodType> {
+  input: S;
+  run(ctx: AdminContext, input: z.output<S>): Promise<unknown> | unknown;
+}
+const op = <S extends z.ZodType>(input: S, run: AdminOp<S>['run']): AdminOp<S> => ({ input, run });
+
+function accountByEmail(ctx: AdminContext, address: string) {
+  const a = ctx.store.accounts.byEmail(address);
+  if (!a) throw notFound(`No account with e-mail ${address}`);
+  return a;
+}
+
+/** Issues a key when the account has none (verified accounts only) and tells the gateways. */
+async function ensureKey(ctx: AdminContext, accountId: number): Promise<void> {
+  if (ctx.store.keys.current(accountId) !== null) return;
+  const k = ctx.store.keys.issue(accountId);
+  if (k.revokedHash) await ctx.publish({ type: 'key.revoked', keyHash: k.revokedHash, accountId });
+  await ctx.publish({ type: 'key.issued', keyHash: k.keyHash, accountId });
+}
+
+export const ADMIN_OPS = {
+  'account.create': op(
+    z.strictObject({
+      email,
+      credits: credits.min(0).default(0),
+      verified: z.boolean().default(false),
+      editor: z.boolean().default(false),
+      password: z.string().min(8, 'password must have at least 8 characters').max(256).optional(),
+    }),
+    async (ctx, i) => {
+      const passwordHash = i.password ? await hashPassword(i.password) : null;
+      const { store } = ctx;
+      const account = store.transaction(() => {
+        const a = store.accounts.create({ email: i.email, passwordHash, verified: i.verified, isEditor: i.editor });
+        if (i.credits > 0) store.ledger.append({ accountId: a.id, kind: 'grant', credits: i.credits, idempotencyKey: `grant:signup:${a.id}`, ref: 'rc account create' });
+        return a;
+      });
+      if (account.verified) await ensureKey(ctx, account.id);
+      return profile(store, store.accounts.byId(account.id)!);
+    },
+  ),
+  'account.verify': op(z.strictObject({ email }), async (ctx, i) => {
+    const a = accountByEmail(ctx, i.email);
+    ctx.store.accounts.setVerified(a.id, true);
+    await ensureKey(ctx, a.id);
+    await ctx.publish({ type: 'account.changed', accountId: a.id });
+    return profile(ctx.store, ctx.store.accounts.byId(a.id)!);
+  }),
+  'account.list': op(z.strictObject({}), (ctx) => ({ accounts: ctx.store.accounts.list().map((a) => accountSummary(ctx.store, a)) })),
+  'account.grant-credits': op(
+    z.strictObject({
+      email,
+      credits: credits.refine((n) => n !== 0, 'credits must not be 0'),
+      idempotency_key: z.string().min(1).max(200).optional(),
+      reason: z.string().max(500).optional(),
+    }),
+    (ctx, i) => {
+      const a = accountByEmail(ctx, i.email);
+      const key = `grant:${i.idempotency_key ?? crypto.randomUUID()}`;
+      const r = ctx.store.ledger.append({ accountId: a.id, kind: 'grant', credits: i.credits, idempotencyKey: key, ref: i.reason ?? null });
+      return { email: a.email, credits_added: r.applied ? i.credits : 0, credits: r.credits, applied: r.applied, idempotency_key: key };
+    },
+  ),
+  'account.set-limits': op(
+    z.strictObject({ email, rpm: limit, tpm: limit, daily_tokens: limit, clear: z.boolean().default(false) }),
+    async (ctx, i) => {
+      const a = accountByEmail(ctx, i.email);
+      const old = i.clear ? undefined : ctx.store.limits.get(a.id);
+      const pick = (v: number | null | undefined, prev: number | null | undefined) => (v !== undefined ? v : prev ?? null);
+      const l = ctx.store.limits.set({ accountId: a.id, rpm: pick(i.rpm, old?.rpm), tpm: pick(i.tpm, old?.tpm), dailyTokens: pick(i.daily_tokens, old?.dailyTokens) });
+      await ctx.publish({ type: 'account.changed', accountId: a.id, limits: { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens } });
+      return { email: a.email, limits: { rpm: l.rpm, tpm: l.tpm, daily_tokens: l.dailyTokens } };
+    },
+  ),
+  'coupon.create': op(
+    z.strictObject({
+      credits: z.number().finite().positive('credits must be positive').max(1e9),
+      email: email.optional(),
+      code: z.string().trim().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{3,63}$/, 'code must be 4-64 letters, digits, - or _').optional(),
+    }),
+    (ctx, i) => {
+      const accountId = i.email ? accountByEmail(ctx, i.email).id : null;
+      const c = ctx.store.coupons.create(i.credits, accountId, i.code);
+      return i.email ? { code: c.code, credits: c.credits, email: i.email } : { code: c.code, credits: c.credits };
+    },
+  ),
+  'coupon.list': op(z.strictObject({}), (ctx) => ({ coupons: ctx.store.coupons.list() })),
+  'image.add': op(z.strictObject({ name: z.string().trim().min(1).max(200), image: z.string().trim().min(1).max(512).regex(/^\S+$/, 'image must not contain spaces') }), (ctx, i) =>
+    ctx.store.images.add(i.name, i.image),
+  ),
+  'image.disable': op(z.strictObject({ image: z.string().trim().min(1) }), (ctx, i) => {
+    if (!ctx.store.images.disable(i.image)) throw notFound(`No image ${i.image} in the catalog`);
+    return ctx.store.images.get(i.image);
+  }),
+  'image.list': op(z.strictObject({}), (ctx) => ({ images: ctx.store.images.list() })),
+  'model.add': op(modelEntrySchema, async (ctx, entry) => {
+    const e = ctx.store.models.put(entry);
+    await ctx.publish({ type: 'catalog.changed' });
+    return e;
+  }),
+  'model.remove': op(z.strictObject({ name: z.string().min(1) }), async (ctx, i) => {
+    if (!ctx.store.models.remove(i.name)) throw notFound(`No model ${i.name} in the database catalog (models from RC_CONFIG are edited there)`);
+    await ctx.publish({ type: 'catalog.changed' });
+    return { removed: i.name };
+  }),
+  'model.list': op(z.strictObject({}), (ctx) => {
+    const inDb = new Set(ctx.store.models.list().map((m) => m.name));
+    return { models: mergedCatalog(ctx.configuredModels, ctx.store).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' })) };
+  }),
+} satisfies Record<string, AdminOp<z.ZodType>>;
+
+export type AdminOpName = keyof typeof ADMIN_OPS;
+
+export function isAdminOp(name: string): name is AdminOpName {
+  return Object.hasOwn(ADMIN_OPS, name);
+}
+
+/** Validates `input` and runs the operation; ApiErrors (4xx) for bad input or unknown names. */
+export async function runAdminOp(ctx: AdminContext, name: string, input: unknown): Promise<unknown> {
+  if (!isAdminOp(name)) throw notFound(`Unknown admin operation ${name}`);
+  const o = ADMIN_OPS[name] as AdminOp<z.ZodType>;
+  return o.run(ctx, parseInput(o.input, input ?? {}));
+}

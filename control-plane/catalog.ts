@@ -1,0 +1,135 @@
+// The image catalog (what templates may launch), the shared model catalog entries added with
+// `rc model add`, and per-account model API limit overrides.
+import type { Clock } from '../lib/clock.js';
+import { modelEntrySchema, type ModelEntry } from '../lib/config.js';
+import type { Db } from './db.js';
+
+export interface ImageEntry {
+  name: string;
+  image: string;
+  enabled: boolean;
+}
+
+export class Images {
+  private readonly upsert;
+  private readonly setEnabled;
+  private readonly listStmt;
+  private readonly enabledStmt;
+  private readonly getStmt;
+
+  constructor(db: Db, private readonly clock: Clock) {
+    this.upsert = db.prepare<[string, string, number]>(
+      'INSERT INTO images (name, image, enabled, created_at) VALUES (?, ?, 1, ?) ON CONFLICT (image) DO UPDATE SET name = excluded.name, enabled = 1',
+    );
+    this.setEnabled = db.prepare<[number, string]>('UPDATE images SET enabled = ? WHERE image = ?');
+    this.listStmt = db.prepare<[], { name: string; image: string; enabled: number }>('SELECT name, image, enabled FROM images ORDER BY id');
+    this.enabledStmt = db.prepare<[], { name: string; image: string; enabled: number }>('SELECT name, image, enabled FROM images WHERE enabled = 1 ORDER BY id');
+    this.getStmt = db.prepare<[string], { name: string; image: string; enabled: number }>('SELECT name, image, enabled FROM images WHERE image = ?');
+  }
+
+  /** Adds the image, or renames and re-enables it when it is already in the catalog. */
+  add(name: string, image: string): ImageEntry {
+    this.upsert.run(name, image, this.clock.now());
+    return { name, image, enabled: true };
+  }
+
+  /** Disables the image; false when it is not in the catalog. */
+  disable(image: string): boolean {
+    return this.setEnabled.run(0, image).changes === 1;
+  }
+
+  get(image: string): ImageEntry | undefined {
+    const r = this.getStmt.get(image);
+    return r && { name: r.name, image: r.image, enabled: r.enabled === 1 };
+  }
+
+  isEnabled(image: string): boolean {
+    return this.getStmt.get(image)?.enabled === 1;
+  }
+
+  list(): ImageEntry[] {
+    return this.listStmt.all().map((r) => ({ name: r.name, image: r.image, enabled: r.enabled === 1 }));
+  }
+
+  /** The selectable images (enabled ones). */
+  enabled(): ImageEntry[] {
+    return this.enabledStmt.all().map((r) => ({ name: r.name, image: r.image, enabled: true }));
+  }
+}
+
+/** Shared model catalog entries kept in the database (validated with modelEntrySchema). */
+export class Models {
+  private readonly upsert;
+  private readonly del;
+  private readonly listStmt;
+
+  constructor(db: Db, private readonly clock: Clock) {
+    this.upsert = db.prepare<[string, string, number]>(
+      'INSERT INTO models (name, entry, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET entry = excluded.entry',
+    );
+    this.del = db.prepare<[string]>('DELETE FROM models WHERE name = ?');
+    this.listStmt = db.prepare<[], { entry: string }>('SELECT entry FROM models ORDER BY name');
+  }
+
+  /** Adds or replaces the entry of that name. */
+  put(entry: ModelEntry): ModelEntry {
+    const e = modelEntrySchema.parse(entry);
+    this.upsert.run(e.name, JSON.stringify(e), this.clock.now());
+    return e;
+  }
+
+  remove(name: string): boolean {
+    return this.del.run(name).changes === 1;
+  }
+
+  /** Every stored entry; one that no longer validates (schema changed) is skipped. */
+  list(): ModelEntry[] {
+    const out: ModelEntry[] = [];
+    for (const r of this.listStmt.all()) {
+      const p = modelEntrySchema.safeParse(JSON.parse(r.entry));
+      if (p.success) out.push(p.data);
+    }
+    return out;
+  }
+}
+
+/** Per-account overrides of the model API gates; a null field means "the configured default". */
+export interface AccountLimits {
+  accountId: number;
+  rpm: number | null;
+  tpm: number | null;
+  dailyTokens: number | null;
+}
+
+export class Limits {
+  private readonly upsert;
+  private readonly getStmt;
+  private readonly allStmt;
+
+  constructor(db: Db) {
+    this.upsert = db.prepare<[number, number | null, number | null, number | null]>(
+      'INSERT INTO account_limits (account_id, rpm, tpm, daily_tokens) VALUES (?, ?, ?, ?) ' +
+        'ON CONFLICT (account_id) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm, daily_tokens = excluded.daily_tokens',
+    );
+    this.getStmt = db.prepare<[number], { account_id: number; rpm: number | null; tpm: number | null; daily_tokens: number | null }>(
+      'SELECT account_id, rpm, tpm, daily_tokens FROM account_limits WHERE account_id = ?',
+    );
+    this.allStmt = db.prepare<[], { account_id: number; rpm: number | null; tpm: number | null; daily_tokens: number | null }>(
+      'SELECT account_id, rpm, tpm, daily_tokens FROM account_limits ORDER BY account_id',
+    );
+  }
+
+  set(l: AccountLimits): AccountLimits {
+    this.upsert.run(l.accountId, l.rpm, l.tpm, l.dailyTokens);
+    return l;
+  }
+
+  get(accountId: number): AccountLimits | undefined {
+    const r = this.getStmt.get(accountId);
+    return r && { accountId: r.account_id, rpm: r.rpm, tpm: r.tpm, dailyTokens: r.daily_tokens };
+  }
+
+  all(): AccountLimits[] {
+    return this.allStmt.all().map((r) => ({ accountId: r.account_id, rpm: r.rpm, tpm: r.tpm, dailyTokens: r.daily_tokens }));
+  }
+}

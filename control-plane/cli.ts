@@ -1,0 +1,194 @@
+// The operator commands of `rc`: account, coupon, image, model. Each subcommand maps its flags
+// to one admin operation (admin.ts) and prints the result as JSON.
+import type { ParseArgsConfig } from 'node:util';
+import { numberOption, parse, printJson, UsageError, type Command } from '../bin/cli.js';
+import { loadConfig } from '../lib/config.js';
+import type { AdminOpName } from './admin.js';
+import { callAdmin } from './admin-client.js';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+type Values = Record<string, string | boolean | string[] | undefined>;
+
+interface Sub {
+  summary: string;
+  usage: string;
+  options: Options;
+  op: AdminOpName;
+  input(v: Values): Record<string, unknown>;
+}
+
+const COMMON: Options = { 'data-dir': { type: 'string' } };
+const COMMON_HELP = '  --data-dir DIR   data dir of the platform (default: RC_DATA_DIR or ./data)\n  -h, --help       this help';
+
+const str = (v: Values, name: string): string | undefined => v[name] as string | undefined;
+function required(v: Values, name: string): string {
+  const s = str(v, name);
+  if (s === undefined || s.trim() === '') throw new UsageError(`--${name} is required`);
+  return s;
+}
+const num = (v: Values, name: string, opts?: { integer?: boolean; min?: number }) => numberOption(name, str(v, name), opts);
+/** Drops undefined fields, so the operation applies its defaults. */
+const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, x]) => x !== undefined));
+
+const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
+  account: {
+    summary: 'Manage accounts: create, verify, list, grant-credits, set-limits',
+    subs: {
+      create: {
+        summary: 'Create an account; prints it with api_token (null when unverified)',
+        usage: '--email E [--credits N] [--verified] [--editor] [--password P]',
+        options: { email: { type: 'string' }, credits: { type: 'string' }, verified: { type: 'boolean' }, editor: { type: 'boolean' }, password: { type: 'string' } },
+        op: 'account.create',
+        input: (v) => defined({ email: required(v, 'email'), credits: num(v, 'credits', { min: 0 }), verified: v.verified, editor: v.editor, password: str(v, 'password') }),
+      },
+      verify: {
+        summary: 'Mark an account verified (clears review) and issue its API key',
+        usage: '--email E',
+        options: { email: { type: 'string' } },
+        op: 'account.verify',
+        input: (v) => ({ email: required(v, 'email') }),
+      },
+      list: { summary: 'List accounts', usage: '', options: {}, op: 'account.list', input: () => ({}) },
+      'grant-credits': {
+        summary: 'Add credits (a ledger grant; negative corrects); an idempotency key makes a retry harmless',
+        usage: '--email E --credits N [--reason TEXT] [--idempotency-key K]',
+        options: { email: { type: 'string' }, credits: { type: 'string' }, reason: { type: 'string' }, 'idempotency-key': { type: 'string' } },
+        op: 'account.grant-credits',
+        input: (v) => {
+          const credits = num(v, 'credits');
+          if (credits === undefined) throw new UsageError('--credits is required');
+          return defined({ email: required(v, 'email'), credits, reason: str(v, 'reason'), idempotency_key: str(v, 'idempotency-key') });
+        },
+      },
+      'set-limits': {
+        summary: 'Override the model API gates of an account (omitted: unchanged; --clear: back to defaults first)',
+        usage: '--email E [--rpm N] [--tpm N] [--daily-tokens N] [--clear]',
+        options: { email: { type: 'string' }, rpm: { type: 'string' }, tpm: { type: 'string' }, 'daily-tokens': { type: 'string' }, clear: { type: 'boolean' } },
+        op: 'account.set-limits',
+        input: (v) => {
+          const o = defined({
+            email: required(v, 'email'),
+            rpm: num(v, 'rpm', { integer: true, min: 1 }),
+            tpm: num(v, 'tpm', { integer: true, min: 1 }),
+            daily_tokens: num(v, 'daily-tokens', { integer: true, min: 1 }),
+            clear: v.clear,
+          });
+          if (Object.keys(o).length === 1) throw new UsageError('give at least one of --rpm, --tpm, --daily-tokens, --clear');
+          return o;
+        },
+      },
+    },
+  },
+  coupon: {
+    summary: 'Manage coupons: create, list',
+    subs: {
+      create: {
+        summary: 'Create a coupon; prints {code, credits}',
+        usage: '--credits N [--email E] [--code CODE]',
+        options: { credits: { type: 'string' }, email: { type: 'string' }, code: { type: 'string' } },
+        op: 'coupon.create',
+        input: (v) => {
+          const credits = num(v, 'credits');
+          if (credits === undefined) throw new UsageError('--credits is required');
+          if (credits <= 0) throw new UsageError('--credits must be positive');
+          return defined({ credits, email: str(v, 'email'), code: str(v, 'code') });
+        },
+      },
+      list: { summary: 'List coupons', usage: '', options: {}, op: 'coupon.list', input: () => ({}) },
+    },
+  },
+  image: {
+    summary: 'Manage the image catalog: add, disable, list',
+    subs: {
+      add: {
+        summary: 'Add an image (or rename and re-enable it)',
+        usage: '--name NAME --image IMAGE',
+        options: { name: { type: 'string' }, image: { type: 'string' } },
+        op: 'image.add',
+        input: (v) => ({ name: required(v, 'name'), image: required(v, 'image') }),
+      },
+      disable: {
+        summary: 'Disable an image (templates using it can no longer launch)',
+        usage: '--image IMAGE',
+        options: { image: { type: 'string' } },
+        op: 'image.disable',
+        input: (v) => ({ image: required(v, 'image') }),
+      },
+      list: { summary: 'List the image catalog', usage: '', options: {}, op: 'image.list', input: () => ({}) },
+    },
+  },
+  model: {
+    summary: 'Manage the shared model catalog: add, remove, list',
+    subs: {
+      add: {
+        summary: 'Add or replace a model served by OpenAI-compatible upstreams',
+        usage: '--name N --upstream URL [--upstream URL...] [--served-name S] [--reasoning] [--no-tools] [--effort TIER...] [--max-context N] [--owned-by O]',
+        options: {
+          name: { type: 'string' }, upstream: { type: 'string', multiple: true }, 'served-name': { type: 'string' },
+          reasoning: { type: 'boolean' }, 'no-tools': { type: 'boolean' }, effort: { type: 'string', multiple: true },
+          'max-context': { type: 'string' }, 'owned-by': { type: 'string' },
+        },
+        op: 'model.add',
+        input: (v) => {
+          const upstreams = (v.upstream as string[] | undefined) ?? [];
+          if (!upstreams.length) throw new UsageError('--upstream is required (repeat it for several backends)');
+          return defined({
+            name: required(v, 'name'), upstreams, servedName: str(v, 'served-name'), reasoning: v.reasoning,
+            tools: v['no-tools'] ? false : undefined, efforts: v.effort, maxContext: num(v, 'max-context', { integer: true, min: 1 }),
+            ownedBy: str(v, 'owned-by'),
+          });
+        },
+      },
+      remove: {
+        summary: 'Remove a model added with rc model add',
+        usage: '--name N',
+        options: { name: { type: 'string' } },
+        op: 'model.remove',
+        input: (v) => ({ name: required(v, 'name') }),
+      },
+      list: { summary: 'List the effective shared catalog (source: config or database)', usage: '', options: {}, op: 'model.list', input: () => ({}) },
+    },
+  },
+};
+
+function groupHelp(name: string): string {
+  const g = GROUPS[name]!;
+  const rows = Object.entries(g.subs).map(([s, sub]) => `  ${s.padEnd(14)} ${sub.summary}`);
+  return `Usage: rc ${name} <subcommand> [options]\n\n${g.summary}.\n\nSubcommands:\n${rows.join('\n')}\n\nrc ${name} <subcommand> --help shows its options. Output is JSON.\n`;
+}
+
+function subHelp(group: string, name: string, sub: Sub): string {
+  return `Usage: rc ${group} ${name} ${sub.usage}\n\n${sub.summary}.\n\nCommon options:\n${COMMON_HELP}\n`;
+}
+
+function groupCommand(group: string): Command {
+  const g = GROUPS[group]!;
+  return {
+    summary: g.summary,
+    async run(argv) {
+      const [name, ...rest] = argv;
+      if (!name || name === '--help' || name === '-h' || name === 'help') {
+        process.stdout.write(groupHelp(group));
+        return name ? 0 : 2;
+      }
+      const sub = g.subs[name];
+      if (!sub) throw new UsageError(`unknown subcommand ${JSON.stringify(name)} (one of: ${Object.keys(g.subs).join(', ')})`);
+      const { values } = parse(rest, { ...COMMON, ...sub.options });
+      if (values.help) {
+        process.stdout.write(subHelp(group, name, sub));
+        return 0;
+      }
+      const input = sub.input(values as Values);
+      const config = loadConfig();
+      const dataDir = (values['data-dir'] as string | undefined) ?? config.dataDir;
+      const result = await callAdmin({ dataDir, redisUrl: config.redisUrl || undefined, configuredModels: config.models }, sub.op, input);
+      printJson(result);
+      return 0;
+    },
+  };
+}
+
+export const accountCommand = groupCommand('account');
+export const couponCommand = groupCommand('coupon');
+export const imageCommand = groupCommand('image');
+export const modelCommand = groupCommand('model');

@@ -1,0 +1,32 @@
+// What the route modules share: the store, the bus, the settings and the optional hooks.
+import type { Bus } from '../lib/bus.js';
+import { SETTINGS, type Config, type ModelEntry } from '../lib/config.js';
+import type { Logger } from '../lib/log.js';
+import type { Store } from './store.js';
+
+/** The settings the control plane reads (lib/config.ts SETTINGS). */
+export type ControlPlaneSettings = Pick<
+  Config,
+  'apiMaxBodyBytes' | 'sessionTtlHours' | 'cookieSecure' | 'signup' | 'couponRedemption' | 'couponRetryAfterSec' | 'modelRpm' | 'modelTpm' | 'modelDailyTokens'
+>;
+
+const KEYS = ['apiMaxBodyBytes', 'sessionTtlHours', 'cookieSecure', 'signup', 'couponRedemption', 'couponRetryAfterSec', 'modelRpm', 'modelTpm', 'modelDailyTokens'] as const;
+
+/** The documented defaults, overridden by `given`. */
+export function resolveSettings(given: Partial<ControlPlaneSettings> = {}): ControlPlaneSettings {
+  const out: Record<string, unknown> = {};
+  for (const k of KEYS) out[k] = given[k] ?? SETTINGS[k].schema.parse(SETTINGS[k].default);
+  return out as ControlPlaneSettings;
+}
+
+/** GET /api/profile/model-usage's source: the gates' usage reader (gateway/gates LimitGate.readUsage), wired by the lead. */
+export type ModelUsageReader = (accountId: number) => unknown | Promise<unknown>;
+
+export interface ApiDeps {
+  store: Store;
+  bus: Bus;
+  logger: Logger;
+  settings: ControlPlaneSettings;
+  configuredModels: readonly ModelEntry[];
+  modelUsage: ModelUsageReader | undefined;
+}

@@ -1,0 +1,121 @@
+// One connection per configured host agent: a WatchEvents stream kept open (reconnecting with
+// backoff), the host's inventory, and whether the host currently answers. Work on one agent
+// (reconciliation, event handling) runs through its serial queue, so it never interleaves.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createAgentClient, type AgentClient } from '../../agent/client.js';
+import type { HostInfo, InstanceEvent } from '../../agent/types.js';
+import type { Clock } from '../../lib/clock.js';
+import type { Logger } from '../../lib/log.js';
+
+export interface AgentConfig {
+  /** Stable name of the host in the control plane (stored with each instance placed there). */
+  id: string;
+  /** host:port of its gRPC server. */
+  address: string;
+  token: string;
+  /** TLS CA (PEM) of the agent's certificate; plaintext when absent. */
+  tlsCa?: Buffer;
+}
+
+export interface AgentHandlers {
+  /** The stream is (re)established: reconcile. */
+  onConnect(conn: AgentConnection): Promise<void>;
+  onEvent(conn: AgentConnection, event: InstanceEvent): Promise<void>;
+  /** The host's GPU assignment changed (capacity may have freed). */
+  onHost(conn: AgentConnection): void;
+}
+
+/** A stream silent this long (heartbeats stopped) is torn down and redialled. */
+const STALL_MS = 20_000;
+const MAX_BACKOFF_MS = 2_000;
+
+export class AgentConnection {
+  readonly id: string;
+  readonly client: AgentClient;
+  host: HostInfo | undefined;
+  connected = false;
+  /** True while a reconciliation runs: nothing is placed on the host meanwhile. */
+  reconciling = false;
+  /** Service-clock time since when the host has not answered (set before the first connection). */
+  downSince: number;
+  private lastItemAt = 0;
+  private closed = false;
+  private stream: AbortController | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private loop: Promise<void> | undefined;
+  private readonly stop = new AbortController();
+
+  constructor(config: AgentConfig, private readonly clock: Clock, private readonly log: Logger, private readonly handlers: AgentHandlers) {
+    this.id = config.id;
+    this.client = createAgentClient({ address: config.address, token: config.token, tlsCa: config.tlsCa, timeoutMs: 15_000 });
+    this.downSince = clock.now();
+  }
+
+  /** Runs `fn` after everything queued before it on this agent. */
+  run<T>(fn: () => Promise<T> | T): Promise<T> {
+    const p = this.queue.then(fn);
+    this.queue = p.catch((err: unknown) => this.log.warn('agent task failed', { agent: this.id, err }));
+    return p;
+  }
+
+  start(): void {
+    this.loop ??= this.watchLoop();
+  }
+
+  /** Tears the stream down; the loop dials again and reconciles. */
+  redial(): void {
+    this.stream?.abort();
+  }
+
+  /** Called by the service's tick: a stream without heartbeats is presumed dead. */
+  checkStall(): void {
+    if (this.connected && Date.now() - this.lastItemAt > STALL_MS) {
+      this.log.warn('agent stream stalled; redialling', { agent: this.id });
+      this.redial();
+    }
+  }
+
+  private async watchLoop(): Promise<void> {
+    let backoff = 100;
+    while (!this.closed) {
+      const stream = (this.stream = new AbortController());
+      try {
+        for await (const item of this.client.watch({ signal: stream.signal })) {
+          this.lastItemAt = Date.now();
+          if (item.kind === 'host') {
+            this.host = item.host;
+            if (!this.connected) {
+              this.connected = true;
+              backoff = 100;
+              this.log.info('agent connected', { agent: this.id, gpus: item.host.gpus.length });
+              void this.run(() => this.handlers.onConnect(this));
+            } else {
+              this.handlers.onHost(this);
+            }
+          } else if (item.kind === 'event') {
+            const event = item.event;
+            void this.run(() => this.handlers.onEvent(this, event));
+          }
+        }
+      } catch (err) {
+        if (!this.closed && this.connected) this.log.warn('agent stream ended', { agent: this.id, err });
+      }
+      if (this.connected) {
+        this.connected = false;
+        this.downSince = this.clock.now();
+      }
+      if (this.closed) break;
+      await sleep(backoff, undefined, { signal: this.stop.signal }).catch(() => {});
+      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.stop.abort();
+    this.stream?.abort();
+    await this.loop;
+    await this.queue.catch(() => {});
+    this.client.close();
+  }
+}

@@ -1,0 +1,191 @@
+// The instance tables (migration 2): instances, accepted launches (rate windows) and launch
+// verification tokens. Every state change is an UPDATE guarded by the allowed from-states
+// (states.ts), so a stale writer can never move an instance along a transition that does not exist.
+import { createHash, randomBytes } from 'node:crypto';
+import type { Statement } from 'better-sqlite3';
+import type { Db } from '../db.js';
+import type { Template } from '../templates.js';
+import { allowedFrom, TERMINAL, type InstanceState } from './states.js';
+
+export interface InstanceRow {
+  id: string;
+  account_id: number;
+  template_id: number | null;
+  template: string;
+  gpu_count: number;
+  disk_gb: number;
+  state: InstanceState;
+  message: string;
+  reason: string | null;
+  detail: string | null;
+  agent_id: string | null;
+  spec: string | null;
+  endpoint_host: string | null;
+  endpoint_port: number | null;
+  ssh_port: number | null;
+  micros_per_hour: number;
+  period_ms: number;
+  billed_periods: number;
+  created_at: number;
+  placed_at: number | null;
+  ready_at: number | null;
+  ended_at: number | null;
+  expires_at: number | null;
+  last_activity_at: number | null;
+  updated_at: number;
+}
+
+/** What an instance keeps of its template (the snapshot). */
+export type TemplateSnapshot = Pick<
+  Template,
+  'id' | 'title' | 'image' | 'instance_type' | 'repo_url' | 'branch' | 'notebook_path' | 'start_command' | 'app_port' | 'ssh_enabled' | 'persistent_storage' | 'disk_gb'
+> & { ssh_public_key: string | null };
+
+export const snapshotOf = (r: InstanceRow): TemplateSnapshot => JSON.parse(r.template) as TemplateSnapshot;
+
+export interface NewInstance {
+  id: string;
+  accountId: number;
+  templateId: number;
+  template: TemplateSnapshot;
+  gpuCount: number;
+  diskGb: number;
+  microsPerHour: number;
+  periodMs: number;
+  now: number;
+}
+
+/** Fields a state change may set besides state and message. */
+export type Changes = Partial<Pick<InstanceRow,
+  'reason' | 'detail' | 'agent_id' | 'spec' | 'endpoint_host' | 'endpoint_port' | 'ssh_port' | 'billed_periods' | 'placed_at' | 'ready_at' | 'ended_at' | 'expires_at' | 'last_activity_at'>>;
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+
+export class InstanceStore {
+  private readonly insertStmt;
+  private readonly getStmt;
+  private readonly latestStmt;
+  private readonly activeStmt;
+  private readonly liveStmt;
+  private readonly queueStmt;
+  private readonly onAgentStmt;
+  private readonly insertLaunch;
+  private readonly launchesSince;
+  private readonly touchStmt;
+  private readonly insertToken;
+  private readonly consumeToken;
+  private readonly setVerification;
+  private readonly volumeHostStmt;
+  /** Prepared transition UPDATEs by their SQL (one per combination of changed columns). */
+  private readonly statements = new Map<string, Statement>();
+
+  constructor(readonly db: Db) {
+    this.insertStmt = db.prepare(
+      `INSERT INTO instances (id, account_id, template_id, template, gpu_count, disk_gb, state, message, micros_per_hour, period_ms, created_at, updated_at)
+       VALUES (@id, @accountId, @templateId, @template, @gpuCount, @diskGb, 'pending', 'waiting for capacity', @microsPerHour, @periodMs, @now, @now)`,
+    );
+    this.getStmt = db.prepare<[string], InstanceRow>('SELECT * FROM instances WHERE id = ?');
+    this.latestStmt = db.prepare<[number], InstanceRow>('SELECT * FROM instances WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1');
+    this.activeStmt = db.prepare<[number], InstanceRow>("SELECT * FROM instances WHERE account_id = ? AND state IN ('pending', 'ready')");
+    this.liveStmt = db.prepare<[], InstanceRow>("SELECT * FROM instances WHERE state IN ('pending', 'ready', 'stopping') ORDER BY created_at, rowid");
+    this.queueStmt = db.prepare<[], InstanceRow>("SELECT * FROM instances WHERE state = 'pending' AND agent_id IS NULL ORDER BY created_at, rowid");
+    this.onAgentStmt = db.prepare<[string], InstanceRow>("SELECT * FROM instances WHERE agent_id = ? AND state IN ('pending', 'ready', 'stopping')");
+    this.insertLaunch = db.prepare<[number, number]>('INSERT INTO instance_launches (account_id, at) VALUES (?, ?)');
+    this.launchesSince = db.prepare<[number, number], { at: number }>('SELECT at FROM instance_launches WHERE account_id = ? AND at > ? ORDER BY at DESC');
+    this.touchStmt = db.prepare<[number, string, number]>("UPDATE instances SET last_activity_at = ? WHERE id = ? AND state = 'ready' AND (last_activity_at IS NULL OR last_activity_at < ?)");
+    this.insertToken = db.prepare<[string, number, number, number]>('INSERT INTO launch_tokens (token_hash, account_id, expires_at, created_at) VALUES (?, ?, ?, ?)');
+    this.consumeToken = db.prepare<[string, number, number]>('DELETE FROM launch_tokens WHERE token_hash = ? AND account_id = ? AND expires_at > ?');
+    this.setVerification = db.prepare<[number, number]>('UPDATE accounts SET launch_verification = ? WHERE id = ?');
+    this.volumeHostStmt = db.prepare<[number], { agent_id: string }>(
+      "SELECT agent_id FROM instances WHERE account_id = ? AND agent_id IS NOT NULL AND json_extract(template, '$.persistent_storage') = 1 ORDER BY created_at DESC LIMIT 1",
+    );
+  }
+
+  /** Inserts a pending instance; throws SQLITE_CONSTRAINT_UNIQUE when the account already has an active one. */
+  insert(n: NewInstance): void {
+    this.insertStmt.run({ ...n, template: JSON.stringify(n.template) });
+  }
+
+  get(id: string): InstanceRow | undefined {
+    return this.getStmt.get(id);
+  }
+
+  /** The account's most recent instance, whatever its state. */
+  latest(accountId: number): InstanceRow | undefined {
+    return this.latestStmt.get(accountId);
+  }
+
+  active(accountId: number): InstanceRow | undefined {
+    return this.activeStmt.get(accountId);
+  }
+
+  /** Instances that are pending, ready or stopping, oldest first. */
+  live(): InstanceRow[] {
+    return this.liveStmt.all();
+  }
+
+  /** Pending instances not yet placed, first come first served. */
+  queue(): InstanceRow[] {
+    return this.queueStmt.all();
+  }
+
+  /** Instances placed on `agentId` that still hold GPUs there. */
+  onAgent(agentId: string): InstanceRow[] {
+    return this.onAgentStmt.all(agentId);
+  }
+
+  /**
+   * Moves an instance to `state` (or keeps it there with a new message) with the given changes,
+   * only along an allowed transition. Returns the updated row, or undefined when the instance
+   * was not in a state `state` can be reached from.
+   */
+  transition(id: string, state: InstanceState, message: string, now: number, changes: Changes = {}): InstanceRow | undefined {
+    // A live state may also stay itself with a new message; a terminal one never changes again.
+    const from = TERMINAL.includes(state) ? allowedFrom(state) : [state, ...allowedFrom(state)];
+    const cols = (Object.keys(changes) as (keyof Changes)[]).filter((c) => changes[c] !== undefined).sort();
+    const set = ['state = @state', 'message = @message', 'updated_at = @now', ...cols.map((c) => `${c} = @${c}`)].join(', ');
+    const sql = `UPDATE instances SET ${set} WHERE id = @id AND state IN (${from.map((s) => `'${s}'`).join(', ')})`;
+    let stmt = this.statements.get(sql);
+    if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql)));
+    const params: Record<string, unknown> = { id, state, message, now };
+    for (const c of cols) params[c] = changes[c];
+    const r = stmt.run(params);
+    return r.changes === 1 ? this.get(id) : undefined;
+  }
+
+  /** Records an accepted launch (rate windows). */
+  recordLaunch(accountId: number, at: number): void {
+    this.insertLaunch.run(accountId, at);
+  }
+
+  /** Times of the account's launches after `since`, newest first. */
+  launchTimes(accountId: number, since: number): number[] {
+    return this.launchesSince.all(accountId, since).map((r) => r.at);
+  }
+
+  /** Idle tracking: moves last_activity_at forward (never back). */
+  touch(id: string, at: number): void {
+    this.touchStmt.run(at, id, at);
+  }
+
+  /** The host that holds the account's persistent volume (where its last persistent instance ran). */
+  volumeHost(accountId: number): string | undefined {
+    return this.volumeHostStmt.get(accountId)?.agent_id;
+  }
+
+  setLaunchVerification(accountId: number, enabled: boolean): void {
+    this.setVerification.run(enabled ? 1 : 0, accountId);
+  }
+
+  /** A new single-use launch verification token for the account. */
+  issueLaunchToken(accountId: number, now: number, ttlMs: number): { token: string; expiresAt: number } {
+    const token = `lvt_${randomBytes(24).toString('base64url')}`;
+    this.insertToken.run(sha256(token), accountId, now + ttlMs, now);
+    return { token, expiresAt: now + ttlMs };
+  }
+
+  /** Consumes a token (call inside the launch transaction); false when unknown, expired or another account's. */
+  consumeLaunchToken(accountId: number, token: string, now: number): boolean {
+    return this.consumeToken.run(sha256(token), accountId, now).changes === 1;
+  }
+}

@@ -1,0 +1,144 @@
+// Credits: an append-only ledger (the truth) and coupons. The balance is SUM(amount) over an
+// account's entries. Every entry carries a unique idempotency key, so a retried grant, coupon
+// or instance-usage charge is recorded once.
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '../lib/clock.js';
+import type { Db } from './db.js';
+import { badRequest } from './errors.js';
+
+export const MICROS = 1_000_000;
+/** Credits (a number) to integer micro-credits. */
+export const toMicros = (credits: number): number => Math.round(credits * MICROS);
+export const toCredits = (micros: number): number => micros / MICROS;
+
+export type LedgerKind = 'coupon' | 'grant' | 'instance_usage';
+
+export interface LedgerEntryInput {
+  accountId: number;
+  kind: LedgerKind;
+  /** Credits; negative for a charge (instance usage). */
+  credits: number;
+  /** Unique across the ledger: `coupon:<code>`, `grant:<...>`, `usage:<instance>:<period>`. */
+  idempotencyKey: string;
+  /** Free-form reference (coupon code, instance id, reason). */
+  ref?: string | null;
+}
+
+export interface LedgerEntry {
+  id: number;
+  accountId: number;
+  kind: LedgerKind;
+  credits: number;
+  idempotencyKey: string;
+  ref: string | null;
+  createdAt: number;
+}
+
+export class Ledger {
+  private readonly insert;
+  private readonly sum;
+  private readonly list;
+
+  constructor(private readonly db: Db, private readonly clock: Clock) {
+    this.insert = db.prepare<[number, string, number, string, string | null, number]>(
+      'INSERT INTO ledger (account_id, kind, amount_micros, idempotency_key, ref, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING',
+    );
+    this.sum = db.prepare<[number], { micros: number }>('SELECT COALESCE(SUM(amount_micros), 0) AS micros FROM ledger WHERE account_id = ?');
+    this.list = db.prepare<[number], { id: number; account_id: number; kind: LedgerKind; amount_micros: number; idempotency_key: string; ref: string | null; created_at: number }>(
+      'SELECT id, account_id, kind, amount_micros, idempotency_key, ref, created_at FROM ledger WHERE account_id = ? ORDER BY id',
+    );
+  }
+
+  /**
+   * Appends an entry unless one with the same idempotency key exists. Call inside a transaction
+   * to make it part of a larger change. Returns whether it was applied and the new balance.
+   */
+  append(e: LedgerEntryInput): { applied: boolean; credits: number } {
+    const r = this.insert.run(e.accountId, e.kind, toMicros(e.credits), e.idempotencyKey, e.ref ?? null, this.clock.now());
+    return { applied: r.changes === 1, credits: this.balance(e.accountId) };
+  }
+
+  /** The account's balance in credits. */
+  balance(accountId: number): number {
+    return toCredits(this.sum.get(accountId)!.micros);
+  }
+
+  entries(accountId: number): LedgerEntry[] {
+    return this.list.all(accountId).map((r) => ({
+      id: r.id, accountId: r.account_id, kind: r.kind, credits: toCredits(r.amount_micros),
+      idempotencyKey: r.idempotency_key, ref: r.ref, createdAt: r.created_at,
+    }));
+  }
+}
+
+export interface Coupon {
+  code: string;
+  credits: number;
+  accountId: number | null;
+  redeemedBy: number | null;
+  redeemedAt: number | null;
+}
+
+/** A coupon code: `RC-` and 16 characters from an alphabet without look-alikes. */
+export function newCouponCode(): string {
+  const alphabet = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
+  const bytes = randomBytes(16);
+  let s = '';
+  for (const b of bytes) s += alphabet[b % 32];
+  return `RC-${s.slice(0, 4)}-${s.slice(4, 8)}-${s.slice(8, 12)}-${s.slice(12)}`;
+}
+
+export const COUPON_INVALID = 'Invalid coupon code';
+export const COUPON_REDEEMED = 'Coupon has already been redeemed';
+export const COUPON_OTHER_ACCOUNT = 'Coupon was issued to a different account';
+
+export class Coupons {
+  private readonly insert;
+  private readonly get;
+  private readonly claim;
+  private readonly listStmt;
+  private readonly redeemTx;
+
+  constructor(private readonly db: Db, private readonly clock: Clock, private readonly ledger: Ledger) {
+    this.insert = db.prepare<[string, number, number | null, number]>(
+      'INSERT INTO coupons (code, credits_micros, account_id, created_at) VALUES (?, ?, ?, ?)',
+    );
+    type Row = { code: string; credits_micros: number; account_id: number | null; redeemed_by: number | null; redeemed_at: number | null };
+    this.get = db.prepare<[string], Row>('SELECT code, credits_micros, account_id, redeemed_by, redeemed_at FROM coupons WHERE code = ?');
+    this.listStmt = db.prepare<[], Row>('SELECT code, credits_micros, account_id, redeemed_by, redeemed_at FROM coupons ORDER BY created_at, code');
+    // The WHERE redeemed_by IS NULL makes the claim itself exactly-once, whatever the caller does.
+    this.claim = db.prepare<[number, number, string]>('UPDATE coupons SET redeemed_by = ?, redeemed_at = ? WHERE code = ? AND redeemed_by IS NULL');
+    this.redeemTx = db.transaction((accountId: number, code: string) => {
+      const c = this.get.get(code);
+      if (!c) throw badRequest(COUPON_INVALID, 'coupon_invalid');
+      if (c.account_id !== null && c.account_id !== accountId) throw badRequest(COUPON_OTHER_ACCOUNT, 'coupon_other_account');
+      if (c.redeemed_by !== null) throw badRequest(COUPON_REDEEMED, 'coupon_redeemed');
+      if (this.claim.run(accountId, this.clock.now(), code).changes !== 1) throw badRequest(COUPON_REDEEMED, 'coupon_redeemed');
+      const credits = toCredits(c.credits_micros);
+      const r = this.ledger.append({ accountId, kind: 'coupon', credits, idempotencyKey: `coupon:${code}`, ref: code });
+      return { credits_added: credits, credits: r.credits };
+    });
+  }
+
+  /** Creates a coupon; a 400 when `code` is taken. */
+  create(credits: number, accountId: number | null = null, code = newCouponCode()): Coupon {
+    try {
+      this.insert.run(code, toMicros(credits), accountId, this.clock.now());
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw badRequest(`Coupon ${code} already exists`, 'coupon_exists');
+      throw err;
+    }
+    return { code, credits: toCredits(toMicros(credits)), accountId, redeemedBy: null, redeemedAt: null };
+  }
+
+  /** Redeems once, in one immediate transaction; throws a 400 ApiError for invalid, redeemed or another account's coupon. */
+  redeem(accountId: number, code: string): { credits_added: number; credits: number } {
+    return this.redeemTx.immediate(accountId, code.trim());
+  }
+
+  list(): Coupon[] {
+    return this.listStmt.all().map((c) => ({
+      code: c.code, credits: toCredits(c.credits_micros), accountId: c.account_id, redeemedBy: c.redeemed_by, redeemedAt: c.redeemed_at,
+    }));
+  }
+}

@@ -1,0 +1,147 @@
+// The platform API's route table on uWS. A route declares its method, path, who may call it and
+// the zod schema of its body; the router does the uWS plumbing (abort tracking, body limit,
+// JSON parsing, credentials, CSRF, error replies) so handlers only see typed input and return
+// a reply. Every failure becomes a 4xx `{ detail }`; an unexpected throw is logged and is a 500.
+import type { z } from 'zod';
+import { RcError } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
+import { readBody, statusLine, track, type Res } from '../lib/http.js';
+import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
+import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth.js';
+import { ApiError, badRequest, NO_API_KEY, unauthorized } from './errors.js';
+import type { Store } from './store.js';
+import { parseInput } from './validate.js';
+
+export type Method = 'get' | 'post' | 'put' | 'del';
+
+/**
+ * none: no credential looked at; optional: a credential adds the caller (a bad key still 401s);
+ * required: S+K; admin: the data dir's admin token in the x-rc-admin-token header.
+ */
+export type Access = 'none' | 'optional' | 'required' | 'admin';
+
+export interface Reply {
+  status?: number;
+  body: unknown;
+  headers?: Record<string, string>;
+  /** Set-Cookie values. */
+  cookies?: string[];
+}
+
+export interface RequestInfo<B> {
+  /** Route parameters in path order (`:id` -> params[0]). */
+  params: string[];
+  body: B;
+  /** Request header values the handlers use ('' when absent). */
+  forwardedProto: string;
+}
+
+export interface Route<S extends z.ZodType | undefined = z.ZodType | undefined, A extends Access = Access> {
+  method: Method;
+  path: string;
+  access: A;
+  body?: S;
+  handle(
+    req: RequestInfo<S extends z.ZodType ? z.output<S> : undefined>,
+    caller: A extends 'required' ? Caller : Caller | undefined,
+  ): Reply | Promise<Reply>;
+}
+
+/** Declares a route with its types inferred. */
+export function route<S extends z.ZodType | undefined, A extends Access>(r: Route<S, A>): Route<S, A> {
+  return r;
+}
+
+export interface RouterDeps {
+  store: Store;
+  logger: Logger;
+  maxBodyBytes: number;
+  /** Checks the admin token header value. */
+  isAdmin(token: string): boolean;
+}
+
+function write(res: Res, status: number, body: unknown, headers?: Record<string, string>, cookies?: string[]): void {
+  if (res.aborted) return;
+  res.aborted = true;
+  const json = JSON.stringify(body);
+  res.cork(() => {
+    res.writeStatus(statusLine(status));
+    res.writeHeader('content-type', 'application/json');
+    res.writeHeader('cache-control', 'no-store');
+    if (headers) for (const k in headers) res.writeHeader(k, headers[k]!);
+    if (cookies) for (const c of cookies) res.writeHeader('set-cookie', c);
+    res.end(json);
+  });
+}
+
+function fail(res: Res, err: unknown, logger: Logger): void {
+  if (err instanceof ApiError) return write(res, err.status, { detail: err.detail }, err.headers);
+  // Typed errors from other parts (for example the gates' usage reader) keep their status;
+  // every 503 carries Retry-After.
+  const e = err as { status?: number; message?: string };
+  if (err instanceof RcError && e.status! >= 400 && e.status! < 600 && e.status !== 500) {
+    return write(res, e.status!, { detail: e.message }, e.status === 503 || e.status === 429 ? { 'retry-after': '5' } : undefined);
+  }
+  logger.error('unexpected error', { err });
+  write(res, 500, { detail: 'Internal server error' });
+}
+
+function parseBody(buf: Buffer): unknown {
+  if (buf.length === 0) throw badRequest('Request body must be a JSON object', 'RC_ERR_INVALID_JSON');
+  let v: unknown;
+  try {
+    v = JSON.parse(buf.toString('utf8'));
+  } catch {
+    throw badRequest('Request body is not valid JSON', 'RC_ERR_INVALID_JSON');
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw badRequest('Request body must be a JSON object', 'RC_ERR_INVALID_JSON');
+  return v;
+}
+
+/** Registers `routes` on `app`, plus 405 for other methods on their paths and a JSON 404 for the rest. */
+export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterDeps): void {
+  const paths = new Map<string, Set<Method>>();
+  for (const r of routes) {
+    const paramCount = (r.path.match(/\/:/g) ?? []).length;
+    const hasBody = r.method !== 'get';
+    app[r.method](r.path, (uwsRes: HttpResponse, req: HttpRequest) => {
+      const res = track(uwsRes);
+      // Everything from req must be read now: it is invalid after the first await or callback.
+      const params: string[] = [];
+      for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
+      const creds: CredentialHeaders = { authorization: req.getHeader('authorization'), cookie: req.getHeader('cookie'), csrf: req.getHeader('x-csrf-token') };
+      const adminToken = r.access === 'admin' ? req.getHeader('x-rc-admin-token') : '';
+      const forwardedProto = req.getHeader('x-forwarded-proto');
+      const run = (raw: Buffer | undefined) => {
+        try {
+          let caller: Caller | undefined;
+          if (r.access === 'admin') {
+            if (!deps.isAdmin(adminToken)) throw unauthorized('Invalid or missing admin token (x-rc-admin-token)');
+          } else if (r.access !== 'none') {
+            const who = identify(deps.store, creds, r.access === 'optional');
+            if (who instanceof ApiError) throw who;
+            if (!who && r.access === 'required') throw unauthorized(NO_API_KEY);
+            caller = who;
+            if (caller && hasBody) checkCsrf(caller, creds.csrf);
+          }
+          const body = r.body && raw ? parseInput(r.body, parseBody(raw)) : undefined;
+          const out = r.handle({ params, body, forwardedProto } as RequestInfo<never>, caller as Caller);
+          if (out instanceof Promise) out.then((o) => write(res, o.status ?? 200, o.body, o.headers, o.cookies), (err) => fail(res, err, deps.logger));
+          else write(res, out.status ?? 200, out.body, out.headers, out.cookies);
+        } catch (err) {
+          fail(res, err, deps.logger);
+        }
+      };
+      if (!hasBody) return run(undefined);
+      readBody(res, req.getHeader('content-length'), deps.maxBodyBytes, run, (err) => write(res, err.status, { detail: err.message }));
+    });
+    const set = paths.get(r.path) ?? new Set<Method>();
+    set.add(r.method);
+    paths.set(r.path, set);
+  }
+  for (const [path, methods] of paths) {
+    const allow = [...methods].map((m) => (m === 'del' ? 'DELETE' : m.toUpperCase())).join(', ');
+    app.any(path, (res) => write(track(res), 405, { detail: 'Method Not Allowed' }, { allow }));
+  }
+  app.any('/*', (res) => write(track(res), 404, { detail: 'Not Found' }));
+}

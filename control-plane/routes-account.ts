@@ -1,0 +1,79 @@
+// Account endpoints of SPEC: profile, SSH key, API key rotation, coupon redemption, model usage.
+import { z } from 'zod';
+import type { Caller } from './auth.js';
+import type { ApiDeps } from './deps.js';
+import { accountNotVerified, badRequest, unavailable } from './errors.js';
+import { route, type Route } from './router.js';
+import { checkSshPublicKey } from './ssh-key.js';
+import { profile } from './views.js';
+
+export const REDEMPTION_CLOSED = 'Coupon redemption is closed; try again later';
+
+const DAY_MS = 86_400_000;
+
+/** The documented model-usage body (gateway/gates ModelUsage) when no gates are wired: nothing used yet. */
+function emptyUsage(deps: ApiDeps, accountId: number) {
+  const now = deps.store.clock.now();
+  const day = Math.floor(now / DAY_MS);
+  const cap = deps.store.limits.get(accountId)?.dailyTokens ?? deps.settings.modelDailyTokens;
+  return {
+    day: new Date(day * DAY_MS).toISOString().slice(0, 10),
+    daily_cap: cap,
+    tokens_used: 0,
+    tokens_reserved: 0,
+    tokens_remaining: cap,
+    requests: 0,
+    resets_at: new Date((day + 1) * DAY_MS).toISOString(),
+    by_model: {},
+  };
+}
+
+export function accountRoutes(deps: ApiDeps): Route[] {
+  const { store, bus } = deps;
+  return [
+    route({
+      method: 'get', path: '/api/me', access: 'required',
+      handle: (_req, caller: Caller) => ({ body: profile(store, caller.account) }),
+    }),
+    route({
+      method: 'post', path: '/api/profile/ssh-key', access: 'required',
+      body: z.strictObject({ ssh_public_key: z.string() }),
+      handle({ body }, caller: Caller) {
+        let key: string | null = null;
+        if (body.ssh_public_key.trim() !== '') {
+          const check = checkSshPublicKey(body.ssh_public_key);
+          if (!check.ok) throw badRequest(`Invalid SSH public key: ${check.reason}`, 'ssh_key_invalid');
+          key = check.key;
+        }
+        store.accounts.setSshPublicKey(caller.account.id, key);
+        return { body: { ssh_public_key: key } };
+      },
+    }),
+    route({
+      method: 'post', path: '/api/profile/api-token', access: 'required',
+      async handle(_req, caller: Caller) {
+        if (!caller.account.verified) throw accountNotVerified();
+        const accountId = caller.account.id;
+        const k = store.keys.issue(accountId); // the old key is gone from the database now: refused by this API at once
+        if (k.revokedHash) await bus.publish({ type: 'key.revoked', keyHash: k.revokedHash, accountId });
+        await bus.publish({ type: 'key.issued', keyHash: k.keyHash, accountId });
+        return { body: { api_token: k.key } };
+      },
+    }),
+    route({
+      method: 'post', path: '/api/credits/redeem', access: 'required',
+      body: z.strictObject({ coupon: z.string().trim().min(1, 'coupon must not be empty').max(128) }),
+      handle({ body }, caller: Caller) {
+        if (deps.settings.couponRedemption !== 'open') throw unavailable(REDEMPTION_CLOSED, deps.settings.couponRetryAfterSec, 'redemption_closed');
+        return { body: store.coupons.redeem(caller.account.id, body.coupon) };
+      },
+    }),
+    route({
+      method: 'get', path: '/api/profile/model-usage', access: 'required',
+      async handle(_req, caller: Caller) {
+        const id = caller.account.id;
+        return { body: deps.modelUsage ? await deps.modelUsage(id) : emptyUsage(deps, id) };
+      },
+    }),
+  ];
+}

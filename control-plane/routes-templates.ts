@@ -1,0 +1,67 @@
+// Template endpoints of SPEC: the owner's CRUD under /api/profile/templates and the public list.
+import type { Caller } from './auth.js';
+import type { ApiDeps } from './deps.js';
+import { badRequest, INVALID_IMAGE, notFound } from './errors.js';
+import { route, type Route } from './router.js';
+import { templateInputSchema, toListItem, type TemplateInput } from './templates.js';
+
+export const TEMPLATE_NOT_FOUND = 'Template not found';
+
+/** A path id: a positive integer, otherwise the template cannot exist (404). */
+function templateId(raw: string | undefined): number {
+  if (!raw || !/^[1-9][0-9]{0,14}$/.test(raw)) throw notFound(TEMPLATE_NOT_FOUND);
+  return Number(raw);
+}
+
+export function templateRoutes(deps: ApiDeps): Route[] {
+  const { store } = deps;
+  const checkImage = (t: TemplateInput) => {
+    if (!store.images.isEnabled(t.image)) throw badRequest(INVALID_IMAGE, 'invalid_image');
+  };
+  return [
+    route({
+      method: 'get', path: '/api/profile/templates', access: 'required',
+      handle: (_req, caller: Caller) => ({
+        body: { templates: store.templates.listOwned(caller.account.id).map(toListItem), images: store.images.enabled() },
+      }),
+    }),
+    route({
+      method: 'get', path: '/api/profile/templates/:id', access: 'required',
+      handle({ params }, caller: Caller) {
+        const id = templateId(params[0]);
+        if (store.templates.ownerOf(id) !== caller.account.id) throw notFound(TEMPLATE_NOT_FOUND);
+        return { body: store.templates.get(id) };
+      },
+    }),
+    route({
+      method: 'post', path: '/api/profile/templates', access: 'required', body: templateInputSchema,
+      handle({ body }, caller: Caller) {
+        checkImage(body);
+        return { body: store.templates.create(caller.account.id, body, caller.account.isEditor) };
+      },
+    }),
+    route({
+      method: 'put', path: '/api/profile/templates/:id', access: 'required', body: templateInputSchema,
+      handle({ params, body }, caller: Caller) {
+        const id = templateId(params[0]);
+        if (store.templates.ownerOf(id) !== caller.account.id) throw notFound(TEMPLATE_NOT_FOUND);
+        checkImage(body);
+        const t = store.templates.replace(caller.account.id, id, body, caller.account.isEditor);
+        if (!t) throw notFound(TEMPLATE_NOT_FOUND);
+        return { body: t };
+      },
+    }),
+    route({
+      method: 'del', path: '/api/profile/templates/:id', access: 'required',
+      handle({ params }, caller: Caller) {
+        const id = templateId(params[0]);
+        if (!store.templates.delete(caller.account.id, id)) throw notFound(TEMPLATE_NOT_FOUND);
+        return { body: { success: true } };
+      },
+    }),
+    route({
+      method: 'get', path: '/api/templates', access: 'optional',
+      handle: (_req, caller) => ({ body: { templates: store.templates.listPublic(caller?.account.id) } }),
+    }),
+  ];
+}

@@ -1,0 +1,43 @@
+// First-start seed: a default image catalog and a few public platform templates. Runs once per
+// database (recorded in the meta table), so an operator's later edits are never undone.
+import { fileURLToPath } from 'node:url';
+import type { Store } from './store.js';
+import { templateInputSchema } from './templates.js';
+
+export const DEFAULT_IMAGES: readonly { name: string; image: string }[] = [
+  { name: 'Jupyter (PyTorch)', image: 'rc/jupyter-pytorch:latest' },
+  { name: 'Gradio', image: 'rc/gradio:latest' },
+  { name: 'Streamlit', image: 'rc/streamlit:latest' },
+  { name: 'ComfyUI', image: 'rc/comfyui:latest' },
+  { name: 'vLLM', image: 'vllm/vllm-openai:latest' },
+  { name: 'SGLang', image: 'lmsysorg/sglang:latest' },
+];
+
+/** `rc sim` as an absolute command, so an instance's shell finds it whatever its working directory. */
+function simCommand(): string {
+  const rc = fileURLToPath(new URL('../bin/rc.js', import.meta.url));
+  return `"${process.execPath}" "${rc}" sim --port $PORT --model demo`;
+}
+
+export function seedOnce(store: Store): void {
+  const db = store.db;
+  store.transaction(() => {
+    if (db.prepare("SELECT 1 FROM meta WHERE key = 'seeded'").get()) return;
+    for (const i of DEFAULT_IMAGES) store.images.add(i.name, i.image);
+    const seed = (t: Record<string, unknown>) => store.templates.create(null, templateInputSchema.parse({ enabled: true, ...t }), true);
+    seed({
+      title: 'Jupyter notebook', slug: 'jupyter', image: 'rc/jupyter-pytorch:latest', instance_type: 'jupyter', category: 'notebooks',
+      description: 'A JupyterLab environment with PyTorch.', tags: ['notebook'], sort_order: 10,
+    });
+    seed({
+      title: 'Gradio demo', slug: 'gradio-demo', image: 'rc/gradio:latest', instance_type: 'gradio', app_port: 7860, category: 'apps',
+      description: 'A tiny web app on the routed Gradio port.', tags: ['demo'], start_command: 'python3 -m http.server $PORT', sort_order: 20,
+    });
+    seed({
+      title: 'vLLM dedicated endpoint (demo model)', slug: 'vllm-demo', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000,
+      category: 'serving', description: 'An OpenAI-compatible endpoint serving the model "demo" (simulated backend).', tags: ['llm', 'demo'],
+      start_command: simCommand(), sort_order: 30,
+    });
+    db.prepare("INSERT INTO meta (key, value) VALUES ('seeded', ?)").run(new Date(store.clock.now()).toISOString());
+  });
+}

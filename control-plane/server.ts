@@ -1,0 +1,126 @@
+// The platform API server: uWS + the route table + the store. createControlPlane() opens (or
+// takes) the store, seeds a fresh database, writes the admin token and a runtime file into the
+// data dir (so `rc` finds the running platform), and listens.
+import { rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { hashKey, hashesEqual } from '../lib/keys.js';
+import type { Bus } from '../lib/bus.js';
+import type { Clock } from '../lib/clock.js';
+import { DEFAULT_SIM_MODELS, type ModelEntry } from '../lib/config.js';
+import { listen } from '../lib/http.js';
+import { createLogger, type Logger } from '../lib/log.js';
+import { uws } from '../lib/uws.js';
+import { runAdminOp, type AdminContext } from './admin.js';
+import type { Db } from './db.js';
+import { resolveSettings, type ApiDeps, type ControlPlaneSettings, type ModelUsageReader } from './deps.js';
+import { accountRoutes } from './routes-account.js';
+import { authRoutes } from './routes-auth.js';
+import { templateRoutes } from './routes-templates.js';
+import { mount, route, type Route } from './router.js';
+import { adminToken } from './secrets.js';
+import { Store } from './store.js';
+
+/** Written into the data dir while a control plane listens; read by `rc` to reach it. */
+export const RUNTIME_FILE = 'control-plane.json';
+export interface RuntimeInfo { url: string; pid: number }
+
+export interface ControlPlaneOptions {
+  host?: string;
+  /** 0 (default): an ephemeral port. */
+  port?: number;
+  /** Data dir (database, admin token, sealing key, runtime file). */
+  dataDir?: string;
+  /** An open database to use instead of the data dir's file. */
+  db?: Db;
+  /** A ready store (the lead's assembly may share one with other parts). */
+  store?: Store;
+  bus: Bus;
+  clock?: Clock;
+  logger?: Logger;
+  /** Reader of the gates' usage for GET /api/profile/model-usage (e.g. `(id) => limitGate.readUsage(id)`). */
+  modelUsage?: ModelUsageReader;
+  settings?: Partial<ControlPlaneSettings>;
+  /** The models configured outside the database (Config.models); for `rc model list`. */
+  configuredModels?: readonly ModelEntry[];
+  /** Extra routes (for example instances, issue #8), mounted with the same router. */
+  routes?: (deps: ApiDeps) => Route[];
+}
+
+export interface ControlPlane {
+  url: string;
+  port: number;
+  store: Store;
+  /** Route dependencies (store, bus, settings), for parts that add routes. */
+  deps: ApiDeps;
+  close(): Promise<void>;
+}
+
+export async function createControlPlane(options: ControlPlaneOptions): Promise<ControlPlane> {
+  const logger = (options.logger ?? createLogger()).child({ part: 'control-plane' });
+  const ownsStore = !options.store;
+  const store = options.store ?? new Store({ dataDir: options.dataDir, db: options.db, clock: options.clock });
+  const settings = resolveSettings(options.settings);
+  const configuredModels = options.configuredModels ?? DEFAULT_SIM_MODELS;
+  const deps: ApiDeps = { store, bus: options.bus, logger, settings, configuredModels, modelUsage: options.modelUsage };
+
+  // The admin token exists only with a data dir (the CLI reads it from there).
+  const adminHash = options.dataDir ? hashKey(adminToken(options.dataDir)) : undefined;
+  const admin: AdminContext = { store, publish: (ev) => options.bus.publish(ev), configuredModels };
+
+  const routes: Route[] = [
+    route({ method: 'get', path: '/api/health', access: 'none', handle: () => ({ body: { status: 'ok' } }) }),
+    ...authRoutes(deps),
+    ...accountRoutes(deps),
+    ...templateRoutes(deps),
+    route({
+      // Operator actions for the rc CLI; the body is validated per operation (admin.ts).
+      method: 'post', path: '/api/admin/:op', access: 'admin', body: z.record(z.string(), z.unknown()),
+      async handle({ params, body }) {
+        return { body: await runAdminOp(admin, params[0]!, body) };
+      },
+    }),
+    ...(options.routes?.(deps) ?? []),
+  ];
+
+  const app = uws().App();
+  mount(app, routes, {
+    store,
+    logger,
+    maxBodyBytes: settings.apiMaxBodyBytes,
+    isAdmin: (token) => adminHash !== undefined && token !== '' && hashesEqual(hashKey(token), adminHash),
+  });
+  const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);
+  const runtimePath = options.dataDir ? join(options.dataDir, RUNTIME_FILE) : undefined;
+  const info: RuntimeInfo = { url: server.url, pid: process.pid };
+  if (runtimePath) writeFileSync(runtimePath, JSON.stringify(info) + '\n', { mode: 0o600 });
+  const purge = setInterval(() => store.sessions.purgeExpired(), 3_600_000).unref();
+  logger.info('platform API listening', { url: server.url });
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: server.url,
+    port: server.port,
+    store,
+    deps,
+    close() {
+      closing ??= (async () => {
+        clearInterval(purge);
+        await server.close(1000);
+        if (runtimePath) removeRuntimeFile(runtimePath, info);
+        if (ownsStore) store.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+/** Removes the runtime file only if it is still ours (another control plane may have taken over the data dir). */
+function removeRuntimeFile(path: string, info: RuntimeInfo): void {
+  try {
+    const current = JSON.parse(readFileSync(path, 'utf8')) as RuntimeInfo;
+    if (current.url === info.url && current.pid === info.pid) rmSync(path, { force: true });
+  } catch {
+    /* already gone */
+  }
+}

@@ -1,0 +1,178 @@
+// The rc CLI end to end: spawned `rc account|coupon|image|model` against a running platform
+// (admin API; its events reach the platform's bus) and against the database alone.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { RedisBus, type BusEvent } from '../../lib/bus.js';
+import { hashKey } from '../../lib/keys.js';
+import { Store } from '../../control-plane/store.js';
+import { RUNTIME_FILE } from '../../control-plane/server.js';
+import { redisAvailable, REDIS_URL, waitFor } from '../helpers.js';
+import { startPlatform } from './platform.js';
+
+const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
+
+interface Run { code: number; stdout: string; stderr: string; json: any } // eslint-disable-line @typescript-eslint/no-explicit-any
+
+function rc(dataDir: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [RC, ...args], {
+      env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '', ...env },
+      timeout: 30_000,
+    }, (err, stdout, stderr) => {
+      let json: unknown;
+      try { json = JSON.parse(stdout); } catch { /* not JSON */ }
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr, json });
+    });
+  });
+}
+
+test('rc against a running platform: accounts, coupons, images, models go through the admin API and publish events', async () => {
+  const p = await startPlatform();
+  try {
+    assert.ok(existsSync(join(p.dir, RUNTIME_FILE)));
+    assert.equal(statSync(join(p.dir, 'admin.token')).mode & 0o777, 0o600);
+
+    const created = await rc(p.dir, ['account', 'create', '--email', 'cli@x.io', '--credits', '12.5', '--verified', '--password', 'cli-password']);
+    assert.equal(created.code, 0, created.stderr);
+    assert.equal(created.json.email, 'cli@x.io');
+    assert.equal(created.json.credits, 12.5);
+    assert.match(created.json.api_token, /^rc-/);
+    // The running platform knows the key at once, and gateways heard key.issued on its bus.
+    const me = await p.call('GET', '/api/me', { key: created.json.api_token });
+    assert.equal(me.status, 200);
+    assert.ok(p.events.some((e) => e.type === 'key.issued' && e.keyHash === hashKey(created.json.api_token)));
+    assert.equal((await p.call('POST', '/api/auth/login', { body: { email: 'cli@x.io', password: 'cli-password' } })).status, 200);
+
+    const unverified = await rc(p.dir, ['account', 'create', '--email', 'review@x.io']);
+    assert.equal(unverified.json.api_token, null);
+    assert.equal(unverified.json.verified, false);
+    const verified = await rc(p.dir, ['account', 'verify', '--email', 'review@x.io']);
+    assert.equal(verified.json.verified, true);
+    assert.match(verified.json.api_token, /^rc-/);
+
+    const coupon = await rc(p.dir, ['coupon', 'create', '--credits', '5', '--email', 'cli@x.io']);
+    assert.equal(coupon.code, 0, coupon.stderr);
+    assert.equal(coupon.json.credits, 5);
+    const redeemed = await p.call('POST', '/api/credits/redeem', { key: created.json.api_token, body: { coupon: coupon.json.code } });
+    assert.deepEqual(redeemed.body, { credits_added: 5, credits: 17.5 });
+    const grant = await rc(p.dir, ['account', 'grant-credits', '--email', 'cli@x.io', '--credits', '2.5', '--idempotency-key', 'once']);
+    assert.equal(grant.json.credits, 20);
+    const again = await rc(p.dir, ['account', 'grant-credits', '--email', 'cli@x.io', '--credits', '2.5', '--idempotency-key', 'once']);
+    assert.deepEqual([again.json.applied, again.json.credits], [false, 20]);
+
+    const limits = await rc(p.dir, ['account', 'set-limits', '--email', 'cli@x.io', '--rpm', '10', '--daily-tokens', '5000']);
+    assert.deepEqual(limits.json.limits, { rpm: 10, tpm: null, daily_tokens: 5000 });
+    const changed = p.events.find((e): e is Extract<BusEvent, { type: 'account.changed' }> => e.type === 'account.changed' && e.accountId === created.json.id);
+    assert.deepEqual(changed?.limits, { rpm: 10, tpm: null, dailyTokens: 5000 });
+
+    const img = await rc(p.dir, ['image', 'add', '--name', 'Custom', '--image', 'me/custom:1']);
+    assert.deepEqual(img.json, { name: 'Custom', image: 'me/custom:1', enabled: true });
+    const tpl = await p.call('POST', '/api/profile/templates', { key: created.json.api_token, body: { title: 'c', image: 'me/custom:1' } });
+    assert.equal(tpl.status, 200);
+    assert.equal((await rc(p.dir, ['image', 'disable', '--image', 'me/custom:1'])).json.enabled, false);
+    const tpl2 = await p.call('POST', '/api/profile/templates', { key: created.json.api_token, body: { title: 'c', image: 'me/custom:1' } });
+    assert.equal(tpl2.status, 400);
+    const images = await rc(p.dir, ['image', 'list']);
+    assert.ok(images.json.images.some((i: { image: string; enabled: boolean }) => i.image === 'me/custom:1' && !i.enabled));
+
+    const before = p.events.filter((e) => e.type === 'catalog.changed').length;
+    const model = await rc(p.dir, ['model', 'add', '--name', 'llama', '--upstream', 'http://127.0.0.1:9000', '--upstream', 'http://127.0.0.1:9001', '--reasoning']);
+    assert.equal(model.code, 0, model.stderr);
+    assert.deepEqual(model.json.upstreams, ['http://127.0.0.1:9000', 'http://127.0.0.1:9001']);
+    const list = await rc(p.dir, ['model', 'list']);
+    assert.equal(list.json.models.find((m: { name: string }) => m.name === 'llama').source, 'database');
+    assert.equal((await rc(p.dir, ['model', 'remove', '--name', 'llama'])).code, 0);
+    assert.equal(p.events.filter((e) => e.type === 'catalog.changed').length, before + 2);
+
+    const accounts = await rc(p.dir, ['account', 'list']);
+    assert.deepEqual(accounts.json.accounts.map((a: { email: string }) => a.email), ['cli@x.io', 'review@x.io']);
+  } finally {
+    await p.close();
+  }
+});
+
+test('rc bad input: clear message on stderr, non-zero exit, nothing printed on stdout', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rc-cli-bad-'));
+  try {
+    const cases: [string[], number, RegExp][] = [
+      [['account', 'create'], 2, /--email is required/],
+      [['account', 'create', '--email', 'x@x.io', '--credits', 'ten'], 2, /--credits must be a number/],
+      [['account', 'create', '--email', 'not-an-email'], 1, /must be an e-mail address/],
+      [['account', 'create', '--email', 'x@x.io', '--bogus'], 2, /Unknown option '--bogus'/],
+      [['account', 'frobnicate'], 2, /unknown subcommand "frobnicate"/],
+      [['account', 'verify', '--email', 'ghost@x.io'], 1, /No account with e-mail ghost@x.io/],
+      [['coupon', 'create', '--credits=-3'], 2, /--credits must be positive/],
+      [['coupon', 'create', '--credits', '0'], 2, /--credits must be positive/],
+      [['image', 'disable', '--image', 'nope:1'], 1, /No image nope:1/],
+      [['model', 'add', '--name', 'm'], 2, /--upstream is required/],
+      [['model', 'add', '--name', 'm', '--upstream', 'ftp://x'], 1, /upstreams/],
+      [['account', 'set-limits', '--email', 'x@x.io'], 2, /at least one of/],
+    ];
+    for (const [args, code, stderr] of cases) {
+      const r = await rc(dir, args);
+      assert.equal(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, stderr, args.join(' '));
+      assert.equal(r.stdout, '', args.join(' '));
+    }
+    for (const args of [['account', '--help'], ['account', 'create', '--help'], ['coupon', '--help'], ['image', 'add', '--help'], ['model', 'list', '--help']]) {
+      const r = await rc(dir, args);
+      assert.equal(r.code, 0, args.join(' '));
+      assert.match(r.stdout, /^Usage: rc /, args.join(' '));
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('rc with no platform running writes the database directly (and ignores a stale runtime file)', async () => {
+  const p = await startPlatform();
+  const dir = p.dir;
+  const runtime = join(dir, RUNTIME_FILE);
+  const stale = (await import('node:fs')).readFileSync(runtime, 'utf8');
+  await p.cp.close(); // the platform stops; leave a stale runtime file behind as a crash would
+  (await import('node:fs')).writeFileSync(runtime, stale);
+  try {
+    const r = await rc(dir, ['account', 'create', '--email', 'offline@x.io', '--verified']);
+    assert.equal(r.code, 0, r.stderr);
+    const store = new Store({ dataDir: dir });
+    try {
+      assert.equal(store.accounts.byEmail('offline@x.io')?.verified, true);
+      assert.equal(store.keys.current(r.json.id), r.json.api_token);
+    } finally {
+      store.close();
+    }
+    // A platform started later on the same data dir accepts that key.
+    const again = await startPlatform({ dataDir: dir });
+    try {
+      assert.equal((await again.call('GET', '/api/me', { key: r.json.api_token })).status, 200);
+    } finally {
+      await again.cp.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('rc without a platform but with REDIS_URL: key events reach gateways over Redis', async (t) => {
+  if (!(await redisAvailable(t))) return;
+  const dir = mkdtempSync(join(tmpdir(), 'rc-cli-redis-'));
+  const bus = new RedisBus(REDIS_URL);
+  const events: BusEvent[] = [];
+  bus.subscribe((e) => events.push(e));
+  try {
+    await bus.whenReady();
+    const email = `redis-${process.pid}-${Date.now()}@x.io`;
+    const r = await rc(dir, ['account', 'create', '--email', email, '--verified'], { REDIS_URL });
+    assert.equal(r.code, 0, r.stderr);
+    const hash = hashKey(r.json.api_token);
+    await waitFor(() => events.some((e) => e.type === 'key.issued' && e.keyHash === hash));
+  } finally {
+    await bus.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
