@@ -1,0 +1,49 @@
+// What every gateway route gets: the seam between the gateway core and route modules such as
+// gateway/messages/. A RoutePlugin receives the uWS app and this context and registers its routes.
+import type { Logger } from '../lib/log.js';
+import type { TemplatedApp } from '../lib/uws.js';
+import type { Catalog } from './catalog.js';
+import type { RequestGate } from './gate.js';
+import type { AuthFailure, KeyDirectory } from './keys.js';
+import type { GatewayMetrics } from './metrics.js';
+import type { UpstreamRegistry } from './upstreams.js';
+
+export interface GatewayLimits {
+  /** Largest request body (413 beyond). */
+  maxBodyBytes: number;
+  /** Requests forwarded to backends at once before 503 pool exhausted. */
+  maxInflight: number;
+  /** Output tokens reserved at admission when the request gives no max_tokens. */
+  defaultMaxTokens: number;
+}
+
+/** Requests in flight to backends, across every route. */
+export class Admission {
+  inflight = 0;
+  constructor(public max: number) {}
+  /** Takes a slot; false when all are taken (answer 503 pool exhausted with Retry-After: 5). */
+  tryEnter(): boolean {
+    if (this.inflight >= this.max) return false;
+    this.inflight++;
+    return true;
+  }
+  leave(): void {
+    this.inflight--;
+  }
+}
+
+export interface GatewayContext {
+  readonly limits: GatewayLimits;
+  readonly logger: Logger;
+  readonly keys: KeyDirectory;
+  readonly catalog: Catalog;
+  readonly upstreams: UpstreamRegistry;
+  readonly admission: Admission;
+  readonly gate: RequestGate;
+  readonly metrics: GatewayMetrics;
+  /** Account id for the `authorization` and `x-api-key` header values ('' when absent), or why not. */
+  authenticate(authorization: string, xApiKey: string): number | AuthFailure;
+}
+
+/** Registers routes on the gateway's uWS app. Called once, before the app listens. */
+export type RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) => void;

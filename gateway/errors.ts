@@ -1,0 +1,94 @@
+// Gateway errors in the chat-completions shape SPEC.md gives for the gateway:
+// `{ error: { message, type, param, code } }`. Constant errors are serialized once.
+import { RcError } from '../lib/errors.js';
+import { sendJson, type Res } from '../lib/http.js';
+
+export type ChatErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'rate_limit_error'
+  | 'not_found_error'
+  | 'api_error';
+
+/** An error the gateway answers itself (not one passed through from a backend). */
+export class GatewayError extends RcError {
+  constructor(
+    code: string,
+    message: string,
+    status: number,
+    readonly type: ChatErrorType,
+    readonly param: string | null = null,
+    /** Extra response headers (Retry-After on every 429 and 503). */
+    readonly headers?: Record<string, string>,
+  ) {
+    super(code, message, status);
+  }
+
+  /** The JSON body, `{error: {message, type, param, code}}`. */
+  body(): string {
+    return chatErrorBody(this.message, this.type, this.param, this.code);
+  }
+}
+
+export function chatErrorBody(message: string, type: string, param: string | null, code: string | null): string {
+  return JSON.stringify({ error: { message, type, param, code } });
+}
+
+/** A pre-serialized error: status, body and headers ready to write. */
+export interface CannedError {
+  readonly status: number;
+  readonly code: string;
+  readonly body: string;
+  readonly headers: Record<string, string> | undefined;
+}
+
+function canned(status: number, message: string, type: ChatErrorType, code: string, param: string | null = null, headers?: Record<string, string>): CannedError {
+  return Object.freeze({ status, code, body: chatErrorBody(message, type, param, code), headers });
+}
+
+/** The gateway's fixed errors. `code` values are stable; see gateway/README.md. */
+export const ERRORS = {
+  missingKey: canned(401, 'Unauthorized: No API key provided.', 'authentication_error', 'missing_api_key'),
+  invalidKey: canned(401, 'Invalid bearer token', 'authentication_error', 'invalid_api_key'),
+  invalidJson: canned(400, 'Request body is not valid JSON', 'invalid_request_error', 'invalid_json'),
+  notAnObject: canned(400, 'Request body must be a JSON object', 'invalid_request_error', 'invalid_json'),
+  modelMissing: canned(400, 'model is required and must be a string', 'invalid_request_error', 'invalid_model', 'model'),
+  unavailable: canned(502, 'Model gateway is unavailable', 'api_error', 'upstream_unavailable'),
+  upstreamTimeout: canned(502, 'Model gateway is unavailable', 'api_error', 'upstream_timeout'),
+  poolExhausted: canned(503, 'Model gateway connection pool exhausted', 'api_error', 'pool_exhausted', null, { 'retry-after': '5' }),
+  methodNotAllowed: canned(405, 'Method not allowed on this path', 'invalid_request_error', 'method_not_allowed'),
+} as const;
+
+/** 400 for a model name absent from the catalog (the name is echoed, cut to 256 characters). */
+export function unknownModel(name: string): GatewayError {
+  const shown = name.length > 256 ? `${name.slice(0, 256)}...` : name;
+  return new GatewayError('model_not_found', `Requested model ${shown} not supported`, 400, 'invalid_request_error', 'model');
+}
+
+/** 404 for a path the gateway does not serve (embeddings included). */
+export function notFound(path: string): GatewayError {
+  const shown = path.length > 256 ? `${path.slice(0, 256)}...` : path;
+  return new GatewayError('not_found', `Unknown path ${shown}: not served by the model gateway`, 404, 'not_found_error');
+}
+
+/** 429 when a gate refuses; `code` names the gate. */
+export function rateLimited(code: string, retryAfterSec: number, headers: Record<string, string>): GatewayError {
+  return new GatewayError(code, 'Model API rate limit exceeded; please retry later', 429, 'rate_limit_error', null, {
+    ...headers,
+    'retry-after': String(Math.max(1, Math.ceil(retryAfterSec))),
+  });
+}
+
+/** Maps an error from lib/http.ts readBody (413, bad length) to the chat shape. */
+export function fromBodyError(err: RcError): GatewayError {
+  if (err.status === 413) return new GatewayError('body_too_large', err.message, 413, 'invalid_request_error');
+  return new GatewayError('invalid_body', err.message, err.status >= 400 && err.status < 500 ? err.status : 400, 'invalid_request_error');
+}
+
+export function sendCanned(res: Res, e: CannedError): void {
+  sendJson(res, e.status, e.body, e.headers);
+}
+
+export function sendError(res: Res, e: GatewayError): void {
+  sendJson(res, e.status, e.body(), e.headers);
+}

@@ -1,0 +1,157 @@
+// API keys on the gateway: resolved in memory, never through SQLite or the control plane per
+// request. A KeyDirectory is loaded once from a KeySource (a snapshot) and kept current by bus
+// events: `key.issued` adds a hash, `key.revoked` removes it.
+import { readFile } from 'node:fs/promises';
+import { z } from 'zod';
+import type { Bus, BusEvent } from '../lib/bus.js';
+import { RcError } from '../lib/errors.js';
+import { hashesEqual, hashKey, isWellFormedKey } from '../lib/keys.js';
+
+/** One live key: its SHA-256 hex hash and the account it belongs to. */
+export interface KeyRecord { keyHash: string; accountId: number }
+/** Where the directory's snapshot comes from (control-plane/ implements it over SQLite). */
+export interface KeySource { load(): Promise<Iterable<KeyRecord>> }   // a snapshot, read once at start
+
+/** Why a request carries no usable key. Constant objects: returning one allocates nothing. */
+export interface AuthFailure { readonly reason: 'missing' | 'invalid' }
+export const AUTH_MISSING: AuthFailure = Object.freeze({ reason: 'missing' });
+export const AUTH_INVALID: AuthFailure = Object.freeze({ reason: 'invalid' });
+
+const BEARER = /^Bearer[ \t]+/i;
+
+/** Length of the hash prefix the map is indexed by; the full hash is then compared in constant time. */
+const PREFIX = 16;
+
+/** The hash -> account map the request path reads. */
+export class KeyDirectory {
+  /** Hash prefix -> records (almost always one). */
+  private readonly byPrefix = new Map<string, KeyRecord[]>();
+  private count = 0;
+  /** Events that arrived while the snapshot loaded; replayed after it so a revoke is never undone. */
+  private pending: BusEvent[] | undefined;
+  private unsubscribe: (() => void) | undefined;
+
+  get size(): number { return this.count; }
+
+  add(keyHash: string, accountId: number): void {
+    const hash = keyHash.toLowerCase();
+    const prefix = hash.slice(0, PREFIX);
+    const list = this.byPrefix.get(prefix);
+    if (!list) {
+      this.byPrefix.set(prefix, [{ keyHash: hash, accountId }]);
+      this.count++;
+      return;
+    }
+    const existing = list.find((r) => r.keyHash === hash);
+    if (existing) existing.accountId = accountId;
+    else {
+      list.push({ keyHash: hash, accountId });
+      this.count++;
+    }
+  }
+
+  remove(keyHash: string): void {
+    const hash = keyHash.toLowerCase();
+    const prefix = hash.slice(0, PREFIX);
+    const list = this.byPrefix.get(prefix);
+    if (!list) return;
+    const i = list.findIndex((r) => r.keyHash === hash);
+    if (i < 0) return;
+    list.splice(i, 1);
+    this.count--;
+    if (!list.length) this.byPrefix.delete(prefix);
+  }
+
+  /** Subscribes to `bus` (when given), then loads the snapshot from `source`. */
+  async start(source: KeySource, bus?: Bus): Promise<void> {
+    if (bus) {
+      this.pending = [];
+      this.unsubscribe = bus.subscribe((ev) => {
+        if (this.pending) this.pending.push(ev);
+        else this.apply(ev);
+      });
+    }
+    try {
+      for (const r of await source.load()) this.add(r.keyHash, r.accountId);
+    } finally {
+      const queued = this.pending ?? [];
+      this.pending = undefined;
+      for (const ev of queued) this.apply(ev);
+    }
+  }
+
+  stop(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+  }
+
+  private apply(ev: BusEvent): void {
+    if (ev.type === 'key.issued') this.add(ev.keyHash, ev.accountId);
+    else if (ev.type === 'key.revoked') this.remove(ev.keyHash);
+  }
+
+  /** The account of a clear key, or undefined. The clear key is hashed and never kept. */
+  lookup(key: string): number | undefined {
+    if (!isWellFormedKey(key)) return undefined;
+    const hash = hashKey(key);
+    // The map narrows by a hash prefix; the full hash is compared in constant time.
+    const list = this.byPrefix.get(hash.slice(0, PREFIX));
+    if (list) for (const r of list) if (hashesEqual(r.keyHash, hash)) return r.accountId;
+    return undefined;
+  }
+
+  /**
+   * Resolves the key of a request: `Authorization: Bearer <key>` or `x-api-key: <key>` (either
+   * header; Bearer wins when both are present). Returns the account id, or AUTH_MISSING /
+   * AUTH_INVALID. Pass the raw header values ('' when absent, as uWS gives them).
+   */
+  authenticate(authorization: string, xApiKey: string): number | AuthFailure {
+    let key: string;
+    if (authorization !== '') {
+      const m = BEARER.exec(authorization);
+      if (!m) return authorization.trim().toLowerCase() === 'bearer' ? AUTH_MISSING : AUTH_INVALID;
+      key = authorization.slice(m[0].length).trim();
+      if (key === '') return AUTH_MISSING;
+    } else if (xApiKey !== '') {
+      key = xApiKey.trim();
+    } else {
+      return AUTH_MISSING;
+    }
+    return this.lookup(key) ?? AUTH_INVALID;
+  }
+}
+
+/** A KeySource over records held in memory (tests, embedded use). */
+export function memoryKeySource(records: Iterable<KeyRecord>): KeySource {
+  return { load: async () => records };
+}
+
+const keysFileSchema = z.array(z.strictObject({
+  keyHash: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be a 64-character hex SHA-256'),
+  accountId: z.number().int().nonnegative(),
+}));
+
+/** The keys file of a standalone gateway is missing or malformed. */
+export class KeysFileError extends RcError {
+  constructor(message: string) { super('RC_ERR_KEYS_FILE', message, 500); }
+}
+
+/** A KeySource reading a JSON file `[{keyHash, accountId}]` (`rc gateway --keys-file`). */
+export function fileKeySource(path: string): KeySource {
+  return {
+    async load() {
+      let json: unknown;
+      try {
+        json = JSON.parse(await readFile(path, 'utf8'));
+      } catch (err) {
+        throw new KeysFileError(`keys file ${path}: ${(err as Error).message}`);
+      }
+      const parsed = keysFileSchema.safeParse(json);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        throw new KeysFileError(`keys file ${path}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+      }
+      return parsed.data;
+    },
+  };
+}

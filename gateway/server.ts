@@ -1,0 +1,129 @@
+// The model gateway: a uWebSockets.js app with the chat routes, any route plugins (the
+// messages protocol), /metrics and /health, over an in-memory key directory and catalog.
+import type { Bus } from '../lib/bus.js';
+import type { ModelEntry } from '../lib/config.js';
+import { listen, send, sendJson, track, type Server } from '../lib/http.js';
+import { createLogger, type Logger } from '../lib/log.js';
+import { uws, type HttpRequest, type HttpResponse } from '../lib/uws.js';
+import { Catalog } from './catalog.js';
+import { chatRoutes } from './chat.js';
+import { Admission, type GatewayContext, type GatewayLimits, type RoutePlugin } from './context.js';
+import { ERRORS, notFound, sendCanned, sendError } from './errors.js';
+import { openGate, type RequestGate } from './gate.js';
+import { KeyDirectory, type KeySource } from './keys.js';
+import { GatewayMetrics, NO_MODEL } from './metrics.js';
+import { UpstreamRegistry, type UpstreamOptions } from './upstreams.js';
+
+/** Route plugins every gateway registers. gateway/messages/ adds its plugin here. */
+export const BUILTIN_ROUTES: RoutePlugin[] = [chatRoutes];
+
+export interface GatewayOptions {
+  host?: string;
+  /** 0: an ephemeral port. */
+  port: number;
+  models: readonly ModelEntry[];
+  keySource: KeySource;
+  /** Keeps the key directory current (key.issued / key.revoked). */
+  bus?: Bus;
+  gate?: RequestGate;
+  logger?: Logger;
+  limits?: Partial<GatewayLimits>;
+  upstream?: Partial<UpstreamOptions>;
+  /** Routes in addition to BUILTIN_ROUTES. */
+  routes?: RoutePlugin[];
+}
+
+export interface Gateway {
+  readonly url: string;
+  readonly port: number;
+  readonly context: GatewayContext;
+  readonly metrics: GatewayMetrics;
+  /** Replaces the catalog; requests in flight finish on the upstreams they started with. */
+  setModels(models: readonly ModelEntry[]): void;
+  /** Stops listening, lets requests in flight finish for up to `graceMs`, then closes everything. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export const DEFAULT_LIMITS: GatewayLimits = {
+  maxBodyBytes: 8 * 1024 * 1024,
+  maxInflight: 2048,
+  defaultMaxTokens: 1024,
+};
+
+export async function createGateway(options: GatewayOptions): Promise<Gateway> {
+  const logger = options.logger ?? createLogger(undefined, { part: 'gateway' });
+  const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...options.limits };
+  const metrics = new GatewayMetrics();
+  const admission = new Admission(limits.maxInflight);
+  metrics.inflight = () => admission.inflight;
+  const upstreams = new UpstreamRegistry(options.upstream);
+  const catalog = new Catalog(upstreams, metrics);
+  catalog.set(options.models);
+  const keys = new KeyDirectory();
+  await keys.start(options.keySource, options.bus);
+
+  const ctx: GatewayContext = {
+    limits,
+    logger,
+    keys,
+    catalog,
+    upstreams,
+    admission,
+    gate: options.gate ?? openGate,
+    metrics,
+    authenticate: (authorization, xApiKey) => keys.authenticate(authorization, xApiKey),
+  };
+
+  const app = uws().App();
+  for (const plugin of [...BUILTIN_ROUTES, ...(options.routes ?? [])]) plugin(app, ctx);
+
+  app.get('/metrics', (res: HttpResponse) => {
+    send(track(res), 200, metrics.render(), 'text/plain; version=0.0.4; charset=utf-8');
+  });
+  app.get('/health', (res: HttpResponse) => {
+    sendJson(track(res), 200, '{"status":"ok"}');
+  });
+  // Known model paths with another method: 405. Everything else: 404 in the chat shape.
+  app.any('/v1/models', (res: HttpResponse) => methodNotAllowed(ctx, track(res)));
+  app.any('/v1/chat/completions', (res: HttpResponse) => methodNotAllowed(ctx, track(res)));
+  app.any('/*', (res: HttpResponse, req: HttpRequest) => {
+    const r = track(res);
+    metrics.request('unknown', NO_MODEL, 404);
+    sendError(r, notFound(req.getUrl()));
+  });
+
+  let server: Server;
+  try {
+    server = await listen(app, options.host ?? '127.0.0.1', options.port, () => admission.inflight === 0);
+  } catch (err) {
+    keys.stop();
+    await upstreams.close();
+    throw err;
+  }
+  logger.debug('gateway listening', { url: server.url, models: catalog.names() });
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: server.url,
+    port: server.port,
+    context: ctx,
+    metrics,
+    setModels(models) {
+      catalog.set(models);
+      logger.info('catalog updated', { models: catalog.names() });
+    },
+    close(graceMs = 0) {
+      closing ??= (async () => {
+        keys.stop();
+        await server.close(graceMs);
+        await upstreams.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+function methodNotAllowed(ctx: GatewayContext, res: ReturnType<typeof track>): void {
+  ctx.metrics.request('unknown', NO_MODEL, 405);
+  sendCanned(res, ERRORS.methodNotAllowed);
+}

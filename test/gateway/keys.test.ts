@@ -1,0 +1,61 @@
+// The key directory: header forms, hashing, bus events, and a revoke racing the snapshot load.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { MemoryBus } from '../../lib/bus.js';
+import { generateKey, hashKey } from '../../lib/keys.js';
+import { AUTH_INVALID, AUTH_MISSING, fileKeySource, KeyDirectory, memoryKeySource, type KeySource } from '../../gateway/keys.js';
+
+describe('KeyDirectory', () => {
+  it('resolves Bearer and x-api-key, refuses the rest', async () => {
+    const key = generateKey();
+    const d = new KeyDirectory();
+    await d.start(memoryKeySource([{ keyHash: hashKey(key), accountId: 5 }]));
+    assert.equal(d.authenticate(`Bearer ${key}`, ''), 5);
+    assert.equal(d.authenticate(`bearer  ${key} `, ''), 5);
+    assert.equal(d.authenticate('', key), 5);
+    assert.equal(d.authenticate(`Bearer ${key}`, 'rc-other'), 5); // Bearer wins
+    assert.equal(d.authenticate('', ''), AUTH_MISSING);
+    assert.equal(d.authenticate('Bearer', ''), AUTH_MISSING);
+    assert.equal(d.authenticate(`Bearer ${generateKey()}`, ''), AUTH_INVALID);
+    assert.equal(d.authenticate(`Token ${key}`, ''), AUTH_INVALID);
+    assert.equal(d.authenticate(`Bearer ${key}x`, ''), AUTH_INVALID);
+    assert.equal(d.authenticate('', hashKey(key)), AUTH_INVALID); // the hash is not a key
+  });
+
+  it('applies a revoke that arrives while the snapshot loads after the snapshot', async () => {
+    const key = generateKey();
+    const bus = new MemoryBus();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    const slow: KeySource = { load: async () => { await gate; return [{ keyHash: hashKey(key), accountId: 1 }]; } };
+    const d = new KeyDirectory();
+    const started = d.start(slow, bus);
+    await bus.publish({ type: 'key.revoked', keyHash: hashKey(key), accountId: 1 });
+    release();
+    await started;
+    assert.equal(d.authenticate(`Bearer ${key}`, ''), AUTH_INVALID);
+    assert.equal(d.size, 0);
+    d.stop();
+  });
+
+  it('reads a keys file and reports a bad one clearly', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rc-keys-'));
+    try {
+      const key = generateKey();
+      const ok = join(dir, 'ok.json');
+      writeFileSync(ok, JSON.stringify([{ keyHash: hashKey(key), accountId: 9 }]));
+      const d = new KeyDirectory();
+      await d.start(fileKeySource(ok));
+      assert.equal(d.authenticate('', key), 9);
+      const bad = join(dir, 'bad.json');
+      writeFileSync(bad, JSON.stringify([{ keyHash: hashKey(key), accountId: 'nine' }]));
+      await assert.rejects(new KeyDirectory().start(fileKeySource(bad)), /keys file .*accountId/);
+      await assert.rejects(new KeyDirectory().start(fileKeySource(join(dir, 'missing.json'))), /keys file/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
