@@ -8,6 +8,12 @@ type Loader = () => Promise<Command>;
 const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   start: { summary: 'Run the whole platform on embedded defaults', load: async () => (await import('./start.js')).startCommand },
   sim: { summary: 'Run the simulated OpenAI-compatible serving backend', load: async () => (await import('../sim/cli.js')).simCommand },
+  agent: { summary: 'Run the host agent (gRPC) that starts and stops instances', load: async () => (await import('../agent/cli.js')).agentCommand },
+  gateway: { summary: 'Run the shared model gateway on its own', load: async () => (await import('../gateway/cli.js')).gatewayCommand },
+  account: { summary: 'Manage accounts (create, verify, list, grant-credits, set-limits)', load: async () => (await import('../control-plane/cli.js')).accountCommand },
+  coupon: { summary: 'Manage coupons (create, list)', load: async () => (await import('../control-plane/cli.js')).couponCommand },
+  image: { summary: 'Manage the image catalog (add, disable, list)', load: async () => (await import('../control-plane/cli.js')).imageCommand },
+  model: { summary: 'Manage the shared model catalog (add, remove, list)', load: async () => (await import('../control-plane/cli.js')).modelCommand },
 };
 
 function help(): string {
