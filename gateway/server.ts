@@ -10,6 +10,7 @@ import { chatRoutes } from './chat.js';
 import { Admission, type GatewayContext, type GatewayLimits, type RoutePlugin } from './context.js';
 import { ERRORS, notFound, sendCanned, sendError } from './errors.js';
 import { openGate, type RequestGate } from './gate.js';
+import { gateMetrics } from './gates/index.js';
 import { KeyDirectory, type KeySource } from './keys.js';
 import { GatewayMetrics, NO_MODEL } from './metrics.js';
 import { UpstreamRegistry, type UpstreamOptions } from './upstreams.js';
@@ -78,7 +79,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   for (const plugin of [...BUILTIN_ROUTES, ...(options.routes ?? [])]) plugin(app, ctx);
 
   app.get('/metrics', (res: HttpResponse) => {
-    send(track(res), 200, metrics.render(), 'text/plain; version=0.0.4; charset=utf-8');
+    send(track(res), 200, metrics.render() + gateMetrics(), 'text/plain; version=0.0.4; charset=utf-8');
   });
   app.get('/health', (res: HttpResponse) => {
     sendJson(track(res), 200, '{"status":"ok"}');

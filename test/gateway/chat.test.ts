@@ -203,6 +203,8 @@ describe('gateway chat completions', () => {
     assert.match(text, /^rc_gateway_upstream_ttfb_seconds_count\{model="m"\} [1-9]\d*$/m);
     assert.match(text, /^rc_gateway_upstream_duration_seconds_bucket\{model="m",le="\+Inf"\} [1-9]\d*$/m);
     assert.match(text, /^rc_gateway_tokens_total\{model="m",direction="out"\} [1-9]\d*$/m);
+    assert.match(text, /^rc_gate_admitted_total \d+$/m, 'the gates\' counters are part of /metrics');
+    assert.match(text, /^rc_gate_redis_fallback_total \d+$/m);
     await waitFor(() => f.gateway.context.admission.inflight === 0);
   });
 });

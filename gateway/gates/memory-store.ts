@@ -1,0 +1,150 @@
+// The gates in this process's memory: the default (no REDIS_URL) and the fallback while Redis is
+// unreachable. Same arithmetic as the Redis script (see math.ts), synchronous, no allocation
+// beyond the outcome on the hot path once an account's state exists.
+import { GateKind } from './codes.js';
+import { SCALE, type Outcome } from './math.js';
+import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, SettleInput } from './store.js';
+import { emptyDayUsage } from './store.js';
+import type { Limits } from './limits.js';
+
+interface Buckets {
+  /** Request bucket level, scaled. */
+  r: number;
+  /** Token bucket level, scaled; negative after a debt. */
+  t: number;
+  /** Time of the levels, ms. */
+  ts: number;
+}
+
+/** Days of usage kept per account (readUsage looks back this far). */
+const KEEP_DAYS = 8;
+
+export class MemoryGateStore implements GateStore {
+  private readonly buckets = new Map<number, Buckets>();
+  /** accountId -> day index -> usage */
+  private readonly days = new Map<number, Map<number, DayUsage>>();
+
+  admit(i: AdmitInput): Outcome {
+    const { limits, estimate } = i;
+    const now = i.nowMs ?? Date.now();
+    const b = this.refilled(i.accountId, limits, now);
+    const d = this.days.get(i.accountId)?.get(i.day);
+    const used = d ? d.tokens + d.reserved : 0;
+
+    let gate: number = GateKind.None;
+    let waitMs = 0;
+    if (b.r < SCALE) {
+      gate = GateKind.Requests;
+      waitMs = Math.ceil((SCALE - b.r) / limits.rpm);
+    }
+    const needT = Math.min(estimate, limits.tpm) * SCALE;
+    if (b.t < needT) {
+      const w = Math.ceil((needT - b.t) / limits.tpm);
+      if (w >= waitMs) {
+        gate = GateKind.Tokens;
+        waitMs = w;
+      }
+    }
+    if (used + Math.min(estimate, limits.dailyTokens) > limits.dailyTokens) {
+      gate = GateKind.Daily;
+      if (i.msToNextDay > waitMs) waitMs = i.msToNextDay;
+    }
+    if (gate === GateKind.None) {
+      b.r -= SCALE;
+      b.t -= estimate * SCALE;
+      const day = d ?? this.day(i.accountId, i.day);
+      day.reserved += estimate;
+      day.requests += 1;
+      this.model(day, i.model).requests += 1;
+    }
+    return outcome(gate, waitMs, b, limits);
+  }
+
+  settle(i: SettleInput): void {
+    const used = i.inputTokens + i.outputTokens;
+    const refund = i.estimate - used;
+    if (refund !== 0) {
+      const now = i.nowMs ?? Date.now();
+      const b = this.refilled(i.accountId, i.limits, now);
+      b.t = Math.min(i.limits.tpm * SCALE, b.t + refund * SCALE);
+    }
+    const day = this.day(i.accountId, i.day);
+    day.reserved -= i.estimate;
+    day.tokens += used;
+    const m = this.model(day, i.model);
+    m.input_tokens += i.inputTokens;
+    m.output_tokens += i.outputTokens;
+  }
+
+  usage(accountId: number, day: number): DayUsage {
+    const d = this.days.get(accountId)?.get(day);
+    if (!d) return emptyDayUsage();
+    return { tokens: d.tokens, reserved: d.reserved, requests: d.requests, byModel: new Map([...d.byModel].map(([k, v]) => [k, { ...v }])) };
+  }
+
+  /** Forgets buckets that are full again by `now` (a full bucket and a missing one behave alike). */
+  sweep(now: number, limitsOf: (accountId: number) => Limits): void {
+    for (const [id, b] of this.buckets) {
+      const l = limitsOf(id);
+      const el = now - b.ts;
+      if (b.r + el * l.rpm >= l.rpm * SCALE && b.t + el * l.tpm >= l.tpm * SCALE) this.buckets.delete(id);
+    }
+  }
+
+  /** The account's buckets refilled up to `now` (created full when missing). */
+  private refilled(accountId: number, l: Limits, now: number): Buckets {
+    const rCap = l.rpm * SCALE;
+    const tCap = l.tpm * SCALE;
+    let b = this.buckets.get(accountId);
+    if (!b) {
+      b = { r: rCap, t: tCap, ts: now };
+      this.buckets.set(accountId, b);
+      return b;
+    }
+    const el = now - b.ts;
+    if (el > 0) {
+      b.r = b.r + el * l.rpm;
+      b.t = b.t + el * l.tpm;
+      b.ts = now;
+    }
+    // Also clamps levels above a capacity that was lowered since.
+    if (b.r > rCap) b.r = rCap;
+    if (b.t > tCap) b.t = tCap;
+    return b;
+  }
+
+  private day(accountId: number, day: number): DayUsage {
+    let perDay = this.days.get(accountId);
+    if (!perDay) {
+      perDay = new Map();
+      this.days.set(accountId, perDay);
+    }
+    let d = perDay.get(day);
+    if (!d) {
+      d = emptyDayUsage();
+      perDay.set(day, d);
+      for (const old of perDay.keys()) if (old <= day - KEEP_DAYS) perDay.delete(old);
+    }
+    return d;
+  }
+
+  private model(day: DayUsage, model: string): ModelDayUsage {
+    let m = day.byModel.get(model);
+    if (!m) {
+      m = { requests: 0, input_tokens: 0, output_tokens: 0 };
+      day.byModel.set(model, m);
+    }
+    return m;
+  }
+}
+
+function outcome(gate: number, waitMs: number, b: Buckets, l: Limits): Outcome {
+  return {
+    gate,
+    waitMs,
+    remainingRequests: Math.floor(b.r / SCALE),
+    remainingTokens: Math.floor(b.t / SCALE),
+    resetRequestsMs: Math.ceil((l.rpm * SCALE - b.r) / l.rpm),
+    resetTokensMs: Math.ceil((l.tpm * SCALE - b.t) / l.tpm),
+  };
+}

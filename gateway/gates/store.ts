@@ -1,0 +1,59 @@
+// What a gate store does: one atomic admission over every gate, one reconciliation, a usage read.
+// Two implementations: memory-store.ts (one process) and redis-store.ts (shared by replicas).
+import type { Limits } from './limits.js';
+import type { Outcome } from './math.js';
+
+export interface AdmitInput {
+  accountId: number;
+  model: string;
+  /** Whole tokens to reserve (normalizeEstimate). */
+  estimate: number;
+  limits: Limits;
+  /** UTC day index the daily cap counts in (the gateway's clock). */
+  day: number;
+  /** Milliseconds until that day ends: the wait reported when the daily cap refuses. */
+  msToNextDay: number;
+  /** Bucket time in ms; undefined lets the Redis store use Redis' own clock (TIME). */
+  nowMs: number | undefined;
+}
+
+export interface SettleInput {
+  accountId: number;
+  model: string;
+  /** What admission reserved. */
+  estimate: number;
+  limits: Limits;
+  /** The day admission counted the reservation in. */
+  day: number;
+  nowMs: number | undefined;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export interface ModelDayUsage {
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/** One account's counters for one UTC day. */
+export interface DayUsage {
+  /** Settled tokens (input + output) of finished requests. */
+  tokens: number;
+  /** Tokens reserved by requests still in flight. */
+  reserved: number;
+  /** Admitted requests. */
+  requests: number;
+  byModel: Map<string, ModelDayUsage>;
+}
+
+export interface GateStore {
+  admit(input: AdmitInput): Outcome | Promise<Outcome>;
+  /** Reconciles one admitted request: refund (or charge) the token bucket, release the reservation, add the real usage. */
+  settle(input: SettleInput): void;
+  usage(accountId: number, day: number): DayUsage | Promise<DayUsage>;
+}
+
+export function emptyDayUsage(): DayUsage {
+  return { tokens: 0, reserved: 0, requests: 0, byModel: new Map() };
+}
