@@ -18,7 +18,7 @@ import { messagesRoutesFromConfig } from '../gateway/messages/routes.js';
 import { createGateway, type Gateway } from '../gateway/server.js';
 import { limitsFrom, upstreamFrom } from '../gateway/cli.js';
 import { startAgent, type AgentHandle } from '../agent/server.js';
-import { agentDir, resolveAgentToken } from '../agent/cli.js';
+import { agentOptionsFromConfig } from '../agent/cli.js';
 
 export interface Platform {
   config: Config;
@@ -95,23 +95,9 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     });
     closers.push(async () => unsubscribe());
 
-    const dir = agentDir(dataDir);
-    mkdirSync(dir, { recursive: true });
-    const { token } = resolveAgentToken(dir, config.agentToken);
-    const agent = await startAgent({
-      host: config.host,
-      port: config.agentPort,
-      token,
-      dataDir: dir,
-      runtime: config.agentRuntime,
-      gpus: { detect: config.agentGpuDetect, count: config.agentGpus, model: config.agentGpuModel, memoryMb: config.agentGpuMemoryMb },
-      readyTimeoutMs: config.agentReadyTimeoutMs,
-      servingReadyTimeoutMs: config.agentServingReadyTimeoutMs,
-      stopGraceMs: config.agentStopGraceMs,
-      lostControlPlaneGraceMs: config.agentLostControlPlaneMs,
-      dockerSocket: config.agentDockerSocket,
-      logger,
-    });
+    const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
+    mkdirSync(agentOptions.dataDir, { recursive: true });
+    const agent = await startAgent(agentOptions);
     closers.push(() => agent.close());
 
     return { config, bus, sims, controlPlane, gateway, agent, close };

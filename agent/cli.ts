@@ -1,0 +1,111 @@
+// `rc agent`: runs the host agent from the settings (lib/config.ts), options overriding them.
+// Prints one JSON line to stdout once listening: {"address","port","agentId","tokenFile"}.
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { numberOption, parse, untilSignal, UsageError, type Command } from '../bin/cli.js';
+import { loadConfig, type Config } from '../lib/config.js';
+import { generateKey } from '../lib/keys.js';
+import { createLogger, type Logger } from '../lib/log.js';
+import { startAgent, type AgentOptions } from './server.js';
+
+const HELP = `Usage: rc agent [options]
+
+Runs the host agent: a gRPC server the control plane uses to start and stop instances on this host.
+Instances keep running when the agent stops; the next agent on the same data dir adopts them.
+
+Options:
+  --host H          Address to bind (RC_HOST, default 127.0.0.1)
+  --port P          gRPC port; 0 picks a free one (RC_AGENT_PORT, default 7070)
+  --data-dir D      Platform data dir; the agent uses D/agent (RC_DATA_DIR, default ./data)
+  --runtime R       process or docker (RC_AGENT_RUNTIME, default process)
+  --gpus N          Simulated GPUs when nvidia-smi is absent (RC_AGENT_GPUS, default 4)
+  --token-file F    Read the shared token from F (default: RC_AGENT_TOKEN, else D/agent/token, generated if missing)
+  -h, --help        This help
+`;
+
+/** The agent's own directory inside the platform data dir. */
+export function agentDir(dataDir: string): string {
+  return resolve(dataDir, 'agent');
+}
+
+/**
+ * The shared agent token: `configured` when set, else the token file in the agent dir (created
+ * with a fresh random token, mode 0600, on first use). The control plane reads the same file.
+ */
+export function resolveAgentToken(dir: string, configured = ''): { token: string; tokenFile: string | undefined } {
+  if (configured) return { token: configured, tokenFile: undefined };
+  const tokenFile = join(dir, 'token');
+  if (!existsSync(tokenFile)) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(tokenFile, generateKey() + '\n', { mode: 0o600, flag: 'wx' });
+  }
+  chmodSync(tokenFile, 0o600);
+  return { token: readFileSync(tokenFile, 'utf8').trim(), tokenFile };
+}
+
+/**
+ * startAgent options from the platform settings (what `rc agent` and `npm start` use). The token
+ * comes from RC_AGENT_TOKEN, else the token file in <dataDir>/agent (generated when missing).
+ */
+export function agentOptionsFromConfig(config: Config, logger: Logger): AgentOptions & { tokenFile: string | undefined } {
+  const dir = agentDir(config.dataDir);
+  const { token, tokenFile } = resolveAgentToken(dir, config.agentToken);
+  return {
+    host: config.host,
+    port: config.agentPort,
+    token,
+    tokenFile,
+    dataDir: dir,
+    runtime: config.agentRuntime,
+    gpus: { detect: config.agentGpuDetect, count: config.agentGpus, model: config.agentGpuModel, memoryMb: config.agentGpuMemoryMb },
+    advertiseHost: config.agentAdvertiseHost || undefined,
+    readyTimeoutMs: config.agentReadyTimeoutMs,
+    servingReadyTimeoutMs: config.agentServingReadyTimeoutMs,
+    stopGraceMs: config.agentStopGraceMs,
+    lostControlPlaneGraceMs: config.agentLostControlPlaneMs,
+    dockerSocket: config.agentDockerSocket,
+    logger,
+  };
+}
+
+export const agentCommand: Command = {
+  summary: 'Run the host agent',
+  async run(argv) {
+    const { values } = parse(argv, {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      'data-dir': { type: 'string' },
+      runtime: { type: 'string' },
+      gpus: { type: 'string' },
+      'token-file': { type: 'string' },
+    });
+    if (values.help) {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    const config = loadConfig();
+    const port = numberOption('port', values.port, { integer: true, min: 0 }) ?? config.agentPort;
+    if (port > 65535) throw new UsageError('--port must be at most 65535');
+    const gpuCount = numberOption('gpus', values.gpus, { integer: true, min: 0 }) ?? config.agentGpus;
+    const runtime = values.runtime ?? config.agentRuntime;
+    if (runtime !== 'process' && runtime !== 'docker') throw new UsageError(`--runtime must be process or docker, got ${JSON.stringify(runtime)}`);
+    if (values['data-dir']) config.dataDir = values['data-dir'];
+    let tokenFile: string | undefined;
+    if (values['token-file']) {
+      tokenFile = resolve(values['token-file']);
+      try {
+        config.agentToken = readFileSync(tokenFile, 'utf8').trim();
+      } catch (err) {
+        throw new UsageError(`--token-file: cannot read ${tokenFile}: ${(err as Error).message}`);
+      }
+      if (config.agentToken.length < 16) throw new UsageError('--token-file: the token must be at least 16 characters');
+    }
+    const options = agentOptionsFromConfig(config, createLogger(config.logLevel));
+    tokenFile ??= options.tokenFile;
+    const handle = await startAgent({ ...options, host: values.host ?? config.host, port, runtime, gpus: { ...options.gpus, count: gpuCount } });
+    process.stdout.write(JSON.stringify({ address: handle.address, port: handle.port, agentId: handle.agentId, tokenFile }) + '\n');
+    await untilSignal();
+    await handle.close();
+    return 0;
+  },
+};

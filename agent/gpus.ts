@@ -1,0 +1,94 @@
+// GPU inventory (nvidia-smi when present, else configured) and the allocator that never assigns a
+// GPU twice. Allocation is synchronous, so concurrent StartInstance calls cannot race.
+import { execFileSync } from 'node:child_process';
+import type { Gpu } from './types.js';
+
+export interface GpuDevice {
+  index: number;
+  model: string;
+  memoryMb: number;
+}
+
+export interface GpuConfig {
+  /** 'auto': nvidia-smi when it answers, else the configured ones; 'configured': never ask nvidia-smi. */
+  detect: 'auto' | 'configured';
+  count: number;
+  model: string;
+  memoryMb: number;
+}
+
+export interface GpuInventory {
+  devices: GpuDevice[];
+  source: 'nvidia-smi' | 'configured';
+}
+
+/** Parses `nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader,nounits`. */
+export function parseNvidiaSmi(output: string): GpuDevice[] {
+  const devices: GpuDevice[] = [];
+  for (const line of output.split('\n')) {
+    const parts = line.split(',').map((p) => p.trim());
+    if (parts.length < 3) continue;
+    const index = Number(parts[0]);
+    const memoryMb = Number(parts[parts.length - 1]);
+    const model = parts.slice(1, -1).join(',');
+    if (!Number.isInteger(index) || index < 0 || !model) continue;
+    devices.push({ index, model, memoryMb: Number.isFinite(memoryMb) ? Math.round(memoryMb) : 0 });
+  }
+  return devices;
+}
+
+export function detectGpus(config: GpuConfig): GpuInventory {
+  if (config.detect === 'auto') {
+    try {
+      const out = execFileSync('nvidia-smi', ['--query-gpu=index,name,memory.total', '--format=csv,noheader,nounits'], {
+        encoding: 'utf8',
+        timeout: 10_000,
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
+      const devices = parseNvidiaSmi(out);
+      if (devices.length) return { devices, source: 'nvidia-smi' };
+    } catch {
+      // No nvidia-smi (or no driver): fall back to the configured inventory.
+    }
+  }
+  const devices = Array.from({ length: config.count }, (_, index) => ({ index, model: config.model, memoryMb: config.memoryMb }));
+  return { devices, source: 'configured' };
+}
+
+export class GpuAllocator {
+  /** GPU index -> instance id holding it. */
+  private readonly owners = new Map<number, string>();
+
+  constructor(readonly inventory: GpuInventory) {}
+
+  get total(): number {
+    return this.inventory.devices.length;
+  }
+
+  get free(): number {
+    return this.total - this.owners.size;
+  }
+
+  /** Assigns `count` free GPUs to `instanceId` (lowest indexes first), or returns undefined when too few are free. */
+  allocate(instanceId: string, count: number): number[] | undefined {
+    if (count === 0) return [];
+    const free = this.inventory.devices.filter((d) => !this.owners.has(d.index)).map((d) => d.index);
+    if (free.length < count) return undefined;
+    const picked = free.slice(0, count);
+    for (const i of picked) this.owners.set(i, instanceId);
+    return picked;
+  }
+
+  /** Marks GPUs as held (when re-adopting instances after a restart). GPUs not in the inventory are ignored. */
+  claim(instanceId: string, indexes: number[]): void {
+    for (const i of indexes) if (this.inventory.devices.some((d) => d.index === i)) this.owners.set(i, instanceId);
+  }
+
+  release(instanceId: string): void {
+    for (const [i, owner] of this.owners) if (owner === instanceId) this.owners.delete(i);
+  }
+
+  snapshot(): Gpu[] {
+    return this.inventory.devices.map((d) => ({ ...d, instanceId: this.owners.get(d.index) ?? '' }));
+  }
+}

@@ -1,0 +1,207 @@
+// Instance output. The instance writes stdout and stderr straight into its log file (so it keeps
+// running when the agent dies: no pipe to break). While the agent runs, a LogWatcher per live
+// instance tails that file into a ring buffer of recent lines and fans new lines out to followers;
+// the same code serves instances the agent started and instances it adopted after a restart.
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
+
+/** Longest line kept; longer lines are split. */
+const MAX_LINE = 16 * 1024;
+/** Most bytes read from the end of a file for a tail. */
+const MAX_TAIL_BYTES = 8 * 1024 * 1024;
+
+/** A fixed-size circular buffer of the most recent lines. */
+export class RingBuffer {
+  private readonly items: string[];
+  private start = 0;
+  private size = 0;
+  constructor(readonly capacity: number) {
+    this.items = new Array<string>(capacity);
+  }
+  push(line: string): void {
+    if (this.size < this.capacity) {
+      this.items[(this.start + this.size++) % this.capacity] = line;
+    } else {
+      this.items[this.start] = line;
+      this.start = (this.start + 1) % this.capacity;
+    }
+  }
+  get length(): number {
+    return this.size;
+  }
+  /** The last `n` lines, oldest first. */
+  last(n: number): string[] {
+    const k = Math.min(n, this.size);
+    const out = new Array<string>(k);
+    for (let i = 0; i < k; i++) out[i] = this.items[(this.start + this.size - k + i) % this.capacity]!;
+    return out;
+  }
+}
+
+/** Splits text into complete lines; returns the unterminated rest. */
+export function splitLines(pending: string, chunk: string, out: string[]): string {
+  let text = pending + chunk;
+  let nl: number;
+  while ((nl = text.indexOf('\n')) >= 0) {
+    pushLine(text.slice(0, nl), out);
+    text = text.slice(nl + 1);
+  }
+  while (text.length > MAX_LINE) {
+    out.push(text.slice(0, MAX_LINE));
+    text = text.slice(MAX_LINE);
+  }
+  return text;
+}
+
+function pushLine(line: string, out: string[]): void {
+  if (line.endsWith('\r')) line = line.slice(0, -1);
+  for (let i = 0; i < line.length; i += MAX_LINE) out.push(line.slice(i, i + MAX_LINE));
+  if (line.length === 0) out.push('');
+}
+
+/**
+ * The last `n` complete lines of the file's first `end` bytes (the whole file by default), plus an
+ * unterminated last line if any. Missing file: no lines.
+ */
+export function readLastLines(path: string, n: number, end?: number): string[] {
+  if (n <= 0) return [];
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return [];
+  }
+  try {
+    const size = end ?? fstatSync(fd).size;
+    const from = Math.max(0, size - MAX_TAIL_BYTES);
+    const buf = Buffer.allocUnsafe(size - from);
+    let read = 0;
+    while (read < buf.length) {
+      const r = readSync(fd, buf, read, buf.length - read, from + read);
+      if (r === 0) break;
+      read += r;
+    }
+    const lines: string[] = [];
+    let text = buf.toString('utf8', 0, read);
+    if (from > 0) text = text.slice(text.indexOf('\n') + 1); // drop a partial first line
+    const rest = splitLines('', text, lines);
+    if (rest) lines.push(rest);
+    return lines.slice(-n);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The offset just after the file's last newline (0 when missing): an unterminated last line is read later, whole. */
+function completeLinesEnd(path: string): number {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return 0;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const chunk = Buffer.allocUnsafe(64 * 1024);
+    for (let end = size; end > 0;) {
+      const from = Math.max(0, end - chunk.length);
+      const n = readSync(fd, chunk, 0, end - from, from);
+      const nl = chunk.subarray(0, n).lastIndexOf(10);
+      if (nl >= 0) return from + nl + 1;
+      if (size - from > MAX_LINE * 4) return size; // a giant unterminated line: skip it
+      end = from;
+    }
+    return 0;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export interface LogFollower {
+  onLines(lines: string[]): void;
+  onEnd(): void;
+}
+
+/** Tails one log file while its instance lives. */
+export class LogWatcher {
+  private readonly ring: RingBuffer;
+  private readonly followers = new Set<LogFollower>();
+  private offset: number;
+  private pending = '';
+  private readonly decoder = new StringDecoder('utf8');
+  private timer: NodeJS.Timeout | undefined;
+  private readonly buf = Buffer.allocUnsafe(64 * 1024);
+
+  /** Starts at the current end of the file, after loading its last `ringSize` lines into the ring. */
+  constructor(readonly path: string, ringSize = 1000, pollMs = 200) {
+    this.ring = new RingBuffer(ringSize);
+    const end = completeLinesEnd(path);
+    this.offset = end;
+    for (const line of readLastLines(path, ringSize, end)) this.ring.push(line);
+    this.timer = setInterval(() => this.poll(), pollMs);
+    this.timer.unref();
+  }
+
+  /** Reads whatever was appended since the last poll and delivers it. */
+  poll(): void {
+    let fd: number;
+    try {
+      fd = openSync(this.path, 'r');
+    } catch {
+      return;
+    }
+    const lines: string[] = [];
+    try {
+      for (;;) {
+        const r = readSync(fd, this.buf, 0, this.buf.length, this.offset);
+        if (r <= 0) break;
+        this.offset += r;
+        this.pending = splitLines(this.pending, this.decoder.write(this.buf.subarray(0, r)), lines);
+      }
+    } finally {
+      closeSync(fd);
+    }
+    if (lines.length) this.deliver(lines);
+  }
+
+  private deliver(lines: string[]): void {
+    for (const l of lines) this.ring.push(l);
+    for (const f of this.followers) f.onLines(lines);
+  }
+
+  /**
+   * The last `n` complete lines so far and a subscription to the lines after them, taken
+   * atomically (no line lost or repeated between the two). Beyond the ring, the history comes from
+   * the file. `onEnd` runs when the watcher closes (the instance ended).
+   */
+  tailAndFollow(n: number, follower?: LogFollower): { lines: string[]; unsubscribe: () => void } {
+    this.poll();
+    const lines = n <= 0 ? [] : n <= this.ring.length ? this.ring.last(n) : readLastLines(this.path, n, this.offset - Buffer.byteLength(this.pending));
+    if (!follower) return { lines, unsubscribe: () => {} };
+    this.followers.add(follower);
+    return { lines, unsubscribe: () => this.followers.delete(follower) };
+  }
+
+  /** The most recent lines (for failure details). */
+  recent(n: number): string[] {
+    this.poll();
+    const lines = this.ring.last(n);
+    if (this.pending) lines.push(this.pending);
+    return lines.slice(-n);
+  }
+
+  /** Final read, flush of an unterminated last line, and the end of every follower. */
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.poll();
+    if (this.pending) {
+      const last = this.pending;
+      this.pending = '';
+      this.deliver([last]);
+    }
+    const followers = [...this.followers];
+    this.followers.clear();
+    for (const f of followers) f.onEnd();
+  }
+}

@@ -1,0 +1,440 @@
+// The supervisor: the lifecycle of every instance on this host. It owns the state file, the GPU
+// and port accounting, readiness, exit detection, logs, events, and reconciliation after a restart.
+//
+// pending ("starting" | "pulling image" | "waiting for port") -> ready -> stopping -> stopped
+//    \-> failed (reason, detail)          ready -> failed (exited)        any -> removed (event only)
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { dirname, join } from 'node:path';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/log.js';
+import { AgentClosingError, AgentInstanceNotFoundError, AgentSpecMismatchError, FailureReason } from './errors.js';
+import { EventHub, type EventListener } from './events.js';
+import type { GpuAllocator } from './gpus.js';
+import { LogWatcher, readLastLines, type LogFollower } from './logs.js';
+import { HostPorts } from './ports.js';
+import { SERVING_TYPES, waitReady } from './readiness.js';
+import { StartFailure, type ExitInfo, type Runtime } from './runtime.js';
+import { redactSpec, specHash, validateSpec } from './spec.js';
+import type { InstanceRecord, RuntimeRef, StateStore } from './state.js';
+import { ACTIVE_STATES, type HostInfo, type InstanceEvent, type InstanceInfo, type InstanceState, type LaunchSpec, type ReconcileResult } from './types.js';
+
+export interface SupervisorOptions {
+  store: StateStore;
+  runtime: Runtime;
+  gpus: GpuAllocator;
+  /** Where instance ports are reachable from the control plane and gateway. */
+  advertiseHost: string;
+  /** Readiness deadline when the spec gives none. */
+  readyTimeoutMs: number;
+  /** Readiness deadline for vllm and sglang when the spec gives none (weights download first). */
+  servingReadyTimeoutMs: number;
+  /** SIGTERM-to-SIGKILL grace when the caller gives none. */
+  stopGraceMs: number;
+  logger: Logger;
+  clock: Clock;
+}
+
+/** What exists only while the agent runs, per live instance. */
+interface Live {
+  abort: AbortController;
+  /** Settles when the start sequence (through readiness) is over. */
+  launching: Promise<void> | undefined;
+  stopping: Promise<void> | undefined;
+  /** Set while a failure cleans up (the status turns failed once nothing of the instance runs). */
+  failing: Promise<void> | undefined;
+  cancelExitWatch: (() => void) | undefined;
+  stopLogCopy: (() => void) | undefined;
+  logs: LogWatcher | undefined;
+}
+
+const FAILURE_LOG_LINES = 20;
+
+export class Supervisor {
+  private readonly store: StateStore;
+  private readonly runtime: Runtime;
+  readonly gpus: GpuAllocator;
+  private readonly ports: HostPorts;
+  private readonly hub = new EventHub();
+  private readonly live = new Map<string, Live>();
+  private readonly hostListeners = new Set<() => void>();
+  private readonly log: Logger;
+  private closed = false;
+
+  constructor(private readonly opts: SupervisorOptions) {
+    this.store = opts.store;
+    this.runtime = opts.runtime;
+    this.gpus = opts.gpus;
+    this.ports = new HostPorts(opts.runtime.checkHost);
+    this.log = opts.logger;
+  }
+
+  get agentId(): string {
+    return this.store.state.agentId;
+  }
+
+  get seq(): number {
+    return this.store.state.seq;
+  }
+
+  private get records(): Record<string, InstanceRecord> {
+    return this.store.state.instances;
+  }
+
+  private instanceDir(id: string): string {
+    return join(this.store.dir, 'instances', id);
+  }
+
+  private logFile(id: string): string {
+    return join(this.instanceDir(id), 'instance.log');
+  }
+
+  // ---- restart: adopt what still runs, fail what is gone, kill orphans -----------------------
+
+  /** Takes over the instances recorded in the state file. Call once, before serving. */
+  async adopt(): Promise<void> {
+    for (const rec of Object.values(this.records)) {
+      const { info } = rec;
+      if (!ACTIVE_STATES.has(info.state)) continue;
+      const running = rec.ref ? await this.runtime.isRunning(rec.ref) : false;
+      if (!running) {
+        if (rec.ref) await this.runtime.stop(rec.ref, 0); // leftovers of its process group
+        this.transition(rec, info.state === 'stopping' ? 'stopped' : 'failed', info.state === 'stopping' ? '' : 'Instance is no longer running',
+          info.state === 'stopping' ? '' : FailureReason.lost,
+          info.state === 'stopping' ? '' : 'The instance was not running when the agent restarted');
+        continue;
+      }
+      this.gpus.claim(info.instanceId, info.gpus);
+      this.ports.claim(info.endpoints.map((e) => e.hostPort));
+      const live = this.newLive(info.instanceId);
+      this.watch(rec, live);
+      this.log.info('adopted instance', { instanceId: info.instanceId, state: info.state, runtimeId: info.runtimeId });
+      if (info.state === 'pending') live.launching = this.awaitReady(rec, live);
+      else if (info.state === 'stopping') void this.stop(info.instanceId, this.opts.stopGraceMs).catch(() => {});
+    }
+    // Processes or containers of this agent that no active record accounts for.
+    const found = await this.runtime.discover();
+    for (const [id, refs] of found) {
+      const rec = this.records[id];
+      for (const ref of refs) {
+        const ours = rec && ACTIVE_STATES.has(rec.info.state) && rec.ref && this.runtime.describe(rec.ref) === this.runtime.describe(ref);
+        if (ours) continue;
+        this.log.warn('stopping orphan', { instanceId: id, runtimeId: this.runtime.describe(ref) });
+        await this.runtime.stop(ref, this.opts.stopGraceMs);
+        await this.runtime.remove(ref);
+      }
+    }
+  }
+
+  // ---- start ----------------------------------------------------------------------------------
+
+  /**
+   * Starts an instance (or returns the existing one for a repeated call with the same spec). The
+   * record is created synchronously, so concurrent calls with one id cannot both start it, and GPUs
+   * are assigned synchronously, so concurrent starts never share a GPU.
+   */
+  start(input: LaunchSpec): { info: InstanceInfo; created: boolean } {
+    if (this.closed) throw new AgentClosingError();
+    const spec = validateSpec(input);
+    const hash = specHash(spec);
+    const existing = this.records[spec.instanceId];
+    if (existing) {
+      if (existing.specHash !== hash) throw new AgentSpecMismatchError(spec.instanceId);
+      return { info: existing.info, created: false };
+    }
+    const now = this.opts.clock.now();
+    const rec: InstanceRecord = {
+      specHash: hash,
+      info: {
+        instanceId: spec.instanceId, state: 'pending', message: 'starting', reason: '', detail: '', seq: 0,
+        createdAtMs: now, updatedAtMs: now, runtime: this.runtime.kind, gpus: [], endpoints: [], spec: redactSpec(spec), runtimeId: '',
+      },
+    };
+    this.records[spec.instanceId] = rec;
+    const gpus = this.gpus.allocate(spec.instanceId, spec.gpuCount);
+    if (!gpus) {
+      this.transition(rec, 'failed', 'Not enough free GPUs', FailureReason.gpusUnavailable,
+        `Requested ${spec.gpuCount} GPUs; ${this.gpus.free} of ${this.gpus.total} are free`);
+      return { info: rec.info, created: true };
+    }
+    rec.info.gpus = gpus;
+    this.transition(rec, 'pending', 'starting');
+    this.notifyHost();
+    const live = this.newLive(spec.instanceId);
+    live.launching = this.launch(rec, spec, live);
+    return { info: rec.info, created: true };
+  }
+
+  private newLive(id: string): Live {
+    const live: Live = { abort: new AbortController(), launching: undefined, stopping: undefined, failing: undefined, cancelExitWatch: undefined, stopLogCopy: undefined, logs: undefined };
+    this.live.set(id, live);
+    return live;
+  }
+
+  private async launch(rec: InstanceRecord, spec: LaunchSpec, live: Live): Promise<void> {
+    const id = spec.instanceId;
+    try {
+      const hostPorts = new Map<number, number>();
+      for (const port of spec.ports) hostPorts.set(port, await this.ports.allocate());
+      rec.info.endpoints = spec.ports.map((port) => ({ port, host: this.opts.advertiseHost, hostPort: hostPorts.get(port)! }));
+      const instanceDir = this.instanceDir(id);
+      const homeDir = join(instanceDir, 'home');
+      mkdirSync(homeDir, { recursive: true });
+      for (const [path, content] of Object.entries(spec.files)) {
+        const target = join(homeDir, path);
+        mkdirSync(dirname(target), { recursive: true });
+        writeFileSync(target, content, { mode: 0o600 });
+      }
+      if (spec.sshPublicKey) {
+        mkdirSync(join(homeDir, '.ssh'), { recursive: true, mode: 0o700 });
+        writeFileSync(join(homeDir, '.ssh', 'authorized_keys'), spec.sshPublicKey + '\n', { mode: 0o600 });
+      }
+      let volumePath: string | undefined;
+      if (spec.volume) {
+        volumePath = spec.volume.startsWith('/') ? spec.volume : join(this.store.dir, 'volumes', spec.volume);
+        if (this.runtime.kind === 'process' || spec.volume.startsWith('/')) mkdirSync(volumePath, { recursive: true });
+      }
+      if (live.abort.signal.aborted) return;
+      const gpuList = rec.info.gpus.join(',');
+      const ref = await this.runtime.start({
+        spec, gpus: rec.info.gpus, hostPorts, instanceDir, homeDir, logFile: this.logFile(id), volumePath,
+        agentEnv: { RC_INSTANCE_ID: id, CUDA_VISIBLE_DEVICES: gpuList, NVIDIA_VISIBLE_DEVICES: gpuList || 'void', ...(spec.sshPublicKey ? { SSH_PUBLIC_KEY: spec.sshPublicKey } : {}) },
+        onProgress: (message) => {
+          if (rec.info.state === 'pending' && rec.info.message !== message) this.transition(rec, 'pending', message);
+        },
+        signal: live.abort.signal,
+      });
+      rec.ref = ref;
+      rec.info.runtimeId = this.runtime.describe(ref);
+      this.store.save();
+      this.watch(rec, live);
+      if (live.abort.signal.aborted || rec.info.state !== 'pending') return;
+      await this.awaitReady(rec, live);
+    } catch (err) {
+      if (rec.info.state !== 'pending' || live.abort.signal.aborted) return;
+      const failure = err instanceof StartFailure ? err : new StartFailure(FailureReason.startFailed, (err as Error).message);
+      this.log.warn('instance failed to start', { instanceId: id, reason: failure.reason, detail: failure.detail });
+      await this.fail(rec, live, 'Instance failed to start', failure.reason, failure.detail);
+    }
+  }
+
+  /** Exit detection and log tailing for a started (or adopted) instance. */
+  private watch(rec: InstanceRecord, live: Live): void {
+    const ref = rec.ref!;
+    live.stopLogCopy = this.runtime.attachLogs?.(ref, this.logFile(rec.info.instanceId));
+    live.logs = new LogWatcher(this.logFile(rec.info.instanceId));
+    live.cancelExitWatch = this.runtime.watchExit(ref, (exit) => void this.onExit(rec, live, exit));
+  }
+
+  private async awaitReady(rec: InstanceRecord, live: Live): Promise<void> {
+    const { spec } = rec.info;
+    const main = rec.info.endpoints[0];
+    if (main) {
+      const serving = SERVING_TYPES.has(spec.instanceType);
+      this.transition(rec, 'pending', 'waiting for port');
+      const result = await waitReady({
+        host: this.runtime.checkHost, port: main.hostPort, http: serving, signal: live.abort.signal,
+        timeoutMs: spec.readyTimeoutMs || (serving ? this.opts.servingReadyTimeoutMs : this.opts.readyTimeoutMs),
+        onPortOpen: serving ? () => { if (rec.info.state === 'pending') this.transition(rec, 'pending', 'waiting for health'); } : undefined,
+      });
+      if (rec.info.state !== 'pending' || live.failing) return; // exited, stopped or failed meanwhile
+      if (!result.ok) {
+        if (result.aborted) return;
+        await this.fail(rec, live, 'Instance did not become ready', FailureReason.readyTimeout, this.withLogs(rec, live, result.detail));
+        return;
+      }
+    }
+    this.transition(rec, 'ready', 'ready');
+  }
+
+  private async onExit(rec: InstanceRecord, live: Live, exit: ExitInfo): Promise<void> {
+    if (live.failing || (rec.info.state !== 'pending' && rec.info.state !== 'ready')) return; // stopping: expected
+    const reason = exit.code === 127 ? FailureReason.commandNotFound : exit.code === 126 ? FailureReason.commandNotExecutable : FailureReason.exited;
+    const how = exit.code !== null ? `exit status ${exit.code}` : exit.signal ? `signal ${exit.signal}` : 'exit status unknown (adopted process)';
+    live.abort.abort();
+    await this.fail(rec, live, `Instance exited (${how})`, reason, this.withLogs(rec, live, `The instance's process ended: ${how}`));
+  }
+
+  private withLogs(rec: InstanceRecord, live: Live, detail: string): string {
+    const lines = live.logs ? live.logs.recent(FAILURE_LOG_LINES) : readLastLines(this.logFile(rec.info.instanceId), FAILURE_LOG_LINES);
+    return lines.length ? `${detail}\nLast output:\n${lines.join('\n')}` : detail;
+  }
+
+  /**
+   * Kills what is left of the instance, then marks it failed and frees what it holds: a caller who
+   * sees `failed` can trust that nothing of the instance runs any more.
+   */
+  private fail(rec: InstanceRecord, live: Live, message: string, reason: string, detail: string): Promise<void> {
+    if (live.failing) return live.failing;
+    live.abort.abort();
+    live.failing = (async () => {
+      if (rec.ref) await this.runtime.stop(rec.ref, this.opts.stopGraceMs).catch((err: unknown) => this.log.warn('cleanup stop failed', { err }));
+      this.transition(rec, 'failed', message, reason, detail);
+      this.release(rec, live);
+    })();
+    return live.failing;
+  }
+
+  /** Frees GPUs, ports and watchers of an instance that reached stopped or failed. */
+  private release(rec: InstanceRecord, live: Live | undefined): void {
+    const id = rec.info.instanceId;
+    this.gpus.release(id);
+    this.ports.release(rec.info.endpoints.map((e) => e.hostPort));
+    if (live) {
+      live.cancelExitWatch?.();
+      live.stopLogCopy?.();
+      live.logs?.close();
+      if (this.live.get(id) === live) this.live.delete(id);
+    }
+    this.notifyHost();
+  }
+
+  // ---- stop and remove --------------------------------------------------------------------------
+
+  /** Stops an instance; repeating it (or stopping a failed one) returns the current status. */
+  async stop(id: string, graceMs = this.opts.stopGraceMs, reason = ''): Promise<InstanceInfo> {
+    const rec = this.records[id];
+    if (!rec) throw new AgentInstanceNotFoundError(id);
+    const live = this.live.get(id);
+    if (live?.failing) {
+      await live.failing;
+      return rec.info;
+    }
+    if (live?.stopping) {
+      await live.stopping;
+      return rec.info;
+    }
+    if (!ACTIVE_STATES.has(rec.info.state)) return rec.info;
+    const l = live ?? this.newLive(id);
+    l.stopping = (async () => {
+      if (rec.info.state !== 'stopping') this.transition(rec, 'stopping', 'stopping');
+      l.abort.abort();
+      await l.launching?.catch(() => {});
+      await l.failing;
+      if (rec.info.state !== 'stopping') return; // it failed while starting; fail() cleaned up
+      if (rec.ref) await this.runtime.stop(rec.ref, graceMs);
+      this.transition(rec, 'stopped', reason ? `Stopped by the agent` : 'stopped', reason, '');
+      this.release(rec, l);
+    })();
+    await l.stopping;
+    return rec.info;
+  }
+
+  /** Stops (if needed) and forgets an instance. Returns false when there was none. */
+  async remove(id: string, graceMs = this.opts.stopGraceMs): Promise<boolean> {
+    const rec = this.records[id];
+    if (!rec) return false;
+    await this.stop(id, graceMs);
+    if (this.records[id] !== rec) return false; // a concurrent remove won
+    if (rec.ref) await this.runtime.remove(rec.ref);
+    delete this.records[id];
+    this.transition(rec, 'removed', 'removed', '', '', false);
+    this.store.save();
+    rmSync(this.instanceDir(id), { recursive: true, force: true });
+    return true;
+  }
+
+  /** Stops and removes every instance not in `wanted`; reports wanted ids this host does not know. */
+  async reconcile(wanted: string[]): Promise<ReconcileResult> {
+    const want = new Set(wanted);
+    const unwanted = Object.keys(this.records).filter((id) => !want.has(id));
+    await Promise.all(unwanted.map((id) => this.stop(id, this.opts.stopGraceMs, 'unwanted').catch(() => undefined)));
+    await Promise.all(unwanted.map((id) => this.remove(id)));
+    return { removedInstanceIds: unwanted, unknownInstanceIds: [...want].filter((id) => !this.records[id]) };
+  }
+
+  /** Stops every active instance (the control plane has been gone too long). */
+  async stopAll(reason: string): Promise<string[]> {
+    const ids = Object.values(this.records).filter((r) => ACTIVE_STATES.has(r.info.state)).map((r) => r.info.instanceId);
+    await Promise.all(ids.map((id) => this.stop(id, this.opts.stopGraceMs, reason).catch(() => undefined)));
+    return ids;
+  }
+
+  hasActive(): boolean {
+    return Object.values(this.records).some((r) => ACTIVE_STATES.has(r.info.state));
+  }
+
+  // ---- reads --------------------------------------------------------------------------------
+
+  list(): InstanceInfo[] {
+    return Object.values(this.records).map((r) => r.info).sort((a, b) => a.createdAtMs - b.createdAtMs || a.instanceId.localeCompare(b.instanceId));
+  }
+
+  get(id: string): InstanceInfo | undefined {
+    return this.records[id]?.info;
+  }
+
+  host(): HostInfo {
+    return {
+      agentId: this.agentId,
+      hostname: hostname(),
+      runtime: this.runtime.kind,
+      advertiseHost: this.opts.advertiseHost,
+      gpus: this.gpus.snapshot(),
+      freeGpus: this.gpus.free,
+      gpuSource: this.gpus.inventory.source,
+    };
+  }
+
+  /** Calls `listener` whenever GPU assignment changes. */
+  onHostChange(listener: () => void): () => void {
+    this.hostListeners.add(listener);
+    return () => this.hostListeners.delete(listener);
+  }
+
+  private notifyHost(): void {
+    for (const l of this.hostListeners) l();
+  }
+
+  /**
+   * The events a watcher starting now should see first: those after `afterSeq` when still
+   * buffered, else a snapshot (one event per instance, its current status). Then live events.
+   */
+  watchEvents(afterSeq: number, listener: EventListener): { backlog: InstanceEvent[]; unsubscribe: () => void } {
+    const replay = afterSeq > 0 ? (afterSeq >= this.seq ? [] : this.hub.since(afterSeq)) : undefined;
+    const backlog = replay ?? this.list().map((i) => ({
+      instanceId: i.instanceId, state: i.state, message: i.message, reason: i.reason, detail: i.detail, seq: i.seq, timeMs: i.updatedAtMs,
+    }));
+    return { backlog, unsubscribe: this.hub.subscribe(listener) };
+  }
+
+  /**
+   * The last `tail` lines of an instance's output and, when `follower` is given and the instance is
+   * live, the lines after them. Returns `following: false` when there is nothing more to come.
+   */
+  logs(id: string, tail: number, follower?: LogFollower): { lines: string[]; following: boolean; unsubscribe: () => void } {
+    const rec = this.records[id];
+    if (!rec) throw new AgentInstanceNotFoundError(id);
+    const watcher = this.live.get(id)?.logs;
+    if (watcher && ACTIVE_STATES.has(rec.info.state)) {
+      const r = watcher.tailAndFollow(tail, follower);
+      return { lines: r.lines, following: follower !== undefined, unsubscribe: r.unsubscribe };
+    }
+    return { lines: readLastLines(this.logFile(id), tail), following: false, unsubscribe: () => {} };
+  }
+
+  // ---- state changes --------------------------------------------------------------------------
+
+  private transition(rec: InstanceRecord, state: InstanceState, message: string, reason = '', detail = '', save = true): void {
+    const now = this.opts.clock.now();
+    const seq = ++this.store.state.seq;
+    Object.assign(rec.info, { state, message, reason, detail, seq, updatedAtMs: now });
+    if (save) this.store.save();
+    this.log.debug('instance state', { instanceId: rec.info.instanceId, state, message, reason });
+    this.hub.publish({ instanceId: rec.info.instanceId, state, message, reason, detail, seq, timeMs: now });
+  }
+
+  /** Stops watching (instances keep running: they are adopted by the next agent on this data dir). */
+  close(): void {
+    this.closed = true;
+    for (const live of this.live.values()) {
+      live.abort.abort();
+      live.cancelExitWatch?.();
+      live.stopLogCopy?.();
+      live.logs?.close();
+    }
+    this.live.clear();
+  }
+}
+
+export type { RuntimeRef };
