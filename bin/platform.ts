@@ -14,9 +14,8 @@ import type { SimServer } from '../sim/server.js';
 import { createControlPlane, type ControlPlane } from '../control-plane/server.js';
 import { storeCatalogSource, storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
 import { AccountLimits, createGate, type LimitGate } from '../gateway/gates/index.js';
-import { messagesRoutesFromConfig } from '../gateway/messages/routes.js';
 import { createGateway, type Gateway } from '../gateway/server.js';
-import { limitsFrom, upstreamFrom } from '../gateway/cli.js';
+import { gatewayOptionsFromConfig } from '../gateway/cli.js';
 import { startAgent, type AgentHandle } from '../agent/server.js';
 import { agentOptionsFromConfig } from '../agent/cli.js';
 
@@ -78,16 +77,12 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
 
     const catalog = storeCatalogSource(models, store);
     const gateway = await createGateway({
-      host: config.host,
-      port: config.gatewayPort,
+      ...gatewayOptionsFromConfig(config),
       models: catalog(),
       keySource: storeKeySource(store),
       bus,
       gate,
       logger,
-      limits: limitsFrom(config),
-      upstream: upstreamFrom(config),
-      routes: [messagesRoutesFromConfig(config)],
     });
     closers.push(() => gateway.close(2000));
     const unsubscribe = bus.subscribe((ev) => {

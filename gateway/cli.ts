@@ -9,7 +9,7 @@ import { createLogger, type LogLevel } from '../lib/log.js';
 import { createGate } from './gates/index.js';
 import { fileKeySource, memoryKeySource } from './keys.js';
 import { messagesRoutesFromConfig } from './messages/routes.js';
-import { createGateway } from './server.js';
+import { createGateway, type GatewayOptions } from './server.js';
 
 const HELP = `Usage: rc gateway [options]
 
@@ -50,6 +50,7 @@ export const gatewayCommand: Command = {
     if (bus instanceof RedisBus) await bus.whenReady();
     const gate = createGate(config, { bus, logger });
     const gateway = await createGateway({
+      ...gatewayOptionsFromConfig(config),
       host,
       port,
       models: config.models,
@@ -57,9 +58,6 @@ export const gatewayCommand: Command = {
       bus,
       gate,
       logger,
-      limits: limitsFrom(config),
-      upstream: upstreamFrom(config),
-      routes: [messagesRoutesFromConfig(config)],
     });
     for (const m of config.models) if (!m.upstreams.length) logger.warn('model has no upstreams: requests for it get 502', { model: m.name });
     if (!keysFile) logger.warn('no --keys-file: only keys issued over the bus are accepted');
@@ -88,6 +86,17 @@ export const gatewayCommand: Command = {
     return 0;
   },
 };
+
+/** The createGateway options every gateway takes from the settings: address, limits, upstream timeouts, routes. */
+export function gatewayOptionsFromConfig(config: Config): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes'> {
+  return {
+    host: config.host,
+    port: config.gatewayPort,
+    limits: limitsFrom(config),
+    upstream: upstreamFrom(config),
+    routes: [messagesRoutesFromConfig(config)],
+  };
+}
 
 export function limitsFrom(config: Config) {
   return { maxBodyBytes: config.gatewayMaxBodyBytes, maxInflight: config.gatewayMaxInflight, defaultMaxTokens: config.gatewayDefaultMaxTokens };
