@@ -41,6 +41,8 @@ export interface Route<S extends z.ZodType | undefined = z.ZodType | undefined, 
   path: string;
   access: A;
   body?: S;
+  /** An empty body is read as `{}` (a body whose fields are all optional, such as the launch body). */
+  optionalBody?: boolean;
   handle(
     req: RequestInfo<S extends z.ZodType ? z.output<S> : undefined>,
     caller: A extends 'required' ? Caller : Caller | undefined,
@@ -124,7 +126,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
             caller = who;
             if (caller && hasBody) checkCsrf(caller, creds.csrf);
           }
-          const body = r.body && raw ? parseInput(r.body, parseBody(raw)) : undefined;
+          const body = r.body && raw ? parseInput(r.body, raw.length === 0 && r.optionalBody ? {} : parseBody(raw)) : undefined;
           const out = r.handle({ params, body, forwardedProto } as RequestInfo<never>, caller as Caller);
           if (out instanceof Promise) out.then((o) => write(res, o.status ?? 200, o.body, o.headers, o.cookies), (err) => fail(res, err, deps.logger));
           else write(res, out.status ?? 200, out.body, out.headers, out.cookies);

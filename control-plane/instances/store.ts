@@ -76,6 +76,7 @@ export class InstanceStore {
   private readonly consumeToken;
   private readonly setVerification;
   private readonly volumeHostStmt;
+  private readonly billedStmt;
   /** Prepared transition UPDATEs by their SQL (one per combination of changed columns). */
   private readonly statements = new Map<string, Statement>();
 
@@ -96,6 +97,7 @@ export class InstanceStore {
     this.insertToken = db.prepare<[string, number, number, number]>('INSERT INTO launch_tokens (token_hash, account_id, expires_at, created_at) VALUES (?, ?, ?, ?)');
     this.consumeToken = db.prepare<[string, number, number]>('DELETE FROM launch_tokens WHERE token_hash = ? AND account_id = ? AND expires_at > ?');
     this.setVerification = db.prepare<[number, number]>('UPDATE accounts SET launch_verification = ? WHERE id = ?');
+    this.billedStmt = db.prepare<[number, string, number]>('UPDATE instances SET billed_periods = ? WHERE id = ? AND billed_periods = ?');
     this.volumeHostStmt = db.prepare<[number], { agent_id: string }>(
       "SELECT agent_id FROM instances WHERE account_id = ? AND agent_id IS NOT NULL AND json_extract(template, '$.persistent_storage') = 1 ORDER BY created_at DESC LIMIT 1",
     );
@@ -151,6 +153,11 @@ export class InstanceStore {
     for (const c of cols) params[c] = changes[c];
     const r = stmt.run(params);
     return r.changes === 1 ? this.get(id) : undefined;
+  }
+
+  /** Advances the count of billed periods (from `from`; call in the transaction that wrote the charges). */
+  setBilledPeriods(id: string, from: number, to: number): void {
+    this.billedStmt.run(to, id, from);
   }
 
   /** Records an accepted launch (rate windows). */

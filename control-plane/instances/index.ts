@@ -1,0 +1,42 @@
+// The instances part, as the platform assembly wires it:
+//
+//   const instances = createInstances({ store, bus, clock, logger, agents: [{ id, address, token }], settings: config });
+//   const cp = await createControlPlane({ store, bus, routes: instances.routes, ... });
+//   instances.start();
+//   ... await instances.close() before cp.close().
+import type { ApiDeps } from '../deps.js';
+import type { Route } from '../router.js';
+import { instanceRoutes } from './routes.js';
+import { InstanceService, type InstanceRoute, type InstanceServiceOptions } from './service.js';
+
+export type { AgentConfig } from './agents.js';
+export type { InstanceSettings } from './settings.js';
+export type { InstanceRoute } from './service.js';
+export type { InstanceStatus } from './views.js';
+export { InstanceService } from './service.js';
+
+export interface Instances {
+  /** The instance endpoints, for createControlPlane's `routes` option. */
+  routes(deps: ApiDeps): Route[];
+  /** Dials the agents (reconciling with each) and starts billing / lifetime / idle checks. */
+  start(): void;
+  /** Stops checks and agent streams; instances keep running and are adopted by the next start. */
+  close(): Promise<void>;
+  /** Dedicated-endpoint, proxy, tunnel or SSH traffic seen for the instance: resets its idle timer. */
+  recordActivity(instanceId: string): void;
+  /** What the gateway needs to relay to an instance (in memory; undefined when it is not live). */
+  route(instanceId: string): InstanceRoute | undefined;
+  service: InstanceService;
+}
+
+export function createInstances(options: InstanceServiceOptions): Instances {
+  const service = new InstanceService(options);
+  return {
+    routes: (deps) => instanceRoutes(service, deps),
+    start: () => service.start(),
+    close: () => service.close(),
+    recordActivity: (id) => service.recordActivity(id),
+    route: (id) => service.route(id),
+    service,
+  };
+}

@@ -1,0 +1,87 @@
+// The instance endpoints: launch (two forms), status, destroy, and launch verification.
+import { z } from 'zod';
+import type { Caller } from '../auth.js';
+import type { ApiDeps } from '../deps.js';
+import { notFound } from '../errors.js';
+import { route, type Route } from '../router.js';
+import { sessionRequired } from './errors.js';
+import type { InstanceService } from './service.js';
+
+const TEMPLATE_NOT_FOUND = 'Template not found';
+
+/** A path id: a positive integer, otherwise the template cannot exist (404). */
+function templateId(raw: string | undefined): number {
+  if (!raw || !/^[1-9][0-9]{0,14}$/.test(raw)) throw notFound(TEMPLATE_NOT_FOUND);
+  return Number(raw);
+}
+
+/** Launch body of SPEC; gpu_count and the token are checked by the service (exact SPEC messages, in order). */
+const launchBody = z.strictObject({
+  gpu_count: z.unknown().optional(),
+  launch_verification_token: z.unknown().optional(),
+});
+
+/** POST /api/notebook/request: the launch body plus the template. */
+const requestBody = z.strictObject({
+  template_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  gpu_count: z.unknown().optional(),
+  launch_verification_token: z.unknown().optional(),
+});
+
+export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[] {
+  const { store } = deps;
+  const ttlMs = () => service.settings.launchTokenTtlSec * 1000;
+  return [
+    route({
+      method: 'post', path: '/api/templates/:id/launch', access: 'required', body: launchBody, optionalBody: true,
+      handle: ({ params, body }, caller: Caller) => ({ body: service.launch(caller.account, templateId(params[0]), body) }),
+    }),
+    route({
+      method: 'post', path: '/api/notebook/request', access: 'required', body: requestBody,
+      handle: ({ body }, caller: Caller) => ({ body: service.launch(caller.account, body.template_id, body) }),
+    }),
+    route({
+      method: 'get', path: '/api/notebook/status', access: 'required',
+      handle: (_req, caller: Caller) => ({ body: service.status(caller.account.id) }),
+    }),
+    route({
+      method: 'del', path: '/api/notebook/current', access: 'required',
+      handle: async (_req, caller: Caller) => ({ body: await service.destroyCurrent(caller.account.id) }),
+    }),
+    route({
+      // Turning launch verification on works with a key; turning it off needs a browser session,
+      // so a leaked key can neither launch nor switch the protection off.
+      method: 'post', path: '/api/profile/launch-verification', access: 'required', body: z.strictObject({ enabled: z.boolean() }),
+      handle({ body }, caller: Caller) {
+        if (!body.enabled && caller.via !== 'session') throw sessionRequired();
+        service.instances.setLaunchVerification(caller.account.id, body.enabled);
+        return { body: { launch_verification: body.enabled } };
+      },
+    }),
+    route({
+      method: 'post', path: '/api/profile/launch-verification-token', access: 'required', body: z.strictObject({}),
+      handle(_req, caller: Caller) {
+        if (caller.via !== 'session') throw sessionRequired();
+        const t = service.instances.issueLaunchToken(caller.account.id, store.clock.now(), ttlMs());
+        return { body: { launch_verification_token: t.token, expires_at: new Date(t.expiresAt).toISOString() } };
+      },
+    }),
+    route({
+      // Operator: `rc launch-verification --email E [--enable|--disable] [--token]`.
+      method: 'post', path: '/api/admin/instances/launch-verification', access: 'admin',
+      body: z.strictObject({ email: z.string().trim().min(1).max(254), enabled: z.boolean().optional(), issue_token: z.boolean().default(false) }),
+      handle({ body }) {
+        const account = store.accounts.byEmail(body.email.toLowerCase());
+        if (!account) throw notFound(`No account with e-mail ${body.email}`);
+        if (body.enabled !== undefined) service.instances.setLaunchVerification(account.id, body.enabled);
+        const out: Record<string, unknown> = { email: account.email, launch_verification: store.accounts.byId(account.id)!.launchVerification };
+        if (body.issue_token) {
+          const t = service.instances.issueLaunchToken(account.id, store.clock.now(), ttlMs());
+          out.launch_verification_token = t.token;
+          out.expires_at = new Date(t.expiresAt).toISOString();
+        }
+        return { body: out };
+      },
+    }),
+  ];
+}

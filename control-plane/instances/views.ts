@@ -1,0 +1,73 @@
+// The status object of SPEC ("at least status, message, and on failure reason and detail"),
+// with what a client needs besides. Times are ISO strings; credits are numbers.
+import { accruedMicros, MICROS_PER_CREDIT } from './billing.js';
+import { snapshotOf, type InstanceRow } from './store.js';
+
+export interface InstanceStatus {
+  instance_id: string;
+  status: InstanceRow['state'];
+  message: string;
+  reason: string | null;
+  detail: string | null;
+  template_id: number | null;
+  template_title: string;
+  instance_type: string;
+  image: string;
+  gpu_count: number;
+  disk_gb: number;
+  persistent_storage: boolean;
+  created_at: string;
+  placed_at: string | null;
+  ready_at: string | null;
+  ended_at: string | null;
+  /** Maximum lifetime reached at this time (set once placed on a host). */
+  expires_at: string | null;
+  /** Destroyed at this time unless activity is seen first (ready instances only). */
+  idle_expires_at: string | null;
+  base_url: string;
+  /** vllm and sglang: the OpenAI-compatible base URL of the dedicated endpoint. */
+  dedicated_base_url: string | null;
+  ssh: { host: string; port: number } | null;
+  credits_per_hour: number;
+  credits_spent: number;
+  host: string | null;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function instanceBaseUrl(publicUrl: string, id: string): string {
+  return `${publicUrl}/instances/${id}/`;
+}
+
+export function toStatus(r: InstanceRow, now: number, publicUrl: string, idleTimeoutMs: number): InstanceStatus {
+  const t = snapshotOf(r);
+  const base = instanceBaseUrl(publicUrl, r.id);
+  const spentMicros = r.placed_at === null ? 0 : accruedMicros(r.micros_per_hour, (r.ended_at ?? now) - r.placed_at);
+  const idleFrom = r.last_activity_at ?? r.ready_at;
+  return {
+    instance_id: r.id,
+    status: r.state,
+    message: r.message,
+    reason: r.reason,
+    detail: r.detail,
+    template_id: r.template_id,
+    template_title: t.title,
+    instance_type: t.instance_type,
+    image: t.image,
+    gpu_count: r.gpu_count,
+    disk_gb: r.disk_gb,
+    persistent_storage: t.persistent_storage,
+    created_at: iso(r.created_at)!,
+    placed_at: iso(r.placed_at),
+    ready_at: iso(r.ready_at),
+    ended_at: iso(r.ended_at),
+    expires_at: iso(r.expires_at),
+    idle_expires_at: r.state === 'ready' && idleFrom !== null ? iso(idleFrom + idleTimeoutMs) : null,
+    base_url: base,
+    dedicated_base_url: t.instance_type === 'vllm' || t.instance_type === 'sglang' ? `${base}v1` : null,
+    ssh: t.ssh_enabled && r.endpoint_host && r.ssh_port ? { host: r.endpoint_host, port: r.ssh_port } : null,
+    credits_per_hour: r.micros_per_hour / MICROS_PER_CREDIT,
+    credits_spent: spentMicros / MICROS_PER_CREDIT,
+    host: r.agent_id,
+  };
+}

@@ -1,0 +1,203 @@
+// Shared set-up of the instance suites: a real SQLite store in a temp dir, a real agent (process
+// runtime, its own temp data dir), the instance service and a real control plane on an
+// ephemeral port, a recording bus, a JSON client, and cleanup that kills every instance process.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { findByEnv } from '../../agent/procfs.js';
+import { AGENT_ID_ENV } from '../../agent/process-runtime.js';
+import { startAgent, type AgentHandle } from '../../agent/server.js';
+import { runAdminOp } from '../../control-plane/admin.js';
+import { createInstances, type AgentConfig, type Instances, type InstanceSettings } from '../../control-plane/instances/index.js';
+import { createControlPlane, type ControlPlane } from '../../control-plane/server.js';
+import { Store } from '../../control-plane/store.js';
+import { templateInputSchema, type Template } from '../../control-plane/templates.js';
+import { MemoryBus, type BusEvent } from '../../lib/bus.js';
+import { systemClock, type Clock } from '../../lib/clock.js';
+import { DEFAULT_SIM_MODELS } from '../../lib/config.js';
+import { createLogger } from '../../lib/log.js';
+import { waitFor } from '../helpers.js';
+
+export const RC_JS = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
+const silent = createLogger('silent');
+
+/** Runs the simulated vLLM-like backend on the routed port ($PORT). */
+export function simCommand(model = 'demo'): string {
+  return `"${process.execPath}" "${RC_JS}" sim --port $PORT --model ${model} --fast`;
+}
+
+export const newToken = () => randomBytes(24).toString('base64url');
+
+export function tempDir(t: TestContext, prefix = 'rc-inst-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** SIGKILLs every process group started by this agent id. */
+export function killAgentProcesses(agentId: string): void {
+  for (const { stat } of findByEnv(AGENT_ID_ENV, agentId)) {
+    try {
+      process.kill(-stat.pgrp, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+}
+
+/** Live process groups of one instance. */
+export function instanceGroups(agentId: string, instanceId: string): number[] {
+  return [...new Set(findByEnv(AGENT_ID_ENV, agentId).filter((p) => p.env.get('RC_INSTANCE_ID') === instanceId).map((p) => p.stat.pgrp))];
+}
+
+export interface TestAgent {
+  config: AgentConfig;
+  handle: AgentHandle;
+  dataDir: string;
+}
+
+/** An in-process agent with `gpus` configured GPUs; closed and its instances killed after the test. */
+export async function startTestAgent(t: TestContext, o: { id?: string; gpus?: number; dataDir?: string; token?: string } = {}): Promise<TestAgent> {
+  const token = o.token ?? newToken();
+  const dataDir = o.dataDir ?? tempDir(t, 'rc-inst-agent-');
+  const handle = await startAgent({
+    host: '127.0.0.1', port: 0, token, dataDir, gpus: { detect: 'configured', count: o.gpus ?? 4 },
+    readyTimeoutMs: 20_000, servingReadyTimeoutMs: 20_000, stopGraceMs: 2_000, lostControlPlaneGraceMs: 0, heartbeatMs: 200, logger: silent,
+  });
+  t.after(async () => {
+    await handle.close();
+    killAgentProcesses(handle.agentId);
+  });
+  return { config: { id: o.id ?? 'host-a', address: handle.address, token }, handle, dataDir };
+}
+
+/** `rc agent` as a child process (so the test can SIGKILL it); resolves once it listens. */
+export async function spawnAgent(t: TestContext, dataDir: string, token: string, port = 0): Promise<{ child: ChildProcess; address: string; agentId: string }> {
+  const child = spawn(process.execPath, [RC_JS, 'agent', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir], {
+    env: { ...process.env, RC_AGENT_TOKEN: token, RC_LOG_LEVEL: 'silent', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_GPUS: '4', RC_AGENT_LOST_CONTROL_PLANE_MS: '0', RC_AGENT_STOP_GRACE_MS: '2000' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`rc agent exited (${code}) before listening: ${stderr}`)));
+  });
+  const ready = JSON.parse(line) as { address: string; agentId: string };
+  t.after(() => killAgentProcesses(ready.agentId));
+  return { child, address: ready.address, agentId: ready.agentId };
+}
+
+export async function killChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+export interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+export interface Platform {
+  dir: string;
+  store: Store;
+  cp: ControlPlane;
+  instances: Instances;
+  bus: MemoryBus;
+  events: BusEvent[];
+  call(method: string, path: string, o?: { key?: string; body?: unknown; raw?: string; cookie?: string; csrf?: string }): Promise<Reply>;
+  /** Creates an account (as `rc account create`); returns its id and key. */
+  account(email: string, o?: { verified?: boolean; credits?: number; password?: string }): Promise<{ id: number; key: string }>;
+  /** Creates a template owned by `accountId` (image enabled in the default catalog unless given). */
+  template(accountId: number, fields?: Record<string, unknown>): Template;
+  /** Stops the control plane and the service (instances keep running on the agent). */
+  stop(): Promise<void>;
+}
+
+export interface PlatformOptions {
+  agents?: AgentConfig[];
+  clock?: Clock;
+  settings?: Partial<InstanceSettings>;
+  /** Reuse a data dir (a restarted control plane). */
+  dir?: string;
+  /** Do not start the tick timer and agent connections automatically. */
+  manual?: boolean;
+}
+
+/** Test defaults: a fast tick, no launch rate limit unless a test sets one. */
+export const TEST_SETTINGS: Partial<InstanceSettings> = { instanceTickMs: 100, instanceLaunchRate: '1:1000', gatewayPort: 8090 };
+
+export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Promise<Platform> {
+  const dir = o.dir ?? tempDir(t, 'rc-inst-cp-');
+  const clock = o.clock ?? systemClock;
+  const bus = new MemoryBus();
+  const events: BusEvent[] = [];
+  bus.subscribe((e) => events.push(e));
+  const store = new Store({ dataDir: dir, clock });
+  const instances = createInstances({ store, bus, clock, logger: silent, agents: o.agents ?? [], settings: { ...TEST_SETTINGS, ...o.settings } });
+  const cp = await createControlPlane({ store, bus, clock, logger: silent, port: 0, dataDir: dir, routes: instances.routes });
+  if (!o.manual) instances.start();
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    await instances.close();
+    await cp.close();
+    store.close();
+  };
+  t.after(stop);
+  return {
+    dir, store, cp, instances, bus, events, stop,
+    async call(method, path, c = {}) {
+      const headers: Record<string, string> = {};
+      if (c.key !== undefined) headers.authorization = `Bearer ${c.key}`;
+      if (c.cookie !== undefined) headers.cookie = c.cookie;
+      if (c.csrf !== undefined) headers['x-csrf-token'] = c.csrf;
+      let body: string | undefined = c.raw;
+      if (c.body !== undefined) {
+        body = JSON.stringify(c.body);
+        headers['content-type'] = 'application/json';
+      }
+      const r = await request(cp.url + path, { method: method as 'GET', headers, body });
+      const text = await r.body.text();
+      let parsed: unknown = text;
+      try { parsed = JSON.parse(text); } catch { /* keep text */ }
+      return { status: r.statusCode, headers: r.headers, body: parsed };
+    },
+    async account(email, a = {}) {
+      const p = (await runAdminOp({ store, publish: (e) => bus.publish(e), configuredModels: DEFAULT_SIM_MODELS }, 'account.create', {
+        email, verified: a.verified ?? true, credits: a.credits ?? 100, ...(a.password ? { password: a.password } : {}),
+      })) as { id: number; api_token: string | null };
+      return { id: p.id, key: p.api_token ?? '' };
+    },
+    template(accountId, fields = {}) {
+      return store.templates.create(accountId, templateInputSchema.parse({
+        title: 'sim', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000, start_command: simCommand(), ...fields,
+      }), false);
+    },
+  };
+}
+
+/** Polls GET /api/notebook/status until `status` (throws early on an unexpected terminal state). */
+export async function waitStatus(p: Platform, key: string, status: string, timeoutMs = 20_000): Promise<Reply['body']> {
+  return waitFor(async () => {
+    const r = await p.call('GET', '/api/notebook/status', { key });
+    const s = r.body?.status as string | undefined;
+    if (s !== status && (s === 'failed' || (s === 'stopped' && status !== 'stopped'))) {
+      throw new Error(`instance is ${s} (${r.body.reason}: ${r.body.detail}), expected ${status}`);
+    }
+    return s === status ? r.body : undefined;
+  }, timeoutMs, 50);
+}
