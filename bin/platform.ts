@@ -12,12 +12,16 @@ import type { Logger } from '../lib/log.js';
 import { startCatalogSims } from '../sim/catalog.js';
 import type { SimServer } from '../sim/server.js';
 import { createControlPlane, type ControlPlane } from '../control-plane/server.js';
+import { Store } from '../control-plane/store.js';
+import { createInstances, type Instances } from '../control-plane/instances/index.js';
 import { storeCatalogSource, storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
-import { AccountLimits, createGate, type LimitGate } from '../gateway/gates/index.js';
+import { AccountLimits, createGate } from '../gateway/gates/index.js';
 import { createGateway, type Gateway } from '../gateway/server.js';
 import { gatewayOptionsFromConfig } from '../gateway/cli.js';
 import { startAgent, type AgentHandle } from '../agent/server.js';
 import { agentOptionsFromConfig } from '../agent/cli.js';
+
+const LOCAL_AGENT_ID = 'local';
 
 export interface Platform {
   config: Config;
@@ -26,6 +30,7 @@ export interface Platform {
   controlPlane: ControlPlane;
   gateway: Gateway;
   agent: AgentHandle;
+  instances: Instances;
   close(): Promise<void>;
 }
 
@@ -57,23 +62,38 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     for (const s of sims) closers.push(() => s.close());
     const models = withSimUpstreams(config.models, simsByModel);
 
-    let gate: LimitGate | undefined; // created below, once the store can give the limit overrides
+    const store = new Store({ dataDir });
+    closers.push(async () => store.close());
+    const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
+    limits.load(storeLimitOverrides(store));
+    const gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store) });
+    closers.push(() => gate.close());
+
+    const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
+    mkdirSync(agentOptions.dataDir, { recursive: true });
+    const agent = await startAgent(agentOptions);
+    closers.push(() => agent.close());
+
+    // The local agent keeps the id `local` across restarts: instances remember their host by it.
+    const instances = createInstances({
+      store, bus, logger, settings: config,
+      agents: [{ id: LOCAL_AGENT_ID, address: agent.address, token: agentOptions.token }],
+    });
     const controlPlane = await createControlPlane({
       host: config.host,
       port: config.apiPort,
       dataDir,
+      store,
       bus,
       logger,
       configuredModels: models,
-      modelUsage: (accountId) => gate?.readUsage(accountId),
+      modelUsage: (accountId) => gate.readUsage(accountId),
       settings: config,
+      routes: instances.routes,
     });
     closers.push(() => controlPlane.close());
-    const store = controlPlane.store;
-    const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
-    limits.load(storeLimitOverrides(store));
-    gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store) });
-    closers.push(() => gate!.close());
+    // Closed before the control plane: no tick or agent call runs against a closing API.
+    closers.push(() => instances.close());
 
     const catalog = storeCatalogSource(models, store);
     const gateway = await createGateway({
@@ -90,12 +110,8 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     });
     closers.push(async () => unsubscribe());
 
-    const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
-    mkdirSync(agentOptions.dataDir, { recursive: true });
-    const agent = await startAgent(agentOptions);
-    closers.push(() => agent.close());
-
-    return { config, bus, sims, controlPlane, gateway, agent, close };
+    instances.start();
+    return { config, bus, sims, controlPlane, gateway, agent, instances, close };
   } catch (err) {
     await close();
     throw err;

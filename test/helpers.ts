@@ -25,11 +25,11 @@ export async function redisAvailable(t: TestContext): Promise<boolean> {
 }
 
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, intervalMs = 20): Promise<T> {
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, intervalMs = 20): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
-    if (v) return v;
+    if (v) return v as NonNullable<T>;
     if (Date.now() > deadline) throw new Error(`waitFor: condition not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }

@@ -60,6 +60,22 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const body = (await usage.json()) as { requests: number };
   assert.equal(body.requests, 2);
 
+  // Launch the seeded vLLM template (its start command runs the sim) on the local agent.
+  const auth = { authorization: `Bearer ${account.api_token}`, 'content-type': 'application/json' };
+  const templates = (await (await fetch(`${api}/api/templates`)).json()) as { templates: { id: number; slug: string }[] };
+  const vllm = templates.templates.find((tpl) => tpl.slug === 'vllm-demo');
+  assert.ok(vllm, 'the seeded vllm-demo template is public');
+  const launched = await fetch(`${api}/api/templates/${vllm.id}/launch`, { method: 'POST', headers: auth, body: '{"gpu_count":1}' });
+  assert.equal(launched.status, 200, await launched.clone().text());
+  const ready = await waitFor(async () => {
+    const st = (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string; dedicated_base_url?: string };
+    assert.notEqual(st.status, 'failed', JSON.stringify(st));
+    return st.status === 'ready' ? st : undefined;
+  }, 60_000, 200);
+  assert.match(String(ready.dedicated_base_url), /^http:\/\/127\.0\.0\.1:\d+\//);
+  const destroyed = await fetch(`${api}/api/notebook/current`, { method: 'DELETE', headers: auth });
+  assert.equal(destroyed.status, 200);
+
   child.kill('SIGTERM');
   assert.equal(await exited, 0, err);
 });
