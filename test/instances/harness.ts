@@ -2,16 +2,10 @@
 // runtime, its own temp data dir), the instance service and a real control plane on an
 // ephemeral port, a recording bus, a JSON client, and cleanup that kills every instance process.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { findByEnv } from '../../agent/procfs.js';
-import { AGENT_ID_ENV } from '../../agent/process-runtime.js';
 import { startAgent, type AgentHandle } from '../../agent/server.js';
 import { runAdminOp } from '../../control-plane/admin.js';
 import { createInstances, type AgentConfig, type Instances, type InstanceSettings } from '../../control-plane/instances/index.js';
@@ -22,6 +16,7 @@ import { MemoryBus, type BusEvent } from '../../lib/bus.js';
 import { systemClock, type Clock } from '../../lib/clock.js';
 import { DEFAULT_SIM_MODELS } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
+import { instanceGroups, killAgentProcesses, newToken, tempDir } from '../agent/harness.js';
 import { waitFor } from '../helpers.js';
 
 export const RC_JS = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
@@ -32,29 +27,8 @@ export function simCommand(model = 'demo'): string {
   return `"${process.execPath}" "${RC_JS}" sim --port $PORT --model ${model} --fast`;
 }
 
-export const newToken = () => randomBytes(24).toString('base64url');
-
-export function tempDir(t: TestContext, prefix = 'rc-inst-test-'): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** SIGKILLs every process group started by this agent id. */
-export function killAgentProcesses(agentId: string): void {
-  for (const { stat } of findByEnv(AGENT_ID_ENV, agentId)) {
-    try {
-      process.kill(-stat.pgrp, 'SIGKILL');
-    } catch {
-      // gone
-    }
-  }
-}
-
-/** Live process groups of one instance. */
-export function instanceGroups(agentId: string, instanceId: string): number[] {
-  return [...new Set(findByEnv(AGENT_ID_ENV, agentId).filter((p) => p.env.get('RC_INSTANCE_ID') === instanceId).map((p) => p.stat.pgrp))];
-}
+// Temp dirs, tokens and the process-group helpers are the agent suite's.
+export { instanceGroups, killAgentProcesses, newToken, tempDir } from '../agent/harness.js';
 
 export interface TestAgent {
   config: AgentConfig;
