@@ -14,6 +14,7 @@ const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   coupon: { summary: 'Manage coupons (create, list)', load: async () => (await import('../control-plane/cli.js')).couponCommand },
   image: { summary: 'Manage the image catalog (add, disable, list)', load: async () => (await import('../control-plane/cli.js')).imageCommand },
   model: { summary: 'Manage the shared model catalog (add, remove, list)', load: async () => (await import('../control-plane/cli.js')).modelCommand },
+  tunnel: { summary: 'Expose a local service of this instance on a public URL (rc-tunnel)', load: async () => (await import('../agent/tunnel/cli.js')).tunnelCommand },
 };
 
 function help(): string {

@@ -102,6 +102,9 @@ export const SETTINGS = {
   instanceHostLostMs: setting('RC_INSTANCE_HOST_LOST_MS', ms, 600_000, 'An agent silent this long: its instances fail (host_lost) and billing stops'),
   instancePublicUrl: setting('RC_INSTANCE_PUBLIC_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'Public URL of the gateway in instance base URLs; empty: http://RC_HOST:RC_GATEWAY_PORT'),
   launchTokenTtlSec: setting('RC_LAUNCH_TOKEN_TTL_SEC', positiveInt, 600, 'Lifetime of a launch verification token (single use)'),
+  tunnelSecret: setting('RC_TUNNEL_SECRET', z.union([z.literal(''), z.string().min(16)]), '', 'Secret signing rc-tunnel identities (shared by control plane and gateways); empty: generated into <dataDir>/tunnel/secret'),
+  proxyPort: setting('RC_PROXY_PORT', port, 8081, 'Instance proxy port (browser access to instance apps; its own origin)'),
+  proxyPublicUrl: setting('RC_PROXY_PUBLIC_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'Public URL of the instance proxy in instance base URLs; empty: http://RC_HOST:RC_PROXY_PORT'),
 } as const;
 
 type Settings = typeof SETTINGS;

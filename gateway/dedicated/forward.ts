@@ -1,0 +1,296 @@
+// Forwards one HTTP request to an instance and relays its response to a uWS client, verbatim:
+// status, headers (minus hop-by-hop framing, which uWS writes itself) and body bytes as they
+// arrive. Used by the dedicated endpoints, the instance proxy and (ResponseRelay alone) the
+// tunnel broker.
+//
+// - Body chunks are written inside res.cork as they arrive; when uWS cannot take more (write
+//   returns false) the source is paused and resumed from onWritable.
+// - A body that arrives whole with its Content-Length is written in one corked end() (so the
+//   client sees the length); otherwise the response is chunked.
+// - A client that goes away aborts the upstream exchange.
+import type { Dispatcher } from 'undici';
+import { Pool } from 'undici';
+import type { Res } from '../../lib/http.js';
+import { statusLine } from '../../lib/http.js';
+import type { HttpRequest } from '../../lib/uws.js';
+
+/** Status recorded when the client went away before its response ended (nginx's convention). */
+export const CLIENT_CLOSED = 499;
+
+const HOP_BY_HOP_RESPONSE = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets', 'proxy-connection']);
+/** Request headers never forwarded: framing (undici writes its own) and what undici refuses. */
+const HOP_BY_HOP_REQUEST = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect', 'content-length',
+  'proxy-authorization', 'http2-settings',
+]);
+
+const noop = (): void => {};
+const JSON_TYPE = 'application/json';
+
+/**
+ * Writes one response to a uWS client from any source (undici, tunnel frames). The source calls
+ * head(), then data() per chunk (false: pause until `resume` is called), then end() or fail().
+ */
+export class ResponseRelay {
+  /** Set by the source: called when a paused body may flow again. */
+  resume: () => void = noop;
+  /** Set by the source: called when the client goes away. */
+  abortSource: () => void = noop;
+  status = 0;
+  private headers: readonly (string | Buffer)[] = [];
+  private contentLength = -1;
+  private headWritten = false;
+  private held: Buffer | undefined;
+  private done = false;
+  private pending: Buffer | undefined;
+  private writeOk = true;
+  private readonly corkedWrite = (): void => {
+    if (!this.headWritten) this.writeHead();
+    this.writeOk = this.res.write(this.pending!);
+  };
+  private readonly onWritable = (): boolean => {
+    this.resume();
+    return true;
+  };
+
+  constructor(
+    private readonly res: Res,
+    /** Request method (HEAD responses have no body). */
+    private readonly method: string,
+    /** Called once when the response has ended, failed or was abandoned by the client. */
+    private readonly onFinish: (status: number) => void = noop,
+  ) {
+    res.onAbort = () => {
+      this.abortSource();
+      this.finish(CLIENT_CLOSED);
+    };
+  }
+
+  get finished(): boolean {
+    return this.done;
+  }
+
+  /** The response head: status and a flat name, value, name, value... list. */
+  head(status: number, headers: readonly (string | Buffer)[]): void {
+    this.status = status;
+    this.headers = headers;
+    for (let i = 0; i + 1 < headers.length; i += 2) {
+      const name = headers[i]!;
+      if (name.length === 14 && name.toString().toLowerCase() === 'content-length') {
+        this.contentLength = Number(headers[i + 1]!.toString());
+        break;
+      }
+    }
+  }
+
+  /** One body chunk (kept by reference until written). Returns false when the source should pause. */
+  data(chunk: Buffer): boolean {
+    if (this.done || this.res.aborted) return true;
+    if (!this.headWritten && this.held === undefined && chunk.length === this.contentLength) {
+      this.held = chunk;
+      return true;
+    }
+    if (this.held) {
+      const held = this.held;
+      this.held = undefined;
+      this.write(held);
+    }
+    return this.write(chunk);
+  }
+
+  end(): void {
+    if (this.done) return;
+    const res = this.res;
+    if (!res.aborted) {
+      const held = this.held;
+      res.cork(() => {
+        if (!this.headWritten) {
+          this.writeHead();
+          if (held === undefined && (this.method === 'HEAD' || this.status === 204 || this.status === 304)) {
+            res.endWithoutBody(this.contentLength >= 0 && this.method === 'HEAD' ? this.contentLength : undefined);
+            return;
+          }
+        }
+        if (held) res.end(held);
+        else res.end();
+      });
+    }
+    this.finish(this.status);
+  }
+
+  /**
+   * The source failed. Before anything reached the client: answers `status` with `{detail}`.
+   * After: cuts the connection, so a truncated body is never taken as whole.
+   */
+  fail(status: number, detail: string): void {
+    if (this.done) return;
+    const res = this.res;
+    if (!res.aborted) {
+      if (!this.headWritten) {
+        res.cork(() => {
+          res.writeStatus(statusLine(status));
+          res.writeHeader('content-type', JSON_TYPE);
+          res.end(JSON.stringify({ detail }));
+        });
+        this.finish(status);
+        return;
+      }
+      res.close();
+    }
+    this.finish(this.status);
+  }
+
+  private finish(status: number): void {
+    if (this.done) return;
+    this.done = true;
+    this.res.onAbort = undefined;
+    this.res.aborted = true; // the response is over: later writes are no-ops
+    this.onFinish(status);
+  }
+
+  private writeHead(): void {
+    const res = this.res;
+    this.headWritten = true;
+    res.writeStatus(statusLine(this.status));
+    const h = this.headers;
+    for (let i = 0; i + 1 < h.length; i += 2) {
+      const name = h[i]!;
+      if (!HOP_BY_HOP_RESPONSE.has(name.toString().toLowerCase())) res.writeHeader(name, h[i + 1]!);
+    }
+  }
+
+  private write(chunk: Buffer): boolean {
+    this.pending = chunk;
+    this.res.cork(this.corkedWrite);
+    this.pending = undefined;
+    if (this.writeOk) return true;
+    this.res.onWritable(this.onWritable);
+    return false;
+  }
+}
+
+/**
+ * The request headers to forward, as a flat list, read from a uWS request (call synchronously in
+ * the handler). `drop` names more headers to leave out (lower case); `cookie` replaces the
+ * Cookie header ('' removes it; undefined keeps it).
+ */
+export function forwardedHeaders(req: HttpRequest, drop: ReadonlySet<string>, cookie?: string): string[] {
+  const out: string[] = [];
+  req.forEach((name, value) => {
+    if (HOP_BY_HOP_REQUEST.has(name) || drop.has(name)) return;
+    if (name === 'cookie' && cookie !== undefined) return;
+    out.push(name, value);
+  });
+  if (cookie) out.push('cookie', cookie);
+  return out;
+}
+
+export interface PoolOptions {
+  /** Keep-alive connections per instance address. */
+  connections: number;
+  headersTimeoutMs: number;
+  /** Longest silence between two body chunks. */
+  idleTimeoutMs: number;
+  connectTimeoutMs: number;
+}
+
+export const DEFAULT_POOL_OPTIONS: PoolOptions = { connections: 64, headersTimeoutMs: 300_000, idleTimeoutMs: 300_000, connectTimeoutMs: 5_000 };
+
+/** One undici Pool per instance address (`host:port`), created on first use. */
+export class InstancePools {
+  private readonly pools = new Map<string, Pool>();
+  readonly opts: PoolOptions;
+
+  constructor(opts: Partial<PoolOptions> = {}) {
+    this.opts = { ...DEFAULT_POOL_OPTIONS, ...opts };
+  }
+
+  get(address: string): Pool {
+    let p = this.pools.get(address);
+    if (!p) {
+      p = new Pool(`http://${address}`, {
+        connections: this.opts.connections,
+        pipelining: 1,
+        headersTimeout: this.opts.headersTimeoutMs,
+        bodyTimeout: this.opts.idleTimeoutMs,
+        connectTimeout: this.opts.connectTimeoutMs,
+        keepAliveTimeout: 30_000,
+      });
+      p.on('connectionError', noop);
+      this.pools.set(address, p);
+    }
+    return p;
+  }
+
+  /** Closes the pool of an address that is gone (requests in flight finish). */
+  drop(address: string): void {
+    const p = this.pools.get(address);
+    if (!p) return;
+    this.pools.delete(address);
+    p.close().catch(noop);
+  }
+
+  async close(): Promise<void> {
+    const all = [...this.pools.values()];
+    this.pools.clear();
+    await Promise.all(all.map((p) => p.destroy().catch(noop)));
+  }
+}
+
+export interface ForwardRequest {
+  method: string;
+  /** Path and query as sent to the instance. */
+  path: string;
+  /** Flat name, value list (forwardedHeaders()). */
+  headers: string[];
+  body: Buffer | undefined;
+}
+
+/** Sends `request` to the instance at `address` and relays the response to `relay`. */
+export function forward(pools: InstancePools, address: string, request: ForwardRequest, relay: ResponseRelay): void {
+  const handler = new UndiciSource(relay);
+  pools.get(address).dispatch(
+    { origin: undefined, path: request.path, method: request.method as Dispatcher.HttpMethod, headers: request.headers, body: request.body ?? null },
+    handler,
+  );
+}
+
+/** undici's dispatch handler feeding a ResponseRelay. */
+class UndiciSource implements Dispatcher.DispatchHandler {
+  private abortFn: ((err?: Error) => void) | undefined;
+  private cancelled = false;
+
+  constructor(private readonly relay: ResponseRelay) {
+    relay.abortSource = () => {
+      this.cancelled = true;
+      this.abortFn?.(new Error('client went away'));
+    };
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    if (this.cancelled) abort(new Error('client went away'));
+    else this.abortFn = abort;
+  }
+
+  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (status < 200) return true; // informational
+    this.relay.resume = resume;
+    this.relay.head(status, rawHeaders);
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    return this.relay.data(chunk);
+  }
+
+  onComplete(): void {
+    this.relay.end();
+  }
+
+  onError(err: Error): void {
+    if (this.cancelled) return; // the relay finished already (client closed)
+    const code = (err as { code?: string }).code ?? '';
+    const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+    this.relay.fail(timeout ? 504 : 502, timeout ? 'The instance did not answer in time' : 'The instance is unreachable');
+  }
+}

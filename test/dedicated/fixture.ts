@@ -1,0 +1,82 @@
+// Shared set-up of the dedicated-endpoint, proxy and tunnel tests: a gateway with the dedicated
+// endpoints and the tunnel broker over an InstanceRouteTable, keys for two accounts.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { MemoryBus } from '../../lib/bus.js';
+import { generateKey, hashKey } from '../../lib/keys.js';
+import { createLogger } from '../../lib/log.js';
+import { createGateway, type Gateway } from '../../gateway/server.js';
+import { memoryKeySource } from '../../gateway/keys.js';
+import { createDedicatedEndpoints } from '../../gateway/dedicated/routes.js';
+import { InstanceRouteTable, type InstanceRoute, type RouteStatus } from '../../gateway/dedicated/instance-routes.js';
+import { createTunnelBroker, type TunnelBroker } from '../../gateway/tunnel/broker.js';
+
+/** The compiled rc CLI next to this compiled test (works in dist/ and in .build/NAME/). */
+export const RC_JS = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
+export const TUNNEL_JS = fileURLToPath(new URL('../../agent/tunnel/main.js', import.meta.url));
+
+export const OWNER = 7;
+export const OTHER = 8;
+
+export interface GatewayFixture {
+  gateway: Gateway;
+  routes: InstanceRouteTable;
+  /** Instance ids passed to recordActivity (unthrottled in tests). */
+  activity: string[];
+  broker: TunnelBroker;
+  tunnelSecret: string;
+  ownerKey: string;
+  otherKey: string;
+  addRoute(instanceId: string, address: string, o?: { port?: number; status?: RouteStatus; instanceType?: string; accountId?: number }): InstanceRoute;
+}
+
+export async function startGatewayFixture(t: TestContext, o: { maxBodyBytes?: number; proxyUrl?: string } = {}): Promise<GatewayFixture> {
+  const activity: string[] = [];
+  const routes = new InstanceRouteTable((id) => activity.push(id), 0);
+  const ownerKey = generateKey();
+  const otherKey = generateKey();
+  const bus = new MemoryBus();
+  const tunnelSecret = 'test-tunnel-secret-0123456789abcdef';
+  const dedicated = createDedicatedEndpoints({ routes, startingRetryAfterSec: 7, maxBodyBytes: o.maxBodyBytes, proxyUrl: o.proxyUrl });
+  const broker = createTunnelBroker({ routes, secret: tunnelSecret, pingIntervalMs: 1_000, maxBodyBytes: o.maxBodyBytes });
+  const gateway = await createGateway({
+    port: 0,
+    models: [],
+    keySource: memoryKeySource([{ keyHash: hashKey(ownerKey), accountId: OWNER }, { keyHash: hashKey(otherKey), accountId: OTHER }]),
+    bus,
+    logger: createLogger('silent'),
+    routes: [dedicated.plugin, broker.plugin],
+  });
+  t.after(async () => {
+    await broker.close();
+    await gateway.close();
+    await dedicated.close();
+    await bus.close();
+  });
+  return {
+    gateway, routes, activity, broker, tunnelSecret, ownerKey, otherKey,
+    addRoute(instanceId, address, o = {}) {
+      const route: InstanceRoute = {
+        instanceId,
+        accountId: o.accountId ?? OWNER,
+        status: o.status ?? 'ready',
+        instanceType: o.instanceType ?? 'vllm',
+        ports: new Map([[o.port ?? 8000, address]]),
+      };
+      routes.set(route);
+      return route;
+    },
+  };
+}
+
+export function tempDir(t: TestContext, prefix = 'rc-dedicated-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** host:port of a server URL. */
+export const hostPort = (url: string): string => new URL(url).host;

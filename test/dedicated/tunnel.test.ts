@@ -1,0 +1,193 @@
+// The tunnel broker and the rc-tunnel client, in process: identity checks at connect, public
+// requests relayed both ways (bodies, streams, errors), disconnects, and the CLI's errors.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import WebSocket from 'ws';
+import { TunnelClient, connectUrl, type TunnelStatus } from '../../agent/tunnel/client.js';
+import { issueTunnelToken, tunnelId, verifyTunnelToken } from '../../gateway/tunnel/identity.js';
+import { waitFor } from '../helpers.js';
+import { RC_JS, startGatewayFixture, tempDir, TUNNEL_JS, type GatewayFixture } from './fixture.js';
+
+/** A local service: echoes method, url and body; /stream sends 200 chunks; /slow never answers. */
+async function startLocal(t: TestContext): Promise<number> {
+  const server = createServer((req, res) => {
+    if (req.url === '/stream') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      for (let i = 0; i < 200; i++) res.write(`line ${i}\n`);
+      res.end();
+      return;
+    }
+    const parts: Buffer[] = [];
+    req.on('data', (c: Buffer) => parts.push(c));
+    req.on('end', () => {
+      res.writeHead(201, { 'content-type': 'application/json', 'x-local': 'yes' });
+      res.end(JSON.stringify({ method: req.method, url: req.url, body: Buffer.concat(parts).toString(), prefix: req.headers['x-forwarded-prefix'] ?? null }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  return (server.address() as { port: number }).port;
+}
+
+function startClient(t: TestContext, f: GatewayFixture, instanceId: string, port: number): { client: TunnelClient; statuses: TunnelStatus[]; logs: string[] } {
+  const statuses: TunnelStatus[] = [];
+  const logs: string[] = [];
+  const client = new TunnelClient({
+    broker: f.gateway.url,
+    token: issueTunnelToken(f.tunnelSecret, instanceId),
+    port,
+    log: (l) => logs.push(l),
+    onStatus: (s) => statuses.push(s),
+    maxBackoffMs: 200,
+  });
+  client.start();
+  t.after(() => client.stop());
+  return { client, statuses, logs };
+}
+
+test('tokens and tunnel ids', () => {
+  const token = issueTunnelToken('s'.repeat(16), 'i_abc.1');
+  assert.equal(verifyTunnelToken('s'.repeat(16), token), 'i_abc.1');
+  assert.equal(verifyTunnelToken('t'.repeat(16), token), undefined);
+  assert.equal(verifyTunnelToken('s'.repeat(16), token.replace('i_abc.1', 'i_abc.2')), undefined);
+  assert.equal(verifyTunnelToken('s'.repeat(16), 'rct-short'), undefined);
+  assert.throws(() => issueTunnelToken('short', 'i_1'), /at least 16/);
+  assert.equal(tunnelId('s'.repeat(16), 'i_1', 80), tunnelId('s'.repeat(16), 'i_1', 80));
+  assert.notEqual(tunnelId('s'.repeat(16), 'i_1', 80), tunnelId('s'.repeat(16), 'i_1', 81));
+  assert.equal(connectUrl('https://gw.example/base/', 7860), 'wss://gw.example/base/tunnel/connect?port=7860');
+  assert.throws(() => connectUrl('ftp://x', 1), /http\(s\) or ws\(s\)/);
+});
+
+test('the broker refuses bad identities at connect', async (t) => {
+  const f = await startGatewayFixture(t);
+  f.addRoute('i_stopped', '127.0.0.1:1', { status: 'stopped' });
+  const url = (port: string) => connectUrl(f.gateway.url, 1).replace('port=1', `port=${port}`);
+  const attempt = (port: string, token: string | undefined) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const ws = new WebSocket(url(port), { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c));
+      res.on('end', () => { resolve({ status: res.statusCode!, body }); ws.terminate(); });
+    });
+    ws.on('open', () => { ws.close(); reject(new Error('connected')); });
+    ws.on('error', () => {});
+  });
+  assert.equal((await attempt('80', undefined)).status, 401);
+  assert.equal((await attempt('80', 'rct-forged')).status, 401);
+  assert.equal((await attempt('80', issueTunnelToken('another-secret-0123456789', 'i_x'))).status, 401);
+  assert.equal((await attempt('0', issueTunnelToken(f.tunnelSecret, 'i_x'))).status, 400);
+  assert.equal((await attempt('x', issueTunnelToken(f.tunnelSecret, 'i_x'))).status, 400);
+  const unknown = await attempt('80', issueTunnelToken(f.tunnelSecret, 'i_unknown'));
+  assert.equal(unknown.status, 403);
+  assert.match(JSON.parse(unknown.body).detail, /create a new one/);
+  assert.equal((await attempt('80', issueTunnelToken(f.tunnelSecret, 'i_stopped'))).status, 403);
+
+  const none = await fetch(`${f.gateway.url}/t/tnothing/`);
+  assert.equal(none.status, 404);
+  assert.deepEqual(await none.json(), { detail: 'No tunnel is connected at this address' });
+});
+
+test('public requests reach the local service through the tunnel', async (t) => {
+  const f = await startGatewayFixture(t, { maxBodyBytes: 64 * 1024 });
+  const localPort = await startLocal(t);
+  f.addRoute('i_tun', '127.0.0.1:1', { instanceType: 'jupyter' });
+  const { statuses, logs } = startClient(t, f, 'i_tun', localPort);
+  const connected = (await waitFor(() => statuses.find((s) => s.state === 'connected')))!;
+  const expectedId = tunnelId(f.tunnelSecret, 'i_tun', localPort);
+  assert.equal(connected.tunnelId, expectedId);
+  assert.equal(connected.publicUrl, `${f.gateway.url}/t/${expectedId}/`);
+  assert.ok(f.activity.includes('i_tun'), 'the connection counts as activity');
+
+  const r = await fetch(`${connected.publicUrl}api/echo?q=1`, { method: 'POST', body: 'hello body' });
+  assert.equal(r.status, 201);
+  assert.equal(r.headers.get('x-local'), 'yes');
+  assert.deepEqual(await r.json(), { method: 'POST', url: '/api/echo?q=1', body: 'hello body', prefix: `/t/${expectedId}` });
+
+  // A bigger body in several frames, and a streamed response.
+  const big = 'b'.repeat(40_000);
+  const rb = await fetch(`${connected.publicUrl}upload`, { method: 'PUT', body: big });
+  assert.equal(((await rb.json()) as { body: string }).body, big);
+  const rs = await fetch(`${connected.publicUrl}stream`);
+  const text = await rs.text();
+  assert.equal(text.split('\n').filter(Boolean).length, 200);
+
+  // Limits and redirects.
+  const tooBig = await fetch(`${connected.publicUrl}upload`, { method: 'PUT', body: 'x'.repeat(70_000) });
+  assert.equal(tooBig.status, 413);
+  const bare = await fetch(connected.publicUrl!.slice(0, -1), { redirect: 'manual' });
+  assert.equal(bare.status, 308);
+  assert.equal(bare.headers.get('location'), `/t/${expectedId}/`);
+
+  // Concurrent requests are multiplexed.
+  const many = await Promise.all(Array.from({ length: 20 }, (_, i) => fetch(`${connected.publicUrl}n/${i}`).then((x) => x.json() as Promise<{ url: string }>)));
+  assert.deepEqual(many.map((m) => m.url), Array.from({ length: 20 }, (_, i) => `/n/${i}`));
+  assert.ok(logs.some((l) => l.startsWith('POST /api/echo?q=1 201')));
+});
+
+test('a dead local service gives 502; losing the instance closes the tunnel for good', async (t) => {
+  const f = await startGatewayFixture(t);
+  f.addRoute('i_dead', '127.0.0.1:1', { instanceType: 'jupyter' });
+  const deadPort = await new Promise<number>((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => { const p = (s.address() as { port: number }).port; s.close(() => resolve(p)); });
+  });
+  const { client, statuses } = startClient(t, f, 'i_dead', deadPort);
+  const connected = (await waitFor(() => statuses.find((s) => s.state === 'connected')))!;
+  const r = await fetch(`${connected.publicUrl}x`);
+  assert.equal(r.status, 502);
+  assert.match(((await r.json()) as { detail: string }).detail, /rc-tunnel: nothing answers on http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
+
+  f.routes.delete('i_dead');
+  await client.finished;
+  const last = statuses.at(-1)!;
+  assert.equal(last.state, 'failed');
+  assert.match(last.error!, /no longer running/);
+  assert.equal(f.broker.tunnels().length, 0);
+});
+
+test('rc-tunnel without identity or broker says to recreate the notebook', async (t) => {
+  const dir = tempDir(t);
+  const run = (args: string[], env: Record<string, string>) => {
+    const base: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: dir, RC_LOG_LEVEL: 'silent' };
+    return spawnSync(process.execPath, args, { env: { ...base, ...env }, encoding: 'utf8', timeout: 20_000 });
+  };
+  for (const args of [[RC_JS, 'tunnel', 'status'], [TUNNEL_JS, 'status'], [TUNNEL_JS, 'expose', '--port', '8080']]) {
+    const r = run(args, {});
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /No tunnel identity directory/);
+    assert.match(r.stderr, /destroy this notebook and create a new one/);
+  }
+  // An instance directory without the identity files.
+  const noIdentity = run([TUNNEL_JS, 'status'], { RC_INSTANCE_DIR: dir });
+  assert.equal(noIdentity.status, 1);
+  assert.match(noIdentity.stderr, /destroy this notebook and create a new one/);
+
+  const idDir = join(dir, 'id');
+  mkdirSync(idDir);
+  const emptyDir = run([TUNNEL_JS, 'status'], { RC_TUNNEL_IDENTITY_DIR: idDir });
+  assert.equal(emptyDir.status, 1);
+  assert.match(emptyDir.stderr, /holds no token/);
+  writeFileSync(join(idDir, 'token'), 'rct-x\n');
+  const noBroker = run([TUNNEL_JS, 'status'], { RC_TUNNEL_IDENTITY_DIR: idDir });
+  assert.equal(noBroker.status, 1);
+  assert.match(noBroker.stderr, /No tunnel broker setting \(RC_TUNNEL_BROKER is not set\)\. .*destroy this notebook and create a new one/);
+
+  const ok = run([TUNNEL_JS, 'status'], { RC_TUNNEL_IDENTITY_DIR: idDir, RC_TUNNEL_BROKER: 'http://127.0.0.1:1', RC_TUNNEL_STATE_DIR: join(dir, 'state') });
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.match(ok.stdout, /No tunnel is running/);
+
+  const usage = run([TUNNEL_JS, 'expose'], { RC_TUNNEL_IDENTITY_DIR: idDir, RC_TUNNEL_BROKER: 'http://127.0.0.1:1' });
+  assert.equal(usage.status, 2);
+  assert.match(usage.stderr, /--port is required/);
+  const badLines = run([TUNNEL_JS, 'logs', '--lines', 'zero'], {});
+  assert.equal(badLines.status, 2);
+  const unknown = run([TUNNEL_JS, 'bogus'], {});
+  assert.equal(unknown.status, 2);
+  const noLogs = run([TUNNEL_JS, 'logs', '--lines', '3'], { RC_TUNNEL_STATE_DIR: join(dir, 'state') });
+  assert.equal(noLogs.status, 0);
+  assert.equal(noLogs.stdout, '(no tunnel logs yet)\n');
+});
