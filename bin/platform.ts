@@ -14,6 +14,13 @@ import type { SimServer } from '../sim/server.js';
 import { createControlPlane, type ControlPlane } from '../control-plane/server.js';
 import { Store } from '../control-plane/store.js';
 import { createInstances, type Instances } from '../control-plane/instances/index.js';
+import { publicUrls, resolveInstanceSettings } from '../control-plane/instances/settings.js';
+import { startInstanceProxyServer } from '../control-plane/proxy/proxy.js';
+import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
+import { routesFromInstances } from '../gateway/dedicated/from-instances.js';
+import { createTunnelBroker } from '../gateway/tunnel/broker.js';
+import { tunnelProvisioning, tunnelSecret } from '../gateway/tunnel/identity.js';
+import type { Server } from '../lib/http.js';
 import { storeCatalogSource, storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
 import { AccountLimits, createGate } from '../gateway/gates/index.js';
 import { createGateway, type Gateway } from '../gateway/server.js';
@@ -29,6 +36,8 @@ export interface Platform {
   sims: SimServer[];
   controlPlane: ControlPlane;
   gateway: Gateway;
+  /** The instance proxy: browser access to instance apps, on its own origin. */
+  proxy: Server;
   agent: AgentHandle;
   instances: Instances;
   close(): Promise<void>;
@@ -74,10 +83,48 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     const agent = await startAgent(agentOptions);
     closers.push(() => agent.close());
 
-    // The local agent keeps the id `local` across restarts: instances remember their host by it.
-    const instances = createInstances({
-      store, bus, logger, settings: config,
+    // Dedicated endpoints, the tunnel broker and the instance proxy read instance routes from the
+    // instance service's memory (created below, once the front doors' URLs are known); their
+    // traffic resets the instance's idle timer.
+    let instances: Instances | undefined;
+    const routes = routesFromInstances({
+      route: (id) => instances?.route(id),
+      recordActivity: (id) => instances?.recordActivity(id),
+    });
+    const secret = tunnelSecret(config.tunnelSecret, dataDir);
+    const proxy = await startInstanceProxyServer({ store, routes, logger, host: config.host, port: config.proxyPort });
+    closers.push(() => proxy.close(1000));
+    const broker = createTunnelBroker({ routes, secret, publicUrl: config.instancePublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+    const dedicated = createDedicatedEndpoints({ routes, proxyUrl: config.proxyPublicUrl || proxy.url, maxBodyBytes: config.gatewayMaxBodyBytes });
+    closers.push(() => dedicated.close());
+
+    const catalog = storeCatalogSource(models, store);
+    const gatewayOptions = gatewayOptionsFromConfig(config);
+    const gateway = await createGateway({
+      ...gatewayOptions,
+      routes: [...(gatewayOptions.routes ?? []), dedicated.plugin, broker.plugin],
+      models: catalog(),
+      keySource: storeKeySource(store),
+      bus,
+      gate,
+      logger,
+    });
+    closers.push(() => gateway.close(2000));
+    closers.push(() => broker.close());
+    const unsubscribe = bus.subscribe((ev) => {
+      if (ev.type === 'catalog.changed') gateway.setModels(catalog());
+    });
+    closers.push(async () => unsubscribe());
+
+    // Instance URLs name the servers as they listen (ephemeral ports included) unless public
+    // URLs are configured. Every instance gets an rc-tunnel identity for the broker. The local
+    // agent keeps the id `local` across restarts: instances remember their host by it.
+    const settings = { ...config, instancePublicUrl: config.instancePublicUrl || gateway.url, proxyPublicUrl: config.proxyPublicUrl || proxy.url };
+    const brokerUrl = publicUrls(resolveInstanceSettings(settings)).gateway;
+    instances = createInstances({
+      store, bus, logger, settings,
       agents: [{ id: LOCAL_AGENT_ID, address: agent.address, token: agentOptions.token }],
+      provision: (instanceId) => tunnelProvisioning(secret, instanceId, brokerUrl),
     });
     const controlPlane = await createControlPlane({
       host: config.host,
@@ -93,25 +140,10 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     });
     closers.push(() => controlPlane.close());
     // Closed before the control plane: no tick or agent call runs against a closing API.
-    closers.push(() => instances.close());
-
-    const catalog = storeCatalogSource(models, store);
-    const gateway = await createGateway({
-      ...gatewayOptionsFromConfig(config),
-      models: catalog(),
-      keySource: storeKeySource(store),
-      bus,
-      gate,
-      logger,
-    });
-    closers.push(() => gateway.close(2000));
-    const unsubscribe = bus.subscribe((ev) => {
-      if (ev.type === 'catalog.changed') gateway.setModels(catalog());
-    });
-    closers.push(async () => unsubscribe());
+    closers.push(() => instances!.close());
 
     instances.start();
-    return { config, bus, sims, controlPlane, gateway, agent, instances, close };
+    return { config, bus, sims, controlPlane, gateway, proxy, agent, instances, close };
   } catch (err) {
     await close();
     throw err;

@@ -17,8 +17,8 @@ import {
   diskTooLarge, gpuCountInvalid, insufficientCredits, launchRateLimited, launchTokenInvalid, launchVerificationRequired,
   NO_ACTIVE_INSTANCE, noInstance, oneActiveInstance,
 } from './errors.js';
-import { buildSpec, SSH_PORT } from './launch-spec.js';
-import { parseRateWindows, publicBaseUrl, resolveInstanceSettings, type InstanceSettings, type RateWindow } from './settings.js';
+import { buildSpec, mainPort, SSH_PORT } from './launch-spec.js';
+import { parseRateWindows, publicUrls, resolveInstanceSettings, type InstanceSettings, type PublicUrls, type RateWindow } from './settings.js';
 import { ACTIVE } from './states.js';
 import { InstanceStore, snapshotOf, type Changes, type InstanceRow, type TemplateSnapshot } from './store.js';
 import { toStatus, type InstanceStatus } from './views.js';
@@ -40,6 +40,9 @@ export const EndReason = {
 
 export const HOST_UNREACHABLE = 'host unreachable';
 
+/** A launch spec as stored with the instance (JSON: no files). */
+type StoredSpec = ReturnType<typeof buildSpec>;
+
 /** What the gateway needs to relay to an instance (issue #9). */
 export interface InstanceRoute {
   instanceId: string;
@@ -49,7 +52,12 @@ export interface InstanceRoute {
   /** Where the instance's main (routed) port is reachable; null until placed and started. */
   host: string | null;
   port: number | null;
+  /** The routed port inside the instance (the template's app_port, or the instance type's). */
+  routedPort: number | null;
 }
+
+/** Files (relative to the instance directory) and environment provisioned into every instance, such as the rc-tunnel identity. */
+export type Provisioner = (instanceId: string) => { files: Record<string, string>; env: Record<string, string> };
 
 export interface LaunchInput {
   gpu_count?: unknown;
@@ -63,6 +71,8 @@ export interface InstanceServiceOptions {
   logger?: Logger;
   agents: AgentConfig[];
   settings?: Partial<InstanceSettings>;
+  /** Added to each launch spec when it is sent to the host (not stored: derived from the instance id). */
+  provision?: Provisioner;
 }
 
 export class InstanceService {
@@ -74,7 +84,8 @@ export class InstanceService {
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly windows: RateWindow[];
-  private readonly publicUrl: string;
+  private readonly urls: PublicUrls;
+  private readonly provision: Provisioner | undefined;
   private readonly routes = new Map<string, InstanceRoute>();
   /** Activity seen since the last tick (instance id -> time); flushed to the database by tick(). */
   private readonly activity = new Map<string, number>();
@@ -89,7 +100,8 @@ export class InstanceService {
     this.log = (o.logger ?? createLogger()).child({ part: 'instances' });
     this.settings = resolveInstanceSettings(o.settings);
     this.windows = parseRateWindows(this.settings.instanceLaunchRate);
-    this.publicUrl = publicBaseUrl(this.settings);
+    this.urls = publicUrls(this.settings);
+    this.provision = o.provision;
     this.instances = new InstanceStore(o.store.db);
     for (const a of o.agents) {
       this.agents.set(a.id, new AgentConnection(a, this.clock, this.log, {
@@ -124,7 +136,7 @@ export class InstanceService {
   }
 
   view(r: InstanceRow): InstanceStatus {
-    return toStatus(r, this.now(), this.publicUrl, this.settings.instanceIdleTimeoutSec * 1000);
+    return toStatus(r, this.now(), this.urls, this.settings.instanceIdleTimeoutSec * 1000);
   }
 
   /** The account's most recent instance (any state); 404 when it never had one. */
@@ -230,7 +242,7 @@ export class InstanceService {
     }
     this.routes.set(r.id, {
       instanceId: r.id, accountId: r.account_id, status: r.state, instanceType: snapshotOf(r).instance_type,
-      host: r.endpoint_host, port: r.endpoint_port,
+      host: r.endpoint_host, port: r.endpoint_port, routedPort: mainPort(snapshotOf(r)) ?? null,
     });
   }
 
@@ -365,9 +377,15 @@ export class InstanceService {
     void this.sendStart(conn, placed);
   }
 
+  /** The stored spec plus what `provision` adds for this instance (deterministic, so a resend is the same spec). */
+  private withProvisioning(spec: StoredSpec): StoredSpec {
+    const extra = this.provision?.(spec.instanceId);
+    return extra ? { ...spec, env: { ...spec.env, ...extra.env }, files: { ...spec.files, ...extra.files } } : spec;
+  }
+
   private async sendStart(conn: AgentConnection, r: InstanceRow): Promise<void> {
     try {
-      const { instance } = await conn.client.start(JSON.parse(r.spec!));
+      const { instance } = await conn.client.start(this.withProvisioning(JSON.parse(r.spec!) as StoredSpec));
       await conn.run(() => this.applyInfo(conn, instance));
     } catch (err) {
       if (err instanceof AgentCallError && (err.code === 'RC_ERR_AGENT_SPEC_MISMATCH' || err.code === 'RC_ERR_AGENT_INVALID_ARGUMENT')) {

@@ -4,7 +4,7 @@ import { SETTINGS, type Config } from '../../lib/config.js';
 const KEYS = [
   'host', 'gatewayPort', 'instanceCreditsPerGpuHour', 'instanceBillingPeriodSec', 'instanceMaxLifetimeSec', 'instanceIdleTimeoutSec',
   'instanceLaunchRate', 'instanceSchedule', 'instanceTickMs', 'instanceHostUnreachableMs', 'instanceHostLostMs', 'instancePublicUrl',
-  'launchTokenTtlSec',
+  'launchTokenTtlSec', 'proxyPort', 'proxyPublicUrl',
 ] as const;
 
 export type InstanceSettings = Pick<Config, (typeof KEYS)[number]>;
@@ -31,9 +31,19 @@ export function parseRateWindows(spec: string): RateWindow[] {
   });
 }
 
-/** Where instance URLs point: the gateway's public URL, without a trailing slash. */
-export function publicBaseUrl(s: InstanceSettings): string {
-  if (s.instancePublicUrl) return s.instancePublicUrl.replace(/\/+$/, '');
+/** Public URLs of the two front doors of an instance, without a trailing slash. */
+export interface PublicUrls {
+  /** The model gateway: dedicated endpoints `<gateway>/dedicated/<id>/<port>/v1`. */
+  gateway: string;
+  /** The instance proxy (its own origin): browser access `<proxy>/instances/<id>/`. */
+  proxy: string;
+}
+
+export function publicUrls(s: InstanceSettings): PublicUrls {
   const host = s.host === '0.0.0.0' || s.host === '::' ? '127.0.0.1' : s.host.includes(':') ? `[${s.host}]` : s.host;
-  return `http://${host}:${s.gatewayPort}`;
+  const trim = (u: string) => u.replace(/\/+$/, '');
+  return {
+    gateway: s.instancePublicUrl ? trim(s.instancePublicUrl) : `http://${host}:${s.gatewayPort}`,
+    proxy: s.proxyPublicUrl ? trim(s.proxyPublicUrl) : `http://${host}:${s.proxyPort}`,
+  };
 }

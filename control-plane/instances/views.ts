@@ -1,7 +1,9 @@
 // The status object of SPEC ("at least status, message, and on failure reason and detail"),
 // with what a client needs besides. Times are ISO strings; credits are numbers.
 import { accruedMicros, MICROS_PER_CREDIT } from './billing.js';
-import { snapshotOf, type InstanceRow } from './store.js';
+import { mainPort } from './launch-spec.js';
+import type { PublicUrls } from './settings.js';
+import { snapshotOf, type InstanceRow, type TemplateSnapshot } from './store.js';
 
 export interface InstanceStatus {
   instance_id: string;
@@ -35,13 +37,19 @@ export interface InstanceStatus {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-export function instanceBaseUrl(publicUrl: string, id: string): string {
-  return `${publicUrl}/instances/${id}/`;
+/** Browser access through the instance proxy. */
+export function instanceBaseUrl(urls: PublicUrls, id: string): string {
+  return `${urls.proxy}/instances/${id}/`;
 }
 
-export function toStatus(r: InstanceRow, now: number, publicUrl: string, idleTimeoutMs: number): InstanceStatus {
+/** The OpenAI-compatible base URL of a vllm or sglang instance: instance and routed port in the path. */
+export function dedicatedBaseUrl(urls: PublicUrls, id: string, t: TemplateSnapshot): string | null {
+  if (t.instance_type !== 'vllm' && t.instance_type !== 'sglang') return null;
+  return `${urls.gateway}/dedicated/${id}/${mainPort(t)}/v1`;
+}
+
+export function toStatus(r: InstanceRow, now: number, urls: PublicUrls, idleTimeoutMs: number): InstanceStatus {
   const t = snapshotOf(r);
-  const base = instanceBaseUrl(publicUrl, r.id);
   const spentMicros = r.placed_at === null ? 0 : accruedMicros(r.micros_per_hour, (r.ended_at ?? now) - r.placed_at);
   const idleFrom = r.last_activity_at ?? r.ready_at;
   return {
@@ -63,8 +71,8 @@ export function toStatus(r: InstanceRow, now: number, publicUrl: string, idleTim
     ended_at: iso(r.ended_at),
     expires_at: iso(r.expires_at),
     idle_expires_at: r.state === 'ready' && idleFrom !== null ? iso(idleFrom + idleTimeoutMs) : null,
-    base_url: base,
-    dedicated_base_url: t.instance_type === 'vllm' || t.instance_type === 'sglang' ? `${base}v1` : null,
+    base_url: instanceBaseUrl(urls, r.id),
+    dedicated_base_url: dedicatedBaseUrl(urls, r.id, t),
     ssh: t.ssh_enabled && r.endpoint_host && r.ssh_port ? { host: r.endpoint_host, port: r.ssh_port } : null,
     credits_per_hour: r.micros_per_hour / MICROS_PER_CREDIT,
     credits_spent: spentMicros / MICROS_PER_CREDIT,

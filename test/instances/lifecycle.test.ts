@@ -52,7 +52,9 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   assert.equal(ready.credits_per_hour, 2);
   assert.equal(ready.host, 'host-a');
   assert.ok(ready.ready_at && ready.expires_at && ready.idle_expires_at);
-  assert.equal(ready.dedicated_base_url, `http://127.0.0.1:8090/instances/${id}/v1`);
+  // The dedicated endpoint names instance and routed port; browser access goes through the proxy's origin.
+  assert.equal(ready.dedicated_base_url, `http://127.0.0.1:8090/dedicated/${id}/8000/v1`);
+  assert.equal(ready.base_url, `http://127.0.0.1:8081/instances/${id}/`);
   assert.equal(ready.ssh.host, '127.0.0.1');
   assert.ok(Number.isInteger(ready.ssh.port) && ready.ssh.port > 0);
   assert.equal(readFileSync(join(agent.dataDir, 'instances', id, 'home', '.ssh', 'authorized_keys'), 'utf8').trim(), 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey me@laptop');
@@ -62,6 +64,7 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   assert.equal(route.accountId, me.id);
   assert.equal(route.status, 'ready');
   assert.equal(route.instanceType, 'vllm');
+  assert.equal(route.routedPort, 8000);
   const models = await request(`http://${route.host}:${route.port}/v1/models`);
   assert.equal(models.statusCode, 200);
   assert.equal(((await models.body.json()) as { data: { id: string }[] }).data[0]!.id, 'demo');

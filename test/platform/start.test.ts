@@ -18,7 +18,7 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-'));
   const env = {
     ...process.env,
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0',
+    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
     RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '',
   };
   const child = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -38,6 +38,7 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const api = /platform API\s+(http:\/\/\S+)\/api/.exec(out)?.[1];
   assert.ok(gateway && api, out);
   assert.match(out, /host agent\s+127\.0\.0\.1:\d+/);
+  assert.match(out, /instance proxy\s+http:\/\/127\.0\.0\.1:\d+\/instances\//);
   assert.match(out, /rc account create/);
 
   // The CLI finds the running platform through the data dir.
@@ -68,11 +69,19 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const launched = await fetch(`${api}/api/templates/${vllm.id}/launch`, { method: 'POST', headers: auth, body: '{"gpu_count":1}' });
   assert.equal(launched.status, 200, await launched.clone().text());
   const ready = await waitFor(async () => {
-    const st = (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string; dedicated_base_url?: string };
+    const st = (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string; dedicated_base_url?: string; base_url: string };
     assert.notEqual(st.status, 'failed', JSON.stringify(st));
     return st.status === 'ready' ? st : undefined;
   }, 60_000, 200);
-  assert.match(String(ready.dedicated_base_url), /^http:\/\/127\.0\.0\.1:\d+\//);
+  // The dedicated endpoint: the official client, the model name the serve command was given.
+  assert.equal(ready.dedicated_base_url?.startsWith(`${gateway}/dedicated/`), true, ready.dedicated_base_url);
+  const dedicatedClient = new OpenAI({ baseURL: ready.dedicated_base_url, apiKey: account.api_token });
+  const served = await dedicatedClient.chat.completions.create({ model: 'demo', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+  assert.equal(served.model, 'demo');
+  // The instance proxy refuses a bearer key (browser sessions only).
+  const proxied = await fetch(String(ready.base_url), { headers: { authorization: `Bearer ${account.api_token}` } });
+  assert.equal(proxied.status, 403);
+  assert.deepEqual(await proxied.json(), { detail: 'You do not have access to this instance' });
   const destroyed = await fetch(`${api}/api/notebook/current`, { method: 'DELETE', headers: auth });
   assert.equal(destroyed.status, 200);
 
