@@ -19,7 +19,7 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const env = {
     ...process.env,
     RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
-    RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '',
+    RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '', RC_INSTANCE_LAUNCH_RATE: '60:5',
   };
   const child = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -84,6 +84,36 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   assert.deepEqual(await proxied.json(), { detail: 'You do not have access to this instance' });
   const destroyed = await fetch(`${api}/api/notebook/current`, { method: 'DELETE', headers: auth });
   assert.equal(destroyed.status, 200);
+  await waitFor(async () => ((await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string }).status === 'stopped', 30_000, 200);
+
+  // An app instance that exposes itself with rc-tunnel: the identity provisioned at launch lets
+  // it reach the broker on the gateway, and the public URL serves the app.
+  const app = `${JSON.stringify(process.execPath)} -e "require('http').createServer((q,s)=>s.end('tunnelled '+q.url)).listen(+process.env.PORT,'127.0.0.1')"`;
+  const startCommand = `${JSON.stringify(process.execPath)} ${JSON.stringify(RC)} tunnel expose --port $PORT --detach && exec ${app}`;
+  const created = await fetch(`${api}/api/profile/templates`, {
+    method: 'POST', headers: auth,
+    body: JSON.stringify({ title: 'Tunnel app', image: 'rc/gradio:latest', instance_type: 'gradio', app_port: 7860, start_command: startCommand }),
+  });
+  assert.equal(created.status, 200, await created.clone().text());
+  const appTemplate = (await created.json()) as { id: number };
+  const second = await fetch(`${api}/api/templates/${appTemplate.id}/launch`, { method: 'POST', headers: auth });
+  assert.equal(second.status, 200, await second.clone().text());
+  const appInstance = await waitFor(async () => {
+    const st = (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string; instance_id: string };
+    assert.notEqual(st.status, 'failed', JSON.stringify(st));
+    return st.status === 'ready' ? st : undefined;
+  }, 60_000, 200);
+  // `status` runs here, outside the instance: give it what the instance has (its dir and broker).
+  const instanceDir = join(dataDir, 'agent', 'instances', appInstance.instance_id, 'home');
+  const publicUrl = await waitFor(async () => {
+    const { stdout: status } = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env: { ...env, RC_INSTANCE_DIR: instanceDir, RC_TUNNEL_BROKER: gateway } });
+    const tunnels = (JSON.parse(status) as { tunnels: { state: string; public_url: string | null }[] }).tunnels;
+    return tunnels.find((tn) => tn.state === 'connected')?.public_url ?? undefined;
+  }, 30_000, 200);
+  assert.ok(publicUrl.startsWith(`${gateway}/t/`), publicUrl);
+  const viaTunnel = await fetch(`${publicUrl.replace(/\/$/, '')}/hello`);
+  assert.equal(await viaTunnel.text(), 'tunnelled /hello');
+  assert.equal((await fetch(`${api}/api/notebook/current`, { method: 'DELETE', headers: auth })).status, 200);
 
   child.kill('SIGTERM');
   assert.equal(await exited, 0, err);
