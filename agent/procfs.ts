@@ -43,19 +43,27 @@ export function isAlive(pid: number, startTime?: string): boolean {
 /** Live (non-zombie) members of process group `pgid`. */
 export function groupMembers(pgid: number): number[] {
   const out: number[] = [];
+  for (const pid of allPids()) {
+    const stat = readProcStat(pid);
+    if (stat && stat.pgrp === pgid && stat.state !== 'Z' && stat.state !== 'X') out.push(stat.pid);
+  }
+  return out;
+}
+
+/** Every pid in /proc (empty when /proc cannot be read). */
+function allPids(): number[] {
   let entries: string[];
   try {
     entries = readdirSync('/proc');
   } catch {
-    return out;
+    return [];
   }
+  const pids: number[] = [];
   for (const e of entries) {
     const c = e.charCodeAt(0);
-    if (c < 48 || c > 57) continue;
-    const stat = readProcStat(Number(e));
-    if (stat && stat.pgrp === pgid && stat.state !== 'Z' && stat.state !== 'X') out.push(stat.pid);
+    if (c >= 48 && c <= 57) pids.push(Number(e));
   }
-  return out;
+  return pids;
 }
 
 /** Reads the environment of `pid` (own processes only); undefined when unreadable. */
@@ -77,16 +85,7 @@ export function readEnviron(pid: number): Map<string, string> | undefined {
 /** Pids of live processes whose environment has `key=value` (used to find orphans of this agent). */
 export function findByEnv(key: string, value: string): { pid: number; env: Map<string, string>; stat: ProcStat }[] {
   const out: { pid: number; env: Map<string, string>; stat: ProcStat }[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    const c = e.charCodeAt(0);
-    if (c < 48 || c > 57) continue;
-    const pid = Number(e);
+  for (const pid of allPids()) {
     const stat = readProcStat(pid);
     if (!stat || stat.state === 'Z') continue;
     const env = readEnviron(pid);
