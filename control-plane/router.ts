@@ -4,7 +4,7 @@
 // a reply. Every failure becomes a 4xx `{ detail }`; an unexpected throw is logged and is a 500.
 import type { z } from 'zod';
 import { RcError } from '../lib/errors.js';
-import type { Logger } from '../lib/log.js';
+import { requestId, type Logger } from '../lib/log.js';
 import { readBody, statusLine, track, type Res } from '../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth.js';
@@ -62,7 +62,13 @@ export interface RouterDeps {
   isAdmin(token: string): boolean;
 }
 
-function write(res: Res, status: number, body: unknown, headers?: Record<string, string>, cookies?: string[]): void {
+/** A response and the request id it answers under (echoed from `x-request-id`, or generated). */
+type ApiRes = Res & { requestId?: string };
+
+/** An `x-request-id` a client may choose: short and printable, else we generate one. */
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function write(res: ApiRes, status: number, body: unknown, headers?: Record<string, string>, cookies?: string[]): void {
   if (res.aborted) return;
   res.aborted = true;
   const json = JSON.stringify(body);
@@ -70,13 +76,14 @@ function write(res: Res, status: number, body: unknown, headers?: Record<string,
     res.writeStatus(statusLine(status));
     res.writeHeader('content-type', 'application/json');
     res.writeHeader('cache-control', 'no-store');
+    if (res.requestId) res.writeHeader('x-request-id', res.requestId);
     if (headers) for (const k in headers) res.writeHeader(k, headers[k]!);
     if (cookies) for (const c of cookies) res.writeHeader('set-cookie', c);
     res.end(json);
   });
 }
 
-function fail(res: Res, err: unknown, logger: Logger): void {
+function fail(res: ApiRes, err: unknown, logger: Logger): void {
   if (err instanceof ApiError) return write(res, err.status, { detail: err.detail }, err.headers);
   // Typed errors from other parts (for example the gates' usage reader) keep their status;
   // every 503 carries Retry-After.
@@ -84,7 +91,7 @@ function fail(res: Res, err: unknown, logger: Logger): void {
   if (err instanceof RcError && e.status! >= 400 && e.status! < 600 && e.status !== 500) {
     return write(res, e.status!, { detail: e.message }, e.status === 503 || e.status === 429 ? { 'retry-after': '5' } : undefined);
   }
-  logger.error('unexpected error', { err });
+  logger.error('unexpected error', { err, requestId: res.requestId });
   write(res, 500, { detail: 'Internal server error' });
 }
 
@@ -107,8 +114,10 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
     const paramCount = (r.path.match(/\/:/g) ?? []).length;
     const hasBody = r.method !== 'get';
     app[r.method](r.path, (uwsRes: HttpResponse, req: HttpRequest) => {
-      const res = track(uwsRes);
+      const res: ApiRes = track(uwsRes);
       // Everything from req must be read now: it is invalid after the first await or callback.
+      const clientId = req.getHeader('x-request-id');
+      res.requestId = CLIENT_REQUEST_ID.test(clientId) ? clientId : requestId();
       const params: string[] = [];
       for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
       const creds: CredentialHeaders = { authorization: req.getHeader('authorization'), cookie: req.getHeader('cookie'), csrf: req.getHeader('x-csrf-token') };
