@@ -37,7 +37,9 @@ export interface ChatFields {
  * itself and returns undefined when the key is missing or unknown.
  */
 export function authenticateRequest(ctx: GatewayContext, res: Res, req: HttpRequest, route: string): number | undefined {
-  const auth = ctx.authenticate(req.getHeader('authorization'), req.getHeader('x-api-key'));
+  const authorization = req.getHeader('authorization');
+  // x-api-key only counts without Authorization (Bearer wins), so it is read only then.
+  const auth = ctx.authenticate(authorization, authorization === '' ? req.getHeader('x-api-key') : '');
   if (typeof auth === 'number') return auth;
   const e = auth === AUTH_MISSING ? ERRORS.missingKey : ERRORS.invalidKey;
   ctx.metrics.request(route, NO_MODEL, e.status);

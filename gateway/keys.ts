@@ -1,11 +1,12 @@
 // API keys on the gateway: resolved in memory, never through SQLite or the control plane per
 // request. A KeyDirectory is loaded once from a KeySource (a snapshot) and kept current by bus
 // events: `key.issued` adds a hash, `key.revoked` removes it.
+import * as crypto from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import type { Bus, BusEvent } from '../lib/bus.js';
 import { RcError } from '../lib/errors.js';
-import { hashesEqual, hashKey, isWellFormedKey } from '../lib/keys.js';
+import { hashKey, isWellFormedKey } from '../lib/keys.js';
 
 /** One live key: its SHA-256 hex hash and the account it belongs to. */
 export interface KeyRecord { keyHash: string; accountId: number }
@@ -18,6 +19,32 @@ export const AUTH_MISSING: AuthFailure = Object.freeze({ reason: 'missing' });
 export const AUTH_INVALID: AuthFailure = Object.freeze({ reason: 'invalid' });
 
 const BEARER = /^Bearer[ \t]+/i;
+const BEARER_PREFIX = 'Bearer ';
+
+/**
+ * Hex SHA-256 of a clear key, the same as lib/keys.ts hashKey. crypto.hash (Node >= 20.12) does it
+ * in one native call, about three times faster than createHash().update().digest().
+ */
+const sha256Hex: (key: string) => string = typeof crypto.hash === 'function'
+  ? (key) => crypto.hash('sha256', key, 'hex')
+  : hashKey;
+
+/**
+ * Constant-time equality of two lower-case hex hashes of the same length: every character is
+ * compared, whatever differs (the same guarantee as hashesEqual, without decoding both to Buffers).
+ */
+function sameHash(a: string, b: string): boolean {
+  const n = a.length;
+  if (n !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < n; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}
+
+/** A visible ASCII character: nothing String#trim would remove. */
+function isVisible(c: number): boolean {
+  return c > 0x20 && c < 0x7f;
+}
 
 /** Length of the hash prefix the map is indexed by; the full hash is then compared in constant time. */
 const PREFIX = 16;
@@ -93,10 +120,10 @@ export class KeyDirectory {
   /** The account of a clear key, or undefined. The clear key is hashed and never kept. */
   lookup(key: string): number | undefined {
     if (!isWellFormedKey(key)) return undefined;
-    const hash = hashKey(key);
+    const hash = sha256Hex(key);
     // The map narrows by a hash prefix; the full hash is compared in constant time.
     const list = this.byPrefix.get(hash.slice(0, PREFIX));
-    if (list) for (const r of list) if (hashesEqual(r.keyHash, hash)) return r.accountId;
+    if (list) for (let i = 0; i < list.length; i++) if (sameHash(list[i]!.keyHash, hash)) return list[i]!.accountId;
     return undefined;
   }
 
@@ -107,7 +134,11 @@ export class KeyDirectory {
    */
   authenticate(authorization: string, xApiKey: string): number | AuthFailure {
     let key: string;
-    if (authorization !== '') {
+    const n = authorization.length;
+    if (n > BEARER_PREFIX.length && authorization.startsWith(BEARER_PREFIX) && isVisible(authorization.charCodeAt(BEARER_PREFIX.length)) && isVisible(authorization.charCodeAt(n - 1))) {
+      // The usual form, `Bearer <key>`: no regex, no trim.
+      key = authorization.slice(BEARER_PREFIX.length);
+    } else if (authorization !== '') {
       const m = BEARER.exec(authorization);
       if (!m) return authorization.trim().toLowerCase() === 'bearer' ? AUTH_MISSING : AUTH_INVALID;
       key = authorization.slice(m[0].length).trim();

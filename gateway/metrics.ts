@@ -1,5 +1,5 @@
-// Prometheus metrics for the gateway, written by hand: the hot path does a few Map lookups and
-// array increments, and nothing is formatted until /metrics is scraped. (prom-client would do
+// Prometheus metrics for the gateway, written by hand: the hot path does one or two Map lookups
+// and array increments, and nothing is formatted until /metrics is scraped. (prom-client would do
 // the same job with label-object hashing on every observation, and it is not installed.)
 //
 // Labels are bounded: `model` is always a catalog name (or "-" when the request named none we
@@ -39,9 +39,19 @@ export class ModelSeries {
 /** The label used when a request names no catalog model. */
 export const NO_MODEL = '-';
 
+/**
+ * Counts per status, indexed by the status itself: an increment, no hashing. HTTP statuses have
+ * three digits (the backend's are parsed as such), so 1000 slots hold every one.
+ */
+const STATUS_MIN = 0;
+const STATUS_SLOTS = 1000;
+
 export class GatewayMetrics {
-  /** route -> model -> status -> count */
-  private readonly requestCounts = new Map<string, Map<string, Map<number, number>>>();
+  /** route -> model -> counts by status */
+  private readonly requestCounts = new Map<string, Map<string, Float64Array>>();
+  /** The last route looked up, and its map: most requests repeat the previous route. */
+  private lastRoute = '';
+  private lastByModel: Map<string, Float64Array> | undefined;
   private readonly series = new Map<string, ModelSeries>();
   /** Times a client could not take more and the backend body was paused. */
   backpressurePauses = 0;
@@ -50,11 +60,17 @@ export class GatewayMetrics {
 
   /** Counts one finished request (the status the client got). */
   request(route: string, model: string, status: number): void {
-    let byModel = this.requestCounts.get(route);
-    if (!byModel) this.requestCounts.set(route, (byModel = new Map()));
+    let byModel = this.lastByModel;
+    if (route !== this.lastRoute || !byModel) {
+      byModel = this.requestCounts.get(route);
+      if (!byModel) this.requestCounts.set(route, (byModel = new Map()));
+      this.lastRoute = route;
+      this.lastByModel = byModel;
+    }
     let byStatus = byModel.get(model);
-    if (!byStatus) byModel.set(model, (byStatus = new Map()));
-    byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
+    if (!byStatus) byModel.set(model, (byStatus = new Float64Array(STATUS_SLOTS)));
+    const slot = status - STATUS_MIN;
+    byStatus[slot >= 0 && slot < STATUS_SLOTS ? slot : STATUS_SLOTS - 1]!++;
   }
 
   /** The per-model series (created on first use). */
@@ -66,7 +82,8 @@ export class GatewayMetrics {
 
   /** How many requests were counted for route/model/status (tests and the bench). */
   count(route: string, model: string, status: number): number {
-    return this.requestCounts.get(route)?.get(model)?.get(status) ?? 0;
+    const slot = status - STATUS_MIN;
+    return slot >= 0 && slot < STATUS_SLOTS ? (this.requestCounts.get(route)?.get(model)?.[slot] ?? 0) : 0;
   }
 
   /** The Prometheus text exposition format (version 0.0.4). */
@@ -76,8 +93,9 @@ export class GatewayMetrics {
     out.push('# TYPE rc_gateway_requests_total counter');
     for (const [route, byModel] of this.requestCounts) {
       for (const [model, byStatus] of byModel) {
-        for (const [status, n] of byStatus) {
-          out.push(`rc_gateway_requests_total{route="${esc(route)}",model="${esc(model)}",status="${status}"} ${n}`);
+        for (let slot = 0; slot < STATUS_SLOTS; slot++) {
+          const n = byStatus[slot]!;
+          if (n > 0) out.push(`rc_gateway_requests_total{route="${esc(route)}",model="${esc(model)}",status="${slot + STATUS_MIN}"} ${n}`);
         }
       }
     }

@@ -1,7 +1,13 @@
 // Relays one backend response to one uWS client response, as bytes.
 //
-// - Each upstream chunk is written as it arrives, inside res.cork; when uWS cannot take more
-//   (write returns false) the upstream body is paused and resumed from onWritable.
+// - Chunks are written as they arrive, but the chunks of one backend read (the pool's parser
+//   hands them over one by one, synchronously) are written together: they are queued and a microtask,
+//   which runs as soon as that read has been handled, writes them in one res.cork, so one
+//   socket send. A fast backend's stream (role, tokens, usage, [DONE] in one read) costs one
+//   send instead of one per chunk. Nothing waits for more data: the queue never outlives the
+//   read that filled it.
+// - When uWS cannot take more (write returns false) the next backend chunk pauses the backend
+//   body (onData returns false) until onWritable; at most one more read is held meanwhile.
 // - A client that goes away aborts the upstream exchange (freeing its pool connection).
 // - A non-stream body that arrives whole is written in one corked write with Content-Length.
 // - Streams are cut at SSE event boundaries (a partial event waits for its end, usually there is
@@ -15,25 +21,33 @@ import type { ModelState } from './catalog.js';
 import { ERRORS } from './errors.js';
 import type { GateDecision, GateRequest, GateUsage } from './gate.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from './upstreams.js';
-import { USAGE_KEY, usageAt, findUsage, ZERO_USAGE } from './usage.js';
+import { indexOfUsage, lastIndexOfUsage, usageAt, ZERO_USAGE } from './usage.js';
 
 const LF2 = Buffer.from('\n\n');
 const CRLF2 = Buffer.from('\r\n\r\n');
 const DATA = Buffer.from('data:');
-const EMPTY_CHOICES = Buffer.from('"choices":[]');
+const CHOICES_KEY = Buffer.from('"choices":[');
 /** Status recorded when the client went away before its response ended (nginx's convention). */
 export const CLIENT_CLOSED = 499;
 
-/** Response headers not copied from the backend: uWS writes its own framing, Date and mark. */
+/** Response headers not copied from the backend (lower case): uWS writes its own framing, Date and mark. */
+const HOP_BY_HOP = ['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets'].map((h) => Buffer.from(h));
+const CONTENT_LENGTH = HOP_BY_HOP[3]!;
+
+/** ASCII case-insensitive equality of a header name with a lower-case name (no string is made). */
+function nameIs(name: Buffer, lower: Buffer): boolean {
+  const n = lower.length;
+  if (name.length !== n) return false;
+  // `| 0x20` lower-cases letters; the other bytes of our names ('-') are unchanged by it.
+  for (let i = 0; i < n; i++) if ((name[i]! | 0x20) !== lower[i]) return false;
+  return true;
+}
+
 function isHopByHop(name: Buffer): boolean {
   const n = name.length;
   if (n !== 4 && n !== 10 && n !== 11 && n !== 14 && n !== 17) return false;
-  const s = name.toString('latin1').toLowerCase();
-  return s === 'date' || s === 'connection' || s === 'keep-alive' || s === 'content-length' || s === 'transfer-encoding' || s === 'uwebsockets';
-}
-
-function isContentLength(name: Buffer): boolean {
-  return name.length === 14 && name.toString('latin1').toLowerCase() === 'content-length';
+  for (let i = 0; i < HOP_BY_HOP.length; i++) if (nameIs(name, HOP_BY_HOP[i]!)) return true;
+  return false;
 }
 
 export interface RelayOptions {
@@ -44,6 +58,12 @@ export interface RelayOptions {
   gateRequest: GateRequest;
   decision: GateDecision & { allowed: true };
 }
+
+// res.cork takes a callback; these module-level ones read the relay from `corking` (set just
+// around the synchronous cork call) so that no closure is made per write.
+let corking: ChatRelay | undefined;
+function corkedFlush(): void { corking!.writeQueued(); }
+function corkedEnd(): void { corking!.writeEnd(); }
 
 export class ChatRelay implements UpstreamHandler {
   call: UpstreamCall | undefined;
@@ -58,17 +78,15 @@ export class ChatRelay implements UpstreamHandler {
   private usage: GateUsage | undefined;
   private done = false;
   private sse = false;
-  // Bound once per request: the cork callback and its argument, the writable callback.
-  private pending: Buffer | undefined;
-  private writeOk = true;
-  private readonly corkedWrite = (): void => {
-    if (!this.headWritten) this.writeHead();
-    this.writeOk = this.res.write(this.pending!);
-  };
-  private readonly onWritable = (): boolean => {
-    this.call?.resume();
-    return true;
-  };
+  /** Chunks accepted from the backend and not yet written to the client. */
+  private readonly queue: Buffer[] = [];
+  private flushScheduled = false;
+  /** uWS buffered our last write: the client is not reading fast enough. */
+  private clientFull = false;
+  /** onData returned false: the backend body waits for call.resume(). */
+  private upstreamPaused = false;
+  private flushTask: (() => void) | undefined;
+  private writableTask: (() => boolean) | undefined;
 
   constructor(
     private readonly res: Res,
@@ -88,37 +106,38 @@ export class ChatRelay implements UpstreamHandler {
     this.sse = this.opts.stream && status === 200;
     if (!this.sse) {
       for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-        if (isContentLength(rawHeaders[i]!)) { this.contentLength = Number(rawHeaders[i + 1]!.toString('latin1')); break; }
+        if (nameIs(rawHeaders[i]!, CONTENT_LENGTH)) { this.contentLength = Number(rawHeaders[i + 1]!.toString('latin1')); break; }
       }
     }
   }
 
   onData(chunk: Buffer): boolean {
     if (this.done) return true;
-    if (this.sse) return this.sseData(chunk);
-    if (this.status === 200) {
-      // Usage sits near the end of a completion; scanning each chunk is one native search.
-      const u = chunk.lastIndexOf(USAGE_KEY) >= 0 ? findUsage(chunk) : undefined;
-      if (u) this.usage = u;
+    if (this.sse) this.sseData(chunk);
+    else {
+      if (this.status === 200) {
+        // Usage sits near the end of a completion: a backward search finds it at once.
+        const p = lastIndexOfUsage(chunk);
+        if (p >= 0) this.usage = usageAt(chunk, p) ?? this.usage;
+      }
+      if (!this.headWritten && this.held === undefined && chunk.length === this.contentLength) {
+        this.held = chunk;
+        return true;
+      }
+      this.enqueue(chunk);
     }
-    if (!this.headWritten && this.held === undefined && chunk.length === this.contentLength) {
-      this.held = chunk;
-      return true;
-    }
-    return this.write(chunk);
+    if (!this.clientFull) return true;
+    this.upstreamPaused = true;
+    return false;
   }
 
   onEnd(): void {
     if (this.done) return;
-    const res = this.res;
-    const held = this.held;
-    const carry = this.carry;
-    res.cork(() => {
-      if (!this.headWritten) this.writeHead();
-      if (carry) res.write(carry);
-      if (held) res.end(held);
-      else res.end();
-    });
+    if (!this.res.aborted) {
+      corking = this;
+      this.res.cork(corkedEnd);
+      corking = undefined;
+    }
     this.finish(this.status, this.status === 200 ? this.usage : ZERO_USAGE);
   }
 
@@ -129,7 +148,7 @@ export class ChatRelay implements UpstreamHandler {
       return;
     }
     const res = this.res;
-    if (!this.headWritten) {
+    if (!this.headWritten && this.queue.length === 0) {
       // Nothing reached the client yet: a clean 502 in the chat shape.
       const e = err.kind === 'timeout' || err.kind === 'idle' ? ERRORS.upstreamTimeout : ERRORS.unavailable;
       res.cork(() => {
@@ -144,12 +163,15 @@ export class ChatRelay implements UpstreamHandler {
       // The stream had started: end it with an error event the client libraries raise.
       const code = err.kind === 'idle' ? 'upstream_timeout' : 'upstream_error';
       const event = `data: {"error":{"message":"Model backend stream failed: ${err.kind === 'idle' ? 'no data within the idle timeout' : 'connection lost'}","type":"api_error","param":null,"code":"${code}"}}\n\n`;
+      this.carry = undefined; // an unfinished event is not relayed
       res.cork(() => {
+        this.writeQueued();
         res.write(event);
         res.end();
       });
     } else {
       // A truncated non-stream body: cut the connection so the client cannot take it as whole.
+      this.queue.length = 0;
       res.close();
     }
     this.finish(this.status, this.usage);
@@ -159,6 +181,7 @@ export class ChatRelay implements UpstreamHandler {
   private finish(status: number, usage: GateUsage | undefined): void {
     if (this.done) return;
     this.done = true;
+    this.queue.length = 0;
     this.res.onAbort = undefined;
     const ctx = this.ctx;
     ctx.admission.leave();
@@ -184,19 +207,60 @@ export class ChatRelay implements UpstreamHandler {
     for (const k in extra) res.writeHeader(k, extra[k]!);
   }
 
-  /** Writes one chunk (and the head before the first); false when uWS buffered it (pause upstream). */
-  private write(chunk: Buffer): boolean {
-    if (this.res.aborted) return true;
-    this.pending = chunk;
-    this.res.cork(this.corkedWrite);
-    this.pending = undefined;
-    if (this.writeOk) return true;
-    this.ctx.metrics.backpressurePauses++;
-    this.res.onWritable(this.onWritable);
-    return false;
+  /** Queues a chunk for the client; it is written when the current backend read has been handled. */
+  private enqueue(chunk: Buffer): void {
+    this.queue.push(chunk);
+    if (this.flushScheduled || this.clientFull) return; // a full client is flushed from onWritable
+    this.flushScheduled = true;
+    queueMicrotask((this.flushTask ??= () => {
+      this.flushScheduled = false;
+      this.flush();
+    }));
   }
 
-  private sseData(input: Buffer): boolean {
+  private flush(): void {
+    if (this.done || this.res.aborted || this.queue.length === 0) return;
+    corking = this;
+    this.res.cork(corkedFlush);
+    corking = undefined;
+  }
+
+  /** Inside res.cork: the head (first time), then every queued chunk. */
+  writeQueued(): void {
+    if (!this.headWritten) this.writeHead();
+    const q = this.queue;
+    if (q.length === 0) return;
+    const res = this.res;
+    let ok = true;
+    for (let i = 0; i < q.length; i++) ok = res.write(q[i]!) && ok;
+    q.length = 0;
+    if (ok || this.clientFull) return;
+    this.clientFull = true;
+    this.ctx.metrics.backpressurePauses++;
+    res.onWritable((this.writableTask ??= () => this.onWritable()));
+  }
+
+  /** Inside res.cork: whatever is queued, then the end of the response. */
+  writeEnd(): void {
+    this.writeQueued();
+    const res = this.res;
+    if (this.carry) res.write(this.carry);
+    if (this.held) res.end(this.held);
+    else res.end();
+  }
+
+  private onWritable(): boolean {
+    this.clientFull = false;
+    if (this.done || this.res.aborted) return true;
+    if (this.queue.length > 0) this.writeQueued(); // may find the client full again
+    if (!this.clientFull && this.upstreamPaused) {
+      this.upstreamPaused = false;
+      this.call?.resume();
+    }
+    return true;
+  }
+
+  private sseData(input: Buffer): void {
     let chunk = input;
     if (this.carry) {
       chunk = Buffer.concat([this.carry, chunk]);
@@ -208,32 +272,38 @@ export class ChatRelay implements UpstreamHandler {
       const cut = Math.max(chunk.lastIndexOf(LF2) + 2, chunk.lastIndexOf(CRLF2) + 4);
       if (cut <= 3) {
         this.carry = Buffer.from(chunk); // copy: an unfinished event waits for the rest
-        return true;
+        return;
       }
       this.carry = Buffer.from(chunk.subarray(cut));
       chunk = chunk.subarray(0, cut);
     }
-    let p = chunk.indexOf(USAGE_KEY);
-    if (p < 0) return this.write(chunk);
-    // Rare: an event carries usage (normally only the last one before [DONE]).
+    let p = indexOfUsage(chunk);
+    if (p < 0) {
+      this.enqueue(chunk);
+      return;
+    }
+    // An event carries usage (normally only the last one before [DONE]).
     let from = 0;
-    let ok = true;
     while (p >= 0) {
       const start = Math.max(from, chunk.lastIndexOf(DATA, p));
       let end = chunk.indexOf(LF2, p);
       end = end < 0 ? chunk.length : end + 2;
       const u = usageAt(chunk, p, end);
       if (u) this.usage = u;
-      if (this.opts.stripUsage) {
-        const c = chunk.indexOf(EMPTY_CHOICES, start);
-        if (c >= 0 && c < end) {
-          if (start > from) ok = this.write(chunk.subarray(from, start)) && ok;
-          from = end;
-        }
+      if (this.opts.stripUsage && isUsageOnly(chunk, start, end)) {
+        if (start > from) this.enqueue(chunk.subarray(from, start));
+        from = end;
       }
-      p = chunk.indexOf(USAGE_KEY, end);
+      p = indexOfUsage(chunk, end);
     }
-    if (from < chunk.length) ok = this.write(chunk.subarray(from)) && ok;
-    return ok;
+    if (from < chunk.length) this.enqueue(chunk.subarray(from));
   }
+}
+
+/** The event in chunk[start, end) is a usage-only one: its `choices` list is empty. */
+function isUsageOnly(chunk: Buffer, start: number, end: number): boolean {
+  const c = chunk.indexOf(CHOICES_KEY, start);
+  if (c < 0 || c >= end) return false;
+  const i = c + CHOICES_KEY.length;
+  return i < end && chunk[i] === 0x5d; // ']'
 }

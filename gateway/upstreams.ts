@@ -1,15 +1,11 @@
-// Upstreams: one undici Pool (keep-alive) per backend URL, the choice of upstream per request
-// (sticky by user, else fewest in flight), passive health (a backend that refuses connections
-// or fails repeatedly is taken out for a while), and one exchange per request that reports the
-// response to an UpstreamHandler with backpressure and abort.
-//
-// The exchange uses undici's low-level dispatch handler (onConnect/onHeaders/onData/...):
-// no stream objects, no header parsing, and pausing is just `return false` from onData.
+// Upstreams: one keep-alive connection pool (http-pool.ts) per backend URL, the choice of
+// upstream per request (sticky by user, else fewest in flight), passive health (a backend that
+// refuses connections or fails repeatedly is taken out for a while), and one exchange per
+// request that reports the response to an UpstreamHandler with backpressure and abort.
 import { performance } from 'node:perf_hooks';
-import { Pool } from 'undici';
-import type { Dispatcher } from 'undici';
 import { RcError } from '../lib/errors.js';
 import type { ModelState } from './catalog.js';
+import { HttpPool, type PoolError, type PoolRequest, type ResponseHandler } from './http-pool.js';
 
 export interface UpstreamOptions {
   /** Keep-alive connections per upstream. */
@@ -45,10 +41,11 @@ export class UpstreamError extends RcError {
 
 /** What a request path implements to receive a backend response. */
 export interface UpstreamHandler {
-  /** The response head; `rawHeaders` is undici's flat list name, value, name, value... */
+  /** The response head; `rawHeaders` is the flat list name, value, name, value... as the backend sent them. */
   onHead(status: number, rawHeaders: Buffer[]): void;
   /** A body chunk as it arrived (valid to keep). Return false to pause until `call.resume()`. */
   onData(chunk: Buffer): boolean;
+  /** The body is complete (this may follow an onData that returned false: nothing more is coming). */
   onEnd(): void;
   /** Called at most once, instead of onEnd. */
   onError(err: UpstreamError): void;
@@ -63,13 +60,9 @@ export interface UpstreamCall {
 }
 
 export const CHAT_PATH = '/v1/chat/completions';
-const REQUEST_HEADERS = ['content-type', 'application/json'];
-
-/** Errors raised before anything reached the backend: safe to retry on another upstream. */
-const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
 
 export class Upstream {
-  readonly pool: Pool;
+  readonly pool: HttpPool;
   /** Request path prefix from the URL ('' for a bare origin; '/v1' handled as the API root). */
   readonly basePath: string;
   readonly chatPath: string;
@@ -87,15 +80,13 @@ export class Upstream {
     this.basePath = path;
     this.chatPath = path + CHAT_PATH;
     this.seed = fnv1a(url);
-    this.pool = new Pool(u.origin, {
+    this.pool = new HttpPool(u, {
       connections: opts.connections,
-      pipelining: 1,
-      headersTimeout: opts.headersTimeoutMs,
-      bodyTimeout: opts.idleTimeoutMs,
-      connectTimeout: opts.connectTimeoutMs,
-      keepAliveTimeout: 30_000,
+      headersTimeoutMs: opts.headersTimeoutMs,
+      bodyTimeoutMs: opts.idleTimeoutMs,
+      connectTimeoutMs: opts.connectTimeoutMs,
+      keepAliveTimeoutMs: 30_000,
     });
-    this.pool.on('connectionError', () => {}); // reported per request through onError
   }
 
   healthy(now: number): boolean {
@@ -205,11 +196,10 @@ export class UpstreamRegistry {
 }
 
 /** One request to the backends (one upstream, or more when a connection is refused). */
-class Exchange implements Dispatcher.DispatchHandler, UpstreamCall {
+class Exchange implements ResponseHandler, UpstreamCall {
   private upstream: Upstream | undefined;
   private tried: Upstream[] | undefined;
-  private abortFn: ((err?: Error) => void) | undefined;
-  private resumeFn: (() => void) | undefined;
+  private request: PoolRequest | undefined;
   private cancelled = false;
   private headSeen = false;
   private firstByte = false;
@@ -234,39 +224,26 @@ class Exchange implements Dispatcher.DispatchHandler, UpstreamCall {
     this.upstream = u;
     u.inflight++;
     this.t0 = performance.now();
-    u.pool.dispatch(
-      { origin: undefined, path: this.path === CHAT_PATH ? u.chatPath : u.basePath + this.path, method: 'POST', headers: REQUEST_HEADERS, body: this.body },
-      this,
-    );
+    this.request = u.pool.request(this.path === CHAT_PATH ? u.chatPath : u.basePath + this.path, this.body, this);
   }
 
   abort(): void {
     if (this.cancelled || this.done) return;
     this.cancelled = true;
-    const abort = this.abortFn;
-    if (abort) abort(new UpstreamError('aborted', 'Client went away', this.headSeen));
-    // Not yet on a connection: undici calls onConnect later and we abort there.
+    this.request?.abort(); // onError('aborted') follows
   }
 
   resume(): void {
-    this.resumeFn?.();
+    this.request?.resume();
   }
 
-  // undici dispatch handler -------------------------------------------------------------
+  // http-pool ResponseHandler ------------------------------------------------------------
 
-  onConnect(abort: (err?: Error) => void): void {
-    if (this.cancelled) abort(new UpstreamError('aborted', 'Client went away', false));
-    else this.abortFn = abort;
-  }
-
-  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    if (status < 200) return true; // informational
-    this.resumeFn = resume;
+  onHead(status: number, rawHeaders: Buffer[]): void {
     this.headSeen = true;
     if (status >= 500) this.upstream!.failed();
     else this.upstream!.succeeded();
     this.handler.onHead(status, rawHeaders);
-    return true;
   }
 
   onData(chunk: Buffer): boolean {
@@ -277,7 +254,7 @@ class Exchange implements Dispatcher.DispatchHandler, UpstreamCall {
     return this.handler.onData(chunk);
   }
 
-  onComplete(): void {
+  onEnd(): void {
     if (this.done) return;
     this.done = true;
     this.upstream!.inflight--;
@@ -285,21 +262,21 @@ class Exchange implements Dispatcher.DispatchHandler, UpstreamCall {
     this.handler.onEnd();
   }
 
-  onError(err: Error): void {
+  onError(err: PoolError): void {
     if (this.done) return;
     const u = this.upstream!;
     u.inflight--;
-    if (this.cancelled) {
-      this.fail(err instanceof UpstreamError ? err : new UpstreamError('aborted', 'Client went away', this.headSeen, err));
+    if (this.cancelled || err.failure === 'aborted') {
+      this.fail(new UpstreamError('aborted', 'Client went away', this.headSeen, err));
       return;
     }
-    const code = (err as { code?: string }).code ?? '';
-    if (!this.headSeen && CONNECT_ERRORS.has(code)) {
+    if (err.failure === 'connect') {
+      // Nothing reached the backend: take it out and try the next upstream, if any.
       u.eject();
       (this.tried ??= []).push(u);
       const next = this.registry.pick(this.model, this.sticky, this.tried);
       if (next) {
-        this.abortFn = undefined;
+        this.request = undefined;
         this.start(next);
         return;
       }
@@ -307,8 +284,8 @@ class Exchange implements Dispatcher.DispatchHandler, UpstreamCall {
       return;
     }
     let kind: UpstreamErrorKind = 'reset';
-    if (code === 'UND_ERR_HEADERS_TIMEOUT') kind = 'timeout';
-    else if (code === 'UND_ERR_BODY_TIMEOUT') kind = 'idle';
+    if (err.failure === 'headers-timeout') kind = 'timeout';
+    else if (err.failure === 'body-timeout') kind = 'idle';
     if (!this.headSeen || kind === 'idle') u.failed();
     this.fail(new UpstreamError(kind, `Upstream ${u.url}: ${err.message}`, this.headSeen, err));
   }

@@ -1,26 +1,75 @@
-// Finding token usage in backend bytes without parsing them: a native indexOf for `"usage":{`,
-// then two small regexes over the few hundred bytes that follow. OpenAI-compatible backends
-// (vLLM, SGLang, sim) serialize compactly, so the key has no space before its object.
+// Finding token usage in backend bytes without parsing them: a native search for `"usage":{`,
+// then the two counts read digit by digit from the few bytes that follow. OpenAI-compatible
+// backends (vLLM, SGLang, sim) serialize compactly, so the key has no space before its object.
+//
+// Why the search looks for `ge":{` and then checks the four bytes before it: Node's
+// Buffer#indexOf is slow for a needle that starts with `"` (the most frequent byte in JSON, so
+// almost every position is a candidate): about 2 µs for a 4.6 KB stream chunk, against 0.25 µs
+// for `ge":{`, whose first byte is rare. This runs on every relayed chunk.
 import type { GateUsage } from './gate.js';
 
 export const USAGE_KEY = Buffer.from('"usage":{');
-const PROMPT = /"prompt_tokens":\s*(\d+)/;
-const COMPLETION = /"completion_tokens":\s*(\d+)/;
-/** The usage object is short; this bounds the text we look at. */
+/** The tail of USAGE_KEY after `"usa` (4 bytes): what the native search looks for. */
+const USAGE_TAIL = Buffer.from('ge":{');
+const PROMPT_KEY = Buffer.from('"prompt_tokens":');
+const COMPLETION_KEY = Buffer.from('"completion_tokens":');
+/** The usage object is short; this bounds the bytes we look at. */
 const WINDOW = 512;
+
+/** True when `buf[s..s+4)` is `"usa` (the head of USAGE_KEY). */
+function usageHeadAt(buf: Buffer, s: number): boolean {
+  return s >= 0 && buf[s] === 0x22 && buf[s + 1] === 0x75 && buf[s + 2] === 0x73 && buf[s + 3] === 0x61;
+}
+
+/** Index of the first `"usage":{` at or after `from`, or -1. */
+export function indexOfUsage(buf: Buffer, from = 0): number {
+  let p = buf.indexOf(USAGE_TAIL, from + 4);
+  while (p >= 0) {
+    if (usageHeadAt(buf, p - 4)) return p - 4;
+    p = buf.indexOf(USAGE_TAIL, p + 1);
+  }
+  return -1;
+}
+
+/** Index of the last `"usage":{` in `buf`, or -1. */
+export function lastIndexOfUsage(buf: Buffer): number {
+  let p = buf.lastIndexOf(USAGE_TAIL);
+  while (p >= 0) {
+    if (usageHeadAt(buf, p - 4)) return p - 4;
+    if (p === 0) return -1;
+    p = buf.lastIndexOf(USAGE_TAIL, p - 1);
+  }
+  return -1;
+}
+
+/** The non-negative integer after `key` (whitespace allowed before it) within [from, stop), or -1. */
+function countAfter(buf: Buffer, key: Buffer, from: number, stop: number): number {
+  const k = buf.indexOf(key, from);
+  if (k < 0 || k + key.length >= stop) return -1;
+  let i = k + key.length;
+  while (i < stop && (buf[i] === 0x20 || buf[i] === 0x0a || buf[i] === 0x0d || buf[i] === 0x09)) i++;
+  let n = 0;
+  const first = i;
+  for (; i < stop; i++) {
+    const d = buf[i]! - 0x30;
+    if (d < 0 || d > 9) break;
+    n = n * 10 + d;
+  }
+  return i > first ? n : -1;
+}
 
 /** Usage read from the object starting at `pos` (the index of `"usage":{`), looking no further than `end`. */
 export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage | undefined {
-  const text = buf.toString('latin1', pos, Math.min(end, pos + WINDOW));
-  const p = PROMPT.exec(text);
-  const c = COMPLETION.exec(text);
-  if (!p && !c) return undefined;
-  return { inputTokens: p ? Number(p[1]) : 0, outputTokens: c ? Number(c[1]) : 0 };
+  const stop = Math.min(end, pos + WINDOW);
+  const input = countAfter(buf, PROMPT_KEY, pos, stop);
+  const output = countAfter(buf, COMPLETION_KEY, pos, stop);
+  if (input < 0 && output < 0) return undefined;
+  return { inputTokens: input < 0 ? 0 : input, outputTokens: output < 0 ? 0 : output };
 }
 
 /** The last usage object in `buf` (a whole non-stream response body), if any. */
 export function findUsage(buf: Buffer): GateUsage | undefined {
-  const pos = buf.lastIndexOf(USAGE_KEY);
+  const pos = lastIndexOfUsage(buf);
   return pos < 0 ? undefined : usageAt(buf, pos);
 }
 

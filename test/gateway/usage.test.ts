@@ -1,0 +1,48 @@
+// Finding usage in backend bytes (gateway/usage.ts): the fast search must find exactly what a
+// plain search for `"usage":{` finds, and read the counts as the old regexes did.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { findUsage, indexOfUsage, lastIndexOfUsage, usageAt, USAGE_KEY } from '../../gateway/usage.js';
+
+const b = (s: string) => Buffer.from(s);
+
+describe('gateway usage scanning', () => {
+  it('finds "usage":{ and only it, past look-alikes such as "message":{', () => {
+    const cases = [
+      '{"message":{"role":"assistant"},"usage":{"prompt_tokens":3,"completion_tokens":4}}',
+      '"usage":{"prompt_tokens":1}',
+      'ge":{ "usage":null "xusage":{ "usage":{"completion_tokens":9}',
+      'data: {"choices":[],"usage":{"prompt_tokens":5,"total_tokens":12,"completion_tokens":7}}\n\ndata: [DONE]\n\n',
+      'no usage here at all, "message":{"content":"ge\\":{"}',
+      '',
+      'ge":{',
+    ];
+    for (const text of cases) {
+      const buf = b(text);
+      assert.equal(indexOfUsage(buf), buf.indexOf(USAGE_KEY), `first in ${text}`);
+      assert.equal(lastIndexOfUsage(buf), buf.lastIndexOf(USAGE_KEY), `last in ${text}`);
+    }
+    const two = b('{"usage":{"prompt_tokens":1}} {"usage":{"prompt_tokens":2}}');
+    const first = indexOfUsage(two);
+    assert.equal(indexOfUsage(two, first + 1), two.indexOf(USAGE_KEY, first + 1));
+    assert.equal(indexOfUsage(two, two.length), -1);
+  });
+
+  it('reads the counts, allowing whitespace after the colon, and reports missing ones as 0', () => {
+    assert.deepEqual(findUsage(b('{"usage":{"prompt_tokens": 12,"total_tokens":30,"completion_tokens":\n18,"prompt_tokens_details":null}}')), { inputTokens: 12, outputTokens: 18 });
+    assert.deepEqual(findUsage(b('{"usage":{"completion_tokens":7}}')), { inputTokens: 0, outputTokens: 7 });
+    assert.equal(findUsage(b('{"usage":{"total_tokens":7}}')), undefined);
+    assert.equal(findUsage(b('{"usage":null}')), undefined);
+    assert.equal(findUsage(b('{"usage":{"prompt_tokens":"12"}}')), undefined, 'a count must be a number');
+    // The last usage object wins (a whole body may carry an earlier one in its content).
+    assert.deepEqual(findUsage(b('{"a":{"usage":{"prompt_tokens":1,"completion_tokens":1}},"usage":{"prompt_tokens":2,"completion_tokens":3}}')), { inputTokens: 2, outputTokens: 3 });
+  });
+
+  it('looks no further than the end it is given', () => {
+    const buf = b('data: {"usage":{"total_tokens":1}}\n\ndata: {"usage":{"prompt_tokens":4,"completion_tokens":5}}\n\n');
+    const p = indexOfUsage(buf);
+    const end = buf.indexOf('\n\n') + 2;
+    assert.equal(usageAt(buf, p, end), undefined, 'the next event\'s counts are not borrowed');
+    assert.deepEqual(usageAt(buf, indexOfUsage(buf, end)), { inputTokens: 4, outputTokens: 5 });
+  });
+});
