@@ -178,6 +178,7 @@ export class Sessions {
   private readonly get;
   private readonly del;
   private readonly purge;
+  private readonly all;
 
   constructor(db: Db, private readonly clock: Clock) {
     this.insert = db.prepare<[string, number, string, number, number]>(
@@ -188,6 +189,9 @@ export class Sessions {
     );
     this.del = db.prepare<[string]>('DELETE FROM sessions WHERE token_hash = ?');
     this.purge = db.prepare<[number]>('DELETE FROM sessions WHERE expires_at <= ?');
+    this.all = db.prepare<[number], { token_hash: string; csrf_token: string; account_id: number; expires_at: number }>(
+      'SELECT token_hash, csrf_token, account_id, expires_at FROM sessions WHERE expires_at > ?',
+    );
   }
 
   create(accountId: number, ttlMs: number): Session & { token: string } {
@@ -212,6 +216,11 @@ export class Sessions {
 
   delete(token: string): void {
     this.del.run(sha256(token));
+  }
+
+  /** Every unexpired session, as hashes (for the gateway's in-memory session directory). */
+  live(): { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }[] {
+    return this.all.all(this.clock.now()).map((r) => ({ tokenHash: r.token_hash, csrfHash: sha256(r.csrf_token), accountId: r.account_id, expiresAt: r.expires_at }));
   }
 
   purgeExpired(): number {

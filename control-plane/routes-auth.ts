@@ -3,6 +3,7 @@
 // need the session's CSRF token in the x-csrf-token header (returned by sign-up, login and
 // GET /api/auth/session).
 import { z } from 'zod';
+import { hashKey } from '../lib/keys.js';
 import { clearSessionCookie, sessionCookie, type Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
 import { forbidden, unauthorized } from './errors.js';
@@ -25,6 +26,10 @@ function secure(deps: ApiDeps, forwardedProto: string): boolean {
 function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, status = 200): Reply {
   const ttlMs = deps.settings.sessionTtlHours * 3_600_000;
   const s = deps.store.sessions.create(accountId, ttlMs);
+  // The gateway accepts the session on the shared model routes (unverified accounts have no key).
+  void deps.bus
+    .publish({ type: 'session.started', tokenHash: hashKey(s.token), csrfHash: hashKey(s.csrfToken), accountId, expiresAt: s.expiresAt })
+    .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
   return {
     status,
     body: { account: profile(deps.store, deps.store.accounts.byId(accountId)!), csrf_token: s.csrfToken, expires_at: new Date(s.expiresAt).toISOString() },
@@ -57,7 +62,10 @@ export function authRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'post', path: '/api/auth/logout', access: 'required',
       handle({ forwardedProto }, caller: Caller) {
-        if (caller.session) store.sessions.delete(caller.session.token);
+        if (caller.session) {
+          store.sessions.delete(caller.session.token);
+          void deps.bus.publish({ type: 'session.ended', tokenHash: hashKey(caller.session.token) }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
+        }
         return { body: { success: true }, cookies: [clearSessionCookie(secure(deps, forwardedProto))] };
       },
     }),

@@ -5,11 +5,12 @@ import type { Store } from './store.js';
 
 /** Structurally identical to gateway/keys.ts KeySource (kept local so this part compiles alone). */
 export interface KeyRecord { keyHash: string; accountId: number }
-export interface KeySource { load(): Promise<Iterable<KeyRecord>> }
+export interface SessionRecord { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }
+export interface KeySource { load(): Promise<Iterable<KeyRecord>>; loadSessions?(): Promise<Iterable<SessionRecord>> }
 
-/** A KeySource over the database: every live key (one per verified account). */
+/** A KeySource over the database: every live key (one per verified account) and every live browser session. */
 export function storeKeySource(store: Store): KeySource {
-  return { load: async () => store.keys.all() };
+  return { load: async () => store.keys.all(), loadSessions: async () => store.sessions.live() };
 }
 
 /** An account's limit overrides as the gates take them (gateway/gates/limits.ts LimitOverrides); null: none. */

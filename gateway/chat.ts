@@ -11,6 +11,7 @@ import type { GatewayContext, RoutePlugin } from './context.js';
 import { ERRORS, fromBodyError, rateLimited, sendCanned, sendError, unknownModel } from './errors.js';
 import type { GateDecision, GateRequest } from './gate.js';
 import { AUTH_MISSING } from './keys.js';
+import { AUTH_SESSION } from './sessions.js';
 import { NO_MODEL } from './metrics.js';
 import { ChatRelay } from './relay.js';
 import { ZERO_USAGE } from './usage.js';
@@ -37,11 +38,9 @@ export interface ChatFields {
  * itself and returns undefined when the key is missing or unknown.
  */
 export function authenticateRequest(ctx: GatewayContext, res: Res, req: HttpRequest, route: string): number | undefined {
-  const authorization = req.getHeader('authorization');
-  // x-api-key only counts without Authorization (Bearer wins), so it is read only then.
-  const auth = ctx.authenticate(authorization, authorization === '' ? req.getHeader('x-api-key') : '');
+  const auth = ctx.authenticateShared(req);
   if (typeof auth === 'number') return auth;
-  const e = auth === AUTH_MISSING ? ERRORS.missingKey : ERRORS.invalidKey;
+  const e = auth === AUTH_MISSING ? ERRORS.missingKey : auth === AUTH_SESSION ? ERRORS.invalidSession : ERRORS.invalidKey;
   ctx.metrics.request(route, NO_MODEL, e.status);
   sendCanned(res, e);
   return undefined;

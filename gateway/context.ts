@@ -1,7 +1,7 @@
 // What every gateway route gets: the seam between the gateway core and route modules such as
 // gateway/messages/. A RoutePlugin receives the uWS app and this context and registers its routes.
 import type { Logger } from '../lib/log.js';
-import type { TemplatedApp } from '../lib/uws.js';
+import type { HttpRequest, TemplatedApp } from '../lib/uws.js';
 import type { Catalog } from './catalog.js';
 import type { RequestGate } from './gate.js';
 import type { AuthFailure, KeyDirectory } from './keys.js';
@@ -43,6 +43,11 @@ export interface GatewayContext {
   readonly metrics: GatewayMetrics;
   /** Account id for the `authorization` and `x-api-key` header values ('' when absent), or why not. */
   authenticate(authorization: string, xApiKey: string): number | AuthFailure;
+  /**
+   * The shared model routes' credential: a key, else a browser session (cookie + x-csrf-token).
+   * Reads the headers it needs from `req` (call synchronously in the handler).
+   */
+  authenticateShared(req: HttpRequest): number | AuthFailure;
 }
 
 /** Registers routes on the gateway's uWS app. Called once, before the app listens. */

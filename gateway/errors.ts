@@ -50,6 +50,7 @@ function canned(status: number, message: string, type: ChatErrorType, code: stri
 export const ERRORS = {
   missingKey: canned(401, 'Unauthorized: No API key provided.', 'authentication_error', 'missing_api_key'),
   invalidKey: canned(401, 'Invalid bearer token', 'authentication_error', 'invalid_api_key'),
+  invalidSession: canned(401, 'Invalid or expired session, or missing x-csrf-token', 'authentication_error', 'invalid_session'),
   invalidJson: canned(400, 'Request body is not valid JSON', 'invalid_request_error', 'invalid_json'),
   notAnObject: canned(400, 'Request body must be a JSON object', 'invalid_request_error', 'invalid_json'),
   modelMissing: canned(400, 'model is required and must be a string', 'invalid_request_error', 'invalid_model', 'model'),

@@ -7,14 +7,21 @@ import { z } from 'zod';
 import type { Bus, BusEvent } from '../lib/bus.js';
 import { RcError } from '../lib/errors.js';
 import { hashKey, isWellFormedKey } from '../lib/keys.js';
+import type { SessionRecord } from './sessions.js';
 
 /** One live key: its SHA-256 hex hash and the account it belongs to. */
 export interface KeyRecord { keyHash: string; accountId: number }
-/** Where the directory's snapshot comes from (control-plane/ implements it over SQLite). */
-export interface KeySource { load(): Promise<Iterable<KeyRecord>> }   // a snapshot, read once at start
+/**
+ * Where the directory's snapshot comes from (control-plane/ implements it over SQLite), read once
+ * at start; `loadSessions` also gives the live browser sessions (gateway/sessions.ts).
+ */
+export interface KeySource {
+  load(): Promise<Iterable<KeyRecord>>;
+  loadSessions?(): Promise<Iterable<SessionRecord>>;
+}
 
 /** Why a request carries no usable key. Constant objects: returning one allocates nothing. */
-export interface AuthFailure { readonly reason: 'missing' | 'invalid' }
+export interface AuthFailure { readonly reason: 'missing' | 'invalid' | 'session' }
 export const AUTH_MISSING: AuthFailure = Object.freeze({ reason: 'missing' });
 export const AUTH_INVALID: AuthFailure = Object.freeze({ reason: 'invalid' });
 

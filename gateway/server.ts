@@ -11,7 +11,8 @@ import { Admission, type GatewayContext, type GatewayLimits, type RoutePlugin } 
 import { ERRORS, notFound, sendCanned, sendError } from './errors.js';
 import { openGate, type RequestGate } from './gate.js';
 import { gateMetrics } from './gates/index.js';
-import { KeyDirectory, type KeySource } from './keys.js';
+import { AUTH_MISSING, KeyDirectory, type KeySource } from './keys.js';
+import { SessionDirectory } from './sessions.js';
 import { GatewayMetrics, NO_MODEL } from './metrics.js';
 import { UpstreamRegistry, type UpstreamOptions } from './upstreams.js';
 
@@ -62,6 +63,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   catalog.set(options.models);
   const keys = new KeyDirectory();
   await keys.start(options.keySource, options.bus);
+  const sessions = new SessionDirectory();
+  await sessions.start(options.keySource.loadSessions?.bind(options.keySource), options.bus);
+  const authenticate = (authorization: string, xApiKey: string) => keys.authenticate(authorization, xApiKey);
 
   const ctx: GatewayContext = {
     limits,
@@ -72,7 +76,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     admission,
     gate: options.gate ?? openGate,
     metrics,
-    authenticate: (authorization, xApiKey) => keys.authenticate(authorization, xApiKey),
+    authenticate,
+    authenticateShared(req) {
+      const authorization = req.getHeader('authorization');
+      // x-api-key only counts without Authorization (Bearer wins), so it is read only then.
+      const auth = authenticate(authorization, authorization === '' ? req.getHeader('x-api-key') : '');
+      if (auth !== AUTH_MISSING) return auth;
+      const cookie = req.getHeader('cookie');
+      return cookie === '' ? auth : sessions.authenticate(cookie, req.getHeader('x-csrf-token'));
+    },
   };
 
   const app = uws().App();

@@ -9,6 +9,9 @@ export type BusEvent =
   | { type: 'key.revoked'; keyHash: string; accountId: number }
   /** `limits`, when present, carries the account's gate overrides (null: back to the defaults); see gateway/gates/README.md. */
   | { type: 'account.changed'; accountId: number; limits?: { rpm?: number | null; tpm?: number | null; dailyTokens?: number | null } | null }
+  /** A browser session began (sign-up or sign-in): the gateway accepts it on the shared model routes. Hashes are SHA-256 hex. */
+  | { type: 'session.started'; tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }
+  | { type: 'session.ended'; tokenHash: string }
   | { type: 'catalog.changed' }
   | { type: 'instance.changed'; instanceId: string };
 

@@ -18,6 +18,7 @@ export interface PreparedRequest extends Translated {
 
 const NO_KEY = new MessagesError(401, 'Unauthorized: No API key provided.');
 const BAD_KEY = new MessagesError(401, 'Invalid bearer token');
+const BAD_SESSION = new MessagesError(401, 'Invalid or expired session, or missing x-csrf-token');
 
 /**
  * Reads and checks a messages request. Calls `onReady` with the translated request, or
@@ -33,10 +34,10 @@ export function prepare(
   onError: (e: MessagesError) => void,
 ): void {
   // Headers first: req is only valid during this synchronous call.
-  const auth = ctx.authenticate(req.getHeader('authorization'), req.getHeader('x-api-key'));
+  const auth = ctx.authenticateShared(req);
   const length = req.getHeader('content-length');
   if (typeof auth !== 'number') {
-    onError(auth.reason === 'missing' ? NO_KEY : BAD_KEY);
+    onError(auth.reason === 'missing' ? NO_KEY : auth.reason === 'session' ? BAD_SESSION : BAD_KEY);
     return;
   }
   readBody(res, length, ctx.limits.maxBodyBytes, (buf) => {

@@ -1,0 +1,88 @@
+// Browser sessions on the shared model routes. SPEC: an account under review has no API key, yet
+// "free shared model APIs remain usable" from its browser session. The control plane announces
+// each session on the bus (`session.started` / `session.ended`, hashes only); the gateway holds
+// them in memory like keys, so no request touches SQLite. A session credential is the
+// `rc_session` cookie plus the session's CSRF token in `x-csrf-token`: the custom header keeps
+// other pages of the same site from spending the user's quota with the cookie alone.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Bus, BusEvent } from '../lib/bus.js';
+import { systemClock, type Clock } from '../lib/clock.js';
+import { AUTH_MISSING, type AuthFailure } from './keys.js';
+
+export const SESSION_COOKIE = 'rc_session';
+
+/** One live session, as the control plane announces it (SHA-256 hex of the cookie token and of the CSRF token). */
+export interface SessionRecord { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }
+
+/** A cookie that names no live session, or a missing or wrong CSRF token. */
+export const AUTH_SESSION: AuthFailure = Object.freeze({ reason: 'session' });
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest();
+
+/** The value of the `rc_session` cookie in a Cookie header, or undefined. */
+export function sessionToken(cookieHeader: string): string | undefined {
+  for (const part of cookieHeader.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return part.slice(eq + 1).trim() || undefined;
+  }
+  return undefined;
+}
+
+export class SessionDirectory {
+  private readonly byToken = new Map<string, SessionRecord>();
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(private readonly clock: Clock = systemClock) {}
+
+  get size(): number { return this.byToken.size; }
+
+  /** Subscribes to `bus`, then loads the snapshot; events that arrive meanwhile win over it. */
+  async start(load: (() => Promise<Iterable<SessionRecord>>) | undefined, bus?: Bus): Promise<void> {
+    const ended = new Set<string>();
+    if (bus) {
+      this.unsubscribe = bus.subscribe((ev) => {
+        if (ev.type === 'session.ended') ended.add(ev.tokenHash);
+        this.apply(ev);
+      });
+    }
+    if (load) for (const r of await load()) if (!ended.has(r.tokenHash) && !this.byToken.has(r.tokenHash)) this.byToken.set(r.tokenHash, r);
+  }
+
+  stop(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+  }
+
+  private apply(ev: BusEvent): void {
+    if (ev.type === 'session.started') {
+      this.byToken.set(ev.tokenHash, { tokenHash: ev.tokenHash, csrfHash: ev.csrfHash, accountId: ev.accountId, expiresAt: ev.expiresAt });
+      if (this.byToken.size % 1024 === 0) this.purgeExpired();
+    } else if (ev.type === 'session.ended') {
+      this.byToken.delete(ev.tokenHash);
+    }
+  }
+
+  purgeExpired(): void {
+    const now = this.clock.now();
+    for (const [hash, r] of this.byToken) if (r.expiresAt <= now) this.byToken.delete(hash);
+  }
+
+  /**
+   * The account of a request's session: AUTH_MISSING when the Cookie header has no `rc_session`,
+   * AUTH_SESSION when the session is unknown or expired or `csrf` is not its CSRF token.
+   */
+  authenticate(cookieHeader: string, csrf: string): number | AuthFailure {
+    const token = sessionToken(cookieHeader);
+    if (token === undefined) return AUTH_MISSING;
+    const tokenHash = sha256(token).toString('hex');
+    const r = this.byToken.get(tokenHash);
+    if (!r) return AUTH_SESSION;
+    if (r.expiresAt <= this.clock.now()) {
+      this.byToken.delete(tokenHash);
+      return AUTH_SESSION;
+    }
+    const expected = Buffer.from(r.csrfHash, 'hex');
+    const given = sha256(csrf);
+    return csrf !== '' && expected.length === given.length && timingSafeEqual(expected, given) ? r.accountId : AUTH_SESSION;
+  }
+}

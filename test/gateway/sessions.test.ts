@@ -1,0 +1,102 @@
+// Browser sessions on the shared model routes (SPEC: an account under review has no key, yet the
+// free shared model APIs stay usable from its session): a real control plane issues sessions, a
+// real gateway learns them from the store snapshot and the bus, and a sim answers.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createControlPlane } from '../../control-plane/server.js';
+import { storeKeySource } from '../../control-plane/sources.js';
+import { createGateway } from '../../gateway/server.js';
+import { messagesRoutes } from '../../gateway/messages/routes.js';
+import { SessionDirectory, sessionToken } from '../../gateway/sessions.js';
+import { MemoryBus } from '../../lib/bus.js';
+import { FakeClock } from '../../lib/clock.js';
+import { modelEntrySchema } from '../../lib/config.js';
+import { createLogger } from '../../lib/log.js';
+import { startSim } from '../../sim/server.js';
+
+const silent = createLogger('silent');
+
+async function signUp(api: string, email: string): Promise<{ cookie: string; csrf: string }> {
+  const r = await fetch(`${api}/api/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'password123' }) });
+  assert.equal(r.status, 201);
+  const body = (await r.json()) as { csrf_token: string; account: { verified: boolean; api_token: string | null } };
+  assert.equal(body.account.verified, false);
+  assert.equal(body.account.api_token, null, 'an account under review has no key');
+  return { cookie: String(r.headers.get('set-cookie')).split(';')[0]!, csrf: body.csrf_token };
+}
+
+test('an unverified account uses the shared model routes from its browser session; logout ends it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rc-sessions-'));
+  const bus = new MemoryBus();
+  const sim = await startSim({ model: 'm', fast: true });
+  const cp = await createControlPlane({ dataDir: dir, bus, logger: silent, port: 0 });
+  const early = await signUp(cp.url, 'early@example.com'); // before the gateway starts: from the snapshot
+  const gateway = await createGateway({
+    port: 0, models: [modelEntrySchema.parse({ name: 'm', upstreams: [sim.url] })], keySource: storeKeySource(cp.store), bus, logger: silent,
+    routes: [messagesRoutes()],
+  });
+  t.after(async () => {
+    await gateway.close();
+    await cp.close();
+    await sim.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const chat = (headers: Record<string, string>) => fetch(`${gateway.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
+  });
+
+  const fromSnapshot = await chat({ cookie: early.cookie, 'x-csrf-token': early.csrf });
+  assert.equal(fromSnapshot.status, 200, await fromSnapshot.clone().text());
+
+  const s = await signUp(cp.url, 'later@example.com'); // after: from the bus
+  const ok = await chat({ cookie: `theme=dark; ${s.cookie}`, 'x-csrf-token': s.csrf });
+  assert.equal(ok.status, 200);
+  assert.equal(((await ok.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens, 3);
+
+  const messages = await fetch(`${gateway.url}/v1/messages`, {
+    method: 'POST', headers: { 'content-type': 'application/json', cookie: s.cookie, 'x-csrf-token': s.csrf },
+    body: JSON.stringify({ model: 'm', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  assert.equal(messages.status, 200);
+
+  // The cookie alone (no CSRF token), a wrong token, an unknown session: 401 invalid_session.
+  for (const headers of [{ cookie: s.cookie }, { cookie: s.cookie, 'x-csrf-token': early.csrf }, { cookie: 'rc_session=nope', 'x-csrf-token': s.csrf }] as Record<string, string>[]) {
+    const r = await chat(headers);
+    assert.equal(r.status, 401);
+    assert.deepEqual(await r.json(), { error: { message: 'Invalid or expired session, or missing x-csrf-token', type: 'authentication_error', param: null, code: 'invalid_session' } });
+  }
+  const badOnMessages = await fetch(`${gateway.url}/v1/messages`, { method: 'POST', headers: { cookie: s.cookie }, body: '{}' });
+  assert.equal(badOnMessages.status, 401);
+  assert.equal(((await badOnMessages.json()) as { error: { type: string } }).error.type, 'authentication_error');
+  // A cookie without rc_session is no credential at all; a key still wins over a session.
+  assert.equal(((await (await chat({ cookie: 'theme=dark' })).json()) as { error: { code: string } }).error.code, 'missing_api_key');
+  assert.equal(((await (await chat({ cookie: s.cookie, 'x-csrf-token': s.csrf, authorization: 'Bearer rc-bad' })).json()) as { error: { code: string } }).error.code, 'invalid_api_key');
+
+  const out = await fetch(`${cp.url}/api/auth/logout`, { method: 'POST', headers: { cookie: s.cookie, 'x-csrf-token': s.csrf } });
+  assert.equal(out.status, 200);
+  assert.equal((await chat({ cookie: s.cookie, 'x-csrf-token': s.csrf })).status, 401);
+  assert.equal((await chat({ cookie: early.cookie, 'x-csrf-token': early.csrf })).status, 200, 'other sessions are untouched');
+});
+
+test('SessionDirectory: expiry, and the rc_session cookie among others', async () => {
+  const clock = new FakeClock(1_000_000);
+  const dir = new SessionDirectory(clock);
+  const bus = new MemoryBus();
+  await dir.start(undefined, bus);
+  const { createHash } = await import('node:crypto');
+  const h = (s: string) => createHash('sha256').update(s).digest('hex');
+  await bus.publish({ type: 'session.started', tokenHash: h('tok'), csrfHash: h('csrf'), accountId: 7, expiresAt: 1_000_500 });
+  assert.equal(dir.authenticate('a=1; rc_session=tok; b=2', 'csrf'), 7);
+  assert.notEqual(dir.authenticate('rc_session=tok', ''), 7, 'no CSRF token');
+  assert.notEqual(dir.authenticate('rc_session=tok', 'x'), 7, 'wrong CSRF token');
+  clock.advance(500);
+  assert.notEqual(dir.authenticate('rc_session=tok', 'csrf'), 7, 'expired');
+  assert.equal(dir.size, 0);
+  assert.equal(sessionToken('x=1;rc_session= abc ;y'), 'abc');
+  assert.equal(sessionToken('rc_sessionx=1'), undefined);
+  assert.equal(sessionToken('rc_session='), undefined);
+});
