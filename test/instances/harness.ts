@@ -1,8 +1,7 @@
 // Shared set-up of the instance suites: a real SQLite store in a temp dir, a real agent (process
 // runtime, its own temp data dir), the instance service and a real control plane on an
 // ephemeral port, a recording bus, a JSON client, and cleanup that kills every instance process.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import type { ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
@@ -16,7 +15,7 @@ import { MemoryBus, type BusEvent } from '../../lib/bus.js';
 import { systemClock, type Clock } from '../../lib/clock.js';
 import { DEFAULT_SIM_MODELS } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
-import { instanceGroups, killAgentProcesses, newToken, tempDir } from '../agent/harness.js';
+import { instanceGroups, killAgentProcesses, newToken, spawnAgent as spawnAgentProcess, tempDir } from '../agent/harness.js';
 import { waitFor } from '../helpers.js';
 
 export const RC_JS = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
@@ -28,7 +27,7 @@ export function simCommand(model = 'demo'): string {
 }
 
 // Temp dirs, tokens and the process-group helpers are the agent suite's.
-export { instanceGroups, killAgentProcesses, newToken, tempDir } from '../agent/harness.js';
+export { instanceGroups, killAgentProcesses, killChild, newToken, tempDir } from '../agent/harness.js';
 
 export interface TestAgent {
   config: AgentConfig;
@@ -51,31 +50,11 @@ export async function startTestAgent(t: TestContext, o: { id?: string; gpus?: nu
   return { config: { id: o.id ?? 'host-a', address: handle.address, token }, handle, dataDir };
 }
 
-/** `rc agent` as a child process (so the test can SIGKILL it); resolves once it listens. */
+/** `rc agent` as a child process (so the test can SIGKILL it) with 4 GPUs; its instances are killed after the test. */
 export async function spawnAgent(t: TestContext, dataDir: string, token: string, port = 0): Promise<{ child: ChildProcess; address: string; agentId: string }> {
-  const child = spawn(process.execPath, [RC_JS, 'agent', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir], {
-    env: { ...process.env, RC_AGENT_TOKEN: token, RC_LOG_LEVEL: 'silent', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_GPUS: '4', RC_AGENT_LOST_CONTROL_PLANE_MS: '0', RC_AGENT_STOP_GRACE_MS: '2000' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
-  const line = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`rc agent exited (${code}) before listening: ${stderr}`)));
-  });
-  const ready = JSON.parse(line) as { address: string; agentId: string };
-  t.after(() => killAgentProcesses(ready.agentId));
-  return { child, address: ready.address, agentId: ready.agentId };
-}
-
-export async function killChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
+  const agent = await spawnAgentProcess(t, dataDir, token, { RC_AGENT_GPUS: '4', RC_AGENT_STOP_GRACE_MS: '2000' }, port);
+  t.after(() => killAgentProcesses(agent.agentId));
+  return agent;
 }
 
 export interface Reply {
