@@ -48,7 +48,7 @@ export class Accounts {
   private readonly setSshStmt;
   private readonly setPasswordStmt;
 
-  constructor(private readonly db: Db, private readonly clock: Clock) {
+  constructor(db: Db, private readonly clock: Clock) {
     this.insert = db.prepare<[string, string, string | null, number, number, number]>(
       'INSERT INTO accounts (email, provider, password_hash, verified, is_editor, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING',
     );

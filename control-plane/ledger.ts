@@ -39,7 +39,7 @@ export class Ledger {
   private readonly sum;
   private readonly list;
 
-  constructor(private readonly db: Db, private readonly clock: Clock) {
+  constructor(db: Db, private readonly clock: Clock) {
     this.insert = db.prepare<[number, string, number, string, string | null, number]>(
       'INSERT INTO ledger (account_id, kind, amount_micros, idempotency_key, ref, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING',
     );
@@ -99,7 +99,7 @@ export class Coupons {
   private readonly listStmt;
   private readonly redeemTx;
 
-  constructor(private readonly db: Db, private readonly clock: Clock, private readonly ledger: Ledger) {
+  constructor(db: Db, private readonly clock: Clock, private readonly ledger: Ledger) {
     this.insert = db.prepare<[string, number, number | null, number]>(
       'INSERT INTO coupons (code, credits_micros, account_id, created_at) VALUES (?, ?, ?, ?)',
     );

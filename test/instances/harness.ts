@@ -15,7 +15,7 @@ import { MemoryBus, type BusEvent } from '../../lib/bus.js';
 import { systemClock, type Clock } from '../../lib/clock.js';
 import { DEFAULT_SIM_MODELS } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
-import { instanceGroups, killAgentProcesses, newToken, spawnAgent as spawnAgentProcess, tempDir } from '../agent/harness.js';
+import { killAgentProcesses, newToken, spawnAgent as spawnAgentProcess, tempDir } from '../agent/harness.js';
 import { waitFor } from '../helpers.js';
 
 export const RC_JS = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));

@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import { admitted, denied, makeGate, req, type StoreKind } from './fixtures.js';
 import { InvalidDayError } from '../../../gateway/gates/index.js';
 
-const DAY = 86_400_000;
 const BIG = 1_000_000_000;
 
 for (const kind of ['memory', 'redis'] as StoreKind[]) {
