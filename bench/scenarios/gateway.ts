@@ -16,6 +16,14 @@ const completion = (stream: boolean, key?: string): LoadRequest => ({
   body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hello there, how are you?' }], max_tokens: 20, ignore_eos: true, stream }),
 });
 
+/** The messages protocol, streamed: translated by the gateway onto the same chat backend. */
+const messagesStream = (key: string): LoadRequest => ({
+  method: 'POST',
+  path: '/v1/messages',
+  headers: { 'x-api-key': key },
+  body: JSON.stringify({ model: MODEL, max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'Hello there, how are you?' }] }),
+});
+
 export const gatewayScenarios: LoadScenario[] = [{
   name: 'gateway',
   async run(options) {
@@ -49,6 +57,13 @@ export const gatewayScenarios: LoadScenario[] = [{
             ratios: Object.fromEntries(rows.map((r) => [r.label, base.rps > 0 ? r.rps / base.rps : NaN])),
           });
         }
+        // /v1/messages through the gateway against the chat stream straight from the backend.
+        const name = 'gateway messages stream (max 20 tokens)';
+        const viaMessages = await compare({ name, request: messagesStream(key), targets: [gateway], options });
+        const direct = await compare({ name, request: completion(true), targets: [sim], options });
+        const base = direct.results[0]!;
+        const rows = [...viaMessages.results, base];
+        results.push({ name, request: viaMessages.request, results: rows, baseline: base.label, ratios: Object.fromEntries(rows.map((r) => [r.label, base.rps > 0 ? r.rps / base.rps : NaN])) });
         return results;
       } finally {
         await gateway.stop();
