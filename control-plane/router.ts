@@ -5,7 +5,7 @@
 import type { z } from 'zod';
 import { RcError } from '../lib/errors.js';
 import { requestId, type Logger } from '../lib/log.js';
-import { readBody, statusLine, track, type Res } from '../lib/http.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan, readBody, statusLine, track, type Res } from '../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth.js';
 import { ApiError, badRequest, NO_API_KEY, unauthorized } from './errors.js';
@@ -104,7 +104,19 @@ function parseBody(buf: Buffer): unknown {
     throw badRequest('Request body is not valid JSON', 'RC_ERR_INVALID_JSON');
   }
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw badRequest('Request body must be a JSON object', 'RC_ERR_INVALID_JSON');
+  if (nestsDeeperThan(v)) throw badRequest(`Request body nests deeper than ${MAX_JSON_DEPTH} levels`, 'RC_ERR_INVALID_JSON');
   return v;
+}
+
+/** The route's path parameters, percent-decoded; undefined when one is malformed (`%zz`, a cut UTF-8 sequence). */
+function pathParams(req: HttpRequest, count: number): string[] | undefined {
+  const params: string[] = [];
+  try {
+    for (let i = 0; i < count; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
+  } catch {
+    return undefined; // URIError: thrown in a uWS handler it would end the process
+  }
+  return params;
 }
 
 /** Registers `routes` on `app`, plus 405 for other methods on their paths and a JSON 404 for the rest. */
@@ -118,8 +130,8 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
       // Everything from req must be read now: it is invalid after the first await or callback.
       const clientId = req.getHeader('x-request-id');
       res.requestId = CLIENT_REQUEST_ID.test(clientId) ? clientId : requestId();
-      const params: string[] = [];
-      for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
+      const params = pathParams(req, paramCount);
+      if (!params) return write(res, 400, { detail: 'Malformed percent-encoding in the URL path' });
       const creds: CredentialHeaders = { authorization: req.getHeader('authorization'), cookie: req.getHeader('cookie'), csrf: req.getHeader('x-csrf-token') };
       const adminToken = r.access === 'admin' ? req.getHeader('x-rc-admin-token') : '';
       const forwardedProto = req.getHeader('x-forwarded-proto');

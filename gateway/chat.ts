@@ -141,7 +141,14 @@ export function chatFields(ctx: GatewayContext, res: Res, raw: Buffer): ChatFiel
     o.model = model.servedName;
     rewrite = true;
   }
-  if (rewrite) body = JSON.stringify(o);
+  if (rewrite) {
+    try {
+      body = JSON.stringify(o);
+    } catch {
+      // RangeError: nested deeper than the stack allows (JSON.parse has no such limit).
+      return reject(ctx, res, ERRORS.tooDeep);
+    }
+  }
   const user = typeof o.user === 'string' ? o.user : undefined;
   const estimatedTokens = Math.ceil(raw.length / 4) + outputReservation(o, ctx.limits.defaultMaxTokens);
   return { model, stream, user, body, stripUsage, estimatedTokens };

@@ -53,6 +53,7 @@ export const ERRORS = {
   invalidSession: canned(401, 'Invalid or expired session, or missing x-csrf-token', 'authentication_error', 'invalid_session'),
   invalidJson: canned(400, 'Request body is not valid JSON', 'invalid_request_error', 'invalid_json'),
   notAnObject: canned(400, 'Request body must be a JSON object', 'invalid_request_error', 'invalid_json'),
+  tooDeep: canned(400, 'Request body nests too deeply', 'invalid_request_error', 'invalid_json'),
   modelMissing: canned(400, 'model is required and must be a string', 'invalid_request_error', 'invalid_model', 'model'),
   unavailable: canned(502, 'Model gateway is unavailable', 'api_error', 'upstream_unavailable'),
   upstreamTimeout: canned(502, 'Model gateway is unavailable', 'api_error', 'upstream_timeout'),

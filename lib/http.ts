@@ -117,11 +117,39 @@ export function readBody(
   });
 }
 
-/** Parses a JSON body that must be an object; returns undefined when it is not. */
+/**
+ * Deepest nesting of arrays and objects a request body may have. JSON.parse takes any depth, but
+ * recursive code over the parsed value (JSON.stringify, schema walkers, canonical JSON) overflows
+ * the stack at a few thousand levels: a RangeError thrown in a uWS callback ends the process.
+ * Real requests nest a few dozen levels.
+ */
+export const MAX_JSON_DEPTH = 256;
+
+/** True when `value` nests arrays or objects deeper than `max` levels. Iterative: it cannot overflow itself. */
+export function nestsDeeperThan(value: unknown, max: number = MAX_JSON_DEPTH): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  const stack: unknown[] = [value];
+  const depths: number[] = [1];
+  while (stack.length > 0) {
+    const v = stack.pop() as object;
+    const depth = depths.pop()!;
+    if (depth > max) return true;
+    const children = Array.isArray(v) ? v : Object.values(v);
+    for (const c of children) {
+      if (c !== null && typeof c === 'object') {
+        stack.push(c);
+        depths.push(depth + 1);
+      }
+    }
+  }
+  return false;
+}
+
+/** Parses a JSON body that must be an object (nesting at most MAX_JSON_DEPTH); returns undefined when it is not. */
 export function parseJsonObject(body: Buffer): Record<string, unknown> | undefined {
   try {
     const v: unknown = JSON.parse(body.toString('utf8'));
-    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+    return v !== null && typeof v === 'object' && !Array.isArray(v) && !nestsDeeperThan(v) ? (v as Record<string, unknown>) : undefined;
   } catch {
     return undefined;
   }

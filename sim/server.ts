@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { uws, type HttpRequest, type HttpResponse } from '../lib/uws.js';
-import { listen, parseJsonObject, readBody, sendJson, statusLine, track, type Res, type Server } from '../lib/http.js';
+import { listen, MAX_JSON_DEPTH, parseJsonObject, readBody, sendJson, statusLine, track, type Res, type Server } from '../lib/http.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { DEFAULT_AFTER_CHUNKS, DEFAULT_RETRY_AFTER_S, FaultState, parseFault, type Fault } from './faults.js';
 import { planOutput } from './plan.js';
@@ -63,6 +63,8 @@ export interface SimServer extends Server {
 }
 
 type Outcome = 'completed' | 'aborted' | 'closed';
+
+const NOT_AN_OBJECT = `Request body is not a valid JSON object (nesting at most ${MAX_JSON_DEPTH} levels)`;
 
 /** One chat completion in progress: its response, timers and how it ended. */
 interface Call {
@@ -161,7 +163,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
         }
         if (fault.kind === 'stall-before') return; // never answers; ends when the client goes away
       }
-      if (!body) return fail(call, new SimRequestError(400, 'Request body is not a valid JSON object', null));
+      if (!body) return fail(call, new SimRequestError(400, NOT_AN_OBJECT, null));
       try {
         complete(call, body, fault);
       } catch (err) {
@@ -286,7 +288,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     recordHeaders(req);
     readBody(r, req.getHeader('content-length'), opts.maxBodyBytes, (buf) => {
       const body = parseJsonObject(buf);
-      if (!body) return sendJson(r, 400, vllmError(400, 'Request body is not a valid JSON object'));
+      if (!body) return sendJson(r, 400, vllmError(400, NOT_AN_OBJECT));
       stats.lastBody = body;
       try {
         let text: string;

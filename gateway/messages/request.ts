@@ -1,7 +1,7 @@
 // The front half of every messages route: key, body, JSON, schema, catalog, translation.
 // Everything here answers 4xx in the protocol's error shape; nothing reaches a backend.
 import type { z } from 'zod';
-import { readBody, type Res } from '../../lib/http.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan, readBody, type Res } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
 import type { ModelState } from '../catalog.js';
 import type { GatewayContext } from '../context.js';
@@ -19,6 +19,7 @@ export interface PreparedRequest extends Translated {
 const NO_KEY = new MessagesError(401, 'Unauthorized: No API key provided.');
 const BAD_KEY = new MessagesError(401, 'Invalid bearer token');
 const BAD_SESSION = new MessagesError(401, 'Invalid or expired session, or missing x-csrf-token');
+const TOO_DEEP = new MessagesError(400, `Request body nests deeper than ${MAX_JSON_DEPTH} levels`);
 
 /**
  * Reads and checks a messages request. Calls `onReady` with the translated request, or
@@ -61,6 +62,11 @@ export function prepare(
     const model = ctx.catalog.get(name);
     if (!model) {
       onError(new MessagesError(400, `Requested model ${name.length > 256 ? `${name.slice(0, 256)}...` : name} not supported`));
+      return;
+    }
+    // Free JSON (tool inputs and schemas) is re-serialized by the translation: bound its depth.
+    if (nestsDeeperThan(json)) {
+      onError(TOO_DEEP);
       return;
     }
     const parsed = schema.safeParse(json);

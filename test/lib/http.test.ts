@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { uws } from '../../lib/uws.js';
-import { listen, parseJsonObject, readBody, sendJson, track } from '../../lib/http.js';
+import { listen, MAX_JSON_DEPTH, nestsDeeperThan, parseJsonObject, readBody, sendJson, track } from '../../lib/http.js';
 
 async function echoServer(limit: number) {
   const app = uws().App();
@@ -69,6 +69,22 @@ test('readBody: 413 by Content-Length and by streamed size', async () => {
 test('parseJsonObject accepts only objects', () => {
   assert.deepEqual(parseJsonObject(Buffer.from('{"a":1}')), { a: 1 });
   for (const bad of ['[1]', '1', 'null', '"s"', '{', '']) assert.equal(parseJsonObject(Buffer.from(bad)), undefined, bad);
+  // Nested deeper than MAX_JSON_DEPTH: recursive code over it would overflow the stack.
+  const deep = (n: number) => '{"a":'.repeat(n) + '[]' + '}'.repeat(n);
+  assert.ok(parseJsonObject(Buffer.from(deep(MAX_JSON_DEPTH - 1))));
+  assert.equal(parseJsonObject(Buffer.from(deep(MAX_JSON_DEPTH))), undefined);
+  assert.equal(parseJsonObject(Buffer.from(deep(100_000))), undefined);
+});
+
+test('nestsDeeperThan counts arrays and objects, not scalars, and never overflows itself', () => {
+  assert.equal(nestsDeeperThan(1, 0), false);
+  assert.equal(nestsDeeperThan('x', 0), false);
+  assert.equal(nestsDeeperThan({}, 1), false);
+  assert.equal(nestsDeeperThan({}, 0), true);
+  assert.equal(nestsDeeperThan({ a: [1, { b: 'c' }] }, 3), false);
+  assert.equal(nestsDeeperThan({ a: [1, { b: 'c' }] }, 2), true);
+  assert.equal(nestsDeeperThan([[], [[[]]], []], 3), true);
+  assert.equal(nestsDeeperThan(JSON.parse('['.repeat(1_000_000) + ']'.repeat(1_000_000)) as unknown), true);
 });
 
 test('listen: ephemeral port; close waits for in-flight work up to the grace period', async () => {
