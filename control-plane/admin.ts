@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { BusEvent } from '../lib/bus.js';
 import { modelEntrySchema, type ModelEntry } from '../lib/config.js';
 import { notFound } from './errors.js';
+import { MICROS, toMicros } from './ledger.js';
 import { hashPassword } from './passwords.js';
 import { mergedCatalog } from './sources.js';
 import type { Store } from './store.js';
@@ -21,6 +22,9 @@ export interface AdminContext {
 
 const email = z.string().trim().toLowerCase().pipe(z.email('must be an e-mail address')).pipe(z.string().max(254));
 const credits = z.number().finite().min(-1e9).max(1e9);
+/** The ledger and coupons keep whole micro-credits: an amount that rounds to 0 (1e-9) is refused, not written as 0. */
+const notZeroMicros = (n: number) => toMicros(n) !== 0;
+const ZERO_MICROS = `credits must not be 0 (the smallest amount is ${1 / MICROS})`;
 const limit = z.number().int().positive().max(1e15).nullable().optional();
 
 interface AdminOp<S extends z.ZodType> {
@@ -75,7 +79,7 @@ export const ADMIN_OPS = {
   'account.grant-credits': op(
     z.strictObject({
       email,
-      credits: credits.refine((n) => n !== 0, 'credits must not be 0'),
+      credits: credits.refine(notZeroMicros, ZERO_MICROS),
       idempotency_key: z.string().min(1).max(200).optional(),
       reason: z.string().max(500).optional(),
     }),
@@ -99,7 +103,7 @@ export const ADMIN_OPS = {
   ),
   'coupon.create': op(
     z.strictObject({
-      credits: z.number().finite().positive('credits must be positive').max(1e9),
+      credits: z.number().finite().positive('credits must be positive').max(1e9).refine(notZeroMicros, ZERO_MICROS),
       email: email.optional(),
       code: z.string().trim().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{3,63}$/, 'code must be 4-64 letters, digits, - or _').optional(),
     }),

@@ -67,18 +67,30 @@ type Schema = Record<string, unknown>;
 const isSchema = (v: unknown): v is Schema => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
+ * Most values (objects, arrays, strings, numbers...) generated for one tool call, and the longest
+ * string. A schema from the request may ask for anything (`minItems: 1e9`, nested arrays of
+ * arrays); beyond these the sim writes shorter values instead of running out of memory. The
+ * answer is cut to max_tokens (at most the context window) anyway.
+ */
+export const MAX_GENERATED_VALUES = 1000;
+export const MAX_GENERATED_STRING = 1024;
+
+/**
  * A value valid for `schema` (the JSON Schema subset tools use: type, properties, required,
  * items, enum, const, anyOf/oneOf, minimum/maximum, minItems/maxItems, minLength/maxLength),
- * chosen deterministically by `rng`. All declared properties are filled in.
+ * chosen deterministically by `rng`. All declared properties are filled in, within
+ * MAX_GENERATED_VALUES values (`budget`) and MAX_GENERATED_STRING characters per string.
  */
-export function valueForSchema(schema: unknown, rng: () => number, depth = 0): unknown {
+export function valueForSchema(schema: unknown, rng: () => number, depth = 0, budget = { left: MAX_GENERATED_VALUES }): unknown {
+  if (budget.left <= 0) return {};
+  budget.left--;
   if (!isSchema(schema) || depth > 8) return {};
   if ('const' in schema) return schema.const;
   if (Array.isArray(schema.enum) && schema.enum.length) return schema.enum[Math.floor(rng() * schema.enum.length)];
   const alt = (Array.isArray(schema.anyOf) && schema.anyOf) || (Array.isArray(schema.oneOf) && schema.oneOf);
   if (alt && alt.length) {
     const nonNull = alt.find((s) => !(isSchema(s) && s.type === 'null'));
-    return valueForSchema(nonNull ?? alt[0], rng, depth + 1);
+    return valueForSchema(nonNull ?? alt[0], rng, depth + 1, budget);
   }
   if (Array.isArray(schema.allOf) && schema.allOf.length) {
     const merged: Schema = { type: 'object', properties: {} };
@@ -87,7 +99,7 @@ export function valueForSchema(schema: unknown, rng: () => number, depth = 0): u
       Object.assign(merged.properties as Schema, s.properties ?? {});
       if (s.type) merged.type = s.type;
     }
-    return valueForSchema(merged, rng, depth + 1);
+    return valueForSchema(merged, rng, depth + 1, budget);
   }
   let type = schema.type;
   if (Array.isArray(type)) type = type.find((t) => t !== 'null') ?? type[0];
@@ -96,15 +108,15 @@ export function valueForSchema(schema: unknown, rng: () => number, depth = 0): u
     case 'object': {
       const out: Record<string, unknown> = {};
       const props = isSchema(schema.properties) ? schema.properties : {};
-      for (const key of Object.keys(props)) out[key] = valueForSchema(props[key], rng, depth + 1);
+      for (const key of Object.keys(props)) out[key] = valueForSchema(props[key], rng, depth + 1, budget);
       return out;
     }
     case 'array': {
       const min = typeof schema.minItems === 'number' ? schema.minItems : 1;
       const max = typeof schema.maxItems === 'number' ? schema.maxItems : Math.max(min, 2);
-      const n = Math.min(max, Math.max(min, 1 + Math.floor(rng() * 2)));
+      const n = Math.min(max, Math.max(min, 1 + Math.floor(rng() * 2)), budget.left);
       const out: unknown[] = [];
-      for (let i = 0; i < n; i++) out.push(valueForSchema(schema.items, rng, depth + 1));
+      for (let i = 0; i < n && budget.left > 0; i++) out.push(valueForSchema(schema.items, rng, depth + 1, budget));
       return out;
     }
     case 'integer':
@@ -119,8 +131,8 @@ export function valueForSchema(schema: unknown, rng: () => number, depth = 0): u
     case 'null':
       return null;
     default: {
-      const minLength = typeof schema.minLength === 'number' ? schema.minLength : 0;
-      const maxLength = typeof schema.maxLength === 'number' ? schema.maxLength : Infinity;
+      const minLength = typeof schema.minLength === 'number' ? Math.min(schema.minLength, MAX_GENERATED_STRING) : 0;
+      const maxLength = Math.min(typeof schema.maxLength === 'number' ? schema.maxLength : Infinity, MAX_GENERATED_STRING);
       let s = ANSWER_WORDS[Math.floor(rng() * ANSWER_WORDS.length)]!;
       while (s.length < minLength) s += ' ' + ANSWER_WORDS[Math.floor(rng() * ANSWER_WORDS.length)]!;
       return s.slice(0, Math.max(minLength, Math.min(maxLength, s.length)));

@@ -178,6 +178,13 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
             return;
           }
           case FrameType.ResponseBody:
+            if (relay.status === 0) {
+              // A body before its head: there is no status line to write.
+              tunnel.send(FrameType.Reset, frame.stream);
+              tunnel.streams.delete(frame.stream);
+              relay.fail(502, 'The tunnel sent a response body before its head');
+              return;
+            }
             // The message buffer is only valid during this callback: copy the chunk.
             if (!relay.data(Buffer.from(frame.payload))) tunnel.send(FrameType.Pause, frame.stream);
             return;

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import {
   applyChatTemplate, canonicalJson, countChatTokens, countPromptTokens, countTokens, encode, SPECIAL, tokenId, tokenize,
 } from '../../sim/tokenizer.js';
-import { prng, reasoningPieces, textPieces, valueForSchema } from '../../sim/generate.js';
+import { MAX_GENERATED_STRING, MAX_GENERATED_VALUES, prng, reasoningPieces, textPieces, valueForSchema } from '../../sim/generate.js';
 
 test('tokenize is lossless and countTokens agrees with it', () => {
   const samples = [
@@ -106,4 +106,16 @@ test('valueForSchema honours types, enums, bounds and nesting', () => {
     assert.equal(typeof v.maybe, 'number');
     assert.equal(v.fixed, 'x');
   }
+});
+
+test('valueForSchema stays bounded whatever the schema asks for', () => {
+  const count = (v: unknown): number => (v !== null && typeof v === 'object' ? 1 + Object.values(v).reduce((n: number, c) => n + count(c), 0) : 1);
+  // 1e9 items, 1e9-character strings, arrays of arrays 8 deep with 1000 items each.
+  const huge = { type: 'array', minItems: 1e9, items: { type: 'string', minLength: 1e9 } };
+  const v = valueForSchema(huge, prng(1)) as string[];
+  assert.ok(v.length <= MAX_GENERATED_VALUES);
+  assert.ok(v.every((s) => s.length <= MAX_GENERATED_STRING));
+  let nested: Record<string, unknown> = { type: 'string' };
+  for (let i = 0; i < 8; i++) nested = { type: 'array', minItems: 1000, items: nested };
+  assert.ok(count(valueForSchema(nested, prng(2))) <= 2 * MAX_GENERATED_VALUES);
 });
