@@ -6,7 +6,8 @@
 // gets its signature_delta just before its stop), then message_delta (stop_reason and usage),
 // then message_stop. Blocks open only when they have content; indices are contiguous.
 // A backend error ends the stream with an `error` event.
-import type { Hmac } from 'node:crypto';
+import { randomFillSync, type Hmac } from 'node:crypto';
+import { parseChunk } from './chunk-parse.js';
 import { randomId } from '../../lib/ids.js';
 import { errorTypeForStatus, type MessagesErrorType } from './errors.js';
 import type { ThinkingSigner } from './signature.js';
@@ -93,7 +94,7 @@ export class StreamTranslator {
     if (data === '[DONE]') return this.end();
     let chunk: ChatChunk;
     try {
-      chunk = JSON.parse(data) as ChatChunk;
+      chunk = parseChunk(data);
     } catch {
       return this.fail('api_error', 'The model backend sent a malformed stream chunk');
     }
@@ -158,7 +159,7 @@ export class StreamTranslator {
     this.started = true;
     const u = messagesUsage(this.usage);
     if (!this.usage?.prompt_tokens) u.input_tokens = this.fallbackInputTokens;
-    return `event: message_start\ndata: {"type":"message_start","message":{"id":"${randomId('msg_')}","type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${usageJson(u)}}}\n\n`;
+    return `event: message_start\ndata: {"type":"message_start","message":{"id":"${messageId()}","type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${usageJson(u)}}}\n\n`;
   }
 
   private openBlock(kind: Block, contentBlock: string): string {
@@ -207,6 +208,21 @@ export class StreamTranslator {
     const code = Number(typeof e === 'object' ? e.code : chunk.code);
     return this.fail(Number.isInteger(code) && code >= 400 ? errorTypeForStatus(code) : 'api_error', message);
   }
+}
+
+// Message ids as randomId('msg_') makes them (12 random bytes, base64url), with the random bytes
+// drawn from a pool filled 128 ids at a time: one randomFillSync per stream cost about 1 µs.
+const ID_BYTES = 12;
+const idPool = Buffer.alloc(ID_BYTES * 128);
+let idOffset = idPool.length;
+function messageId(): string {
+  if (idOffset === idPool.length) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  const id = idPool.toString('base64url', idOffset, idOffset + ID_BYTES);
+  idOffset += ID_BYTES;
+  return `msg_${id}`;
 }
 
 function usageJson(u: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number }): string {

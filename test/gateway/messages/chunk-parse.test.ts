@@ -1,0 +1,70 @@
+// The fast path of parseChunk must give what JSON.parse gives (for every field the translator
+// reads), and throw where JSON.parse throws.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseChunk } from '../../../gateway/messages/chunk-parse.js';
+import { ThinkingSigner } from '../../../gateway/messages/signature.js';
+import { StreamTranslator, type ChatChunk } from '../../../gateway/messages/stream.js';
+
+/** A vLLM text-token chunk with continuous usage, as vLLM serializes it. */
+const vllm = (contentJson: string, p = 21, c = 2) =>
+  `{"id":"chatcmpl-fb93","object":"chat.completion.chunk","created":1795243335,"model":"m","choices":[{"index":0,"delta":{"content":${contentJson}},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":${p},"total_tokens":${p + c},"completion_tokens":${c}}}`;
+
+/** What the translator reads of a chunk. */
+function read(c: ChatChunk) {
+  const choice = c.choices?.[0];
+  return { error: c.error, object: c.object, usage: c.usage && { p: c.usage.prompt_tokens, c: c.usage.completion_tokens, d: c.usage.prompt_tokens_details }, delta: choice?.delta, finish: choice?.finish_reason, n: c.choices?.length };
+}
+
+test('text-token chunks read the same as JSON.parse, escapes and unicode included', () => {
+  const contents = ['"With"', '""', '" re\\u00e9\\n\\"q\\\\"', '"\\\\"', '"日本語 🎉"', '"a\\/b\\tc"', '"\\ud83c\\udf89"'];
+  for (const content of contents) {
+    const data = vllm(content, 1234, 0);
+    assert.deepEqual(read(parseChunk(data)), read(JSON.parse(data) as ChatChunk), data);
+  }
+});
+
+test('other shapes go through JSON.parse and read the same', () => {
+  const other = [
+    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":21,"total_tokens":21,"completion_tokens":0}}',
+    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}',
+    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":1}}}',
+    '{"error":{"message":"boom","code":503}}',
+    vllm('"a"').replace('"usage":{"prompt_tokens":21,', '"usage":{"prompt_tokens":21,"prompt_tokens_details":{"cached_tokens":5},'),
+    vllm('"a"').replace('"model":"m"', '"model":"m","error":"late"'),
+    vllm('"a"').replace('"object":"chat.completion.chunk"', '"object":"error"'),
+  ];
+  for (const data of other) assert.deepEqual(read(parseChunk(data)), read(JSON.parse(data) as ChatChunk), data);
+});
+
+test('malformed chunks throw like JSON.parse', () => {
+  const bad = [vllm('"bad \\x escape"'), vllm('"raw \n newline"'), vllm('"a"', 1, 1).replace('"completion_tokens":1', '"completion_tokens":01'), vllm('"a"').slice(0, -1), vllm('"a"') + 'x'];
+  for (const data of bad) {
+    assert.throws(() => JSON.parse(data), data);
+    assert.throws(() => parseChunk(data), data);
+  }
+});
+
+test('a serialized stream translates exactly like the parsed one', () => {
+  const signer = new ThinkingSigner('s');
+  const chunks = [
+    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":21,"total_tokens":21,"completion_tokens":0}}',
+    vllm('"Hello"', 21, 1), vllm('" wor\\u006cd \\"q\\""', 21, 2), vllm('"\\n"', 21, 3),
+    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"!"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"total_tokens":25,"completion_tokens":4}}',
+  ];
+  const viaText = new StreamTranslator({ model: 'm', signer });
+  const viaObjects = new StreamTranslator({ model: 'm', signer });
+  let a = '';
+  let b = '';
+  for (const c of chunks) {
+    a += viaText.pushData(c);
+    b += viaObjects.push(JSON.parse(c) as ChatChunk);
+  }
+  a += viaText.pushData('[DONE]');
+  b += viaObjects.pushData('[DONE]');
+  const noId = (s: string) => s.replace(/"id":"msg_[A-Za-z0-9_-]{16}"/, '"id":"msg_"');
+  assert.match(a, /"id":"msg_[A-Za-z0-9_-]{16}"/);
+  assert.equal(noId(a), noId(b));
+  assert.match(a, /"text":" world \\"q\\""/);
+  assert.deepEqual(viaText.reportedUsage, { inputTokens: 21, outputTokens: 4 });
+});
