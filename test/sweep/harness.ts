@@ -11,6 +11,7 @@ import { startPlatform, type Platform } from '../../bin/platform.js';
 import { runAdminOp } from '../../control-plane/admin.js';
 import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
+import { killAgentProcesses } from '../agent/harness.js';
 import { waitFor } from '../helpers.js';
 
 export interface SweepPlatform {
@@ -68,7 +69,15 @@ export async function startSweepPlatform(extraEnv: Record<string, string> = {}):
     account,
     login,
     async close() {
+      // Destroy what the sweep launched (a launch may still be starting), then stop the platform.
+      await request(api, 'DELETE', '/api/notebook/current', { headers: { authorization: `Bearer ${key}` } });
+      await waitFor(async () => {
+        const st = await request(api, 'GET', '/api/notebook/status', { headers: { authorization: `Bearer ${key}` } });
+        return st.status === 404 || ['stopped', 'failed'].includes((JSON.parse(st.body) as { status: string }).status);
+      }, 30_000, 50);
       await platform.close();
+      // The platform leaves instances running for the next start to adopt: a test kills them.
+      killAgentProcesses(platform.agent.agentId);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
