@@ -12,6 +12,7 @@ import { runAdminOp } from '../../control-plane/admin.js';
 import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { killAgentProcesses } from '../agent/harness.js';
+import { prng } from '../../sim/generate.js';
 import { waitFor } from '../helpers.js';
 
 export interface SweepPlatform {
@@ -320,17 +321,8 @@ export function assertRefused(label: string, r: RawReply | undefined, e: Expect)
 // ---------------------------------------------------------------------------------------------
 // Case generation (deterministic)
 
-/** A small seeded generator (mulberry32), so generated cases are the same on every run. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A small seeded generator, so generated cases are the same on every run: the sim's PRNG. */
+export const seeded = prng;
 
 /** JSON text of `n` nested arrays around 1. */
 export const deepArrays = (n: number) => '['.repeat(n) + '1' + ']'.repeat(n);
