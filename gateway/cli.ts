@@ -6,8 +6,8 @@ import { parse, numberOption, untilSignal, UsageError, type Command } from '../b
 import { RedisBus, type Bus } from '../lib/bus.js';
 import { loadConfig, type Config } from '../lib/config.js';
 import { createLogger, type LogLevel } from '../lib/log.js';
-import { createGate } from './gates/index.js';
-import { fileKeySource, memoryKeySource } from './keys.js';
+import { AccountLimits, createGate } from './gates/index.js';
+import { memoryKeySource, readKeysFile } from './keys.js';
 import { messagesRoutesFromConfig } from './messages/routes.js';
 import { createGateway, type GatewayOptions } from './server.js';
 
@@ -18,7 +18,8 @@ Runs the shared model gateway (/v1/models, /v1/chat/completions, ...).
 Options:
   --port P          Port (default RC_GATEWAY_PORT, 8090; 0 picks a free one)
   --host H          Address to bind (default RC_HOST, 127.0.0.1)
-  --keys-file F     JSON [{"keyHash": "<sha256 hex>", "accountId": N}]: the keys accepted at start
+  --keys-file F     JSON [{"keyHash": "<sha256 hex>", "accountId": N, "limits"?: {"rpm", "tpm",
+                    "dailyTokens"}}]: the keys accepted at start and the accounts' gate overrides
   -h, --help        This help
 
 The catalog is the "models" list of the RC_CONFIG file (the default sim catalog otherwise);
@@ -48,13 +49,17 @@ export const gatewayCommand: Command = {
 
     const bus: Bus | undefined = config.redisUrl ? new RedisBus(config.redisUrl) : undefined;
     if (bus instanceof RedisBus) await bus.whenReady();
-    const gate = createGate(config, { bus, logger });
+    // Keys, and the accounts' limit overrides, from the keys file; later changes arrive as events.
+    const entries = keysFile ? await readKeysFile(keysFile) : [];
+    const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
+    limits.load(entries.flatMap((e) => (e.limits ? [[e.accountId, e.limits] as const] : [])));
+    const gate = createGate(config, { bus, logger, limits });
     const gateway = await createGateway({
       ...gatewayOptionsFromConfig(config),
       host,
       port,
       models: config.models,
-      keySource: keysFile ? fileKeySource(keysFile) : memoryKeySource([]),
+      keySource: memoryKeySource(entries),
       bus,
       gate,
       logger,

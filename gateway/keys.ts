@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { Bus, BusEvent } from '../lib/bus.js';
 import { RcError } from '../lib/errors.js';
 import { hashKey, isWellFormedKey } from '../lib/keys.js';
+import { limitOverridesSchema } from './gates/limits.js';
 import type { SessionRecord } from './sessions.js';
 
 /** One live key: its SHA-256 hex hash and the account it belongs to. */
@@ -167,29 +168,35 @@ export function memoryKeySource(records: Iterable<KeyRecord>): KeySource {
 const keysFileSchema = z.array(z.strictObject({
   keyHash: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be a 64-character hex SHA-256'),
   accountId: z.number().int().nonnegative(),
+  /** The account's gate overrides (`rc account set-limits`), so a standalone gateway starts with them. */
+  limits: limitOverridesSchema.optional(),
 }));
+
+/** One entry of a keys file. */
+export type KeysFileEntry = z.output<typeof keysFileSchema>[number];
 
 /** The keys file of a standalone gateway is missing or malformed. */
 export class KeysFileError extends RcError {
   constructor(message: string) { super('RC_ERR_KEYS_FILE', message, 500); }
 }
 
-/** A KeySource reading a JSON file `[{keyHash, accountId}]` (`rc gateway --keys-file`). */
+/** Reads and validates a keys file `[{keyHash, accountId, limits?}]` (`rc gateway --keys-file`). */
+export async function readKeysFile(path: string): Promise<KeysFileEntry[]> {
+  let json: unknown;
+  try {
+    json = JSON.parse(await readFile(path, 'utf8'));
+  } catch (err) {
+    throw new KeysFileError(`keys file ${path}: ${(err as Error).message}`);
+  }
+  const parsed = keysFileSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new KeysFileError(`keys file ${path}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+/** A KeySource reading a keys file. */
 export function fileKeySource(path: string): KeySource {
-  return {
-    async load() {
-      let json: unknown;
-      try {
-        json = JSON.parse(await readFile(path, 'utf8'));
-      } catch (err) {
-        throw new KeysFileError(`keys file ${path}: ${(err as Error).message}`);
-      }
-      const parsed = keysFileSchema.safeParse(json);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0]!;
-        throw new KeysFileError(`keys file ${path}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
-      }
-      return parsed.data;
-    },
-  };
+  return { load: () => readKeysFile(path) };
 }

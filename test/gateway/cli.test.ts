@@ -58,10 +58,30 @@ describe('rc gateway', () => {
     }
   });
 
+  it('starts with the limit overrides of the keys file', async () => {
+    const key = generateKey();
+    const keysFile = join(dir, 'limited-keys.json');
+    writeFileSync(keysFile, JSON.stringify([{ keyHash: hashKey(key), accountId: 9, limits: { rpm: 1 } }]));
+    const configFile = join(dir, 'limited-config.json');
+    writeFileSync(configFile, JSON.stringify({ models: [{ name: 'm', upstreams: [sim.url] }] }));
+    const gw = await spawnRc(['gateway', '--port', '0', '--keys-file', keysFile], { RC_CONFIG: configFile, REDIS_URL: '', RC_MODEL_RPM: '1000' });
+    try {
+      const client = new OpenAI({ apiKey: key, baseURL: `${gw.ready.gateway as string}/v1`, maxRetries: 0 });
+      const ask = () => client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+      assert.equal((await ask()).object, 'chat.completion');
+      await assert.rejects(ask(), (err: unknown) => (err as { status?: number; code?: string }).status === 429 && (err as { code?: string }).code === 'request_rate_limit_exceeded');
+    } finally {
+      assert.equal(await stop(gw.child), 0);
+    }
+  });
+
   it('exits non-zero with a clear message on bad input', async () => {
     const bad = join(dir, 'bad-keys.json');
     writeFileSync(bad, JSON.stringify([{ keyHash: 'nothex', accountId: 1 }]));
     await assert.rejects(spawnRc(['gateway', '--port', '0', '--keys-file', bad], { RC_CONFIG: '', REDIS_URL: '' }), /keys file .*keyHash/);
+    const badLimits = join(dir, 'bad-limits.json');
+    writeFileSync(badLimits, JSON.stringify([{ keyHash: hashKey(generateKey()), accountId: 1, limits: { rpm: -1 } }]));
+    await assert.rejects(spawnRc(['gateway', '--port', '0', '--keys-file', badLimits], { RC_CONFIG: '', REDIS_URL: '' }), /keys file .*limits\.rpm/);
     await assert.rejects(spawnRc(['gateway', '--port', 'abc'], { RC_CONFIG: '', REDIS_URL: '' }), /--port must be an integer/);
     await assert.rejects(spawnRc(['gateway', '--nope'], { RC_CONFIG: '', REDIS_URL: '' }), /Unknown option/);
   });
