@@ -1,5 +1,5 @@
 // Accounts, their API keys and their browser sessions.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
 import { generateKey, hashKey } from '../lib/keys.js';
 import type { Db } from './db.js';
@@ -170,7 +170,6 @@ export interface Session {
   expiresAt: number;
 }
 
-const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 /** Browser sessions. The cookie carries a random token; the table holds only its hash. */
 export class Sessions {
@@ -198,13 +197,13 @@ export class Sessions {
     const token = randomBytes(32).toString('base64url');
     const csrfToken = randomBytes(24).toString('base64url');
     const now = this.clock.now();
-    this.insert.run(sha256(token), accountId, csrfToken, now, now + ttlMs);
+    this.insert.run(hashKey(token), accountId, csrfToken, now, now + ttlMs);
     return { token, accountId, csrfToken, expiresAt: now + ttlMs };
   }
 
   /** The live session for a cookie token; expired sessions are deleted and give undefined. */
   lookup(token: string): Session | undefined {
-    const hash = sha256(token);
+    const hash = hashKey(token);
     const r = this.get.get(hash);
     if (!r) return undefined;
     if (r.expires_at <= this.clock.now()) {
@@ -215,12 +214,12 @@ export class Sessions {
   }
 
   delete(token: string): void {
-    this.del.run(sha256(token));
+    this.del.run(hashKey(token));
   }
 
   /** Every unexpired session, as hashes (for the gateway's in-memory session directory). */
   live(): { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }[] {
-    return this.all.all(this.clock.now()).map((r) => ({ tokenHash: r.token_hash, csrfHash: sha256(r.csrf_token), accountId: r.account_id, expiresAt: r.expires_at }));
+    return this.all.all(this.clock.now()).map((r) => ({ tokenHash: r.token_hash, csrfHash: hashKey(r.csrf_token), accountId: r.account_id, expiresAt: r.expires_at }));
   }
 
   purgeExpired(): number {

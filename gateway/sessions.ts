@@ -4,9 +4,9 @@
 // them in memory like keys, so no request touches SQLite. A session credential is the
 // `rc_session` cookie plus the session's CSRF token in `x-csrf-token`: the custom header keeps
 // other pages of the same site from spending the user's quota with the cookie alone.
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Bus, BusEvent } from '../lib/bus.js';
 import { systemClock, type Clock } from '../lib/clock.js';
+import { hashesEqual, hashKey } from '../lib/keys.js';
 import { AUTH_MISSING, type AuthFailure } from './keys.js';
 
 export const SESSION_COOKIE = 'rc_session';
@@ -16,8 +16,6 @@ export interface SessionRecord { tokenHash: string; csrfHash: string; accountId:
 
 /** A cookie that names no live session, or a missing or wrong CSRF token. */
 export const AUTH_SESSION: AuthFailure = Object.freeze({ reason: 'session' });
-
-const sha256 = (s: string) => createHash('sha256').update(s).digest();
 
 /** The value of the `rc_session` cookie in a Cookie header, or undefined. */
 export function sessionToken(cookieHeader: string): string | undefined {
@@ -74,15 +72,13 @@ export class SessionDirectory {
   authenticate(cookieHeader: string, csrf: string): number | AuthFailure {
     const token = sessionToken(cookieHeader);
     if (token === undefined) return AUTH_MISSING;
-    const tokenHash = sha256(token).toString('hex');
+    const tokenHash = hashKey(token);
     const r = this.byToken.get(tokenHash);
     if (!r) return AUTH_SESSION;
     if (r.expiresAt <= this.clock.now()) {
       this.byToken.delete(tokenHash);
       return AUTH_SESSION;
     }
-    const expected = Buffer.from(r.csrfHash, 'hex');
-    const given = sha256(csrf);
-    return csrf !== '' && expected.length === given.length && timingSafeEqual(expected, given) ? r.accountId : AUTH_SESSION;
+    return csrf !== '' && hashesEqual(r.csrfHash, hashKey(csrf)) ? r.accountId : AUTH_SESSION;
   }
 }

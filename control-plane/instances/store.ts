@@ -1,7 +1,8 @@
 // The instance tables (migration 2): instances, accepted launches (rate windows) and launch
 // verification tokens. Every state change is an UPDATE guarded by the allowed from-states
 // (states.ts), so a stale writer can never move an instance along a transition that does not exist.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { hashKey } from '../../lib/keys.js';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from '../db.js';
 import type { Template } from '../templates.js';
@@ -59,7 +60,6 @@ export interface NewInstance {
 export type Changes = Partial<Pick<InstanceRow,
   'reason' | 'detail' | 'agent_id' | 'spec' | 'endpoint_host' | 'endpoint_port' | 'ssh_port' | 'billed_periods' | 'placed_at' | 'ready_at' | 'ended_at' | 'expires_at' | 'last_activity_at'>>;
 
-const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 export class InstanceStore {
   private readonly insertStmt;
@@ -187,12 +187,12 @@ export class InstanceStore {
   /** A new single-use launch verification token for the account. */
   issueLaunchToken(accountId: number, now: number, ttlMs: number): { token: string; expiresAt: number } {
     const token = `lvt_${randomBytes(24).toString('base64url')}`;
-    this.insertToken.run(sha256(token), accountId, now + ttlMs, now);
+    this.insertToken.run(hashKey(token), accountId, now + ttlMs, now);
     return { token, expiresAt: now + ttlMs };
   }
 
   /** Consumes a token (call inside the launch transaction); false when unknown, expired or another account's. */
   consumeLaunchToken(accountId: number, token: string, now: number): boolean {
-    return this.consumeToken.run(sha256(token), accountId, now).changes === 1;
+    return this.consumeToken.run(hashKey(token), accountId, now).changes === 1;
   }
 }
