@@ -1,12 +1,14 @@
 // `rc agent`: runs the host agent from the settings (lib/config.ts), options overriding them.
 // Prints one JSON line to stdout once listening: {"address","port","agentId","tokenFile"}.
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { numberOption, parse, untilSignal, UsageError, type Command } from '../bin/cli.js';
 import { loadConfig, type Config } from '../lib/config.js';
 import { generateKey } from '../lib/keys.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { startAgent, type AgentOptions } from './server.js';
+import type { RuntimeKind } from './types.js';
 
 const HELP = `Usage: rc agent [options]
 
@@ -17,7 +19,7 @@ Options:
   --host H          Address to bind (RC_HOST, default 127.0.0.1)
   --port P          gRPC port; 0 picks a free one (RC_AGENT_PORT, default 7070)
   --data-dir D      Platform data dir; the agent uses D/agent (RC_DATA_DIR, default ./data)
-  --runtime R       process or docker (RC_AGENT_RUNTIME, default process)
+  --runtime R       auto, docker or process (RC_AGENT_RUNTIME, default auto: docker when an engine answers)
   --gpus N          Simulated GPUs when nvidia-smi is absent (RC_AGENT_GPUS, default 4)
   --token-file F    Read the shared token from F (default: RC_AGENT_TOKEN, else D/agent/token, generated if missing)
   -h, --help        This help
@@ -56,7 +58,8 @@ export function agentOptionsFromConfig(config: Config, logger: Logger): AgentOpt
     token,
     tokenFile,
     dataDir: dir,
-    runtime: config.agentRuntime,
+    // 'auto' is settled by chooseRuntime (it asks the engine); until then the safe choice.
+    runtime: config.agentRuntime === 'docker' ? 'docker' : 'process',
     gpus: { detect: config.agentGpuDetect, count: config.agentGpus, model: config.agentGpuModel, memoryMb: config.agentGpuMemoryMb },
     advertiseHost: config.agentAdvertiseHost || undefined,
     readyTimeoutMs: config.agentReadyTimeoutMs,
@@ -64,8 +67,45 @@ export function agentOptionsFromConfig(config: Config, logger: Logger): AgentOpt
     stopGraceMs: config.agentStopGraceMs,
     lostControlPlaneGraceMs: config.agentLostControlPlaneMs,
     dockerSocket: config.agentDockerSocket,
+    docker: {
+      pullPolicy: config.agentPullPolicy,
+      publishHost: config.agentPublishHost,
+      limitsPerGpu: { memoryMb: config.agentMemoryMbPerGpu, cpus: config.agentCpusPerGpu, pids: config.agentPidsPerGpu },
+      diskQuota: config.agentDiskQuota,
+      toolbox: config.agentToolbox,
+    },
     logger,
   };
+}
+
+/** True when a Docker engine answers /_ping on `socketPath`. */
+export function dockerAnswers(socketPath: string, timeoutMs = 2000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = request({ socketPath, path: '/_ping', timeout: timeoutMs }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('error', () => resolve(false));
+    req.on('timeout', () => { req.destroy(); resolve(false); });
+    req.end();
+  });
+}
+
+export const PROCESS_RUNTIME_WARNING =
+  'No Docker engine answers: instances run as host processes (the process runtime). This mode is for one trusted user on their own machine; see agent/README.md.';
+
+/**
+ * The runtime to use: `auto` is docker when an engine answers on the socket, else process, with
+ * the warning printed to stderr (the process runtime is for one trusted user on their own machine).
+ */
+export async function chooseRuntime(setting: Config['agentRuntime'], socketPath: string, warn: (message: string) => void = (m) => process.stderr.write(`warning: ${m}\n`)): Promise<RuntimeKind> {
+  if (setting === 'docker' || setting === 'process') {
+    if (setting === 'process') warn(PROCESS_RUNTIME_WARNING.replace('No Docker engine answers: instances', 'RC_AGENT_RUNTIME=process: instances'));
+    return setting;
+  }
+  if (await dockerAnswers(socketPath)) return 'docker';
+  warn(PROCESS_RUNTIME_WARNING);
+  return 'process';
 }
 
 export const agentCommand: Command = {
@@ -87,8 +127,8 @@ export const agentCommand: Command = {
     const port = numberOption('port', values.port, { integer: true, min: 0 }) ?? config.agentPort;
     if (port > 65535) throw new UsageError('--port must be at most 65535');
     const gpuCount = numberOption('gpus', values.gpus, { integer: true, min: 0 }) ?? config.agentGpus;
-    const runtime = values.runtime ?? config.agentRuntime;
-    if (runtime !== 'process' && runtime !== 'docker') throw new UsageError(`--runtime must be process or docker, got ${JSON.stringify(runtime)}`);
+    const setting = values.runtime ?? config.agentRuntime;
+    if (setting !== 'process' && setting !== 'docker' && setting !== 'auto') throw new UsageError(`--runtime must be auto, process or docker, got ${JSON.stringify(setting)}`);
     if (values['data-dir']) config.dataDir = values['data-dir'];
     let tokenFile: string | undefined;
     if (values['token-file']) {
@@ -101,6 +141,7 @@ export const agentCommand: Command = {
       if (config.agentToken.length < 16) throw new UsageError('--token-file: the token must be at least 16 characters');
     }
     const options = agentOptionsFromConfig(config, createLogger(config.logLevel));
+    const runtime = await chooseRuntime(setting, config.agentDockerSocket);
     tokenFile ??= options.tokenFile;
     const handle = await startAgent({ ...options, host: values.host ?? config.host, port, runtime, gpus: { ...options.gpus, count: gpuCount } });
     process.stdout.write(JSON.stringify({ address: handle.address, port: handle.port, agentId: handle.agentId, tokenFile }) + '\n');

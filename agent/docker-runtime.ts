@@ -1,44 +1,87 @@
-// The docker runtime: the Docker Engine API over its unix socket with undici. Pull (progress as
-// pending "pulling image"), create (GPU device requests, labels with the instance id, port
-// bindings, volume), start, stop, remove, list by label. Output is copied into the instance log
-// file, so logs work the same way as in the process runtime.
-import { createWriteStream, statSync } from 'node:fs';
-import { Client } from 'undici';
+// The docker runtime: the Docker Engine API over its unix socket with undici. The API version is
+// negotiated on /_ping. Images follow the pull policy (a local image is used as it is; a pull
+// reports layers and bytes as the pending message). Containers are created with labels naming
+// the agent and the instance, the engine's init as PID 1, limits, no-new-privileges, ports on
+// the publish address only, the account volume, the toolbox (rc, rc-tunnel) and the SSH key.
+// Readiness probes the container's own address; output is copied into the instance log file, so
+// logs work the same way as in the process runtime. Stop means stopped and removed.
+import { createWriteStream, existsSync, statSync } from 'node:fs';
+import { availableParallelism, networkInterfaces } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Pool, type Dispatcher } from 'undici';
+import { BROKER_ENV } from '../gateway/tunnel/identity.js';
 import type { Logger } from '../lib/log.js';
+import { BrokerRelays, isLoopbackHost } from './broker-relay.js';
 import * as api from './docker-api.js';
 import { FailureReason, RuntimeError } from './errors.js';
 import { StartFailure, type ExitInfo, type Runtime, type StartContext } from './runtime.js';
 import type { RuntimeRef } from './state.js';
+import type { LaunchSpec } from './types.js';
 
 export interface DockerRuntimeOptions {
   agentId: string;
   socketPath: string;
-  /** Host address published ports bind to; default 0.0.0.0. */
-  bindIp?: string;
+  /** Host address published ports bind to (the advertise address or 127.0.0.1; 0.0.0.0 only when configured). */
+  publishHost: string;
+  pullPolicy: api.PullPolicy;
+  /** Limits per GPU (a CPU-only instance counts as one GPU); CPUs are capped at the host's. */
+  limitsPerGpu: { memoryMb: number; cpus: number; pids: number };
+  /** `auto`: a writable-layer quota of disk_gb where the storage driver supports one; `off`: never. */
+  diskQuota: 'auto' | 'off';
+  /** The toolbox to mount at /opt/rc; undefined: none. */
+  toolbox?: api.ToolboxMounts;
+  /** Builds an image the project knows how to build locally (npm start's seeded images); false when it does not know it. */
+  buildLocalImage?: (image: string, onProgress: (message: string) => void) => Promise<boolean>;
   logger: Logger;
 }
 
 interface DockerResponse {
   status: number;
   json: unknown;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+/** Storage drivers that can cap a container's writable layer (overlay2 only on xfs with pquota). */
+const QUOTA_DRIVERS = new Set(['btrfs', 'zfs', 'devicemapper', 'windowsfilter']);
+/** How long an exit waits for the last output to reach the log file before it is reported. */
+const LOG_DRAIN_MS = 2000;
+
+interface ContainerState {
+  running: boolean;
+  exitCode: number | null;
+  ip: string;
 }
 
 export class DockerRuntime implements Runtime {
   readonly kind = 'docker' as const;
-  readonly checkHost = '127.0.0.1';
-  private readonly client: Client;
+  readonly checkHost: string;
+  /** Short calls; long-lived ones (wait, logs, pull) get a connection of their own (longLived). */
+  private readonly client: Pool;
+  private version = api.MIN_API_VERSION;
+  private diskQuota = false;
+  private bridgeGateway: string | undefined;
+  private readonly relays = new BrokerRelays();
+  /** Container id -> settles when its log copy ended (the container's output is all in the file). */
+  private readonly logCopies = new Map<string, Promise<void>>();
 
   constructor(private readonly opts: DockerRuntimeOptions) {
-    this.client = new Client('http://localhost', { socketPath: opts.socketPath });
+    this.client = new Pool('http://localhost', { socketPath: opts.socketPath, connections: 8 });
+    this.checkHost = opts.publishHost;
+  }
+
+  private path(req: api.DockerRequest): string {
+    return req.path === '/_ping' ? req.path : `/v${this.version}${req.path}`;
   }
 
   /** Sends a request; returns status and parsed JSON body (undefined when empty). */
-  private async call(req: api.DockerRequest, signal?: AbortSignal): Promise<DockerResponse> {
+  private async call(req: api.DockerRequest, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<DockerResponse> {
     try {
       const res = await this.client.request({
-        method: req.method, path: req.path, signal,
+        method: req.method, path: this.path(req), signal: options.signal,
         headers: req.body === undefined ? {} : { 'content-type': 'application/json' },
         body: req.body === undefined ? undefined : JSON.stringify(req.body),
+        headersTimeout: options.timeoutMs ?? 300_000, bodyTimeout: options.timeoutMs ?? 300_000,
       });
       const text = await res.body.text();
       let json: unknown;
@@ -47,9 +90,29 @@ export class DockerRuntime implements Runtime {
       } catch {
         json = { message: text };
       }
-      return { status: res.statusCode, json };
+      return { status: res.statusCode, json, headers: res.headers };
     } catch (err) {
       throw new RuntimeError(`Docker Engine API ${req.method} ${req.path} failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /**
+   * A request on its own connection, closed when the response ends: a long poll or a stream must
+   * not hold up the short calls queued behind it.
+   */
+  private async longLived(req: api.DockerRequest, options: { signal?: AbortSignal; headersTimeoutMs?: number }): Promise<Dispatcher.ResponseData & { close(): void }> {
+    const client = new Client('http://localhost', { socketPath: this.opts.socketPath });
+    const close = () => void client.close().catch(() => undefined);
+    try {
+      const res = await client.request({
+        method: req.method, path: this.path(req), signal: options.signal,
+        headersTimeout: options.headersTimeoutMs ?? 300_000, bodyTimeout: 0,
+      });
+      res.body.once('close', close);
+      return Object.assign(res, { close });
+    } catch (err) {
+      close();
+      throw err;
     }
   }
 
@@ -57,22 +120,92 @@ export class DockerRuntime implements Runtime {
     return (r.json as { message?: string } | undefined)?.message ?? `status ${r.status}`;
   }
 
-  /** Pulls the image, reporting layer progress; throws StartFailure(pull_failed) on error. */
+  /** Negotiates the API version, learns the storage driver and the bridge's gateway address. */
+  async init(): Promise<void> {
+    const ping = await this.call(api.pingRequest(), { timeoutMs: 5000 });
+    if (ping.status !== 200) throw new RuntimeError(`The Docker engine at ${this.opts.socketPath} answered /_ping with status ${ping.status}`);
+    const server = ping.headers['api-version'];
+    const version = api.negotiateApiVersion(Array.isArray(server) ? server[0] : server);
+    if (!version) throw new RuntimeError(`The Docker engine speaks API ${String(server)}; the oldest supported is ${api.MIN_API_VERSION}`);
+    this.version = version;
+    const info = await this.call(api.infoRequest());
+    const driver = (info.json as { Driver?: string }).Driver ?? '';
+    const status = (info.json as { DriverStatus?: [string, string][] }).DriverStatus ?? [];
+    const backing = status.find(([k]) => k === 'Backing Filesystem')?.[1] ?? '';
+    this.diskQuota = this.opts.diskQuota === 'auto' && (QUOTA_DRIVERS.has(driver) || (driver === 'overlay2' && backing === 'xfs'));
+    this.bridgeGateway = await this.findBridgeGateway();
+    this.opts.logger.info('docker engine', { apiVersion: version, storageDriver: driver, backingFilesystem: backing, diskQuota: this.diskQuota, bridgeGateway: this.bridgeGateway });
+  }
+
+  /** The host's address on the default bridge (what host-gateway resolves to in containers). */
+  private async findBridgeGateway(): Promise<string | undefined> {
+    const net = await this.call(api.networkInspectRequest('bridge'));
+    const j = net.json as { IPAM?: { Config?: { Gateway?: string }[] }; Options?: Record<string, string> } | undefined;
+    const configured = j?.IPAM?.Config?.find((c) => c.Gateway)?.Gateway;
+    if (configured) return configured;
+    // Engines that leave the gateway implicit: the bridge interface's own IPv4 address.
+    const ifname = j?.Options?.['com.docker.network.bridge.name'] ?? 'docker0';
+    return networkInterfaces()[ifname]?.find((a) => a.family === 'IPv4')?.address;
+  }
+
+  /** The negotiated Engine API version (after init). */
+  get apiVersion(): string {
+    return this.version;
+  }
+
+  // ---- images ---------------------------------------------------------------------------------
+
+  private async imageEnv(image: string): Promise<string[] | undefined> {
+    const r = await this.call(api.imageInspectRequest(image));
+    if (r.status === 404) return undefined;
+    if (r.status !== 200) throw new StartFailure(FailureReason.pullFailed, `Inspecting ${image} failed: ${DockerRuntime.message(r)}`);
+    return (r.json as { Config?: { Env?: string[] | null } }).Config?.Env ?? [];
+  }
+
+  /** Makes the image present per the pull policy; returns its environment (for PATH). */
+  private async ensureImage(image: string, ctx: StartContext): Promise<string[]> {
+    const env = await this.imageEnv(image);
+    if (!api.shouldPull(this.opts.pullPolicy, env !== undefined)) {
+      if (env) return env;
+      throw new StartFailure(FailureReason.pullFailed, `Image ${image} is not present on this host and the pull policy is "never"`);
+    }
+    if (env === undefined && this.opts.buildLocalImage) {
+      ctx.onProgress('building image');
+      if (await this.opts.buildLocalImage(image, ctx.onProgress).catch((err: unknown) => {
+        throw new StartFailure(FailureReason.pullFailed, `Building ${image} failed: ${(err as Error).message}`);
+      })) {
+        return (await this.imageEnv(image)) ?? [];
+      }
+    }
+    await this.pull(image, ctx);
+    const after = await this.imageEnv(image);
+    if (!after) throw new StartFailure(FailureReason.pullFailed, `Image ${image} is still missing after the pull`);
+    return after;
+  }
+
+  /** Pulls the image, reporting layers and bytes; throws StartFailure(pull_failed) with the engine's message. */
   private async pull(image: string, ctx: StartContext): Promise<void> {
     ctx.onProgress('pulling image');
     const req = api.pullRequest(image);
     let res;
     try {
-      res = await this.client.request({ method: req.method, path: req.path, signal: ctx.signal });
+      res = await this.longLived(req, { signal: ctx.signal });
     } catch (err) {
       throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${(err as Error).message}`);
     }
     if (res.statusCode !== 200) {
       const text = await res.body.text();
-      throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${text.slice(0, 2000)}`);
+      let message = text;
+      try {
+        message = (JSON.parse(text) as { message?: string }).message ?? text;
+      } catch {
+        // Not JSON: the text as it is.
+      }
+      throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${message.trim().slice(0, 2000)}`);
     }
-    const layers = new Map<string, string>();
+    const progress = new api.PullProgress();
     let rest = '';
+    let last = 0;
     for await (const chunk of res.body) {
       rest += (chunk as Buffer).toString('utf8');
       let nl: number;
@@ -80,96 +213,184 @@ export class DockerRuntime implements Runtime {
         const line = rest.slice(0, nl).trim();
         rest = rest.slice(nl + 1);
         if (!line) continue;
-        let parsed;
+        let parsed: api.PullLine;
         try {
-          parsed = JSON.parse(line) as Parameters<typeof api.pullProgress>[0];
+          parsed = JSON.parse(line) as api.PullLine;
         } catch {
           continue;
         }
-        const p = api.pullProgress(parsed, layers);
+        const p = progress.push(parsed);
         if (typeof p !== 'string') throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${p.error}`);
-        ctx.onProgress(p);
+        // At most a few status changes per second: each one is an event and a state-file write.
+        if (Date.now() - last >= 500) {
+          last = Date.now();
+          ctx.onProgress(p);
+        }
       }
     }
   }
 
+  // ---- start ----------------------------------------------------------------------------------
+
+  /** The broker URL as containers reach it: a loopback URL goes through the relay on the bridge. */
+  private async brokerEnv(env: Record<string, string>): Promise<Record<string, string>> {
+    const value = env[BROKER_ENV];
+    if (!value || !this.bridgeGateway) return {};
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      return {};
+    }
+    if (!isLoopbackHost(url.hostname)) return {};
+    const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+    const relayPort = await this.relays.ensure(this.bridgeGateway, url.hostname, port);
+    url.hostname = api.HOST_GATEWAY_NAME;
+    url.port = String(relayPort);
+    return { [BROKER_ENV]: url.toString().replace(/\/$/, value.endsWith('/') ? '/' : '') };
+  }
+
+  async resume(spec: LaunchSpec): Promise<void> {
+    await this.brokerEnv(spec.env);
+  }
+
+  private async volume(ctx: StartContext): Promise<api.CreateOptions['volume']> {
+    const { volume } = ctx.spec;
+    if (!volume) return undefined;
+    if (volume.startsWith('/')) return { type: 'bind', source: ctx.volumePath ?? volume };
+    const name = api.volumeName(this.opts.agentId, volume);
+    const r = await this.call(api.volumeCreateRequest(name, this.opts.agentId));
+    if (r.status !== 201 && r.status !== 200) throw new StartFailure(FailureReason.startFailed, `Creating volume ${name} failed: ${DockerRuntime.message(r)}`);
+    return { type: 'volume', source: name };
+  }
+
   async start(ctx: StartContext): Promise<RuntimeRef> {
-    if (!ctx.spec.image) throw new StartFailure(FailureReason.startFailed, 'The docker runtime needs an image');
-    await this.pull(ctx.spec.image, ctx);
+    const { spec } = ctx;
+    if (!spec.image) throw new StartFailure(FailureReason.startFailed, 'The docker runtime needs an image');
+    const imageEnv = await this.ensureImage(spec.image, ctx);
+    if (ctx.signal.aborted) throw new StartFailure(FailureReason.startFailed, 'Stopped while starting');
     ctx.onProgress('starting');
-    const create = api.createContainerRequest({
-      spec: ctx.spec, agentId: this.opts.agentId, gpus: ctx.gpus, hostPorts: ctx.hostPorts, bindIp: this.opts.bindIp ?? '0.0.0.0',
-      homeDir: ctx.homeDir, volumePath: ctx.volumePath, agentEnv: ctx.agentEnv,
-    });
-    let res = await this.call(create);
+    const authorizedKeys = join(ctx.homeDir, '.ssh', 'authorized_keys');
+    const options: api.CreateOptions = {
+      spec, agentId: this.opts.agentId, gpus: ctx.gpus, gpuDeviceIds: ctx.gpuDeviceIds, hostPorts: ctx.hostPorts,
+      bindIp: this.opts.publishHost, homeDir: ctx.homeDir, volume: await this.volume(ctx),
+      authorizedKeysFile: spec.sshPublicKey && existsSync(authorizedKeys) ? authorizedKeys : undefined,
+      toolbox: this.opts.toolbox,
+      imagePath: imageEnv.find((e) => e.startsWith('PATH='))?.slice(5),
+      agentEnv: { ...ctx.agentEnv, ...(await this.brokerEnv(spec.env)) },
+      limits: api.scaleLimits(this.opts.limitsPerGpu, spec.gpuCount, availableParallelism()),
+      diskQuotaGb: this.diskQuota && spec.diskGb > 0 ? spec.diskGb : undefined,
+    };
+    let res = await this.create(options);
     if (res.status === 409) {
       // A container of an earlier, interrupted attempt: replace it.
-      await this.call(api.removeRequest(api.containerName(ctx.spec.instanceId)));
-      res = await this.call(create);
+      await this.call(api.removeRequest(api.containerName(spec.instanceId)));
+      res = await this.create(options);
     }
     if (res.status !== 201) throw new StartFailure(FailureReason.startFailed, `Creating the container failed: ${DockerRuntime.message(res)}`);
     const containerId = (res.json as { Id: string }).Id;
-    const started = await this.call(api.startRequest(containerId));
-    if (started.status !== 204 && started.status !== 304) {
+    try {
+      const started = await this.call(api.startRequest(containerId));
+      if (started.status !== 204 && started.status !== 304) {
+        throw new StartFailure(FailureReason.startFailed, `Starting the container failed: ${DockerRuntime.message(started)}`);
+      }
+    } catch (err) {
       await this.call(api.removeRequest(containerId)).catch(() => undefined);
-      throw new StartFailure(FailureReason.startFailed, `Starting the container failed: ${DockerRuntime.message(started)}`);
+      throw err;
     }
     return { containerId };
+  }
+
+  /** Creates the container; a storage driver that refuses the disk quota after all turns it off (with a warning). */
+  private async create(options: api.CreateOptions): Promise<DockerResponse> {
+    const res = await this.call(api.createContainerRequest(options));
+    if (res.status >= 400 && options.diskQuotaGb && /storage.?opt|quota/i.test(DockerRuntime.message(res))) {
+      this.opts.logger.warn('the storage driver refuses a disk quota: disk_gb is not enforced on this host', { message: DockerRuntime.message(res) });
+      this.diskQuota = false;
+      options.diskQuotaGb = undefined;
+      return this.call(api.createContainerRequest(options));
+    }
+    return res;
   }
 
   describe(ref: RuntimeRef): string {
     return String(ref.containerId).slice(0, 12);
   }
 
-  private async state(ref: RuntimeRef): Promise<{ running: boolean; exitCode: number | null } | undefined> {
+  private async state(ref: RuntimeRef): Promise<ContainerState | undefined> {
     const r = await this.call(api.inspectRequest(String(ref.containerId)));
     if (r.status === 404) return undefined;
-    const s = (r.json as { State?: { Running?: boolean; ExitCode?: number } }).State;
-    return { running: Boolean(s?.Running), exitCode: s?.ExitCode ?? null };
+    const j = r.json as { State?: { Running?: boolean; ExitCode?: number }; NetworkSettings?: { IPAddress?: string; Networks?: Record<string, { IPAddress?: string }> } };
+    const ip = j.NetworkSettings?.Networks?.bridge?.IPAddress || j.NetworkSettings?.IPAddress || '';
+    return { running: Boolean(j.State?.Running), exitCode: j.State?.ExitCode ?? null, ip };
   }
 
   async isRunning(ref: RuntimeRef): Promise<boolean> {
     return (await this.state(ref))?.running ?? false;
   }
 
+  async probeAddress(ref: RuntimeRef, port: number, hostPort: number): Promise<{ host: string; port: number }> {
+    const s = await this.state(ref);
+    return s?.ip ? { host: s.ip, port } : { host: this.checkHost, port: hostPort };
+  }
+
   watchExit(ref: RuntimeRef, onExit: (exit: ExitInfo) => void): () => void {
-    let stopped = false;
-    const timer = setInterval(() => {
-      void this.state(ref).then((s) => {
-        if (stopped || s?.running) return;
-        stopped = true;
-        clearInterval(timer);
-        onExit({ code: s?.exitCode ?? null, signal: null });
-      }, (err: unknown) => this.opts.logger.warn('docker inspect failed', { err }));
-    }, 1000);
-    timer.unref();
-    return () => {
-      stopped = true;
-      clearInterval(timer);
-    };
+    const controller = new AbortController();
+    const id = String(ref.containerId);
+    void (async () => {
+      for (;;) {
+        // The long poll ends when the container stops; an engine hiccup is retried.
+        const status = await this.longLived(api.waitRequest(id), { signal: controller.signal, headersTimeoutMs: 0 }).then(async (r) => {
+          await r.body.dump({ limit: 1 << 20 }).catch(() => undefined);
+          return r.statusCode;
+        }, (err: unknown) => {
+          if (!controller.signal.aborted) this.opts.logger.warn('docker wait failed', { err });
+          return undefined;
+        });
+        if (controller.signal.aborted) return;
+        if (status === 200 || status === 404) break;
+        await sleep(1000, undefined, { signal: controller.signal });
+      }
+      const s = await this.state(ref).catch(() => undefined);
+      if (s?.running) return; // cannot happen with RestartPolicy no
+      const copy = this.logCopies.get(id);
+      if (copy) await Promise.race([copy, sleep(LOG_DRAIN_MS)]);
+      if (!controller.signal.aborted) onExit({ code: s?.exitCode ?? null, signal: null });
+    })().catch(() => undefined);
+    return () => controller.abort();
   }
 
   attachLogs(ref: RuntimeRef, logFile: string): () => void {
     const controller = new AbortController();
+    const id = String(ref.containerId);
     let since = 0;
     try {
-      since = Math.floor(statSync(logFile).mtimeMs / 1000);
+      // Adopted after a restart: what the file already holds is not copied again.
+      since = Math.floor(statSync(logFile).mtimeMs / 1000) + 1;
     } catch {
       // New log file: everything.
     }
     const out = createWriteStream(logFile, { flags: 'a' });
-    const req = api.logsRequest(String(ref.containerId), since);
-    void (async () => {
-      const res = await this.client.request({ method: req.method, path: req.path, signal: controller.signal });
+    const req = api.logsRequest(id, since);
+    const copy = (async () => {
+      const res = await this.longLived(req, { signal: controller.signal, headersTimeoutMs: 60_000 });
       const demux = new api.LogDemuxer();
       for await (const chunk of res.body) for (const payload of demux.push(chunk as Buffer)) out.write(payload);
-    })().catch(() => undefined).finally(() => out.end());
+    })().catch(() => undefined).then(() => new Promise<void>((resolve) => out.end(resolve)));
+    this.logCopies.set(id, copy);
+    void copy.finally(() => { if (this.logCopies.get(id) === copy) this.logCopies.delete(id); });
     return () => controller.abort();
   }
 
+  /** Stops (SIGTERM through the init, SIGKILL after the grace) and removes the container: afterwards nothing of it is left. */
   async stop(ref: RuntimeRef, graceMs: number): Promise<void> {
-    const r = await this.call(api.stopRequest(String(ref.containerId), graceMs));
-    if (r.status !== 204 && r.status !== 304 && r.status !== 404) throw new RuntimeError(`Stopping the container failed: ${DockerRuntime.message(r)}`);
+    const id = String(ref.containerId);
+    const r = await this.call(api.stopRequest(id, graceMs), { timeoutMs: graceMs + 60_000 });
+    if (r.status !== 204 && r.status !== 304 && r.status !== 404) {
+      this.opts.logger.warn('docker stop failed; killing', { containerId: id, message: DockerRuntime.message(r) });
+      await this.call(api.killRequest(id));
+    }
+    await this.remove(ref);
   }
 
   async remove(ref: RuntimeRef): Promise<void> {
@@ -179,13 +400,20 @@ export class DockerRuntime implements Runtime {
 
   async discover(): Promise<Map<string, RuntimeRef[]>> {
     const r = await this.call(api.listRequest(this.opts.agentId));
+    if (r.status !== 200) throw new RuntimeError(`Listing this agent's containers failed: ${DockerRuntime.message(r)}`);
     const out = new Map<string, RuntimeRef[]>();
-    if (r.status !== 200) return out;
     for (const c of r.json as { Id: string; Labels?: Record<string, string> }[]) {
+      // The filter already selects this agent's containers; the check guards against a filter ignored.
+      if (c.Labels?.[api.LABEL_AGENT] !== this.opts.agentId) continue;
       const id = c.Labels?.[api.LABEL_INSTANCE];
       if (!id) continue;
       out.set(id, [...(out.get(id) ?? []), { containerId: c.Id }]);
     }
     return out;
+  }
+
+  close(): void {
+    this.relays.close();
+    void this.client.close().catch(() => undefined);
   }
 }

@@ -7,6 +7,8 @@ export interface GpuDevice {
   index: number;
   model: string;
   memoryMb: number;
+  /** nvidia-smi's GPU UUID (what container device requests name); absent for simulated GPUs. */
+  uuid?: string;
 }
 
 export interface GpuConfig {
@@ -22,17 +24,18 @@ export interface GpuInventory {
   source: 'nvidia-smi' | 'configured';
 }
 
-/** Parses `nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader,nounits`. */
+/** Parses `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits`. */
 export function parseNvidiaSmi(output: string): GpuDevice[] {
   const devices: GpuDevice[] = [];
   for (const line of output.split('\n')) {
     const parts = line.split(',').map((p) => p.trim());
-    if (parts.length < 3) continue;
+    if (parts.length < 4) continue;
     const index = Number(parts[0]);
+    const uuid = parts[1]!;
     const memoryMb = Number(parts[parts.length - 1]);
-    const model = parts.slice(1, -1).join(',');
-    if (!Number.isInteger(index) || index < 0 || !model) continue;
-    devices.push({ index, model, memoryMb: Number.isFinite(memoryMb) ? Math.round(memoryMb) : 0 });
+    const model = parts.slice(2, -1).join(',');
+    if (!Number.isInteger(index) || index < 0 || !model || !/^GPU-[0-9a-fA-F-]+$/.test(uuid)) continue;
+    devices.push({ index, uuid, model, memoryMb: Number.isFinite(memoryMb) ? Math.round(memoryMb) : 0 });
   }
   return devices;
 }
@@ -40,7 +43,7 @@ export function parseNvidiaSmi(output: string): GpuDevice[] {
 export function detectGpus(config: GpuConfig): GpuInventory {
   if (config.detect === 'auto') {
     try {
-      const out = execFileSync('nvidia-smi', ['--query-gpu=index,name,memory.total', '--format=csv,noheader,nounits'], {
+      const out = execFileSync('nvidia-smi', ['--query-gpu=index,uuid,name,memory.total', '--format=csv,noheader,nounits'], {
         encoding: 'utf8',
         timeout: 10_000,
         stdio: ['ignore', 'pipe', 'ignore'],
@@ -88,7 +91,13 @@ export class GpuAllocator {
     for (const [i, owner] of this.owners) if (owner === instanceId) this.owners.delete(i);
   }
 
+  /** UUIDs of the given GPUs for container device requests; undefined unless the inventory came from nvidia-smi. */
+  deviceIds(indexes: number[]): string[] | undefined {
+    if (this.inventory.source !== 'nvidia-smi') return undefined;
+    return indexes.map((i) => this.inventory.devices.find((d) => d.index === i)?.uuid ?? String(i));
+  }
+
   snapshot(): Gpu[] {
-    return this.inventory.devices.map((d) => ({ ...d, instanceId: this.owners.get(d.index) ?? '' }));
+    return this.inventory.devices.map((d) => ({ index: d.index, model: d.model, memoryMb: d.memoryMb, instanceId: this.owners.get(d.index) ?? '' }));
   }
 }

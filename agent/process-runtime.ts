@@ -81,6 +81,11 @@ export class ProcessRuntime implements Runtime {
     return String(ref.pid);
   }
 
+  /** A process listens on its host port itself: nothing stands in front of it. */
+  async probeAddress(_ref: RuntimeRef, _port: number, hostPort: number): Promise<{ host: string; port: number }> {
+    return { host: this.checkHost, port: hostPort };
+  }
+
   async isRunning(ref: RuntimeRef): Promise<boolean> {
     const { pid, startTime } = asProcessRef(ref);
     const known = this.children.get(pid);

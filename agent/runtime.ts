@@ -6,6 +6,8 @@ export interface StartContext {
   spec: LaunchSpec;
   /** GPU indexes assigned to the instance. */
   gpus: number[];
+  /** What container device requests name (nvidia-smi UUIDs); undefined when the GPUs are simulated. */
+  gpuDeviceIds: string[] | undefined;
   /** Routed port (inside the instance) -> host port the agent allocated for it. */
   hostPorts: Map<number, number>;
   /** The instance's own directory under the data dir. */
@@ -39,8 +41,17 @@ export class StartFailure extends Error {
 
 export interface Runtime {
   readonly kind: RuntimeKind;
-  /** The address readiness checks connect to (host ports are bound there). */
+  /** The host address instance ports are published on (host ports are allocated there). */
   readonly checkHost: string;
+  /** Connects to what the runtime needs (the engine); called once before anything else. */
+  init?(): Promise<void>;
+  /** After an agent restart, before an adopted instance is watched again (e.g. the broker relay). */
+  resume?(spec: LaunchSpec, ref: RuntimeRef): Promise<void>;
+  /**
+   * Where readiness probes reach the app listening on routed `port` (published on `hostPort`):
+   * the app itself, never a proxy in front of it (docker-proxy accepts before the app listens).
+   */
+  probeAddress(ref: RuntimeRef, port: number, hostPort: number): Promise<{ host: string; port: number }>;
   /** Starts the instance; throws StartFailure on a failure the instance's status should report. */
   start(ctx: StartContext): Promise<RuntimeRef>;
   /** A short id to report: pid or container id. */
@@ -57,4 +68,6 @@ export interface Runtime {
   remove(ref: RuntimeRef): Promise<void>;
   /** Instances of this agent the runtime can see (instance id -> ref), to find orphans. */
   discover(): Promise<Map<string, RuntimeRef[]>>;
+  /** Releases what the runtime holds in the agent (connections, relays); instances keep running. */
+  close?(): void;
 }

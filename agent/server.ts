@@ -11,7 +11,10 @@ import { randomId } from '../lib/ids.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import * as pb from '../proto/gen/rc/agent/v1/agent_pb.js';
 import { eventToPb, hostToPb, infoToPb, specFromPb } from './convert.js';
-import { DockerRuntime } from './docker-runtime.js';
+import type { PullPolicy } from './docker-api.js';
+import { DockerRuntime, type DockerRuntimeOptions } from './docker-runtime.js';
+import { prepareToolbox } from './toolbox.js';
+import { isIP } from 'node:net';
 import { AgentDataDirLockedError, AgentError, AgentInvalidArgumentError, AgentUnauthenticatedError, StopReason } from './errors.js';
 import { detectGpus, GpuAllocator, type GpuConfig } from './gpus.js';
 import { isAlive, readProcStat } from './procfs.js';
@@ -44,6 +47,8 @@ export interface AgentOptions {
   heartbeatMs?: number;
   /** Docker Engine API socket (docker runtime). */
   dockerSocket?: string;
+  /** Docker runtime settings (defaults: DOCKER_DEFAULTS). */
+  docker?: Partial<DockerSettings>;
   /** TLS: PEM certificate chain and key; plaintext when absent. */
   tls?: { cert: Buffer; key: Buffer };
   logger?: Logger;
@@ -68,6 +73,32 @@ export const AGENT_DEFAULTS = {
   heartbeatMs: 5_000,
   gpus: { detect: 'auto', count: 4, model: 'Simulated GPU', memoryMb: 81_920 } satisfies GpuConfig,
 } as const;
+
+/** What the docker runtime takes from the settings. */
+export interface DockerSettings {
+  pullPolicy: PullPolicy;
+  /** Address published ports bind; empty: the advertise address when it is an IP address, else 127.0.0.1. */
+  publishHost: string;
+  limitsPerGpu: { memoryMb: number; cpus: number; pids: number };
+  diskQuota: 'auto' | 'off';
+  /** Mount the toolbox (rc, rc-tunnel) at /opt/rc. */
+  toolbox: boolean;
+  buildLocalImage?: DockerRuntimeOptions['buildLocalImage'];
+}
+
+export const DOCKER_DEFAULTS: DockerSettings = {
+  pullPolicy: 'if-not-present',
+  publishHost: '',
+  limitsPerGpu: { memoryMb: 65_536, cpus: 8, pids: 4096 },
+  diskQuota: 'auto',
+  toolbox: true,
+};
+
+/** Published ports bind the advertise address when it is an IP address, else loopback: never all interfaces unless configured. */
+export function publishHostFor(configured: string, advertiseHost: string): string {
+  if (configured) return configured;
+  return isIP(advertiseHost) && advertiseHost !== '0.0.0.0' && advertiseHost !== '::' ? advertiseHost : '127.0.0.1';
+}
 
 const MAX_TAIL_LINES = 10_000;
 
@@ -123,13 +154,22 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
   const store = new StateStore(dataDir, () => randomId('agent_', 9));
   const agentId = store.state.agentId;
   const runtimeKind = options.runtime ?? 'process';
-  const runtime: Runtime = runtimeKind === 'docker'
-    ? new DockerRuntime({ agentId, socketPath: options.dockerSocket ?? '/var/run/docker.sock', logger: log })
-    : new ProcessRuntime(agentId);
+  const advertiseHost = options.advertiseHost ?? (host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host);
+  let runtime: Runtime;
+  if (runtimeKind === 'docker') {
+    const d = { ...DOCKER_DEFAULTS, ...options.docker };
+    runtime = new DockerRuntime({
+      agentId, socketPath: options.dockerSocket ?? '/var/run/docker.sock', logger: log,
+      publishHost: publishHostFor(d.publishHost, advertiseHost), pullPolicy: d.pullPolicy, limitsPerGpu: d.limitsPerGpu,
+      diskQuota: d.diskQuota, toolbox: d.toolbox ? prepareToolbox(join(dataDir, 'toolbox')) : undefined, buildLocalImage: d.buildLocalImage,
+    });
+  } else {
+    runtime = new ProcessRuntime(agentId);
+  }
   const gpus = new GpuAllocator(detectGpus({ ...AGENT_DEFAULTS.gpus, ...options.gpus }));
   const supervisor = new Supervisor({
     store, runtime, gpus, logger: log, clock,
-    advertiseHost: options.advertiseHost ?? (host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host),
+    advertiseHost,
     readyTimeoutMs: options.readyTimeoutMs ?? AGENT_DEFAULTS.readyTimeoutMs,
     servingReadyTimeoutMs: options.servingReadyTimeoutMs ?? AGENT_DEFAULTS.servingReadyTimeoutMs,
     stopGraceMs: options.stopGraceMs ?? AGENT_DEFAULTS.stopGraceMs,

@@ -93,9 +93,18 @@ export class Supervisor {
 
   /** Takes over the instances recorded in the state file. Call once, before serving. */
   async adopt(): Promise<void> {
+    await this.runtime.init?.();
+    // What the runtime runs for this agent, by instance id (labels or the environment say which).
+    const found = await this.runtime.discover();
     for (const rec of Object.values(this.records)) {
       const { info } = rec;
       if (!ACTIVE_STATES.has(info.state)) continue;
+      // Killed between the runtime's start and the state-file write: take the one the runtime found.
+      if (!rec.ref && found.get(info.instanceId)?.length === 1) {
+        rec.ref = found.get(info.instanceId)![0]!;
+        info.runtimeId = this.runtime.describe(rec.ref);
+        this.store.save();
+      }
       const running = rec.ref ? await this.runtime.isRunning(rec.ref) : false;
       if (!running) {
         if (rec.ref) await this.runtime.stop(rec.ref, 0); // leftovers of its process group
@@ -106,6 +115,7 @@ export class Supervisor {
       }
       this.gpus.claim(info.instanceId, info.gpus);
       this.ports.claim(info.endpoints.map((e) => e.hostPort));
+      await this.runtime.resume?.(info.spec, rec.ref!);
       const live = this.newLive(info.instanceId);
       this.watch(rec, live);
       this.log.info('adopted instance', { instanceId: info.instanceId, state: info.state, runtimeId: info.runtimeId });
@@ -113,7 +123,6 @@ export class Supervisor {
       else if (info.state === 'stopping') void this.stop(info.instanceId, this.opts.stopGraceMs).catch(() => {});
     }
     // Processes or containers of this agent that no active record accounts for.
-    const found = await this.runtime.discover();
     for (const [id, refs] of found) {
       const rec = this.records[id];
       for (const ref of refs) {
@@ -197,7 +206,7 @@ export class Supervisor {
       if (live.abort.signal.aborted) return;
       const gpuList = rec.info.gpus.join(',');
       const ref = await this.runtime.start({
-        spec, gpus: rec.info.gpus, hostPorts, instanceDir, homeDir, logFile: this.logFile(id), volumePath,
+        spec, gpus: rec.info.gpus, gpuDeviceIds: this.gpus.deviceIds(rec.info.gpus), hostPorts, instanceDir, homeDir, logFile: this.logFile(id), volumePath,
         agentEnv: { RC_INSTANCE_ID: id, CUDA_VISIBLE_DEVICES: gpuList, NVIDIA_VISIBLE_DEVICES: gpuList || 'void', ...(spec.sshPublicKey ? { SSH_PUBLIC_KEY: spec.sshPublicKey } : {}) },
         onProgress: (message) => {
           if (rec.info.state === 'pending' && rec.info.message !== message) this.transition(rec, 'pending', message);
@@ -232,8 +241,10 @@ export class Supervisor {
     if (main) {
       const serving = SERVING_TYPES.has(spec.instanceType);
       this.transition(rec, 'pending', 'waiting for port');
+      // The app itself, not the published port: a proxy in front of it accepts before it listens.
+      const target = await this.runtime.probeAddress(rec.ref!, main.port, main.hostPort);
       const result = await waitReady({
-        host: this.runtime.checkHost, port: main.hostPort, http: serving, signal: live.abort.signal,
+        host: target.host, port: target.port, http: serving, signal: live.abort.signal,
         timeoutMs: spec.readyTimeoutMs || (serving ? this.opts.servingReadyTimeoutMs : this.opts.readyTimeoutMs),
         onPortOpen: serving ? () => { if (rec.info.state === 'pending') this.transition(rec, 'pending', 'waiting for health'); } : undefined,
       });
@@ -434,6 +445,7 @@ export class Supervisor {
       live.logs?.close();
     }
     this.live.clear();
+    this.runtime.close?.();
   }
 }
 

@@ -8,6 +8,7 @@ import { ConfigError } from './errors.js';
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const ms = z.coerce.number().int().min(1);
+const bool = z.union([z.boolean(), z.enum(['0', '1', 'false', 'true']).transform((v) => v === '1' || v === 'true')]);
 
 /** One entry of the shared model catalog. */
 export const modelEntrySchema = z.strictObject({
@@ -80,7 +81,7 @@ export const SETTINGS = {
   couponRedemption: setting('RC_COUPON_REDEMPTION', z.enum(['open', 'closed']), 'open', 'Whether POST /api/credits/redeem accepts coupons (closed: 503)'),
   couponRetryAfterSec: setting('RC_COUPON_RETRY_AFTER_SEC', positiveInt, 3600, 'Retry-After of the 503 while coupon redemption is closed'),
   agentToken: setting('RC_AGENT_TOKEN', z.union([z.literal(''), z.string().min(16)]), '', 'Shared token between control plane and agent; empty: generated into <dataDir>/agent/token'),
-  agentRuntime: setting('RC_AGENT_RUNTIME', z.enum(['process', 'docker']), 'process', 'How the agent runs instances: local processes or Docker containers'),
+  agentRuntime: setting('RC_AGENT_RUNTIME', z.enum(['auto', 'process', 'docker']), 'auto', 'How the agent runs instances: docker (containers), process (host processes, one trusted user only), auto: docker when an engine answers on the socket, else process with a warning'),
   agentAdvertiseHost: setting('RC_AGENT_ADVERTISE_HOST', z.string(), '', 'Address where instance ports are reachable; empty: the bind address'),
   agentGpuDetect: setting('RC_AGENT_GPU_DETECT', z.enum(['auto', 'configured']), 'auto', 'GPU inventory: nvidia-smi when present (auto), else the configured simulated GPUs'),
   agentGpus: setting('RC_AGENT_GPUS', z.coerce.number().int().min(0).max(64), 4, 'Simulated GPUs when nvidia-smi is absent'),
@@ -91,6 +92,13 @@ export const SETTINGS = {
   agentStopGraceMs: setting('RC_AGENT_STOP_GRACE_MS', ms, 10_000, 'Time between SIGTERM and SIGKILL when stopping an instance'),
   agentLostControlPlaneMs: setting('RC_AGENT_LOST_CONTROL_PLANE_MS', z.coerce.number().int().min(0), 600_000, 'Stop every instance after this long without the control plane; 0 never'),
   agentDockerSocket: setting('RC_AGENT_DOCKER_SOCKET', z.string().min(1), '/var/run/docker.sock', 'Docker Engine API socket (docker runtime)'),
+  agentPullPolicy: setting('RC_AGENT_PULL_POLICY', z.enum(['if-not-present', 'always', 'never']), 'if-not-present', 'Docker: when to pull an instance image (a local image is used as it is unless always)'),
+  agentPublishHost: setting('RC_AGENT_PUBLISH_HOST', z.string(), '', 'Docker: address instance ports are published on; empty: the advertise address when it is an IP, else 127.0.0.1 (0.0.0.0 only if set here)'),
+  agentMemoryMbPerGpu: setting('RC_AGENT_MEMORY_MB_PER_GPU', positiveInt, 65_536, 'Docker: container memory limit per GPU (MiB; a CPU-only instance counts as one GPU)'),
+  agentCpusPerGpu: setting('RC_AGENT_CPUS_PER_GPU', z.coerce.number().positive().max(1024), 8, 'Docker: CPUs per GPU (capped at the host\'s)'),
+  agentPidsPerGpu: setting('RC_AGENT_PIDS_PER_GPU', positiveInt, 4096, 'Docker: process limit per GPU'),
+  agentDiskQuota: setting('RC_AGENT_DISK_QUOTA', z.enum(['auto', 'off']), 'auto', 'Docker: cap the writable layer at disk_gb where the storage driver can (auto), or never'),
+  agentToolbox: setting('RC_AGENT_TOOLBOX', bool, true, 'Docker: mount rc and rc-tunnel read-only at /opt/rc in every container'),
   instanceCreditsPerGpuHour: setting('RC_INSTANCE_CREDITS_PER_GPU_HOUR', z.coerce.number().min(0).max(1_000_000), 1, 'Instance price in credits per GPU-hour (accrued per second)'),
   instanceBillingPeriodSec: setting('RC_INSTANCE_BILLING_PERIOD_SEC', z.coerce.number().int().min(1).max(86_400), 60, 'Instance usage is written to the ledger once per period of this many seconds'),
   instanceMaxLifetimeSec: setting('RC_INSTANCE_MAX_LIFETIME_SEC', positiveInt, 86_400, 'Maximum lifetime of an instance, from placement on a host (destroyed after)'),

@@ -34,3 +34,27 @@ export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, i
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
+
+/** The Docker engine's socket: DOCKER_HOST when it is unix://, else /var/run/docker.sock. */
+export const DOCKER_SOCKET = process.env.DOCKER_HOST?.startsWith('unix://') ? process.env.DOCKER_HOST.slice('unix://'.length) : '/var/run/docker.sock';
+
+/**
+ * Returns true when a Docker engine answers /_ping on DOCKER_SOCKET. When none does: with
+ * RC_REQUIRE_DOCKER=1 (CI) the test fails; otherwise it is skipped with a message saying why.
+ */
+export async function dockerAvailable(t: TestContext): Promise<boolean> {
+  const { request } = await import('node:http');
+  const why = await new Promise<string>((resolve) => {
+    const req = request({ socketPath: DOCKER_SOCKET, path: '/_ping', timeout: 3000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200 ? '' : `/_ping answered ${res.statusCode}`);
+    });
+    req.on('error', (err) => resolve(err.message));
+    req.on('timeout', () => { req.destroy(); resolve('no answer within 3 s'); });
+    req.end();
+  });
+  if (!why) return true;
+  if (process.env.RC_REQUIRE_DOCKER === '1') throw new Error(`A Docker engine is required (RC_REQUIRE_DOCKER=1) but ${DOCKER_SOCKET} did not answer: ${why}`);
+  t.skip(`no Docker engine at ${DOCKER_SOCKET}: ${why}`);
+  return false;
+}

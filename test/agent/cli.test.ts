@@ -15,7 +15,7 @@ test('rc agent rejects bad options with exit status 2', (t) => {
   for (const [args, message] of [
     [['--port', 'abc'], /--port must be an integer/],
     [['--port', '70000'], /--port must be at most 65535/],
-    [['--runtime', 'vm'], /--runtime must be process or docker/],
+    [['--runtime', 'vm'], /--runtime must be auto, process or docker/],
     [['--gpus=-1'], /--gpus must be an integer >= 0/],
     [['--bogus'], /Unknown option/],
     [['--token-file', join(dir, 'missing')], /--token-file: cannot read/],

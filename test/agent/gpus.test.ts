@@ -43,12 +43,15 @@ test('concurrent starts on 4 GPUs: no GPU assigned twice, the rest fail with gpu
 });
 
 test('nvidia-smi output parsing and the allocator', () => {
-  const devices = parseNvidiaSmi('0, NVIDIA H100 80GB HBM3, 81559\n1, NVIDIA H100 80GB HBM3, 81559\n\ngarbage\n');
+  const devices = parseNvidiaSmi('0, GPU-1b2c-3d, NVIDIA H100 80GB HBM3, 81559\n1, GPU-4e5f-6a, NVIDIA H100 80GB HBM3, 81559\n\ngarbage\n');
   assert.deepEqual(devices, [
-    { index: 0, model: 'NVIDIA H100 80GB HBM3', memoryMb: 81559 },
-    { index: 1, model: 'NVIDIA H100 80GB HBM3', memoryMb: 81559 },
+    { index: 0, uuid: 'GPU-1b2c-3d', model: 'NVIDIA H100 80GB HBM3', memoryMb: 81559 },
+    { index: 1, uuid: 'GPU-4e5f-6a', model: 'NVIDIA H100 80GB HBM3', memoryMb: 81559 },
   ]);
   const a = new GpuAllocator({ devices, source: 'nvidia-smi' });
+  // Container device requests name GPUs by UUID, and only when they are real (nvidia-smi).
+  assert.deepEqual(a.deviceIds([1]), ['GPU-4e5f-6a']);
+  assert.equal(new GpuAllocator({ devices: [{ index: 0, model: 'Simulated GPU', memoryMb: 1 }], source: 'configured' }).deviceIds([0]), undefined);
   assert.deepEqual(a.allocate('x', 1), [0]);
   assert.equal(a.allocate('y', 2), undefined);
   assert.deepEqual(a.allocate('z', 0), []);

@@ -116,7 +116,7 @@ export function collectEvents(client: AgentClient, afterSeq = 0): { items: Watch
 /** Runs `rc agent` as a child process; resolves with its address once it prints its ready line. */
 export async function spawnAgent(t: TestContext, dataDir: string, token: string, env: Record<string, string> = {}, port = 0): Promise<{ child: ChildProcess; address: string; agentId: string }> {
   const child = spawn(process.execPath, [RC_JS, 'agent', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir], {
-    env: { ...process.env, RC_AGENT_TOKEN: token, RC_LOG_LEVEL: 'silent', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_LOST_CONTROL_PLANE_MS: '0', RC_AGENT_STOP_GRACE_MS: '3000', ...env },
+    env: { ...process.env, RC_AGENT_TOKEN: token, RC_LOG_LEVEL: 'silent', RC_AGENT_RUNTIME: 'process', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_LOST_CONTROL_PLANE_MS: '0', RC_AGENT_STOP_GRACE_MS: '3000', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   t.after(() => {

@@ -1,0 +1,113 @@
+// The images the project builds locally, from files of this machine (no registry): a busybox
+// base, python3, Debian's sshd, and the images of the seeded templates. `ensureLocalImage`
+// builds one when the engine lacks it; the docker runtime calls it for a missing image it knows
+// (npm start), the test suites for their images, and .ci/run builds them all up front.
+import { mkdtempSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from 'undici';
+import { buildImage } from './build.js';
+import { addBinary, addTree, busyboxRoot } from './rootfs.js';
+
+interface ImageDefinition {
+  /** What it is, for the README and the build log. */
+  description: string;
+  /** Fills the root filesystem. */
+  fill(root: string): void;
+  /** Dockerfile lines after FROM scratch / COPY . / (ENV, CMD). */
+  dockerfile: string[];
+}
+
+const PATH_ENV = 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+const PYTHON = '/usr/bin/python3';
+const PYTHON_LIB = '/usr/lib/python3.11';
+
+function python(root: string): void {
+  busyboxRoot(root);
+  addBinary(root, PYTHON);
+  addTree(root, PYTHON_LIB, ['test', 'config-3.11-x86_64-linux-gnu', 'idlelib', 'tkinter', 'ensurepip', 'lib2to3', 'pydoc_data', 'turtledemo']);
+  const dynload = join(PYTHON_LIB, 'lib-dynload');
+  for (const f of readdirSync(dynload)) if (f.endsWith('.so')) addBinary(root, join(dynload, f));
+  mkdirSync(join(root, 'usr/local/bin'), { recursive: true });
+}
+
+const SSHD_CONFIG = `Port 22
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+AuthorizedKeysFile .ssh/authorized_keys
+PidFile /run/sshd.pid
+`;
+
+export const LOCAL_IMAGES: Record<string, ImageDefinition> = {
+  'rc-test/busybox:1': {
+    description: 'static busybox only (tests)',
+    fill: busyboxRoot,
+    dockerfile: [PATH_ENV, 'CMD ["/bin/sh"]'],
+  },
+  'rc-test/sshd:1': {
+    description: "busybox and Debian's sshd; host keys generated at container start; root logs in with the mounted authorized_keys",
+    fill(root) {
+      busyboxRoot(root);
+      addBinary(root, '/usr/sbin/sshd');
+      addBinary(root, '/usr/bin/ssh-keygen');
+      mkdirSync(join(root, 'etc/ssh'), { recursive: true });
+      writeFileSync(join(root, 'etc/ssh/sshd_config'), SSHD_CONFIG);
+      mkdirSync(join(root, 'run/sshd'), { recursive: true, mode: 0o755 });
+      mkdirSync(join(root, 'usr/local/bin'), { recursive: true });
+      writeFileSync(join(root, 'usr/local/bin/rc-sshd'), '#!/bin/sh\nssh-keygen -A >/dev/null\nexec /usr/sbin/sshd -D -e\n', { mode: 0o755 });
+    },
+    dockerfile: [PATH_ENV, 'CMD ["/usr/local/bin/rc-sshd"]'],
+  },
+  'rc/gradio:latest': {
+    description: 'busybox and python3 (the seeded Gradio demo runs python3 -m http.server $PORT)',
+    fill: python,
+    dockerfile: [PATH_ENV, 'CMD ["/bin/sh", "-c", "exec python3 -m http.server ${PORT:-7860}"]'],
+  },
+  'rc/jupyter-pytorch:latest': {
+    description: 'busybox and python3; a stand-in for the notebook UI (python3 -m http.server on $PORT, 8888): no Jupyter or PyTorch offline',
+    fill: python,
+    dockerfile: [PATH_ENV, 'WORKDIR /root', 'CMD ["/bin/sh", "-c", "exec python3 -m http.server ${PORT:-8888}"]'],
+  },
+  'rc/vllm-sim:latest': {
+    description: 'busybox; serves the simulated vLLM backend with the toolbox\'s rc (mounted at /opt/rc by the agent)',
+    fill: busyboxRoot,
+    dockerfile: [PATH_ENV, 'CMD ["/bin/sh", "-c", "exec rc sim --host 0.0.0.0 --port ${PORT:-8000} --model demo"]'],
+  },
+};
+
+async function imagePresent(socketPath: string, tag: string): Promise<boolean> {
+  const client = new Client('http://localhost', { socketPath });
+  try {
+    const res = await client.request({ method: 'GET', path: `/images/${encodeURIComponent(tag)}/json` });
+    await res.body.dump();
+    return res.statusCode === 200;
+  } finally {
+    await client.close();
+  }
+}
+
+/** Builds `tag` from its definition (whether or not it exists). */
+export async function buildLocalImage(socketPath: string, tag: string, onOutput?: (line: string) => void): Promise<void> {
+  const def = LOCAL_IMAGES[tag];
+  if (!def) throw new Error(`No local definition for image ${tag}`);
+  const dir = mkdtempSync(join(tmpdir(), 'rc-image-'));
+  try {
+    def.fill(dir);
+    writeFileSync(join(dir, 'Dockerfile'), ['FROM scratch', 'COPY . /', ...def.dockerfile, ''].join('\n'));
+    writeFileSync(join(dir, '.dockerignore'), 'Dockerfile\n.dockerignore\n');
+    await buildImage({ socketPath, tag, contextDir: dir, onOutput });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Builds `tag` when the project knows it and the engine lacks it. Returns false for an image it does not know. */
+export async function ensureLocalImage(socketPath: string, tag: string, onOutput?: (line: string) => void): Promise<boolean> {
+  if (!LOCAL_IMAGES[tag]) return false;
+  if (!(await imagePresent(socketPath, tag))) await buildLocalImage(socketPath, tag, onOutput);
+  return true;
+}

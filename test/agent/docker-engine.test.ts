@@ -1,0 +1,318 @@
+// The docker runtime against the real engine (skipped without one, failed with RC_REQUIRE_DOCKER=1):
+// launch to ready, a late listener, a failing start, pull failures, stop and remove of a container
+// that ignores SIGTERM, limits and ports in `docker inspect`, the account volume across relaunch,
+// logs, what a tenant's container cannot reach, SSH, rc-tunnel, and an agent SIGKILLed at three
+// points. Every container, volume and image the tests make carries the test agent's id or an
+// rc-test prefix, and is removed afterwards.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { promisify } from 'node:util';
+import { Client } from 'undici';
+import { createAgentClient, type AgentClient } from '../../agent/client.js';
+import { ensureLocalImage } from '../../agent/images/catalog.js';
+import type { AgentOptions } from '../../agent/server.js';
+import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
+import { killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
+
+const BUSYBOX = 'rc-test/busybox:1';
+const SSHD = 'rc-test/sshd:1';
+const run = promisify(execFile);
+
+/** A raw Engine API call (for what the tests check behind the agent's back). */
+async function engine(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
+  try {
+    const res = await client.request({ method, path: `/v1.41${path}`, body: body === undefined ? undefined : JSON.stringify(body), headers: body === undefined ? {} : { 'content-type': 'application/json' } });
+    const text = await res.body.text();
+    return { status: res.statusCode, json: text ? JSON.parse(text) : undefined };
+  } finally {
+    await client.close();
+  }
+}
+
+const labelled = (label: string) => `/containers/json?all=true&filters=${encodeURIComponent(JSON.stringify({ label: [label] }))}`;
+
+/** Removes every container and volume labelled with the agent's id. */
+async function cleanupAgent(agentId: string): Promise<void> {
+  const { json } = await engine('GET', labelled(`rc.agent-id=${agentId}`));
+  for (const c of json as { Id: string }[]) await engine('DELETE', `/containers/${c.Id}?force=true`);
+  const vols = await engine('GET', `/volumes?filters=${encodeURIComponent(JSON.stringify({ label: [`rc.agent-id=${agentId}`] }))}`);
+  for (const v of (vols.json.Volumes ?? []) as { Name: string }[]) await engine('DELETE', `/volumes/${v.Name}`);
+}
+
+/** A docker-runtime test agent (small limits, no toolbox unless asked), its containers and volumes removed afterwards. */
+async function dockerAgent(t: TestContext, options: Partial<AgentOptions> = {}) {
+  const a = await startTestAgent(t, {
+    runtime: 'docker', dockerSocket: DOCKER_SOCKET, readyTimeoutMs: 60_000, stopGraceMs: 2000,
+    ...options,
+    docker: { limitsPerGpu: { memoryMb: 256, cpus: 0.5, pids: 200 }, toolbox: false, ...options.docker },
+  });
+  t.after(() => cleanupAgent(a.agent.agentId));
+  return a;
+}
+
+async function logsOf(client: AgentClient, id: string): Promise<string> {
+  const out: string[] = [];
+  for await (const line of client.logs(id, { tail: 1000 })) out.push(line);
+  return out.join('\n');
+}
+
+function tcpConnects(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port });
+    s.setTimeout(2000, () => { s.destroy(); resolve(false); });
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  });
+}
+
+let imagesReady: Promise<void> | undefined;
+async function needEngine(t: TestContext): Promise<boolean> {
+  if (!(await dockerAvailable(t))) return false;
+  imagesReady ??= (async () => {
+    await ensureLocalImage(DOCKER_SOCKET, BUSYBOX);
+    await ensureLocalImage(DOCKER_SOCKET, SSHD);
+  })();
+  await imagesReady;
+  return true;
+}
+
+test('launch to ready: API version negotiated, ports on 127.0.0.1 only, limits, init and labels in docker inspect, logs, stop and remove', async (t) => {
+  if (!(await needEngine(t))) return;
+  const { client, agent } = await dockerAgent(t);
+  const id = `dk-ready-${process.pid}`;
+  await client.start({ instanceId: id, image: BUSYBOX, startCommand: 'echo hello from $RC_INSTANCE_ID; mkdir -p /www; echo page > /www/index.html; exec httpd -f -p $PORT -h /www', ports: [8000], gpuCount: 2 });
+  const ready = await waitForState(client, id, 'ready', 60_000);
+  const [e] = ready.endpoints;
+  assert.equal(e!.host, '127.0.0.1');
+  assert.equal(await (await fetch(`http://127.0.0.1:${e!.hostPort}/`)).text(), 'page\n');
+
+  const { json: c } = await engine('GET', `/containers/rc-${id}/json`);
+  const hc = c.HostConfig;
+  assert.deepEqual(hc.PortBindings['8000/tcp'], [{ HostIp: '127.0.0.1', HostPort: String(e!.hostPort) }], 'never all interfaces');
+  assert.ok(!(c.NetworkSettings.Ports['8000/tcp'] as { HostIp: string }[]).some((b) => b.HostIp === '0.0.0.0' || b.HostIp === '::'));
+  assert.equal(hc.Init, true);
+  assert.equal(hc.Privileged, false);
+  assert.equal(hc.NetworkMode, 'bridge');
+  assert.deepEqual(hc.SecurityOpt, ['no-new-privileges']);
+  assert.equal(hc.Memory, 2 * 256 * 1024 * 1024, 'memory scaled by 2 GPUs');
+  assert.equal(hc.NanoCpus, 1e9, 'CPUs scaled by 2 GPUs');
+  assert.equal(hc.PidsLimit, 400);
+  assert.deepEqual(hc.DeviceRequests ?? [], [], 'simulated GPUs: no device request');
+  assert.ok(!(hc.Binds ?? []).some((b: string) => b.includes('docker.sock')) && !(hc.Mounts ?? []).some((m: { Source: string }) => m.Source.includes('docker.sock')));
+  assert.equal(c.Config.Labels['rc.agent-id'], agent.agentId);
+  assert.equal(c.Config.Labels['rc.instance-id'], id);
+  assert.ok((c.Config.Env as string[]).includes('CUDA_VISIBLE_DEVICES=0,1'));
+
+  assert.match(await logsOf(client, id), new RegExp(`hello from ${id}`));
+
+  const host = await client.getHost();
+  assert.equal(host.freeGpus, 2);
+  assert.equal((await client.stop(id, 1000)).state, 'stopped');
+  assert.equal((await engine('GET', `/containers/rc-${id}/json`)).status, 404, 'stopped means the container is gone');
+  assert.equal((await client.getHost()).freeGpus, 4, 'GPUs are free once the container is gone');
+  assert.equal(await client.remove(id), true);
+  assert.equal(await client.remove(id), false);
+});
+
+test('logs: the tail, then lines as they come (StreamLogs follow)', async (t) => {
+  if (!(await needEngine(t))) return;
+  const { client } = await dockerAgent(t);
+  const id = `dk-logs-${process.pid}`;
+  await client.start({ instanceId: id, image: BUSYBOX, startCommand: 'echo first; while true; do sleep 1; echo tick; done' });
+  await waitForState(client, id, 'ready');
+  const seen: string[] = [];
+  const controller = new AbortController();
+  const reading = (async () => {
+    for await (const line of client.logs(id, { tail: 10, follow: true, signal: controller.signal })) {
+      seen.push(line);
+      if (seen.filter((l) => l === 'tick').length >= 2) break;
+    }
+  })().catch(() => undefined);
+  await waitFor(() => seen.filter((l) => l === 'tick').length >= 2, 30_000);
+  controller.abort();
+  await reading;
+  assert.equal(seen[0], 'first');
+});
+
+test('an app that listens late is pending until it listens (readiness inside the container, not the published port)', async (t) => {
+  if (!(await needEngine(t))) return;
+  const { client } = await dockerAgent(t);
+  const id = `dk-late-${process.pid}`;
+  await client.start({ instanceId: id, image: BUSYBOX, startCommand: 'sleep 3; echo LISTENING; exec httpd -f -p $PORT', ports: [7860] });
+  // docker-proxy accepts on the published port long before the app listens.
+  const waiting = await waitFor(async () => (await client.list()).find((i) => i.instanceId === id && i.message === 'waiting for port'), 30_000);
+  const hostPort = waiting.endpoints[0]!.hostPort;
+  const proxyAccepts = await tcpConnects('127.0.0.1', hostPort);
+  const firstReady = await waitForState(client, id, 'ready', 60_000);
+  assert.equal(firstReady.state, 'ready');
+  assert.match(await logsOf(client, id), /LISTENING/, 'ready only after the app printed that it listens');
+  t.diagnostic(`published port accepted while the app did not listen yet: ${proxyAccepts}`);
+});
+
+test('a failing start: the exit code and the last lines in detail; nothing left running', async (t) => {
+  if (!(await needEngine(t))) return;
+  const { client } = await dockerAgent(t);
+  const id = `dk-fail-${process.pid}`;
+  await client.start({ instanceId: id, image: BUSYBOX, startCommand: 'echo something broke >&2; exit 3', ports: [8000] });
+  const failed = await waitForState(client, id, 'failed', 60_000);
+  assert.equal(failed.reason, 'exited');
+  assert.match(failed.detail, /exit status 3/);
+  assert.match(failed.detail, /something broke/);
+  assert.equal((await engine('GET', `/containers/rc-${id}/json`)).status, 404);
+});
+
+test('pull failures: a missing image with pull policy never, and a registry that refuses (the engine\'s message in detail)', async (t) => {
+  if (!(await needEngine(t))) return;
+  // A local "registry" that answers 404 to everything.
+  const registry = createServer((s) => s.end('HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}'));
+  await new Promise<void>((r) => registry.listen(0, '127.0.0.1', r));
+  t.after(() => registry.close());
+  const port = (registry.address() as { port: number }).port;
+
+  const never = await dockerAgent(t, { docker: { pullPolicy: 'never' } });
+  await never.client.start({ instanceId: `dk-never-${process.pid}`, image: 'rc-test/absent:1' });
+  const f1 = await waitForState(never.client, `dk-never-${process.pid}`, 'failed');
+  assert.equal(f1.reason, 'pull_failed');
+  assert.match(f1.detail, /not present.*never/);
+
+  const { client } = await dockerAgent(t);
+  await client.start({ instanceId: `dk-pull-${process.pid}`, image: `127.0.0.1:${port}/rc-test/absent:1` });
+  const f2 = await waitForState(client, `dk-pull-${process.pid}`, 'failed', 60_000);
+  assert.equal(f2.reason, 'pull_failed');
+  assert.match(f2.detail, /Pulling 127\.0\.0\.1:\d+\/rc-test\/absent:1 failed: \S+/);
+});
+
+test('stop and remove within the grace period even when PID 1 ignores SIGTERM; the next launch starts', async (t) => {
+  if (!(await needEngine(t))) return;
+  const { client } = await dockerAgent(t);
+  const id = `dk-stubborn-${process.pid}`;
+  await client.start({ instanceId: id, image: BUSYBOX, startCommand: 'trap "" TERM; while true; do sleep 1; done', gpuCount: 4 });
+  await waitForState(client, id, 'ready');
+  assert.equal((await client.stop(id, 2000)).state, 'stopped');
+  assert.equal((await engine('GET', `/containers/rc-${id}/json`)).status, 404, 'gone when stop returns');
+  const next = await client.start({ instanceId: `${id}-next`, image: BUSYBOX, startCommand: 'exec sleep 60', gpuCount: 4 });
+  assert.equal(next.instance.state, 'pending', 'all 4 GPUs were free again');
+  await waitForState(client, `${id}-next`, 'ready');
+});
+
+test('persistent storage: the account volume survives destroy and relaunch; nothing else does', async (t) => {
+  if (!(await needEngine(t))) return;
+  const { client, agent } = await dockerAgent(t);
+  const volume = `acct-${process.pid}`;
+  await client.start({ instanceId: `dk-vol1-${process.pid}`, image: BUSYBOX, volume, startCommand: 'echo kept > $RC_VOLUME_DIR/note; echo lost > /root/scratch; exec sleep 60' });
+  await waitForState(client, `dk-vol1-${process.pid}`, 'ready');
+  await waitFor(async () => (await engine('GET', `/volumes/rc-vol-${agent.agentId}-${volume}`)).status === 200);
+  await client.remove(`dk-vol1-${process.pid}`);
+  await client.start({ instanceId: `dk-vol2-${process.pid}`, image: BUSYBOX, volume, startCommand: 'cat $RC_VOLUME_DIR/note; cat /root/scratch || echo no-scratch; exec sleep 60' });
+  await waitForState(client, `dk-vol2-${process.pid}`, 'ready');
+  const out = await waitFor(async () => { const l = await logsOf(client, `dk-vol2-${process.pid}`); return l.includes('no-scratch') ? l : undefined; }, 20_000);
+  assert.match(out, /kept/);
+  await client.remove(`dk-vol2-${process.pid}`);
+  assert.equal((await engine('GET', `/volumes/rc-vol-${agent.agentId}-${volume}`)).status, 200, 'remove never deletes the volume');
+});
+
+test('a tenant container cannot read the data dir or reach the agent\'s gRPC port', async (t) => {
+  if (!(await needEngine(t))) return;
+  const { client, agent, dataDir } = await dockerAgent(t);
+  const id = `dk-escape-${process.pid}`;
+  const tokenFile = join(dataDir, 'state.json');
+  const probe = [
+    `cat ${tokenFile} && echo READ-STATE`,
+    `ls ${dataDir} && echo LIST-DATA`,
+    `nc -z -w 2 host.docker.internal ${agent.port} && echo REACH-AGENT-GATEWAY`,
+    `nc -z -w 2 127.0.0.1 ${agent.port} && echo REACH-AGENT-LOOPBACK`,
+    'ls /var/run/docker.sock && echo DOCKER-SOCK',
+    'echo PROBE-DONE',
+  ].join('; ');
+  await client.start({ instanceId: id, image: BUSYBOX, startCommand: `${probe}; exec sleep 60` });
+  const out = await waitFor(async () => { const l = await logsOf(client, id); return l.includes('PROBE-DONE') ? l : undefined; }, 30_000);
+  for (const marker of ['READ-STATE', 'LIST-DATA', 'REACH-AGENT-GATEWAY', 'REACH-AGENT-LOOPBACK', 'DOCKER-SOCK']) assert.ok(!out.includes(marker), `${marker} in:\n${out}`);
+});
+
+test('SSH: the account key gets a root shell on the routed port 22; another key is refused', async (t) => {
+  if (!(await needEngine(t))) return;
+  const { client } = await dockerAgent(t);
+  const dir = tempDir(t);
+  for (const k of ['good', 'bad']) await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, k)]);
+  const id = `dk-ssh-${process.pid}`;
+  await client.start({ instanceId: id, image: SSHD, ports: [22], sshPublicKey: readFileSync(join(dir, 'good.pub'), 'utf8').trim() });
+  const ready = await waitForState(client, id, 'ready', 60_000);
+  const { host, hostPort } = ready.endpoints.find((e) => e.port === 22)!;
+  const ssh = (key: string) => run('ssh', ['-i', join(dir, key), '-p', String(hostPort), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
+    '-o', 'BatchMode=yes', '-o', 'ConnectTimeout=10', '-o', 'IdentitiesOnly=yes', `root@${host}`, 'echo shell-as-$(id -u)'], { timeout: 30_000 });
+  const ok = await ssh('good');
+  assert.match(ok.stdout, /shell-as-0/);
+  await assert.rejects(ssh('bad'), /Permission denied/);
+});
+
+test('rc-tunnel inside a container: the tool is on PATH and reaches the broker through host.docker.internal', async (t) => {
+  if (!(await needEngine(t))) return;
+  // A stand-in broker on the host's loopback (where the embedded gateway listens).
+  const broker = createServer((s) => s.end('HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nbroker-ok'));
+  await new Promise<void>((r) => broker.listen(0, '127.0.0.1', r));
+  t.after(() => broker.close());
+  const brokerUrl = `http://127.0.0.1:${(broker.address() as { port: number }).port}`;
+  const { client } = await dockerAgent(t, { docker: { toolbox: true } });
+  const id = `dk-tunnel-${process.pid}`;
+  await client.start({
+    instanceId: id, image: BUSYBOX, env: { RC_TUNNEL_BROKER: brokerUrl }, files: { '.rc-tunnel/token': 'rct-x\n' },
+    startCommand: 'echo "broker=$RC_TUNNEL_BROKER"; wget -q -O - "$RC_TUNNEL_BROKER/"; echo; rc-tunnel --help | head -1; echo TUNNEL-DONE; exec sleep 60',
+  });
+  const out = await waitFor(async () => { const l = await logsOf(client, id); return l.includes('TUNNEL-DONE') ? l : undefined; }, 60_000);
+  assert.match(out, /broker=http:\/\/host\.docker\.internal:\d+/);
+  assert.match(out, /broker-ok/);
+  assert.match(out, /Usage: rc-tunnel/);
+});
+
+test('the agent SIGKILLed mid-pull, mid-start and while running, then restarted: every container adopted or removed', async (t) => {
+  if (!(await needEngine(t))) return;
+  // A registry that accepts and never answers: a pull hangs there.
+  const hanging = createServer(() => {});
+  await new Promise<void>((r) => hanging.listen(0, '127.0.0.1', r));
+  t.after(() => hanging.close());
+  const hangPort = (hanging.address() as { port: number }).port;
+  const dataDir = tempDir(t);
+  const token = newToken();
+  const env = { RC_AGENT_RUNTIME: 'docker', RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET, RC_AGENT_TOOLBOX: '0', RC_AGENT_STOP_GRACE_MS: '2000' };
+  let a = await spawnAgent(t, dataDir, token, env);
+  t.after(() => cleanupAgent(a.agentId));
+  let client = createAgentClient({ address: a.address, token });
+  const pid = process.pid;
+  await client.start({ instanceId: `k-run-${pid}`, image: BUSYBOX, startCommand: 'exec httpd -f -p $PORT', ports: [8000] });
+  const running = await waitForState(client, `k-run-${pid}`, 'ready', 60_000);
+  await client.start({ instanceId: `k-late-${pid}`, image: BUSYBOX, startCommand: 'sleep 6; exec httpd -f -p $PORT', ports: [8000] });
+  await waitFor(async () => (await client.list()).find((i) => i.instanceId === `k-late-${pid}`)?.message === 'waiting for port', 30_000);
+  await client.start({ instanceId: `k-pull-${pid}`, image: `127.0.0.1:${hangPort}/rc-test/hang:1` });
+  await waitFor(async () => (await client.list()).find((i) => i.instanceId === `k-pull-${pid}`)?.message === 'pulling image', 30_000);
+  // A container of this agent that no record knows (killed between create and the state write),
+  // and one of another agent that must be left alone.
+  const orphan = await engine('POST', `/containers/create?name=rc-k-orphan-${pid}`, { Image: BUSYBOX, Cmd: ['sleep', '60'], Labels: { 'rc.agent-id': a.agentId, 'rc.instance-id': `k-orphan-${pid}` } });
+  await engine('POST', `/containers/${orphan.json.Id}/start`);
+  const foreign = await engine('POST', `/containers/create?name=rc-k-foreign-${pid}`, { Image: BUSYBOX, Cmd: ['sleep', '60'], Labels: { 'rc.agent-id': `other-${pid}`, 'rc.instance-id': 'x' } });
+  t.after(() => engine('DELETE', `/containers/${foreign.json.Id}?force=true`));
+  await engine('POST', `/containers/${foreign.json.Id}/start`);
+
+  client.close();
+  await killChild(a.child);
+  a = await spawnAgent(t, dataDir, token, env);
+  client = createAgentClient({ address: a.address, token });
+  t.after(() => client.close());
+
+  const adoptedRunning = await waitForState(client, `k-run-${pid}`, 'ready');
+  assert.equal(adoptedRunning.runtimeId, running.runtimeId, 'the running container is adopted, not replaced');
+  await waitForState(client, `k-late-${pid}`, 'ready', 60_000);
+  const pull = await waitForState(client, `k-pull-${pid}`, 'failed');
+  assert.equal(pull.reason, 'lost');
+  const { json: mine } = await engine('GET', labelled(`rc.agent-id=${a.agentId}`));
+  const byInstance = new Map<string, number>();
+  for (const c of mine as { Labels: Record<string, string> }[]) byInstance.set(c.Labels['rc.instance-id']!, (byInstance.get(c.Labels['rc.instance-id']!) ?? 0) + 1);
+  assert.deepEqual(Object.fromEntries(byInstance), { [`k-run-${pid}`]: 1, [`k-late-${pid}`]: 1 }, 'no orphan, no duplicate');
+  assert.equal((await engine('GET', `/containers/${foreign.json.Id}/json`)).json.State.Running, true, "another agent's container is untouched");
+  await client.reconcile([]);
+  await killChild(a.child);
+});
