@@ -1,5 +1,5 @@
 // Instance billing arithmetic, pure. An instance accrues `microsPerHour` (GPU count included)
-// per second from its placement to its end; a started second counts. Usage is written to the
+// per second from the moment it became ready to its end (`placedAt` below is that moment); a started second counts. Usage is written to the
 // ledger per period (index k covers [placed + kP, placed + (k+1)P)) under the idempotency key
 // `usage:<instance>:<k>`, so a retried or replayed write is recorded once. Each period's amount
 // is the difference of the cumulative charge at its two ends, so the periods always add up to

@@ -260,9 +260,11 @@ export class InstanceService {
 
   /** Writes the usage charges due up to `until` (all of them with `final`), in one transaction with the row's period count. */
   private bill(r: InstanceRow, until: number, final: boolean): void {
-    if (r.placed_at === null) return;
+    // Billing runs from ready: a launch that never became ready (pull, start, exit, readiness
+    // timeout, host lost, destroyed while pending) costs nothing.
+    if (r.ready_at === null) return;
     const { charges, billedPeriods } = pendingCharges(
-      { placedAt: r.placed_at, periodMs: r.period_ms, microsPerHour: r.micros_per_hour, billedPeriods: r.billed_periods }, until, final);
+      { placedAt: r.ready_at, periodMs: r.period_ms, microsPerHour: r.micros_per_hour, billedPeriods: r.billed_periods }, until, final);
     if (billedPeriods === r.billed_periods && charges.length === 0) return;
     for (const c of charges) {
       this.store.ledger.append({
@@ -519,7 +521,7 @@ export class InstanceService {
         return this.instances.get(r0.id)!;
       });
       if (r.placed_at === null) continue;
-      const unbilled = accruedMicros(r.micros_per_hour, now - r.placed_at) - accruedMicros(r.micros_per_hour, r.billed_periods * r.period_ms);
+      const unbilled = r.ready_at === null ? 0 : accruedMicros(r.micros_per_hour, now - r.ready_at) - accruedMicros(r.micros_per_hour, r.billed_periods * r.period_ms);
       const balanceMicros = Math.round(this.store.ledger.balance(r.account_id) * MICROS_PER_CREDIT) - unbilled;
       if (balanceMicros <= 0) {
         ends.push(this.destroy(r, EndReason.credits, 'The credit balance reached zero'));

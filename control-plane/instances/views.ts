@@ -50,7 +50,7 @@ export function dedicatedBaseUrl(urls: PublicUrls, id: string, t: TemplateSnapsh
 
 export function toStatus(r: InstanceRow, now: number, urls: PublicUrls, idleTimeoutMs: number): InstanceStatus {
   const t = snapshotOf(r);
-  const spentMicros = r.placed_at === null ? 0 : accruedMicros(r.micros_per_hour, (r.ended_at ?? now) - r.placed_at);
+  const spentMicros = r.ready_at === null ? 0 : accruedMicros(r.micros_per_hour, (r.ended_at ?? now) - r.ready_at);
   const idleFrom = r.last_activity_at ?? r.ready_at;
   return {
     instance_id: r.id,

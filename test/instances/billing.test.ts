@@ -106,3 +106,42 @@ test('lifetime, idle timeout and an exhausted balance destroy the instance with 
   // And it cannot launch again.
   assert.deepEqual((await p.call('POST', `/api/templates/${p.template(poor.id).id}/launch`, { key: poor.key, body: {} })).body, { detail: 'Insufficient credits' });
 });
+
+test('billing runs from ready: a launch that never became ready costs nothing, start-up time is free', async (t) => {
+  const clock = new FakeClock();
+  const agent = await startTestAgent(t);
+  const p = await startPlatform(t, { agents: [agent.config], clock, settings: { ...manualTick, instanceCreditsPerGpuHour: 1, instanceBillingPeriodSec: 60, instanceIdleTimeoutSec: 86_400 } });
+  const me = await p.account('never-ready@example.com', { credits: 100 });
+  const usage = () => p.store.ledger.entries(me.id).filter((e) => e.kind === 'instance_usage');
+
+  // Pending for an hour (by the control plane's clock), then the start fails: nothing is charged.
+  const failing = p.template(me.id, { instance_type: 'custom', app_port: 7860, start_command: 'sleep 1; echo broken; exit 3' });
+  await p.call('POST', `/api/templates/${failing.id}/launch`, { key: me.key, body: {} });
+  clock.advance(HOUR);
+  await p.instances.service.tick();
+  const failed = await waitStatus(p, me.key, 'failed');
+  assert.equal(failed.credits_spent, 0);
+  assert.equal(usage().length, 0);
+  assert.equal(p.store.ledger.balance(me.id), 100);
+
+  // Destroyed while pending: nothing either.
+  const slow = p.template(me.id, { instance_type: 'custom', app_port: 7860, start_command: 'exec sleep 60' });
+  await p.call('POST', `/api/templates/${slow.id}/launch`, { key: me.key, body: {} });
+  clock.advance(HOUR);
+  await p.instances.service.tick();
+  assert.equal((await p.call('DELETE', '/api/notebook/current', { key: me.key })).status, 200);
+  assert.equal(usage().length, 0);
+  assert.equal(p.store.ledger.balance(me.id), 100);
+
+  // Half an hour pending, then ready, then an hour: exactly one hour is charged.
+  await waitFor(async () => (await p.call('GET', '/api/notebook/status', { key: me.key })).body.status === 'stopped');
+  await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: {} });
+  clock.advance(HOUR / 2);
+  await p.instances.service.tick();
+  assert.equal(usage().length, 0);
+  await waitStatus(p, me.key, 'ready');
+  clock.advance(HOUR);
+  await p.instances.service.tick();
+  assert.equal((await p.call('DELETE', '/api/notebook/current', { key: me.key })).status, 200);
+  assert.ok(Math.abs(p.store.ledger.balance(me.id) - 99) < 1e-9, `balance ${p.store.ledger.balance(me.id)}`);
+});
