@@ -104,6 +104,8 @@ export const SETTINGS = {
   launchTokenTtlSec: setting('RC_LAUNCH_TOKEN_TTL_SEC', positiveInt, 600, 'Lifetime of a launch verification token (single use)'),
   tunnelSecret: setting('RC_TUNNEL_SECRET', z.union([z.literal(''), z.string().min(16)]), '', 'Secret signing rc-tunnel identities (shared by control plane and gateways); empty: generated into <dataDir>/tunnel/secret'),
   proxyPort: setting('RC_PROXY_PORT', port, 8081, 'Instance proxy port (browser access to instance apps; its own origin)'),
+  tunnelPort: setting('RC_TUNNEL_PORT', port, 8082, 'Public tunnel URLs port (rc-tunnel services; their own origin, apart from the gateway and the proxy)'),
+  tunnelPublicUrl: setting('RC_TUNNEL_PUBLIC_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'Public URL of tunnels (<url>/t/<tunnel id>/); empty: http://RC_HOST:RC_TUNNEL_PORT'),
   proxyPublicUrl: setting('RC_PROXY_PUBLIC_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'Public URL of the instance proxy in instance base URLs; empty: http://RC_HOST:RC_PROXY_PORT'),
 } as const;
 

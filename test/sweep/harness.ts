@@ -21,6 +21,8 @@ export interface SweepPlatform {
   gateway: number;
   api: number;
   proxy: number;
+  /** The tunnels' own listener (public tunnel URLs). */
+  tunnels: number;
   /** A verified account's API key. */
   key: string;
   /** An unverified account's session: cookie pair and CSRF token. */
@@ -35,7 +37,7 @@ export interface SweepPlatform {
 export async function startSweepPlatform(extraEnv: Record<string, string> = {}): Promise<SweepPlatform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-sweep-'));
   const config = loadConfig({
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
+    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
     RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', ...extraEnv,
   });
   const platform = await startPlatform(config, createLogger());
@@ -65,6 +67,7 @@ export async function startSweepPlatform(extraEnv: Record<string, string> = {}):
     gateway: platform.gateway.port,
     api,
     proxy: platform.proxy.port,
+    tunnels: platform.tunnels.port,
     key,
     unverified,
     account,
