@@ -38,7 +38,10 @@ export async function startSweepPlatform(extraEnv: Record<string, string> = {}):
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-sweep-'));
   const config = loadConfig({
     RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', ...extraEnv,
+    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured',
+    // The sweep sends thousands of requests from one address: the sign-in limits are tested apart
+    // (test/control-plane/sign-in-attacks.test.ts).
+    RC_LOGIN_PER_ADDRESS_PER_MINUTE: '1000000', RC_SIGNUP_PER_ADDRESS_PER_HOUR: '1000000', ...extraEnv,
   });
   const platform = await startPlatform(config, createLogger());
   const admin = { store: platform.controlPlane.store, publish: (e: never) => platform.bus.publish(e), configuredModels: config.models };
