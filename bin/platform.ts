@@ -76,8 +76,8 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     const store = new Store({ dataDir });
     closers.push(async () => store.close());
     const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
-    limits.load(storeLimitOverrides(store));
-    const gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store) });
+    limits.load(storeLimitOverrides(store, config));
+    const gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store, config) });
     closers.push(() => gate.close());
 
     const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
@@ -106,7 +106,7 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
       ...gatewayOptions,
       routes: [...(gatewayOptions.routes ?? []), dedicated.plugin, broker.plugin],
       models: catalog(),
-      keySource: storeKeySource(store),
+      keySource: storeKeySource(store, config),
       bus,
       gate,
       logger,

@@ -12,7 +12,7 @@ export type ControlPlaneSettings = Pick<
 
 const KEYS = [
   'apiMaxBodyBytes', 'sessionTtlHours', 'cookieSecure', 'signup', 'couponRedemption', 'couponRetryAfterSec', 'modelRpm', 'modelTpm', 'modelDailyTokens',
-  'trustProxy', 'loginPerAddressPerMinute', 'signupPerAddressPerHour',
+  'trustProxy', 'loginPerAddressPerMinute', 'signupPerAddressPerHour', 'modelUnverifiedDailyTokens',
 ] as const;
 
 /** The documented defaults, overridden by `given`. */

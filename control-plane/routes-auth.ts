@@ -9,6 +9,7 @@ import type { ApiDeps } from './deps.js';
 import { ApiError, forbidden, unauthorized } from './errors.js';
 import { KeyedBuckets, retryAfterSeconds, SignInLimits } from './auth/rate-limit.js';
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js';
+import { effectiveOverrides, hasSharedModelAccess } from './model-access.js';
 import { route, type Reply, type Route } from './router.js';
 import { profile } from './views.js';
 
@@ -32,9 +33,15 @@ function secure(deps: ApiDeps, forwardedProto: string): boolean {
 function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, status = 200): Reply {
   const ttlMs = deps.settings.sessionTtlHours * 3_600_000;
   const s = deps.store.sessions.create(accountId, ttlMs);
-  // The gateway accepts the session on the shared model routes (unverified accounts have no key).
+  const account = deps.store.accounts.byId(accountId)!;
+  // The gateway accepts the session on the shared model routes (unverified accounts have no key),
+  // unless accounts under review have no shared model access (model-access.ts).
+  const modelAccess = hasSharedModelAccess(account.verified, deps.settings);
   void deps.bus
-    .publish({ type: 'session.started', tokenHash: hashKey(s.token), csrfHash: hashKey(s.csrfToken), accountId, expiresAt: s.expiresAt })
+    .publish({
+      type: 'session.started', tokenHash: hashKey(s.token), csrfHash: hashKey(s.csrfToken), accountId, expiresAt: s.expiresAt,
+      ...(modelAccess ? {} : { modelAccess: false }),
+    })
     .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
   return {
     status,
@@ -57,6 +64,9 @@ export function authRoutes(deps: ApiDeps): Route[] {
         if (wait > 0) throw tooMany(TOO_MANY_SIGN_UPS, wait, 'signup_rate_limited');
         const passwordHash = await hashPassword(body.password);
         const a = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
+        // Its daily cap is the one of accounts under review; the gateway hears it before the session.
+        const limits = effectiveOverrides(null, false, deps.settings);
+        if (limits) await deps.bus.publish({ type: 'account.changed', accountId: a.id, limits }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
         return signedIn(deps, a.id, forwardedProto, 201);
       },
     }),

@@ -61,6 +61,7 @@ export const SETTINGS = {
   modelRpm: setting('RC_MODEL_RPM', positiveInt, 600, 'Default model API requests per minute per account'),
   modelTpm: setting('RC_MODEL_TPM', positiveInt, 1_000_000, 'Default model API tokens (in + out) per minute per account'),
   modelDailyTokens: setting('RC_MODEL_DAILY_TOKENS', positiveInt, 10_000_000, 'Default shared model API tokens per account per UTC day'),
+  modelUnverifiedDailyTokens: setting('RC_MODEL_UNVERIFIED_DAILY_TOKENS', z.coerce.number().int().min(0), 100_000, 'Daily shared model API tokens of an account under review (open sign-up); 0: no shared model access for them'),
   gateRedisTimeoutMs: setting('RC_GATE_REDIS_TIMEOUT_MS', ms, 50, 'Longest wait on Redis for a gate decision before the in-memory gates decide'),
   gateKeyPrefix: setting('RC_GATE_KEY_PREFIX', z.string().min(1).max(64).regex(/^[^{}\s]+$/, 'no braces or spaces'), 'rc:', 'Prefix of the gates\' Redis keys'),
   gatewayMaxBodyBytes: setting('RC_GATEWAY_MAX_BODY_BYTES', positiveInt, 8 * 1024 * 1024, 'Largest request body the gateway accepts (413 beyond)'),
