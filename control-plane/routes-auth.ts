@@ -4,6 +4,7 @@
 // GET /api/auth/session).
 import { z } from 'zod';
 import { hashKey } from '../lib/keys.js';
+import { csrfTokenFor } from './accounts.js';
 import { clearSessionCookie, sessionCookie, type Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
 import { ApiError, forbidden, unauthorized } from './errors.js';
@@ -39,7 +40,7 @@ function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, stat
   const modelAccess = hasSharedModelAccess(account.verified, deps.settings);
   void deps.bus
     .publish({
-      type: 'session.started', tokenHash: hashKey(s.token), csrfHash: hashKey(s.csrfToken), accountId, expiresAt: s.expiresAt,
+      type: 'session.started', tokenHash: hashKey(s.token), csrfHash: s.csrfHash, accountId, expiresAt: s.expiresAt,
       ...(modelAccess ? {} : { modelAccess: false }),
     })
     .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
@@ -104,7 +105,7 @@ export function authRoutes(deps: ApiDeps): Route[] {
           body: {
             account: profile(store, caller.account),
             via: caller.via,
-            csrf_token: caller.session?.csrfToken ?? null,
+            csrf_token: caller.session ? csrfTokenFor(caller.session.token) : null,
             expires_at: caller.session ? new Date(caller.session.expiresAt).toISOString() : null,
           },
         };
