@@ -38,6 +38,8 @@ export interface Platform {
   gateway: Gateway;
   /** The instance proxy: browser access to instance apps, on its own origin. */
   proxy: Server;
+  /** Public tunnel URLs (`/t/<tunnel id>/`), on their own origin. */
+  tunnels: Server;
   agent: AgentHandle;
   instances: Instances;
   close(): Promise<void>;
@@ -74,8 +76,8 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     const store = new Store({ dataDir });
     closers.push(async () => store.close());
     const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
-    limits.load(storeLimitOverrides(store));
-    const gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store) });
+    limits.load(storeLimitOverrides(store, config));
+    const gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store, config) });
     closers.push(() => gate.close());
 
     const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
@@ -94,7 +96,7 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     const secret = tunnelSecret(config.tunnelSecret, dataDir);
     const proxy = await startInstanceProxyServer({ store, routes, logger, host: config.host, port: config.proxyPort });
     closers.push(() => proxy.close(1000));
-    const broker = createTunnelBroker({ routes, secret, publicUrl: config.instancePublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+    const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
     const dedicated = createDedicatedEndpoints({ routes, proxyUrl: config.proxyPublicUrl || proxy.url, maxBodyBytes: config.gatewayMaxBodyBytes });
     closers.push(() => dedicated.close());
 
@@ -104,13 +106,16 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
       ...gatewayOptions,
       routes: [...(gatewayOptions.routes ?? []), dedicated.plugin, broker.plugin],
       models: catalog(),
-      keySource: storeKeySource(store),
+      keySource: storeKeySource(store, config),
       bus,
       gate,
       logger,
     });
     closers.push(() => gateway.close(2000));
     closers.push(() => broker.close());
+    // Tunnelled apps get an origin of their own (gateway/dedicated/README.md, "Own origins").
+    const tunnels = await broker.listenPublic(config.host, config.tunnelPort);
+    closers.push(() => tunnels.close(1000));
     const unsubscribe = bus.subscribe((ev) => {
       if (ev.type === 'catalog.changed') gateway.setModels(catalog());
     });
@@ -143,7 +148,7 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     closers.push(() => instances!.close());
 
     instances.start();
-    return { config, bus, sims, controlPlane, gateway, proxy, agent, instances, close };
+    return { config, bus, sims, controlPlane, gateway, proxy, tunnels, agent, instances, close };
   } catch (err) {
     await close();
     throw err;

@@ -27,6 +27,7 @@ export const startCommand: Command = {
     out.write(`  platform API   ${p.controlPlane.url}/api\n`);
     out.write(`  model gateway  ${p.gateway.url}/v1   (messages protocol: ${p.gateway.url}/api)\n`);
     out.write(`  instance proxy ${p.proxy.url}/instances/<id>/   (browser access, sign-in session)\n`);
+    out.write(`  tunnels        ${p.tunnels.url}/t/<tunnel id>/   (rc-tunnel public URLs)\n`);
     out.write(`  host agent     ${p.agent.address} (gRPC, ${config.agentRuntime} runtime)\n`);
     for (const s of p.sims) out.write(`  sim backend    ${s.url}/v1   model ${s.model}\n`);
     out.write(`  data           ${config.dataDir}\n`);

@@ -1,5 +1,5 @@
 // Accounts, their API keys and their browser sessions.
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
 import { generateKey, hashKey } from '../lib/keys.js';
 import type { Db } from './db.js';
@@ -166,8 +166,17 @@ export class ApiKeys {
 
 export interface Session {
   accountId: number;
-  csrfToken: string;
+  /** SHA-256 hex of the session's CSRF token (the token itself is derived: csrfTokenFor). */
+  csrfHash: string;
   expiresAt: number;
+}
+
+/**
+ * The CSRF token of a session: derived from its cookie token (HMAC-SHA256), so the database holds
+ * only hashes of both, and GET /api/auth/session can still hand the token to the session's pages.
+ */
+export function csrfTokenFor(sessionToken: string): string {
+  return createHmac('sha256', sessionToken).update('rc-csrf').digest('base64url');
 }
 
 
@@ -181,24 +190,25 @@ export class Sessions {
 
   constructor(db: Db, private readonly clock: Clock) {
     this.insert = db.prepare<[string, number, string, number, number]>(
-      'INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
+      'INSERT INTO sessions (token_hash, account_id, csrf_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
     );
-    this.get = db.prepare<[string], { account_id: number; csrf_token: string; expires_at: number }>(
-      'SELECT account_id, csrf_token, expires_at FROM sessions WHERE token_hash = ?',
+    this.get = db.prepare<[string], { account_id: number; csrf_hash: string; expires_at: number }>(
+      'SELECT account_id, csrf_hash, expires_at FROM sessions WHERE token_hash = ?',
     );
     this.del = db.prepare<[string]>('DELETE FROM sessions WHERE token_hash = ?');
     this.purge = db.prepare<[number]>('DELETE FROM sessions WHERE expires_at <= ?');
-    this.all = db.prepare<[number], { token_hash: string; csrf_token: string; account_id: number; expires_at: number }>(
-      'SELECT token_hash, csrf_token, account_id, expires_at FROM sessions WHERE expires_at > ?',
+    this.all = db.prepare<[number], { token_hash: string; csrf_hash: string; account_id: number; expires_at: number }>(
+      'SELECT token_hash, csrf_hash, account_id, expires_at FROM sessions WHERE expires_at > ?',
     );
   }
 
-  create(accountId: number, ttlMs: number): Session & { token: string } {
+  create(accountId: number, ttlMs: number): Session & { token: string; csrfToken: string } {
     const token = randomBytes(32).toString('base64url');
-    const csrfToken = randomBytes(24).toString('base64url');
+    const csrfToken = csrfTokenFor(token);
+    const csrfHash = hashKey(csrfToken);
     const now = this.clock.now();
-    this.insert.run(hashKey(token), accountId, csrfToken, now, now + ttlMs);
-    return { token, accountId, csrfToken, expiresAt: now + ttlMs };
+    this.insert.run(hashKey(token), accountId, csrfHash, now, now + ttlMs);
+    return { token, accountId, csrfToken, csrfHash, expiresAt: now + ttlMs };
   }
 
   /** The live session for a cookie token; expired sessions are deleted and give undefined. */
@@ -210,7 +220,7 @@ export class Sessions {
       this.del.run(hash);
       return undefined;
     }
-    return { accountId: r.account_id, csrfToken: r.csrf_token, expiresAt: r.expires_at };
+    return { accountId: r.account_id, csrfHash: r.csrf_hash, expiresAt: r.expires_at };
   }
 
   delete(token: string): void {
@@ -219,7 +229,7 @@ export class Sessions {
 
   /** Every unexpired session, as hashes (for the gateway's in-memory session directory). */
   live(): { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }[] {
-    return this.all.all(this.clock.now()).map((r) => ({ tokenHash: r.token_hash, csrfHash: hashKey(r.csrf_token), accountId: r.account_id, expiresAt: r.expires_at }));
+    return this.all.all(this.clock.now()).map((r) => ({ tokenHash: r.token_hash, csrfHash: r.csrf_hash, accountId: r.account_id, expiresAt: r.expires_at }));
   }
 
   purgeExpired(): number {

@@ -2,6 +2,7 @@
 // rc CLI can write while the platform runs), foreign keys on, a busy timeout instead of
 // SQLITE_BUSY errors, and the migrations applied in one transaction each.
 import Database from 'better-sqlite3';
+import { hashKey } from '../lib/keys.js';
 import { chmodSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { RcError } from '../lib/errors.js';
@@ -31,6 +32,8 @@ export function openDatabase(path: string): Db {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
+  // Migration 3 hashes stored secrets in SQL.
+  db.function('rc_sha256', { deterministic: true }, (v: unknown) => hashKey(String(v)));
   migrate(db);
   return db;
 }

@@ -7,10 +7,13 @@ import type { Store } from './store.js';
 /** The settings the control plane reads (lib/config.ts SETTINGS). */
 export type ControlPlaneSettings = Pick<
   Config,
-  'apiMaxBodyBytes' | 'sessionTtlHours' | 'cookieSecure' | 'signup' | 'couponRedemption' | 'couponRetryAfterSec' | 'modelRpm' | 'modelTpm' | 'modelDailyTokens'
+  (typeof KEYS)[number]
 >;
 
-const KEYS = ['apiMaxBodyBytes', 'sessionTtlHours', 'cookieSecure', 'signup', 'couponRedemption', 'couponRetryAfterSec', 'modelRpm', 'modelTpm', 'modelDailyTokens'] as const;
+const KEYS = [
+  'apiMaxBodyBytes', 'sessionTtlHours', 'cookieSecure', 'signup', 'couponRedemption', 'couponRetryAfterSec', 'modelRpm', 'modelTpm', 'modelDailyTokens',
+  'trustProxy', 'loginPerAddressPerMinute', 'signupPerAddressPerHour', 'modelUnverifiedDailyTokens',
+] as const;
 
 /** The documented defaults, overridden by `given`. */
 export function resolveSettings(given: Partial<ControlPlaneSettings> = {}): ControlPlaneSettings {

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
 import type { Db } from './db.js';
 import { badRequest } from './errors.js';
+import { hashKey } from '../lib/keys.js';
 
 export const MICROS = 1_000_000;
 /** Credits (a number) to integer micro-credits. */
@@ -71,8 +72,9 @@ export class Ledger {
   }
 }
 
+/** A coupon as listed: the code itself is a bearer secret, shown only at creation; `id` is a prefix of its hash. */
 export interface Coupon {
-  code: string;
+  id: string;
   credits: number;
   accountId: number | null;
   redeemedBy: number | null;
@@ -88,6 +90,9 @@ export function newCouponCode(): string {
   return `RC-${s.slice(0, 4)}-${s.slice(4, 8)}-${s.slice(8, 12)}-${s.slice(12)}`;
 }
 
+/** How a coupon is named once its code is gone: the first 12 hex digits of the code's hash. */
+export const couponId = (codeHash: string): string => codeHash.slice(0, 12);
+
 export const COUPON_INVALID = 'Invalid coupon code';
 export const COUPON_REDEEMED = 'Coupon has already been redeemed';
 export const COUPON_OTHER_ACCOUNT = 'Coupon was issued to a different account';
@@ -100,45 +105,47 @@ export class Coupons {
   private readonly redeemTx;
 
   constructor(db: Db, private readonly clock: Clock, private readonly ledger: Ledger) {
+    // Codes are stored only as SHA-256 hex (like keys): the database alone redeems nothing.
     this.insert = db.prepare<[string, number, number | null, number]>(
-      'INSERT INTO coupons (code, credits_micros, account_id, created_at) VALUES (?, ?, ?, ?)',
+      'INSERT INTO coupons (code_hash, credits_micros, account_id, created_at) VALUES (?, ?, ?, ?)',
     );
-    type Row = { code: string; credits_micros: number; account_id: number | null; redeemed_by: number | null; redeemed_at: number | null };
-    this.get = db.prepare<[string], Row>('SELECT code, credits_micros, account_id, redeemed_by, redeemed_at FROM coupons WHERE code = ?');
-    this.listStmt = db.prepare<[], Row>('SELECT code, credits_micros, account_id, redeemed_by, redeemed_at FROM coupons ORDER BY created_at, code');
+    type Row = { code_hash: string; credits_micros: number; account_id: number | null; redeemed_by: number | null; redeemed_at: number | null };
+    this.get = db.prepare<[string], Row>('SELECT code_hash, credits_micros, account_id, redeemed_by, redeemed_at FROM coupons WHERE code_hash = ?');
+    this.listStmt = db.prepare<[], Row>('SELECT code_hash, credits_micros, account_id, redeemed_by, redeemed_at FROM coupons ORDER BY created_at, code_hash');
     // The WHERE redeemed_by IS NULL makes the claim itself exactly-once, whatever the caller does.
-    this.claim = db.prepare<[number, number, string]>('UPDATE coupons SET redeemed_by = ?, redeemed_at = ? WHERE code = ? AND redeemed_by IS NULL');
-    this.redeemTx = db.transaction((accountId: number, code: string) => {
-      const c = this.get.get(code);
+    this.claim = db.prepare<[number, number, string]>('UPDATE coupons SET redeemed_by = ?, redeemed_at = ? WHERE code_hash = ? AND redeemed_by IS NULL');
+    this.redeemTx = db.transaction((accountId: number, codeHash: string) => {
+      const c = this.get.get(codeHash);
       if (!c) throw badRequest(COUPON_INVALID, 'coupon_invalid');
       if (c.account_id !== null && c.account_id !== accountId) throw badRequest(COUPON_OTHER_ACCOUNT, 'coupon_other_account');
       if (c.redeemed_by !== null) throw badRequest(COUPON_REDEEMED, 'coupon_redeemed');
-      if (this.claim.run(accountId, this.clock.now(), code).changes !== 1) throw badRequest(COUPON_REDEEMED, 'coupon_redeemed');
+      if (this.claim.run(accountId, this.clock.now(), codeHash).changes !== 1) throw badRequest(COUPON_REDEEMED, 'coupon_redeemed');
       const credits = toCredits(c.credits_micros);
-      const r = this.ledger.append({ accountId, kind: 'coupon', credits, idempotencyKey: `coupon:${code}`, ref: code });
+      const r = this.ledger.append({ accountId, kind: 'coupon', credits, idempotencyKey: `coupon:${codeHash}`, ref: `coupon ${couponId(codeHash)}` });
       return { credits_added: credits, credits: r.credits };
     });
   }
 
-  /** Creates a coupon; a 400 when `code` is taken. */
-  create(credits: number, accountId: number | null = null, code = newCouponCode()): Coupon {
+  /** Creates a coupon; a 400 when `code` is taken. The returned `code` is the only time it is seen. */
+  create(credits: number, accountId: number | null = null, code = newCouponCode()): Coupon & { code: string } {
+    const codeHash = hashKey(code);
     try {
-      this.insert.run(code, toMicros(credits), accountId, this.clock.now());
+      this.insert.run(codeHash, toMicros(credits), accountId, this.clock.now());
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw badRequest(`Coupon ${code} already exists`, 'coupon_exists');
       throw err;
     }
-    return { code, credits: toCredits(toMicros(credits)), accountId, redeemedBy: null, redeemedAt: null };
+    return { code, id: couponId(codeHash), credits: toCredits(toMicros(credits)), accountId, redeemedBy: null, redeemedAt: null };
   }
 
   /** Redeems once, in one immediate transaction; throws a 400 ApiError for invalid, redeemed or another account's coupon. */
   redeem(accountId: number, code: string): { credits_added: number; credits: number } {
-    return this.redeemTx.immediate(accountId, code.trim());
+    return this.redeemTx.immediate(accountId, hashKey(code.trim()));
   }
 
   list(): Coupon[] {
     return this.listStmt.all().map((c) => ({
-      code: c.code, credits: toCredits(c.credits_micros), accountId: c.account_id, redeemedBy: c.redeemed_by, redeemedAt: c.redeemed_at,
+      id: couponId(c.code_hash), credits: toCredits(c.credits_micros), accountId: c.account_id, redeemedBy: c.redeemed_by, redeemedAt: c.redeemed_at,
     }));
   }
 }

@@ -174,4 +174,14 @@ export const MIGRATIONS: readonly string[] = [
     created_at INTEGER NOT NULL
   ) STRICT;
   `,
+  // 3 (issue 14): bearer secrets stored only as SHA-256 hashes, like keys. Coupon codes are
+  // hashed in place (rc_sha256 is registered by db.ts); the code is shown once, at creation.
+  // Sessions kept their CSRF token in clear: it is now derived from the cookie token and only its
+  // hash is stored, so the existing sessions end (their users sign in again).
+  `
+  UPDATE coupons SET code = rc_sha256(code);
+  ALTER TABLE coupons RENAME COLUMN code TO code_hash;
+  DELETE FROM sessions;
+  ALTER TABLE sessions RENAME COLUMN csrf_token TO csrf_hash;
+  `,
 ];

@@ -11,6 +11,7 @@ import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth
 import { ApiError, badRequest, NO_API_KEY, unauthorized } from './errors.js';
 import type { Store } from './store.js';
 import { parseInput } from './validate.js';
+import { checkSameOriginJson, type OriginHeaders } from './auth/same-origin.js';
 
 export type Method = 'get' | 'post' | 'put' | 'del';
 
@@ -34,6 +35,8 @@ export interface RequestInfo<B> {
   body: B;
   /** Request header values the handlers use ('' when absent). */
   forwardedProto: string;
+  /** The client's IP address (the last X-Forwarded-For entry when the reverse proxy is trusted). */
+  clientAddress: string;
 }
 
 export interface Route<S extends z.ZodType | undefined = z.ZodType | undefined, A extends Access = Access> {
@@ -43,6 +46,8 @@ export interface Route<S extends z.ZodType | undefined = z.ZodType | undefined, 
   body?: S;
   /** An empty body is read as `{}` (a body whose fields are all optional, such as the launch body). */
   optionalBody?: boolean;
+  /** Refuse non-JSON and cross-origin browser requests before anything else (login CSRF: auth/same-origin.ts). */
+  sameOriginJson?: boolean;
   handle(
     req: RequestInfo<S extends z.ZodType ? z.output<S> : undefined>,
     caller: A extends 'required' ? Caller : Caller | undefined,
@@ -60,6 +65,18 @@ export interface RouterDeps {
   maxBodyBytes: number;
   /** Checks the admin token header value. */
   isAdmin(token: string): boolean;
+  /** Behind a trusted reverse proxy: X-Forwarded-For and X-Forwarded-Host count. */
+  trustProxy?: boolean;
+}
+
+/** The client address of a request (read synchronously in the handler). */
+function clientAddress(res: HttpResponse, req: HttpRequest, trustProxy: boolean): string {
+  if (trustProxy) {
+    const xff = req.getHeader('x-forwarded-for');
+    const last = xff.slice(xff.lastIndexOf(',') + 1).trim();
+    if (last !== '') return last;
+  }
+  return Buffer.from(res.getRemoteAddressAsText()).toString();
 }
 
 /** A response and the request id it answers under (echoed from `x-request-id`, or generated). */
@@ -135,8 +152,16 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
       const creds: CredentialHeaders = { authorization: req.getHeader('authorization'), cookie: req.getHeader('cookie'), csrf: req.getHeader('x-csrf-token') };
       const adminToken = r.access === 'admin' ? req.getHeader('x-rc-admin-token') : '';
       const forwardedProto = req.getHeader('x-forwarded-proto');
+      const address = clientAddress(uwsRes, req, deps.trustProxy === true);
+      const originHeaders: OriginHeaders | undefined = r.sameOriginJson
+        ? {
+          origin: req.getHeader('origin'), contentType: req.getHeader('content-type'), secFetchSite: req.getHeader('sec-fetch-site'),
+          host: req.getHeader('host'), forwardedHost: deps.trustProxy ? req.getHeader('x-forwarded-host') : '',
+        }
+        : undefined;
       const run = (raw: Buffer | undefined) => {
         try {
+          if (originHeaders) checkSameOriginJson(originHeaders, r.body !== undefined && !r.optionalBody);
           let caller: Caller | undefined;
           if (r.access === 'admin') {
             if (!deps.isAdmin(adminToken)) throw unauthorized('Invalid or missing admin token (x-rc-admin-token)');
@@ -148,7 +173,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
             if (caller && hasBody) checkCsrf(caller, creds.csrf);
           }
           const body = r.body && raw ? parseInput(r.body, raw.length === 0 && r.optionalBody ? {} : parseBody(raw)) : undefined;
-          const out = r.handle({ params, body, forwardedProto } as RequestInfo<never>, caller as Caller);
+          const out = r.handle({ params, body, forwardedProto, clientAddress: address } as RequestInfo<never>, caller as Caller);
           if (out instanceof Promise) out.then((o) => write(res, o.status ?? 200, o.body, o.headers, o.cookies), (err) => fail(res, err, deps.logger));
           else write(res, out.status ?? 200, out.body, out.headers, out.cookies);
         } catch (err) {

@@ -4,10 +4,13 @@
 // GET /api/auth/session).
 import { z } from 'zod';
 import { hashKey } from '../lib/keys.js';
+import { csrfTokenFor } from './accounts.js';
 import { clearSessionCookie, sessionCookie, type Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
-import { forbidden, unauthorized } from './errors.js';
+import { ApiError, forbidden, unauthorized } from './errors.js';
+import { KeyedBuckets, retryAfterSeconds, SignInLimits } from './auth/rate-limit.js';
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js';
+import { effectiveOverrides, hasSharedModelAccess } from './model-access.js';
 import { route, type Reply, type Route } from './router.js';
 import { profile } from './views.js';
 
@@ -17,6 +20,11 @@ const credentials = z.strictObject({
 });
 
 export const LOGIN_FAILED = 'Invalid e-mail or password';
+export const TOO_MANY_SIGN_INS = 'Too many sign-in attempts; retry after the Retry-After delay';
+export const TOO_MANY_SIGN_UPS = 'Too many sign-ups from this address; retry after the Retry-After delay';
+
+const tooMany = (detail: string, waitMs: number, code: string) =>
+  new ApiError(429, code, detail, { 'retry-after': String(retryAfterSeconds(waitMs)) });
 
 function secure(deps: ApiDeps, forwardedProto: string): boolean {
   const mode = deps.settings.cookieSecure;
@@ -26,9 +34,15 @@ function secure(deps: ApiDeps, forwardedProto: string): boolean {
 function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, status = 200): Reply {
   const ttlMs = deps.settings.sessionTtlHours * 3_600_000;
   const s = deps.store.sessions.create(accountId, ttlMs);
-  // The gateway accepts the session on the shared model routes (unverified accounts have no key).
+  const account = deps.store.accounts.byId(accountId)!;
+  // The gateway accepts the session on the shared model routes (unverified accounts have no key),
+  // unless accounts under review have no shared model access (model-access.ts).
+  const modelAccess = hasSharedModelAccess(account.verified, deps.settings);
   void deps.bus
-    .publish({ type: 'session.started', tokenHash: hashKey(s.token), csrfHash: hashKey(s.csrfToken), accountId, expiresAt: s.expiresAt })
+    .publish({
+      type: 'session.started', tokenHash: hashKey(s.token), csrfHash: s.csrfHash, accountId, expiresAt: s.expiresAt,
+      ...(modelAccess ? {} : { modelAccess: false }),
+    })
     .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
   return {
     status,
@@ -39,28 +53,43 @@ function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, stat
 
 export function authRoutes(deps: ApiDeps): Route[] {
   const { store } = deps;
+  const signIns = new SignInLimits({ perAddressPerMinute: deps.settings.loginPerAddressPerMinute, clock: store.clock });
+  const signUps = new KeyedBuckets(deps.settings.signupPerAddressPerHour, 3_600_000, store.clock);
   return [
     route({
-      method: 'post', path: '/api/auth/signup', access: 'none', body: credentials,
-      async handle({ body, forwardedProto }) {
+      method: 'post', path: '/api/auth/signup', access: 'none', body: credentials, sameOriginJson: true,
+      async handle({ body, forwardedProto, clientAddress }) {
         if (deps.settings.signup !== 'open') throw forbidden('Sign-up is closed', 'signup_closed');
+        // Each open sign-up is an account with its own daily model cap: one address cannot mint many.
+        const wait = signUps.take(clientAddress);
+        if (wait > 0) throw tooMany(TOO_MANY_SIGN_UPS, wait, 'signup_rate_limited');
         const passwordHash = await hashPassword(body.password);
         const a = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
+        // Its daily cap is the one of accounts under review; the gateway hears it before the session.
+        const limits = effectiveOverrides(null, false, deps.settings);
+        if (limits) await deps.bus.publish({ type: 'account.changed', accountId: a.id, limits }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
         return signedIn(deps, a.id, forwardedProto, 201);
       },
     }),
     route({
-      method: 'post', path: '/api/auth/login', access: 'none', body: credentials,
-      async handle({ body, forwardedProto }) {
+      method: 'post', path: '/api/auth/login', access: 'none', body: credentials, sameOriginJson: true,
+      async handle({ body, forwardedProto, clientAddress }) {
+        // Limits first: a refused attempt costs no scrypt and checks no password (auth/rate-limit.ts).
+        const wait = signIns.admit(body.email, clientAddress);
+        if (wait > 0) throw tooMany(TOO_MANY_SIGN_INS, wait, 'login_rate_limited');
         const found = store.accounts.withPassword(body.email);
         // Hash even when the account does not exist, so timing does not reveal which e-mails exist.
         const ok = await verifyPassword(body.password, found?.passwordHash ?? (await dummyHash()));
-        if (!found || !found.passwordHash || !ok) throw unauthorized(LOGIN_FAILED);
+        if (!found || !found.passwordHash || !ok) {
+          signIns.failed(body.email, clientAddress);
+          throw unauthorized(LOGIN_FAILED);
+        }
+        signIns.succeeded(body.email, clientAddress);
         return signedIn(deps, found.account.id, forwardedProto);
       },
     }),
     route({
-      method: 'post', path: '/api/auth/logout', access: 'required',
+      method: 'post', path: '/api/auth/logout', access: 'required', sameOriginJson: true,
       handle({ forwardedProto }, caller: Caller) {
         if (caller.session) {
           store.sessions.delete(caller.session.token);
@@ -76,7 +105,7 @@ export function authRoutes(deps: ApiDeps): Route[] {
           body: {
             account: profile(store, caller.account),
             via: caller.via,
-            csrf_token: caller.session?.csrfToken ?? null,
+            csrf_token: caller.session ? csrfTokenFor(caller.session.token) : null,
             expires_at: caller.session ? new Date(caller.session.expiresAt).toISOString() : null,
           },
         };

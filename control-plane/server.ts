@@ -89,6 +89,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     logger,
     maxBodyBytes: settings.apiMaxBodyBytes,
     isAdmin: (token) => adminHash !== undefined && token !== '' && hashesEqual(hashKey(token), adminHash),
+    trustProxy: settings.trustProxy,
   });
   const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);
   const runtimePath = options.dataDir ? join(options.dataDir, RUNTIME_FILE) : undefined;

@@ -1,32 +1,49 @@
 // What the gateway reads from the control plane's store, once at start (then kept current by
 // bus events): live keys, per-account limit overrides, and the shared model catalog.
 import type { ModelEntry } from '../lib/config.js';
+import { effectiveOverrides, hasSharedModelAccess, type ModelAccessSettings } from './model-access.js';
 import type { Store } from './store.js';
 
 /** Structurally identical to gateway/keys.ts KeySource (kept local so this part compiles alone). */
 export interface KeyRecord { keyHash: string; accountId: number }
-export interface SessionRecord { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }
+export interface SessionRecord { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number; modelAccess?: boolean }
 export interface KeySource { load(): Promise<Iterable<KeyRecord>>; loadSessions?(): Promise<Iterable<SessionRecord>> }
 
-/** A KeySource over the database: every live key (one per verified account) and every live browser session. */
-export function storeKeySource(store: Store): KeySource {
-  return { load: async () => store.keys.all(), loadSessions: async () => store.sessions.live() };
+/**
+ * A KeySource over the database: every live key (one per verified account) and every live browser
+ * session; with `access`, sessions of accounts without shared model access are marked (model-access.ts).
+ */
+export function storeKeySource(store: Store, access?: ModelAccessSettings): KeySource {
+  const withAccess = (r: SessionRecord): SessionRecord =>
+    access && !hasSharedModelAccess(store.accounts.byId(r.accountId)?.verified ?? false, access) ? { ...r, modelAccess: false } : r;
+  return { load: async () => store.keys.all(), loadSessions: async () => store.sessions.live().map(withAccess) };
 }
 
 /** An account's limit overrides as the gates take them (gateway/gates/limits.ts LimitOverrides); null: none. */
 export type LimitOverrides = { rpm?: number | null; tpm?: number | null; dailyTokens?: number | null };
 
-/** For AccountLimits.follow(bus, lookup): the account's current overrides. */
-export function storeLimitsLookup(store: Store): (accountId: number) => LimitOverrides | null {
+/**
+ * For AccountLimits.follow(bus, lookup): the account's current overrides; with `access`, an
+ * unverified account's daily cap is bounded (model-access.ts).
+ */
+export function storeLimitsLookup(store: Store, access?: ModelAccessSettings): (accountId: number) => LimitOverrides | null {
   return (accountId) => {
     const l = store.limits.get(accountId);
-    return l ? { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens } : null;
+    const stored = l ? { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens } : null;
+    return access ? effectiveOverrides(stored, store.accounts.byId(accountId)?.verified ?? true, access) : stored;
   };
 }
 
-/** For AccountLimits.load(entries): every stored override. */
-export function storeLimitOverrides(store: Store): [number, LimitOverrides][] {
-  return store.limits.all().map((l) => [l.accountId, { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens }]);
+/** For AccountLimits.load(entries): every stored override; with `access`, also the unverified accounts' caps. */
+export function storeLimitOverrides(store: Store, access?: ModelAccessSettings): [number, LimitOverrides][] {
+  const out = new Map<number, LimitOverrides>(store.limits.all().map((l) => [l.accountId, { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens }]));
+  if (access) {
+    for (const a of store.accounts.list()) {
+      const o = effectiveOverrides(out.get(a.id), a.verified, access);
+      if (o) out.set(a.id, o);
+    }
+  }
+  return [...out];
 }
 
 /**

@@ -11,7 +11,7 @@ import type { GatewayContext, RoutePlugin } from './context.js';
 import { ERRORS, fromBodyError, rateLimited, sendCanned, sendError, unknownModel } from './errors.js';
 import type { GateDecision, GateRequest } from './gate.js';
 import { AUTH_MISSING } from './keys.js';
-import { AUTH_SESSION } from './sessions.js';
+import { AUTH_SESSION, AUTH_UNVERIFIED } from './sessions.js';
 import { NO_MODEL } from './metrics.js';
 import { ChatRelay } from './relay.js';
 import { ZERO_USAGE } from './usage.js';
@@ -40,7 +40,7 @@ export interface ChatFields {
 export function authenticateRequest(ctx: GatewayContext, res: Res, req: HttpRequest, route: string): number | undefined {
   const auth = ctx.authenticateShared(req);
   if (typeof auth === 'number') return auth;
-  const e = auth === AUTH_MISSING ? ERRORS.missingKey : auth === AUTH_SESSION ? ERRORS.invalidSession : ERRORS.invalidKey;
+  const e = auth === AUTH_MISSING ? ERRORS.missingKey : auth === AUTH_SESSION ? ERRORS.invalidSession : auth === AUTH_UNVERIFIED ? ERRORS.accountNotVerified : ERRORS.invalidKey;
   ctx.metrics.request(route, NO_MODEL, e.status);
   sendCanned(res, e);
   return undefined;

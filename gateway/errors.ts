@@ -51,6 +51,7 @@ export const ERRORS = {
   missingKey: canned(401, 'Unauthorized: No API key provided.', 'authentication_error', 'missing_api_key'),
   invalidKey: canned(401, 'Invalid bearer token', 'authentication_error', 'invalid_api_key'),
   invalidSession: canned(401, 'Invalid or expired session, or missing x-csrf-token', 'authentication_error', 'invalid_session'),
+  accountNotVerified: canned(403, 'Your account is under review; shared model access needs a verified account', 'invalid_request_error', 'account_not_verified'),
   invalidJson: canned(400, 'Request body is not valid JSON', 'invalid_request_error', 'invalid_json'),
   notAnObject: canned(400, 'Request body must be a JSON object', 'invalid_request_error', 'invalid_json'),
   tooDeep: canned(400, 'Request body nests too deeply', 'invalid_request_error', 'invalid_json'),

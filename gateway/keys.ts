@@ -22,7 +22,7 @@ export interface KeySource {
 }
 
 /** Why a request carries no usable key. Constant objects: returning one allocates nothing. */
-export interface AuthFailure { readonly reason: 'missing' | 'invalid' | 'session' }
+export interface AuthFailure { readonly reason: 'missing' | 'invalid' | 'session' | 'unverified' }
 export const AUTH_MISSING: AuthFailure = Object.freeze({ reason: 'missing' });
 export const AUTH_INVALID: AuthFailure = Object.freeze({ reason: 'invalid' });
 

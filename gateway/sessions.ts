@@ -11,11 +11,16 @@ import { AUTH_MISSING, type AuthFailure } from './keys.js';
 
 export const SESSION_COOKIE = 'rc_session';
 
-/** One live session, as the control plane announces it (SHA-256 hex of the cookie token and of the CSRF token). */
-export interface SessionRecord { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }
+/**
+ * One live session, as the control plane announces it (SHA-256 hex of the cookie token and of the
+ * CSRF token). `modelAccess` false: an account under review while their daily cap is 0.
+ */
+export interface SessionRecord { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number; modelAccess?: boolean }
 
 /** A cookie that names no live session, or a missing or wrong CSRF token. */
 export const AUTH_SESSION: AuthFailure = Object.freeze({ reason: 'session' });
+/** A valid session of an account under review with no shared model access (403 account_not_verified). */
+export const AUTH_UNVERIFIED: AuthFailure = Object.freeze({ reason: 'unverified' });
 
 /** The value of the `rc_session` cookie in a Cookie header, or undefined. */
 export function sessionToken(cookieHeader: string): string | undefined {
@@ -53,7 +58,7 @@ export class SessionDirectory {
 
   private apply(ev: BusEvent): void {
     if (ev.type === 'session.started') {
-      this.byToken.set(ev.tokenHash, { tokenHash: ev.tokenHash, csrfHash: ev.csrfHash, accountId: ev.accountId, expiresAt: ev.expiresAt });
+      this.byToken.set(ev.tokenHash, { tokenHash: ev.tokenHash, csrfHash: ev.csrfHash, accountId: ev.accountId, expiresAt: ev.expiresAt, modelAccess: ev.modelAccess });
       if (this.byToken.size % 1024 === 0) this.purgeExpired();
     } else if (ev.type === 'session.ended') {
       this.byToken.delete(ev.tokenHash);
@@ -67,7 +72,8 @@ export class SessionDirectory {
 
   /**
    * The account of a request's session: AUTH_MISSING when the Cookie header has no `rc_session`,
-   * AUTH_SESSION when the session is unknown or expired or `csrf` is not its CSRF token.
+   * AUTH_SESSION when the session is unknown or expired or `csrf` is not its CSRF token,
+   * AUTH_UNVERIFIED when the account has no shared model access.
    */
   authenticate(cookieHeader: string, csrf: string): number | AuthFailure {
     const token = sessionToken(cookieHeader);
@@ -79,6 +85,7 @@ export class SessionDirectory {
       this.byToken.delete(tokenHash);
       return AUTH_SESSION;
     }
-    return csrf !== '' && hashesEqual(r.csrfHash, hashKey(csrf)) ? r.accountId : AUTH_SESSION;
+    if (csrf === '' || !hashesEqual(r.csrfHash, hashKey(csrf))) return AUTH_SESSION;
+    return r.modelAccess === false ? AUTH_UNVERIFIED : r.accountId;
   }
 }

@@ -9,8 +9,11 @@ export type BusEvent =
   | { type: 'key.revoked'; keyHash: string; accountId: number }
   /** `limits`, when present, carries the account's gate overrides (null: back to the defaults); see gateway/gates/README.md. */
   | { type: 'account.changed'; accountId: number; limits?: { rpm?: number | null; tpm?: number | null; dailyTokens?: number | null } | null }
-  /** A browser session began (sign-up or sign-in): the gateway accepts it on the shared model routes. Hashes are SHA-256 hex. */
-  | { type: 'session.started'; tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }
+  /**
+   * A browser session began (sign-up or sign-in): the gateway accepts it on the shared model
+   * routes, unless `modelAccess` is false (an account under review while their cap is 0). Hashes are SHA-256 hex.
+   */
+  | { type: 'session.started'; tokenHash: string; csrfHash: string; accountId: number; expiresAt: number; modelAccess?: boolean }
   | { type: 'session.ended'; tokenHash: string }
   | { type: 'catalog.changed' }
   | { type: 'instance.changed'; instanceId: string };

@@ -62,6 +62,7 @@ export const SETTINGS = {
   modelRpm: setting('RC_MODEL_RPM', positiveInt, 600, 'Default model API requests per minute per account'),
   modelTpm: setting('RC_MODEL_TPM', positiveInt, 1_000_000, 'Default model API tokens (in + out) per minute per account'),
   modelDailyTokens: setting('RC_MODEL_DAILY_TOKENS', positiveInt, 10_000_000, 'Default shared model API tokens per account per UTC day'),
+  modelUnverifiedDailyTokens: setting('RC_MODEL_UNVERIFIED_DAILY_TOKENS', z.coerce.number().int().min(0), 100_000, 'Daily shared model API tokens of an account under review (open sign-up); 0: no shared model access for them'),
   gateRedisTimeoutMs: setting('RC_GATE_REDIS_TIMEOUT_MS', ms, 50, 'Longest wait on Redis for a gate decision before the in-memory gates decide'),
   gateKeyPrefix: setting('RC_GATE_KEY_PREFIX', z.string().min(1).max(64).regex(/^[^{}\s]+$/, 'no braces or spaces'), 'rc:', 'Prefix of the gates\' Redis keys'),
   gatewayMaxBodyBytes: setting('RC_GATEWAY_MAX_BODY_BYTES', positiveInt, 8 * 1024 * 1024, 'Largest request body the gateway accepts (413 beyond)'),
@@ -78,6 +79,9 @@ export const SETTINGS = {
   sessionTtlHours: setting('RC_SESSION_TTL_HOURS', positiveInt, 168, 'Lifetime of a browser session (sign-in cookie)'),
   cookieSecure: setting('RC_COOKIE_SECURE', z.enum(['auto', 'always', 'never']), 'auto', 'Secure flag on the session cookie; auto: when X-Forwarded-Proto is https'),
   signup: setting('RC_SIGNUP', z.enum(['open', 'closed']), 'open', 'Whether POST /api/auth/signup creates accounts'),
+  trustProxy: setting('RC_TRUST_PROXY', z.union([z.boolean(), z.enum(['0', '1', 'false', 'true']).transform((v) => v === '1' || v === 'true')]), false, 'Platform API behind a reverse proxy: client address from the last X-Forwarded-For entry, X-Forwarded-Host counts as own origin (1/true)'),
+  loginPerAddressPerMinute: setting('RC_LOGIN_PER_ADDRESS_PER_MINUTE', positiveInt, 10, 'Sign-in attempts per client address per minute (429 beyond; see control-plane/README.md)'),
+  signupPerAddressPerHour: setting('RC_SIGNUP_PER_ADDRESS_PER_HOUR', positiveInt, 5, 'Sign-ups per client address per hour (429 beyond)'),
   couponRedemption: setting('RC_COUPON_REDEMPTION', z.enum(['open', 'closed']), 'open', 'Whether POST /api/credits/redeem accepts coupons (closed: 503)'),
   couponRetryAfterSec: setting('RC_COUPON_RETRY_AFTER_SEC', positiveInt, 3600, 'Retry-After of the 503 while coupon redemption is closed'),
   agentToken: setting('RC_AGENT_TOKEN', z.union([z.literal(''), z.string().min(16)]), '', 'Shared token between control plane and agent; empty: generated into <dataDir>/agent/token'),
@@ -112,6 +116,8 @@ export const SETTINGS = {
   launchTokenTtlSec: setting('RC_LAUNCH_TOKEN_TTL_SEC', positiveInt, 600, 'Lifetime of a launch verification token (single use)'),
   tunnelSecret: setting('RC_TUNNEL_SECRET', z.union([z.literal(''), z.string().min(16)]), '', 'Secret signing rc-tunnel identities (shared by control plane and gateways); empty: generated into <dataDir>/tunnel/secret'),
   proxyPort: setting('RC_PROXY_PORT', port, 8081, 'Instance proxy port (browser access to instance apps; its own origin)'),
+  tunnelPort: setting('RC_TUNNEL_PORT', port, 8082, 'Public tunnel URLs port (rc-tunnel services; their own origin, apart from the gateway and the proxy)'),
+  tunnelPublicUrl: setting('RC_TUNNEL_PUBLIC_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'Public URL of tunnels (<url>/t/<tunnel id>/); empty: http://RC_HOST:RC_TUNNEL_PORT'),
   proxyPublicUrl: setting('RC_PROXY_PUBLIC_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'Public URL of the instance proxy in instance base URLs; empty: http://RC_HOST:RC_PROXY_PORT'),
 } as const;
 

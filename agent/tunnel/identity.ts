@@ -1,9 +1,9 @@
 // Where rc-tunnel finds its identity (token), its broker and its state (status files, log).
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { RcError } from '../../lib/errors.js';
-import { BROKER_ENV, BROKER_FILE, IDENTITY_DIR_ENV, TOKEN_FILE, TUNNEL_IDENTITY_DIR } from '../../gateway/tunnel/identity.js';
+import { BROKER_ENV, BROKER_FILE, IDENTITY_DIR_ENV, TOKEN_ENV, TOKEN_FILE, TUNNEL_IDENTITY_DIR } from '../../gateway/tunnel/identity.js';
 
 export const STATE_DIR_ENV = 'RC_TUNNEL_STATE_DIR';
 
@@ -17,6 +17,7 @@ export class TunnelNotProvisionedError extends RcError {
 }
 
 export interface TunnelIdentity {
+  /** Where the token came from: `$RC_TUNNEL_TOKEN`, or the identity directory. */
   dir: string;
   token: string;
   broker: string;
@@ -29,21 +30,38 @@ export function identityDir(env: NodeJS.ProcessEnv): string | undefined {
   return undefined;
 }
 
-/** Reads the identity; throws TunnelNotProvisionedError naming what is missing. */
-export function readIdentity(env: NodeJS.ProcessEnv = process.env): TunnelIdentity {
-  const dir = identityDir(env);
-  if (!dir || !existsSync(dir)) {
-    throw new TunnelNotProvisionedError(`No tunnel identity directory (${dir ?? `${IDENTITY_DIR_ENV} is not set`}${dir ? ' does not exist' : ''})`);
-  }
-  let token: string;
+/** Reads a token file, first making it owner-only (0600) when it is not: it is a credential. */
+function readTokenFile(file: string): string {
   try {
-    token = readFileSync(join(dir, TOKEN_FILE), 'utf8').trim();
+    if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
   } catch {
-    token = '';
+    // missing, or not ours to change: reading says what is wrong
   }
-  if (!token) throw new TunnelNotProvisionedError(`The tunnel identity directory ${dir} holds no token`);
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Reads the identity: the token from $RC_TUNNEL_TOKEN (what the control plane provisions), else
+ * from the identity directory's `token` file ($RC_TUNNEL_IDENTITY_DIR, or the legacy
+ * $RC_INSTANCE_DIR/.rc-tunnel); throws TunnelNotProvisionedError naming what is missing.
+ */
+export function readIdentity(env: NodeJS.ProcessEnv = process.env): TunnelIdentity {
+  const fromEnv = env[TOKEN_ENV]?.trim() ?? '';
+  const dir = identityDir(env);
+  let token = fromEnv;
+  if (!token) {
+    if (!dir || !existsSync(dir)) {
+      throw new TunnelNotProvisionedError(`No tunnel identity directory (${dir ? `${dir} does not exist` : `${IDENTITY_DIR_ENV} is not set`}) and no ${TOKEN_ENV}`);
+    }
+    token = readTokenFile(join(dir, TOKEN_FILE));
+    if (!token) throw new TunnelNotProvisionedError(`The tunnel identity directory ${dir} holds no token`);
+  }
   let broker = env[BROKER_ENV] ?? '';
-  if (!broker) {
+  if (!broker && dir) {
     try {
       broker = readFileSync(join(dir, BROKER_FILE), 'utf8').trim();
     } catch {
@@ -51,7 +69,7 @@ export function readIdentity(env: NodeJS.ProcessEnv = process.env): TunnelIdenti
     }
   }
   if (!broker) throw new TunnelNotProvisionedError(`No tunnel broker setting (${BROKER_ENV} is not set)`);
-  return { dir, token, broker };
+  return { dir: fromEnv ? `$${TOKEN_ENV}` : dir!, token, broker };
 }
 
 /** Where status files and the log live: $RC_TUNNEL_STATE_DIR, else $RC_INSTANCE_DIR/.rc-tunnel-state, else ~/.rc-tunnel-state. */

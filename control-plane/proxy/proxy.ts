@@ -6,7 +6,8 @@
 //   this instance`, as does a session of another account. Other Authorization schemes (for
 //   example Jupyter's `token ...`) belong to the app and pass through.
 // - The app sees `/<path>` with `X-Forwarded-Prefix: /instances/<instance id>`; the platform's
-//   session cookie and CSRF header are removed, so the app never holds a platform credential.
+//   cookies, CSRF header and keys are removed (forwardedHeaders, lib/instance-credentials.ts), so
+//   the app never holds a platform credential, and its Set-Cookie for a platform cookie is dropped.
 // - Cookie-authenticated writes rely on the session cookie's SameSite=Lax: a cross-site page
 //   cannot make the browser send it with a POST.
 // - Traffic (requests and WebSocket messages) counts as activity (throttled by the routes).
@@ -15,7 +16,8 @@ import WebSocket, { type RawData } from 'ws';
 import { listen, readBody, sendJson, track, type Server } from '../../lib/http.js';
 import { createLogger, type Logger } from '../../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket as UwsWebSocket } from '../../lib/uws.js';
-import { cookieValue, SESSION_COOKIE, CSRF_HEADER } from '../auth.js';
+import { isPlatformKey } from '../../lib/instance-credentials.js';
+import { cookieValue, SESSION_COOKIE } from '../auth.js';
 import type { Store } from '../store.js';
 import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../gateway/dedicated/forward.js';
 import { mainEndpoint, type InstanceRoutes } from '../../gateway/dedicated/instance-routes.js';
@@ -26,10 +28,9 @@ export const SIGN_IN_REQUIRED = 'A browser session is required to open an instan
 export const NOT_FOUND = 'Instance not found or not running';
 export const STARTING = 'Instance is still starting; retry after the Retry-After delay';
 
-const PLATFORM_KEY = /^(Bearer[ \t]+)?rc-/i;
-const DROP_HEADERS: ReadonlySet<string> = new Set(['x-api-key', CSRF_HEADER]);
+const DROP_HEADERS: ReadonlySet<string> = new Set();
 const WS_DROP_HEADERS: ReadonlySet<string> = new Set([
-  'x-api-key', CSRF_HEADER, 'sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol',
+  'sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol',
 ]);
 
 export interface InstanceProxyOptions {
@@ -58,24 +59,12 @@ interface Target {
   /** Path below the prefix, with its query. */
   path: string;
   prefix: string;
-  /** The Cookie header without the platform session. */
-  cookie: string;
 }
 
 interface Refusal {
   status: number;
   detail: string;
   headers?: Record<string, string>;
-}
-
-/** Removes one cookie from a Cookie header. */
-export function withoutCookie(header: string, name: string): string {
-  if (!header) return '';
-  return header
-    .split(';')
-    .map((p) => p.trim())
-    .filter((p) => p !== '' && p.slice(0, p.indexOf('=') < 0 ? p.length : p.indexOf('=')).trim() !== name)
-    .join('; ');
 }
 
 interface WsData {
@@ -97,7 +86,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     const url = req.getUrl();
     const slash = url.indexOf('/', PROXY_PREFIX.length);
     const instanceId = url.slice(PROXY_PREFIX.length, slash < 0 ? undefined : slash);
-    if (PLATFORM_KEY.test(req.getHeader('authorization')) || PLATFORM_KEY.test(req.getHeader('x-api-key'))) return { status: 403, detail: NO_ACCESS };
+    if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return { status: 403, detail: NO_ACCESS };
     const cookieHeader = req.getHeader('cookie');
     const token = cookieValue(cookieHeader, SESSION_COOKIE);
     const session = token ? store.sessions.lookup(token) : undefined;
@@ -120,7 +109,6 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
       address: endpoint.address,
       path: query ? `${rest}?${query}` : rest,
       prefix: url.slice(0, slash),
-      cookie: withoutCookie(cookieHeader, SESSION_COOKIE),
     };
   }
 
@@ -133,7 +121,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     }
     routes.recordActivity(target.instanceId);
     const method = req.getCaseSensitiveMethod().toUpperCase();
-    const headers = forwardedHeaders(req, DROP_HEADERS, target.cookie);
+    const headers = forwardedHeaders(req, DROP_HEADERS);
     headers.push('x-forwarded-prefix', target.prefix);
     const relay = new ResponseRelay(res, method);
     const length = req.getHeader('content-length');
@@ -155,7 +143,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     }
     const key = req.getHeader('sec-websocket-key');
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter(Boolean);
-    const flat = forwardedHeaders(req, WS_DROP_HEADERS, target.cookie);
+    const flat = forwardedHeaders(req, WS_DROP_HEADERS);
     const headers: Record<string, string> = { 'x-forwarded-prefix': target.prefix };
     for (let i = 0; i + 1 < flat.length; i += 2) headers[flat[i]!] = flat[i + 1]!;
     const upstream = new WebSocket(`ws://${target.address}${target.path}`, protocols, {

@@ -13,6 +13,7 @@ import { Pool } from 'undici';
 import type { Res } from '../../lib/http.js';
 import { statusLine } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
+import { forwardableRequestHeader, isPlatformSetCookie } from '../../lib/instance-credentials.js';
 
 /** Status recorded when the client went away before its response ended (nginx's convention). */
 export const CLIENT_CLOSED = 499;
@@ -155,7 +156,11 @@ export class ResponseRelay {
     const h = this.headers;
     for (let i = 0; i + 1 < h.length; i += 2) {
       const name = h[i]!;
-      if (!HOP_BY_HOP_RESPONSE.has(name.toString().toLowerCase())) res.writeHeader(name, h[i + 1]!);
+      const lower = name.toString().toLowerCase();
+      if (HOP_BY_HOP_RESPONSE.has(lower)) continue;
+      // An instance never sets, replaces or clears a platform cookie (lib/instance-credentials.ts).
+      if (lower === 'set-cookie' && isPlatformSetCookie(h[i + 1]!.toString())) continue;
+      res.writeHeader(name, h[i + 1]!);
     }
   }
 
@@ -171,17 +176,17 @@ export class ResponseRelay {
 
 /**
  * The request headers to forward, as a flat list, read from a uWS request (call synchronously in
- * the handler). `drop` names more headers to leave out (lower case); `cookie` replaces the
- * Cookie header ('' removes it; undefined keeps it).
+ * the handler). `drop` names more headers to leave out (lower case). Platform credentials (the
+ * platform's cookies, the CSRF header, a platform key) never reach an instance, whoever calls
+ * (lib/instance-credentials.ts).
  */
-export function forwardedHeaders(req: HttpRequest, drop: ReadonlySet<string>, cookie?: string): string[] {
+export function forwardedHeaders(req: HttpRequest, drop: ReadonlySet<string>): string[] {
   const out: string[] = [];
   req.forEach((name, value) => {
     if (HOP_BY_HOP_REQUEST.has(name) || drop.has(name)) return;
-    if (name === 'cookie' && cookie !== undefined) return;
-    out.push(name, value);
+    const kept = forwardableRequestHeader(name, value);
+    if (kept !== undefined) out.push(name, kept);
   });
-  if (cookie) out.push('cookie', cookie);
   return out;
 }
 

@@ -19,6 +19,7 @@ export interface PreparedRequest extends Translated {
 const NO_KEY = new MessagesError(401, 'Unauthorized: No API key provided.');
 const BAD_KEY = new MessagesError(401, 'Invalid bearer token');
 const BAD_SESSION = new MessagesError(401, 'Invalid or expired session, or missing x-csrf-token');
+const UNVERIFIED = new MessagesError(403, 'Your account is under review; shared model access needs a verified account');
 const TOO_DEEP = new MessagesError(400, `Request body nests deeper than ${MAX_JSON_DEPTH} levels`);
 
 /**
@@ -38,7 +39,7 @@ export function prepare(
   const auth = ctx.authenticateShared(req);
   const length = req.getHeader('content-length');
   if (typeof auth !== 'number') {
-    onError(auth.reason === 'missing' ? NO_KEY : auth.reason === 'session' ? BAD_SESSION : BAD_KEY);
+    onError(auth.reason === 'missing' ? NO_KEY : auth.reason === 'session' ? BAD_SESSION : auth.reason === 'unverified' ? UNVERIFIED : BAD_KEY);
     return;
   }
   readBody(res, length, ctx.limits.maxBodyBytes, (buf) => {

@@ -6,12 +6,15 @@
 //   (instance, port), so a reconnect keeps its public URL; a newer connection for the same id
 //   replaces the older one.
 // - `<any method> /t/<tunnel id>/<path>`: public requests, relayed over the tunnel's WebSocket as
-//   multiplexed streams (protocol.ts). No authentication here: that is the customer's.
+//   multiplexed streams (protocol.ts). No authentication here: that is the customer's. Served on
+//   the tunnels' own listener (`listenPublic`, its own origin: a tunnelled app's scripts cannot
+//   read the gateway's or the platform's answers), or on the gateway itself when none is started.
+//   Platform credentials are removed either way (forwardedHeaders, lib/instance-credentials.ts).
 // - Tunnels count as activity: on connect, on every public request and on every ping tick while
 //   connected (the routes throttle it).
-import { sendJson, track, type Res } from '../../lib/http.js';
+import { listen, sendJson, track, type Res, type Server } from '../../lib/http.js';
 import type { us_socket_context_t } from 'uWebSockets.js';
-import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket } from '../../lib/uws.js';
+import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { NO_MODEL } from '../metrics.js';
 import { forwardedHeaders, ResponseRelay } from '../dedicated/forward.js';
@@ -32,7 +35,10 @@ export interface TunnelBrokerOptions {
   routes: InstanceRoutes;
   /** The tunnel secret (identity.ts tunnelSecret). */
   secret: string;
-  /** Public base URL of the gateway in public tunnel URLs; default: from the connect request's Host. */
+  /**
+   * Public base URL of tunnels. Default: the URL of the listener started by `listenPublic`, else
+   * (tunnels on the gateway) from the connect request's Host.
+   */
   publicUrl?: string;
   /** Largest public request body (413 beyond); default: the gateway's limit. */
   maxBodyBytes?: number;
@@ -54,6 +60,11 @@ export interface TunnelBroker {
   plugin: RoutePlugin;
   /** Connected tunnels. */
   tunnels(): TunnelInfo[];
+  /**
+   * Serves public tunnel requests on their own listener (call after the gateway started with
+   * `plugin`); the gateway then redirects `/t/...` there (308).
+   */
+  listenPublic(host: string, port: number): Promise<Server>;
   /** Closes every tunnel connection. */
   close(): Promise<void>;
 }
@@ -102,6 +113,11 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
   /** Every open connection (a replaced one stays here until its socket closes). */
   const live = new Map<WebSocket<ConnData>, Tunnel>();
   let ticker: NodeJS.Timeout | undefined;
+  /** Registers the public `/t/*` handler on an app (set once the plugin has the gateway context). */
+  let servePublic: ((app: TemplatedApp) => void) | undefined;
+  /** Base URL of the tunnels' own listener, once started. */
+  let publicBase: string | undefined = options.publicUrl?.replace(/\/+$/, '');
+  let separate = false;
 
   const plugin: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) => {
     const maxBody = options.maxBodyBytes ?? ctx.limits.maxBodyBytes;
@@ -140,7 +156,7 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
         const host = req.getHeader('host');
         const proto = req.getHeader('x-forwarded-proto') === 'https' ? 'https' : 'http';
         const id = tunnelId(secret, instanceId, port);
-        const base = (options.publicUrl ?? `${proto}://${host}`).replace(/\/+$/, '');
+        const base = (publicBase ?? `${proto}://${host}`).replace(/\/+$/, '');
         const data: ConnData = { instanceId, port, tunnelId: id, publicUrl: `${base}${PUBLIC_PREFIX}${id}/` };
         res.aborted = true;
         res.upgrade(data, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
@@ -212,7 +228,7 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
       },
     });
 
-    app.any('/t/*', (uwsRes: HttpResponse, req: HttpRequest) => {
+    const publicHandler = (uwsRes: HttpResponse, req: HttpRequest): void => {
       const res = track(uwsRes);
       const url = req.getUrl();
       const slash = url.indexOf('/', PUBLIC_PREFIX.length);
@@ -273,6 +289,14 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
         if (chunk.byteLength) tunnel.send(FrameType.RequestBody, stream, new Uint8Array(chunk));
         if (isLast) tunnel.send(FrameType.RequestEnd, stream);
       });
+    };
+    servePublic = (target) => target.any('/t/*', publicHandler);
+    // Until (unless) the tunnels get their own listener, the gateway serves them; after, it
+    // sends browsers there.
+    app.any('/t/*', (uwsRes: HttpResponse, req: HttpRequest) => {
+      if (!separate) return publicHandler(uwsRes, req);
+      const query = req.getQuery();
+      answer(track(uwsRes), 308, 'Tunnels are served on their own origin', { location: `${publicBase}${req.getUrl()}${query ? `?${query}` : ''}` });
     });
 
     ticker = setInterval(() => {
@@ -292,6 +316,16 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
     plugin,
     tunnels() {
       return [...tunnels.values()].map((t) => ({ tunnelId: t.data.tunnelId, instanceId: t.data.instanceId, port: t.data.port, publicUrl: t.data.publicUrl, streams: t.streams.size }));
+    },
+    async listenPublic(host, port) {
+      if (!servePublic) throw new Error('listenPublic: start the gateway with the broker plugin first');
+      const app = uws().App();
+      servePublic(app);
+      app.any('/*', (res: HttpResponse) => sendJson(track(res), 404, { detail: 'Not Found' }));
+      const server = await listen(app, host, port);
+      publicBase ??= server.url;
+      separate = true;
+      return server;
     },
     async close() {
       if (ticker) clearInterval(ticker);

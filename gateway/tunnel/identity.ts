@@ -6,7 +6,12 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RcError } from '../../lib/errors.js';
 
-/** Directory (relative to the instance directory, RC_INSTANCE_DIR) holding the identity files. */
+/**
+ * Legacy identity directory (relative to the instance directory, RC_INSTANCE_DIR), provisioned
+ * before issue 14; rc-tunnel still reads it for instances launched then. New instances get the
+ * token in RC_TUNNEL_TOKEN instead: a file in the home directory was served by any app serving
+ * that directory (the seeded gradio demo did).
+ */
 export const TUNNEL_IDENTITY_DIR = '.rc-tunnel';
 /** Identity files inside it. */
 export const TOKEN_FILE = 'token';
@@ -14,6 +19,8 @@ export const BROKER_FILE = 'broker';
 /** Environment variables rc-tunnel reads. */
 export const IDENTITY_DIR_ENV = 'RC_TUNNEL_IDENTITY_DIR';
 export const BROKER_ENV = 'RC_TUNNEL_BROKER';
+/** The instance's tunnel token (what the control plane provisions). */
+export const TOKEN_ENV = 'RC_TUNNEL_TOKEN';
 
 const TOKEN_PREFIX = 'rct-';
 /** base64url of an HMAC-SHA256. */
@@ -55,14 +62,15 @@ export function tunnelId(secret: string, instanceId: string, port: number): stri
 }
 
 /**
- * What the control plane provisions into an instance at launch: the identity files (LaunchSpec
- * `files`, relative to the instance directory) and the broker setting (LaunchSpec `env`).
+ * What the control plane provisions into an instance at launch: the token and the broker
+ * setting, both in the environment (LaunchSpec `env`), and no file: nothing in the instance's
+ * home or working directory, which apps serve (a static server, a notebook's file browser).
  * `brokerUrl` is the gateway's public URL (http(s)://host:port).
  */
 export function tunnelProvisioning(secret: string, instanceId: string, brokerUrl: string): { files: Record<string, string>; env: Record<string, string> } {
   return {
-    files: { [`${TUNNEL_IDENTITY_DIR}/${TOKEN_FILE}`]: issueTunnelToken(secret, instanceId) + '\n' },
-    env: { [BROKER_ENV]: brokerUrl },
+    files: {},
+    env: { [BROKER_ENV]: brokerUrl, [TOKEN_ENV]: issueTunnelToken(secret, instanceId) },
   };
 }
 

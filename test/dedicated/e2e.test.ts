@@ -4,7 +4,7 @@
 // fed from the agent's ListInstances, which is what the service does from the agent's events.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import OpenAI from 'openai';
@@ -118,7 +118,13 @@ test('rc-tunnel inside an instance: public URL, status and logs', async (t) => {
 
   // status and logs, run as a user would inside the instance (same instance directory).
   const home = join(dataDir, 'instances', 'i_nb', 'home');
-  assert.ok(existsSync(join(home, '.rc-tunnel', 'token')));
+  // The identity is not in anything an app serves by default (issue 14: the gradio demo served its
+  // home directory, token included): no file under the instance's home holds it.
+  const token = provisioning.env.RC_TUNNEL_TOKEN!;
+  assert.ok(token.startsWith('rct-'));
+  const files = readdirSync(home, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
+  for (const e of files) assert.ok(!readFileSync(join(e.parentPath, e.name), 'utf8').includes(token), `token in ${e.name}`);
+  assert.ok(!existsSync(join(home, '.rc-tunnel', 'token')));
   const env = { PATH: process.env.PATH ?? '', RC_INSTANCE_DIR: home, ...provisioning.env };
   const status = spawnSync(process.execPath, [TUNNEL_JS, 'status', '--json'], { env, encoding: 'utf8', timeout: 20_000 });
   assert.equal(status.status, 0, status.stderr);

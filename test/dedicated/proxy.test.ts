@@ -6,7 +6,7 @@ import { test, type TestContext } from 'node:test';
 import WebSocket, { WebSocketServer } from 'ws';
 import { createLogger } from '../../lib/log.js';
 import { InstanceRouteTable, type InstanceRoute } from '../../gateway/dedicated/instance-routes.js';
-import { startInstanceProxyServer, withoutCookie } from '../../control-plane/proxy/proxy.js';
+import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
 import { startPlatform, type Platform } from '../control-plane/platform.js';
 import { waitFor } from '../helpers.js';
 
@@ -47,13 +47,6 @@ async function signUp(p: Platform, email: string): Promise<{ cookie: string; id:
   const setCookie = ([] as string[]).concat(r.headers['set-cookie'] as string | string[]);
   return { cookie: setCookie[0]!.split(';')[0]!, id: r.body.account.id as number };
 }
-
-test('withoutCookie removes only the platform session', () => {
-  assert.equal(withoutCookie('a=1; rc_session=abc; b=2', 'rc_session'), 'a=1; b=2');
-  assert.equal(withoutCookie('rc_session=abc', 'rc_session'), '');
-  assert.equal(withoutCookie('', 'rc_session'), '');
-  assert.equal(withoutCookie('rc_session_other=1', 'rc_session'), 'rc_session_other=1');
-});
 
 test('the instance proxy: sessions of the owner only, keys refused, WebSockets relayed', async (t) => {
   const platform = await startPlatform();

@@ -2,7 +2,7 @@
 // requests relayed both ways (bodies, streams, errors), disconnects, and the CLI's errors.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -171,7 +171,7 @@ test('rc-tunnel without identity or broker says to recreate the notebook', async
   const emptyDir = run([TUNNEL_JS, 'status'], { RC_TUNNEL_IDENTITY_DIR: idDir });
   assert.equal(emptyDir.status, 1);
   assert.match(emptyDir.stderr, /holds no token/);
-  writeFileSync(join(idDir, 'token'), 'rct-x\n');
+  writeFileSync(join(idDir, 'token'), 'rct-x\n', { mode: 0o644 });
   const noBroker = run([TUNNEL_JS, 'status'], { RC_TUNNEL_IDENTITY_DIR: idDir });
   assert.equal(noBroker.status, 1);
   assert.match(noBroker.stderr, /No tunnel broker setting \(RC_TUNNEL_BROKER is not set\)\. .*destroy this notebook and create a new one/);
@@ -179,6 +179,11 @@ test('rc-tunnel without identity or broker says to recreate the notebook', async
   const ok = run([TUNNEL_JS, 'status'], { RC_TUNNEL_IDENTITY_DIR: idDir, RC_TUNNEL_BROKER: 'http://127.0.0.1:1', RC_TUNNEL_STATE_DIR: join(dir, 'state') });
   assert.equal(ok.status, 0, ok.stderr);
   assert.match(ok.stdout, /No tunnel is running/);
+  assert.equal(statSync(join(idDir, 'token')).mode & 0o777, 0o600, 'a legacy token file is made owner-only');
+  // The provisioned form: the token in the environment, no directory at all.
+  const fromEnv = run([TUNNEL_JS, 'status', '--json'], { RC_TUNNEL_TOKEN: 'rct-x', RC_TUNNEL_BROKER: 'http://127.0.0.1:1', RC_TUNNEL_STATE_DIR: join(dir, 'state') });
+  assert.equal(fromEnv.status, 0, fromEnv.stderr);
+  assert.equal(JSON.parse(fromEnv.stdout).identity_dir, '$RC_TUNNEL_TOKEN');
 
   const usage = run([TUNNEL_JS, 'expose'], { RC_TUNNEL_IDENTITY_DIR: idDir, RC_TUNNEL_BROKER: 'http://127.0.0.1:1' });
   assert.equal(usage.status, 2);
@@ -190,4 +195,22 @@ test('rc-tunnel without identity or broker says to recreate the notebook', async
   const noLogs = run([TUNNEL_JS, 'logs', '--lines', '3'], { RC_TUNNEL_STATE_DIR: join(dir, 'state') });
   assert.equal(noLogs.status, 0);
   assert.equal(noLogs.stdout, '(no tunnel logs yet)\n');
+});
+
+test('tunnels on their own listener (own origin): public URLs there, the gateway redirects', async (t) => {
+  const f = await startGatewayFixture(t);
+  const own = await f.broker.listenPublic('127.0.0.1', 0);
+  t.after(() => own.close());
+  const localPort = await startLocal(t);
+  f.addRoute('i_own', '127.0.0.1:1', { instanceType: 'gradio' });
+  const { statuses } = startClient(t, f, 'i_own', localPort);
+  const connected = (await waitFor(() => statuses.find((s) => s.state === 'connected')))!;
+  assert.ok(connected.publicUrl!.startsWith(`${own.url}/t/`), connected.publicUrl);
+  assert.notEqual(new URL(own.url).port, new URL(f.gateway.url).port);
+  const r = await fetch(`${connected.publicUrl}x?y=1`);
+  assert.equal(r.status, 201);
+  const onGateway = await fetch(`${f.gateway.url}${new URL(connected.publicUrl!).pathname}x?y=1`, { redirect: 'manual' });
+  assert.equal(onGateway.status, 308);
+  assert.equal(onGateway.headers.get('location'), `${connected.publicUrl}x?y=1`);
+  assert.equal((await fetch(`${own.url}/v1/models`)).status, 404, 'the tunnels listener serves tunnels only');
 });

@@ -7,7 +7,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createControlPlane } from '../../control-plane/server.js';
-import { storeKeySource } from '../../control-plane/sources.js';
+import { runAdminOp } from '../../control-plane/admin.js';
+import { storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../../control-plane/sources.js';
+import { AccountLimits, createGate } from '../../gateway/gates/index.js';
 import { createGateway } from '../../gateway/server.js';
 import { messagesRoutes } from '../../gateway/messages/routes.js';
 import { SessionDirectory, sessionToken } from '../../gateway/sessions.js';
@@ -16,6 +18,7 @@ import { FakeClock } from '../../lib/clock.js';
 import { modelEntrySchema } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { startSim } from '../../sim/server.js';
+import { waitFor } from '../helpers.js';
 
 const silent = createLogger('silent');
 
@@ -99,4 +102,62 @@ test('SessionDirectory: expiry, and the rc_session cookie among others', async (
   assert.equal(sessionToken('x=1;rc_session= abc ;y'), 'abc');
   assert.equal(sessionToken('rc_sessionx=1'), undefined);
   assert.equal(sessionToken('rc_session='), undefined);
+});
+
+test('attack: accounts minted by open sign-up each get only the unverified cap; 0 turns shared access off', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rc-sessions-cap-'));
+  const bus = new MemoryBus();
+  const sim = await startSim({ model: 'm', fast: true });
+  const settings = { modelDailyTokens: 1000, modelUnverifiedDailyTokens: 40 };
+  const cp = await createControlPlane({ dataDir: dir, bus, logger: silent, port: 0, settings });
+  const early = await signUp(cp.url, 'sock1@example.com'); // before the gateway: from the snapshot
+  const limits = new AccountLimits({ rpm: 1000, tpm: 1_000_000, dailyTokens: settings.modelDailyTokens });
+  limits.load(storeLimitOverrides(cp.store, settings));
+  const gate = createGate({ modelRpm: 1000, modelTpm: 1_000_000, modelDailyTokens: 1000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'x:' }, { bus, limits, lookup: storeLimitsLookup(cp.store, settings) });
+  const gateway = await createGateway({
+    port: 0, models: [modelEntrySchema.parse({ name: 'm', upstreams: [sim.url] })], keySource: storeKeySource(cp.store, settings), bus, logger: silent, gate,
+    routes: [messagesRoutes()],
+  });
+  t.after(async () => {
+    await gateway.close();
+    await gate.close();
+    await cp.close();
+    await sim.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const chat = (s: { cookie: string; csrf: string }, maxTokens: number) => fetch(`${gateway.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', cookie: s.cookie, 'x-csrf-token': s.csrf },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens }),
+  });
+  const later = await signUp(cp.url, 'sock2@example.com'); // after: from the bus
+  for (const [email, s] of [['sock1@example.com', early], ['sock2@example.com', later]] as const) {
+    assert.equal((await gate.readUsage(cp.store.accounts.byEmail(email)!.id)).daily_cap, 40);
+    assert.equal((await chat(s, 30)).status, 200); // spends about 45 tokens: over the unverified cap (40), far under the default (1000)
+    const over = await chat(s, 5);
+    assert.equal(over.status, 429, await over.clone().text());
+    assert.equal(((await over.json()) as { error: { code: string } }).error.code, 'daily_token_cap_exceeded');
+  }
+  // Verified by the operator: the account's cap is the default again.
+  const id = cp.store.accounts.byEmail('sock2@example.com')!.id;
+  await runAdminOp({ store: cp.store, publish: (e) => bus.publish(e), configuredModels: [] }, 'account.verify', { email: 'sock2@example.com' });
+  assert.equal((await waitFor(async () => ((await gate.readUsage(id)).daily_cap === 1000 ? true : undefined))), true);
+
+  // With the setting at 0, an account under review has no shared model access at all.
+  await cp.close();
+  const closed = { ...settings, modelUnverifiedDailyTokens: 0 };
+  const cp0 = await createControlPlane({ dataDir: dir, bus, logger: silent, port: 0, settings: closed });
+  t.after(() => cp0.close());
+  const none = await signUp(cp0.url, 'sock3@example.com');
+  const refused = await chat(none, 5);
+  assert.equal(refused.status, 403);
+  assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'account_not_verified');
+  const onMessages = await fetch(`${gateway.url}/v1/messages`, {
+    method: 'POST', headers: { 'content-type': 'application/json', cookie: none.cookie, 'x-csrf-token': none.csrf },
+    body: JSON.stringify({ model: 'm', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  assert.equal(onMessages.status, 403);
+  assert.equal(((await onMessages.json()) as { error: { type: string } }).error.type, 'permission_error');
+  // The snapshot a restarted gateway loads says the same.
+  const records = [...(await storeKeySource(cp0.store, closed).loadSessions!())];
+  assert.ok(records.length > 0 && records.filter((r) => r.accountId !== id).every((r) => r.modelAccess === false));
 });

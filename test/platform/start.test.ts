@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { issueTunnelToken, tunnelSecret } from '../../gateway/tunnel/identity.js';
 import { waitFor } from '../helpers.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
@@ -18,7 +19,7 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-'));
   const env = {
     ...process.env,
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
+    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
     RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '', RC_INSTANCE_LAUNCH_RATE: '60:5',
   };
   const child = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -103,14 +104,19 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
     assert.notEqual(st.status, 'failed', JSON.stringify(st));
     return st.status === 'ready' ? st : undefined;
   }, 60_000, 200);
-  // `status` runs here, outside the instance: give it what the instance has (its dir and broker).
+  // `status` runs here, outside the instance: give it what the instance has (its dir, broker and
+  // token, which is provisioned in the environment only).
   const instanceDir = join(dataDir, 'agent', 'instances', appInstance.instance_id, 'home');
+  const token = issueTunnelToken(tunnelSecret('', dataDir), appInstance.instance_id);
   const publicUrl = await waitFor(async () => {
-    const { stdout: status } = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env: { ...env, RC_INSTANCE_DIR: instanceDir, RC_TUNNEL_BROKER: gateway } });
+    const { stdout: status } = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env: { ...env, RC_INSTANCE_DIR: instanceDir, RC_TUNNEL_BROKER: gateway, RC_TUNNEL_TOKEN: token } });
     const tunnels = (JSON.parse(status) as { tunnels: { state: string; public_url: string | null }[] }).tunnels;
     return tunnels.find((tn) => tn.state === 'connected')?.public_url ?? undefined;
   }, 30_000, 200);
-  assert.ok(publicUrl.startsWith(`${gateway}/t/`), publicUrl);
+  // Tunnels have an origin of their own, apart from the gateway (and the platform API).
+  const tunnelsUrl = /tunnels\s+(http:\/\/\S+)\/t\//.exec(out)?.[1];
+  assert.ok(tunnelsUrl && tunnelsUrl !== gateway, out);
+  assert.ok(publicUrl.startsWith(`${tunnelsUrl}/t/`), publicUrl);
   const viaTunnel = await fetch(`${publicUrl.replace(/\/$/, '')}/hello`);
   assert.equal(await viaTunnel.text(), 'tunnelled /hello');
   assert.equal((await fetch(`${api}/api/notebook/current`, { method: 'DELETE', headers: auth })).status, 200);

@@ -21,6 +21,8 @@ export interface SweepPlatform {
   gateway: number;
   api: number;
   proxy: number;
+  /** The tunnels' own listener (public tunnel URLs). */
+  tunnels: number;
   /** A verified account's API key. */
   key: string;
   /** An unverified account's session: cookie pair and CSRF token. */
@@ -35,8 +37,11 @@ export interface SweepPlatform {
 export async function startSweepPlatform(extraEnv: Record<string, string> = {}): Promise<SweepPlatform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-sweep-'));
   const config = loadConfig({
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
-    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', ...extraEnv,
+    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
+    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured',
+    // The sweep sends thousands of requests from one address: the sign-in limits are tested apart
+    // (test/control-plane/sign-in-attacks.test.ts).
+    RC_LOGIN_PER_ADDRESS_PER_MINUTE: '1000000', RC_SIGNUP_PER_ADDRESS_PER_HOUR: '1000000', ...extraEnv,
   });
   const platform = await startPlatform(config, createLogger());
   const admin = { store: platform.controlPlane.store, publish: (e: never) => platform.bus.publish(e), configuredModels: config.models };
@@ -65,6 +70,7 @@ export async function startSweepPlatform(extraEnv: Record<string, string> = {}):
     gateway: platform.gateway.port,
     api,
     proxy: platform.proxy.port,
+    tunnels: platform.tunnels.port,
     key,
     unverified,
     account,

@@ -75,7 +75,7 @@ const SURFACES: Surface[] = [
   { name: 'dedicated', port: () => p.gateway, base: () => dedicatedPath.replace(/\/v1$/, ''), headers: keyHeaders },
   { name: 'gateway /instances alias', port: () => p.gateway, base: () => `/instances/${instanceId}`, headers: keyHeaders },
   { name: 'instance proxy', port: () => p.proxy, base: () => `/instances/${instanceId}`, headers: sessionHeaders },
-  { name: 'tunnel', port: () => p.gateway, base: () => tunnelPath, headers: () => ({ ...json }) },
+  { name: 'tunnel', port: () => p.tunnels, base: () => tunnelPath, headers: () => ({ ...json }) },
 ];
 
 /** After admission the sim answers (vLLM shape); refusals of the surface itself are {detail}. */
@@ -130,7 +130,7 @@ test('admission: credentials, other accounts, unknown instances and ports, /v1/m
     ['proxy another session', p.proxy, `/instances/${instanceId}/v1/chat/completions`, { ...json, cookie: otherSession.cookie }, [403]],
     ['proxy garbage session', p.proxy, `/instances/${instanceId}/v1/chat/completions`, { ...json, cookie: 'rc_session=x'.repeat(200) }, [401]],
     ['proxy unknown instance', p.proxy, '/instances/inst_nope/v1/chat/completions', sessionHeaders(), [404]],
-    ['tunnel unknown id', p.gateway, '/t/tnope/v1/chat/completions', json, [404]],
+    ['tunnel unknown id', p.tunnels, '/t/tnope/v1/chat/completions', json, [404]],
   ];
   const paths: [string, number, string, Record<string, string>][] = [];
   for (const bad of ['', '/', '/x', '/x/', `/${instanceId}`, `/${instanceId}/`, `/${instanceId}/abc/v1`, `/${instanceId}/0/v1`, `/${instanceId}/99999/v1`,
@@ -144,7 +144,7 @@ test('admission: credentials, other accounts, unknown instances and ports, /v1/m
     paths.push([`proxy path ${bad.slice(0, 50)}`, p.proxy, `/instances${bad}`, sessionHeaders()]);
   }
   for (const bad of ['', '/', `${tunnelPath.slice(2)}`, `${tunnelPath.slice(2)}/%ZZ`, `${tunnelPath.slice(2)}/../../v1/models`, `${tunnelPath.slice(2)}%2Fv1`, 'x'.repeat(3000)]) {
-    paths.push([`tunnel path ${bad.slice(0, 50)}`, p.gateway, `/t/${bad}`, json]);
+    paths.push([`tunnel path ${bad.slice(0, 50)}`, p.tunnels, `/t/${bad}`, json]);
   }
   for (const [label, port, path, headers, status] of cases) {
     await f.check(label, async () => assertRefused(label, await request(port, 'POST', path, { headers, body }), { status, shapes: ['detail'] }));
@@ -319,7 +319,7 @@ test('a tunnel client that breaks the protocol: the public client gets a 502 {de
   for (const [name, respond, status] of cases) {
     answer = respond;
     await f.check(name, async () => {
-      const r = await request(p.gateway, 'GET', `${base}/x`);
+      const r = await request(p.tunnels, 'GET', `${base}/x`);
       assert.equal(r.status, status, `tunnel protocol ${name}: ${r.status} ${r.body.slice(0, 200)}`);
       if (status === 502) assert.equal(shapeProblem('detail', r.body), undefined, `tunnel protocol ${name}: ${r.body}`);
     });
@@ -327,7 +327,7 @@ test('a tunnel client that breaks the protocol: the public client gets a 502 {de
   // The client disconnects while a public request waits: 502.
   answer = () => ws.terminate();
   await f.check('tunnel gone mid-request', async () => {
-    const r = await request(p.gateway, 'GET', `${base}/x`);
+    const r = await request(p.tunnels, 'GET', `${base}/x`);
     assert.equal(r.status, 502, r.body);
   });
   f.assertNone();

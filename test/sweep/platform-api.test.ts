@@ -34,7 +34,7 @@ after(async () => {
 const json = { 'content-type': 'application/json' };
 const auth = () => ({ ...json, authorization: `Bearer ${p.key}` });
 const TEMPLATE = { title: 'Sweep', image: 'rc/gradio:latest', instance_type: 'gradio', app_port: 7860, start_command: 'true' };
-const ANY_ANSWER = [200, 201, 400, 401, 403, 404, 405, 409, 413, 429];
+const ANY_ANSWER = [200, 201, 400, 401, 403, 404, 405, 409, 413, 415, 429];
 
 interface ApiRoute {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';

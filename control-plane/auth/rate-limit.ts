@@ -1,0 +1,128 @@
+// Rate limits of sign-in and sign-up (in memory: one control plane holds the accounts).
+//
+// Sign-in policy (control-plane/README.md, "Sign-in limits"):
+// 1. Per client address, every attempt: a bucket of `loginPerAddressPerMinute` attempts that
+//    refills at that rate. Bounds the scrypt work one address can cause and password spraying.
+// 2. Per (account, address), failures: `FREE_FAILURES` free, then each further failure makes that
+//    address wait 1 s, doubling, at most `MAX_PAIR_WAIT_MS`; forgotten `PAIR_FORGET_MS` after the
+//    last failure. An attacker's failures slow the
+//    attacker's address only, never the real user's.
+// 3. Per account across addresses, failures: a bucket of `ACCOUNT_FAILURE_BURST` refilling one per
+//    `ACCOUNT_FAILURE_REFILL_MS`. When it is empty (a distributed guess), only addresses that
+//    signed in to this account successfully before (remembered `KNOWN_ADDRESS_TTL_MS`) may try;
+//    others wait for the next token (at most a minute). So a real user on a known address is never
+//    locked out; one on a new address waits at most a minute per attempt while an attack lasts.
+// A refused attempt (429) checks no password and does not count as a failure, so hammering
+// does not extend anyone's wait. A success clears the pair's failures.
+import { systemClock, type Clock } from '../../lib/clock.js';
+
+export const FREE_FAILURES = 5;
+export const MAX_PAIR_WAIT_MS = 5 * 60_000;
+export const ACCOUNT_FAILURE_BURST = 20;
+export const ACCOUNT_FAILURE_REFILL_MS = 60_000;
+export const KNOWN_ADDRESS_TTL_MS = 30 * 86_400_000;
+/** A pair's failures are forgotten this long after its last one. */
+export const PAIR_FORGET_MS = 15 * 60_000;
+/** Entries kept per map before idle ones are swept (memory stays bounded under a flood of addresses). */
+const SWEEP_AT = 10_000;
+
+/** Whole seconds to wait (at least 1), for Retry-After. */
+export const retryAfterSeconds = (ms: number): number => Math.max(1, Math.ceil(ms / 1000));
+
+/** Token buckets by key: `capacity` tokens, refilled continuously at `capacity` per `periodMs`. */
+export class KeyedBuckets {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+
+  constructor(private readonly capacity: number, private readonly periodMs: number, private readonly clock: Clock = systemClock) {}
+
+  private level(key: string, now: number): { tokens: number; at: number } {
+    const b = this.buckets.get(key);
+    if (!b) return { tokens: this.capacity, at: now };
+    return { tokens: Math.min(this.capacity, b.tokens + ((now - b.at) * this.capacity) / this.periodMs), at: now };
+  }
+
+  /** Milliseconds until `key` has a token (0: it has one now). */
+  waitMs(key: string): number {
+    const b = this.level(key, this.clock.now());
+    return b.tokens >= 1 ? 0 : Math.ceil(((1 - b.tokens) * this.periodMs) / this.capacity);
+  }
+
+  /** Takes a token; returns 0, or the milliseconds to wait when there is none (nothing taken). */
+  take(key: string): number {
+    const now = this.clock.now();
+    const b = this.level(key, now);
+    if (b.tokens < 1) return Math.ceil(((1 - b.tokens) * this.periodMs) / this.capacity);
+    b.tokens -= 1;
+    this.buckets.set(key, b);
+    if (this.buckets.size > SWEEP_AT) this.sweep(now);
+    return 0;
+  }
+
+  /** Forgets buckets that have refilled completely. */
+  private sweep(now: number): void {
+    for (const [k, b] of this.buckets) if (b.tokens + ((now - b.at) * this.capacity) / this.periodMs >= this.capacity) this.buckets.delete(k);
+  }
+}
+
+export interface SignInLimitOptions {
+  /** Sign-in attempts per client address per minute (burst of the same size). */
+  perAddressPerMinute: number;
+  clock?: Clock;
+}
+
+/** The sign-in limits (see the policy above). */
+export class SignInLimits {
+  private readonly addresses: KeyedBuckets;
+  private readonly accountFailures: KeyedBuckets;
+  private readonly pairs = new Map<string, { failures: number; blockedUntil: number; at: number }>();
+  /** `email\0address` -> when it last signed in successfully. */
+  private readonly known = new Map<string, number>();
+  private readonly clock: Clock;
+
+  constructor(o: SignInLimitOptions) {
+    this.clock = o.clock ?? systemClock;
+    this.addresses = new KeyedBuckets(o.perAddressPerMinute, 60_000, this.clock);
+    this.accountFailures = new KeyedBuckets(ACCOUNT_FAILURE_BURST, ACCOUNT_FAILURE_BURST * ACCOUNT_FAILURE_REFILL_MS, this.clock);
+  }
+
+  /** Before checking a password: 0 when the attempt may go ahead, else milliseconds to wait. */
+  admit(email: string, address: string): number {
+    const now = this.clock.now();
+    const pairKey = `${email}\0${address}`;
+    const pair = this.pairs.get(pairKey);
+    if (pair && pair.blockedUntil > now) return pair.blockedUntil - now;
+    const knownAt = this.known.get(pairKey);
+    const isKnown = knownAt !== undefined && now - knownAt < KNOWN_ADDRESS_TTL_MS;
+    if (!isKnown) {
+      const wait = this.accountFailures.waitMs(email);
+      if (wait > 0) return wait;
+    }
+    return this.addresses.take(address);
+  }
+
+  /** A wrong password (or unknown e-mail) from `address`. */
+  failed(email: string, address: string): void {
+    const now = this.clock.now();
+    const pairKey = `${email}\0${address}`;
+    const old = this.pairs.get(pairKey);
+    const pair = old && now - old.at < PAIR_FORGET_MS ? old : { failures: 0, blockedUntil: 0, at: now };
+    pair.failures += 1;
+    pair.at = now;
+    if (pair.failures > FREE_FAILURES) pair.blockedUntil = now + Math.min(MAX_PAIR_WAIT_MS, 1000 * 2 ** (pair.failures - FREE_FAILURES - 1));
+    this.pairs.set(pairKey, pair);
+    this.accountFailures.take(email);
+    if (this.pairs.size > SWEEP_AT) this.sweepPairs(now);
+  }
+
+  /** A successful sign-in: the pair's failures are forgotten and the address becomes known. */
+  succeeded(email: string, address: string): void {
+    const pairKey = `${email}\0${address}`;
+    this.pairs.delete(pairKey);
+    this.known.set(pairKey, this.clock.now());
+    if (this.known.size > SWEEP_AT) for (const [k, at] of this.known) if (this.clock.now() - at >= KNOWN_ADDRESS_TTL_MS) this.known.delete(k);
+  }
+
+  private sweepPairs(now: number): void {
+    for (const [k, p] of this.pairs) if (p.blockedUntil <= now && now - p.at > MAX_PAIR_WAIT_MS) this.pairs.delete(k);
+  }
+}
