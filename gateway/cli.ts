@@ -76,7 +76,11 @@ export const gatewayCommand: Command = {
     let platform: PlatformGatewayParts | undefined;
     if (controlPlaneUrl) {
       if (!bus) logger.warn('REDIS_URL is not set: changes reach this gateway only at each resync (RC_GATEWAY_RESYNC_MS)');
-      platform = await platformGatewayParts(config, { url: controlPlaneUrl, token: internalToken, bus, logger });
+      // A bad internal token ends the command; the bus must not keep the process alive then.
+      platform = await platformGatewayParts(config, { url: controlPlaneUrl, token: internalToken, bus, logger }).catch(async (err: unknown) => {
+        await bus?.close();
+        throw err;
+      });
     }
     const entries = keysFile ? await readKeysFile(keysFile) : [];
     const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
