@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { request } from 'undici';
-import { RC_JS } from '../agent/harness.js';
+import { killAgentProcesses, RC_JS } from '../agent/harness.js';
 
 export { killChild, newToken, tempDir } from '../agent/harness.js';
 
@@ -22,8 +22,11 @@ export interface RcProcess {
 
 /** Every process the fleet tests started, killed on test end and on process exit (also when a test fails). */
 const started = new Set<ChildProcess>();
+/** Agent ids whose instance processes are killed at the end (instances outlive their agent by design). */
+const agentIds = new Set<string>();
 process.on('exit', () => {
   for (const c of started) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const id of agentIds) killAgentProcesses(id);
 });
 
 /** Spawns `rc <args>` (behind `prefix`, e.g. ['ip', 'netns', 'exec', ns]) and waits for its first stdout line (JSON). */
@@ -42,7 +45,12 @@ export async function spawnRc(t: TestContext, args: string[], env: Record<string
     rl.once('line', resolve);
     child.once('exit', (code, signal) => reject(new Error(`rc ${args[0]} exited (${code ?? signal}) before it was ready: ${stderr}`)));
   });
-  return { child, ready: JSON.parse(line), stderr: () => stderr };
+  const ready = JSON.parse(line);
+  if (args[0] === 'agent') {
+    agentIds.add(ready.agentId);
+    t.after(() => killAgentProcesses(ready.agentId));
+  }
+  return { child, ready, stderr: () => stderr };
 }
 
 /** Stops a process with SIGTERM (waits for it). */
