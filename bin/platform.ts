@@ -157,7 +157,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     // URLs are configured. Every instance gets an rc-tunnel identity for the broker. The local
     // agent keeps the id `local` across restarts: instances remember their host by it.
     const settings = { ...config, instancePublicUrl: config.instancePublicUrl || gateway?.url || '', proxyPublicUrl: proxyUrl };
-    const brokerUrl = publicUrls(resolveInstanceSettings(settings)).gateway;
+    const brokerUrl = config.tunnelBrokers || publicUrls(resolveInstanceSettings(settings)).gateway;
     instances = createInstances({
       store, bus, logger, settings,
       agents: agent ? [{ id: LOCAL_AGENT_ID, address: agent.address, token: agentToken }] : [],

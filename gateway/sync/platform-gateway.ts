@@ -25,7 +25,7 @@ export interface PlatformGatewayParts {
 }
 
 export async function platformGatewayParts(config: Config, o: { url: string; token: string; bus?: Bus; logger: Logger }): Promise<PlatformGatewayParts> {
-  const feed = new PlatformFeed({ url: o.url, token: o.token, bus: o.bus, logger: o.logger, resyncMs: config.gatewayResyncMs });
+  const feed = new PlatformFeed({ url: o.url, token: o.token, bus: o.bus, logger: o.logger, resyncMs: config.gatewayResyncMs, activityThrottleMs: config.gatewayActivityReportMs });
   let snapshot: GatewaySnapshot;
   try {
     snapshot = await feed.first();

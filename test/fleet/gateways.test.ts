@@ -12,8 +12,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { Store } from '../../control-plane/store.js';
+import { tunnelId } from '../../gateway/tunnel/identity.js';
+import { RC_JS } from '../agent/harness.js';
 import { redisAvailable, REDIS_URL, waitFor } from '../helpers.js';
 import { admin, call, chat, freePort, killChild, newToken, spawnRc, stopChild, tempDir, type RcProcess } from './harness.js';
+
+const rc = `"${process.execPath}" "${RC_JS}"`;
 
 test('standalone gateways learn everything from the control plane and follow it', async (t) => {
   if (!(await redisAvailable(t))) return;
@@ -24,6 +28,7 @@ test('standalone gateways learn everything from the control plane and follow it'
   const cpEnv = {
     ...common, RC_DATA_DIR: dir, RC_API_PORT: String(apiPort), RC_PROXY_PORT: '0', RC_SIM_PORT_BASE: '0', RC_SIM_TTFT_MS: '0',
     RC_SIM_TOKENS_PER_SECOND: '20', RC_INSTANCE_TICK_MS: '200', RC_INSTANCE_LAUNCH_RATE: '1:1000', RC_INSTANCE_PUBLIC_URL: `http://127.0.0.1:${gw1Port}`,
+    RC_TUNNEL_BROKERS: `http://127.0.0.1:${gw1Port},http://127.0.0.1:${gw2Port}`,
   };
   let cp: RcProcess = await spawnRc(t, ['control-plane'], cpEnv);
   const api = cp.ready.api as string;
@@ -37,7 +42,7 @@ test('standalone gateways learn everything from the control plane and follow it'
   t.after(() => call(`${api}/api/notebook/current`, { method: 'DELETE', key: acct.api_token }).catch(() => {}));
   assert.equal((await admin(api, dir, 'host.add', { name: 'gpu-1', address: agent.ready.address, token })).status, 200);
 
-  const gwEnv = { ...common, RC_CONTROL_PLANE_URL: api, RC_INTERNAL_TOKEN: internalToken, RC_GATEWAY_RESYNC_MS: '1000' };
+  const gwEnv = { ...common, RC_CONTROL_PLANE_URL: api, RC_INTERNAL_TOKEN: internalToken, RC_GATEWAY_RESYNC_MS: '1000', RC_GATEWAY_ACTIVITY_REPORT_MS: '200' };
   // A wrong internal token is a configuration error: the gateway exits instead of serving nothing.
   await assert.rejects(spawnRc(t, ['gateway', '--port', '0'], { ...gwEnv, RC_INTERNAL_TOKEN: 'w'.repeat(32) }), /answered 401/);
   const gw1 = await spawnRc(t, ['gateway', '--port', String(gw1Port)], gwEnv);
@@ -52,10 +57,12 @@ test('standalone gateways learn everything from the control plane and follow it'
     assert.equal((await call(`${g}/v1/models`, { key: acct.api_token })).body.data.map((m: { id: string }) => m.id).sort().join(), 'sim-chat,sim-reasoner');
   }
 
-  // A dedicated endpoint (the seeded vLLM demo) answers through both replicas.
-  const templates = (await call(`${api}/api/templates`)).body.templates as { id: number; instance_type: string }[];
-  const vllm = templates.find((x) => x.instance_type === 'vllm')!;
-  assert.equal((await call(`${api}/api/templates/${vllm.id}/launch`, { key: acct.api_token, body: {} })).status, 200);
+  // An instance serving a model on its routed port, also exposed with rc-tunnel (to every replica).
+  const template = (await call(`${api}/api/profile/templates`, { key: acct.api_token, body: {
+    title: 'sim + tunnel', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000,
+    start_command: `${rc} tunnel expose --port $PORT --detach && exec ${rc} sim --port $PORT --model demo --fast`,
+  } })).body;
+  assert.equal((await call(`${api}/api/templates/${template.id}/launch`, { key: acct.api_token, body: {} })).status, 200);
   const ready = await waitFor(async () => {
     const s = (await call(`${api}/api/notebook/status`, { key: acct.api_token })).body;
     if (s.status === 'failed') throw new Error(`instance failed: ${s.reason} ${s.detail}`);
@@ -66,6 +73,15 @@ test('standalone gateways learn everything from the control plane and follow it'
     const r = await waitFor(async () => { const x = await chat(g + dedicatedPath, acct.api_token, 'demo'); return x.status === 200 ? x : undefined; });
     assert.equal(r.body.model, 'demo');
   }
+  // The tunnel's public URL answers through both replicas (no key: that is the customer's service).
+  const snapshot = (await call(`${api}/api/internal/gateway-snapshot`, { headers: { 'x-rc-internal-token': internalToken } })).body;
+  const route = snapshot.instances.find((r: { instanceId: string }) => r.instanceId === ready.instance_id);
+  const tunnelPath = `/t/${tunnelId(readFileSync(join(dir, 'tunnel', 'secret'), 'utf8').trim(), ready.instance_id, route.port)}/v1/models`;
+  for (const g of gateways) {
+    const r = await waitFor(async () => { const x = await call(g + tunnelPath); return x.status === 200 ? x : undefined; });
+    assert.equal(r.body.data[0].id, 'demo');
+  }
+  assert.equal((await call(`${api}/api/internal/gateway-snapshot`)).status, 401);
 
   // Activity seen only by the second replica resets the idle timer.
   await new Promise((r) => setTimeout(r, 1100));
