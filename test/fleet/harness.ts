@@ -1,7 +1,7 @@
 // Running the fleet's parts as real processes: `rc control-plane`, `rc gateway` replicas and
 // `rc agent`s (optionally inside a network namespace: `ip netns exec <ns>`), each resolved once it
 // prints its ready line; plus JSON clients for the platform API, the admin API and the gateways.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -51,6 +51,16 @@ export async function spawnRc(t: TestContext, args: string[], env: Record<string
     t.after(() => killAgentProcesses(ready.agentId));
   }
   return { child, ready, stderr: () => stderr };
+}
+
+/** Runs a one-shot `rc <args>` (an admin command) to its end; its JSON output, or throws with its stderr. */
+export function runRc(args: string[], env: Record<string, string>): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [RC_JS, ...args], { env: { ...process.env, RC_LOG_LEVEL: 'warn', ...env }, timeout: 30_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`rc ${args.join(' ')} failed: ${stderr}`));
+      else resolve(JSON.parse(stdout));
+    });
+  });
 }
 
 /** Stops a process with SIGTERM (waits for it). */
