@@ -43,7 +43,14 @@ export class AgentCallError extends AgentError {
 
 export function createAgentClient(options: AgentClientOptions): AgentClient {
   const credentials = options.tlsCa ? grpc.credentials.createSsl(options.tlsCa) : grpc.credentials.createInsecure();
-  const client = new grpc.Client(options.address, credentials);
+  const client = new grpc.Client(options.address, credentials, {
+    // A cut link sends no reset: keepalive pings find a dead connection within ~8 s, and a host
+    // that comes back is redialled within 2 s (grpc-js would otherwise back off up to 120 s).
+    'grpc.keepalive_time_ms': 4_000,
+    'grpc.keepalive_timeout_ms': 4_000,
+    'grpc.initial_reconnect_backoff_ms': 250,
+    'grpc.max_reconnect_backoff_ms': 2_000,
+  });
   const timeoutMs = options.timeoutMs ?? 30_000;
   const metadata = () => {
     const m = new grpc.Metadata();

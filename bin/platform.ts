@@ -1,5 +1,7 @@
 // The platform assembly: every part of the embedded default in one process, wired together.
 // `rc start` (npm start) runs it in the foreground; tests start it on ephemeral ports.
+// `rc control-plane` runs the same without the embedded gateway and agent (startControlPlane):
+// gateways (`rc gateway --control-plane URL`) and hosts (`rc agent` + `rc host add`) run apart.
 //
 // Order: bus, simulated backends for models without upstreams, control plane (SQLite), gates,
 // gateway (keys and catalog from the control plane's store, kept current by bus events), local
@@ -12,6 +14,9 @@ import type { Logger } from '../lib/log.js';
 import { startCatalogSims } from '../sim/catalog.js';
 import type { SimServer } from '../sim/server.js';
 import { createControlPlane, type ControlPlane } from '../control-plane/server.js';
+import { internalRoutes } from '../control-plane/internal-routes.js';
+import { internalToken } from '../control-plane/secrets.js';
+import { LiveFleet } from '../control-plane/instances/fleet.js';
 import { Store } from '../control-plane/store.js';
 import { createInstances, type Instances } from '../control-plane/instances/index.js';
 import { publicUrls, resolveInstanceSettings } from '../control-plane/instances/settings.js';
@@ -30,20 +35,30 @@ import { agentOptionsFromConfig } from '../agent/cli.js';
 
 const LOCAL_AGENT_ID = 'local';
 
-export interface Platform {
+/** The control plane's side: platform API, scheduling, billing, instance proxy, embedded sims. */
+export interface ControlPlaneParts {
   config: Config;
   bus: Bus;
   sims: SimServer[];
   controlPlane: ControlPlane;
-  gateway: Gateway;
   /** The instance proxy: browser access to instance apps, on its own origin. */
   proxy: Server;
-  /** Public tunnel URLs (`/t/<tunnel id>/`), on their own origin. */
-  tunnels: Server;
-  agent: AgentHandle;
+  /** Public tunnel URLs (`/t/<tunnel id>/`), on their own origin (only where a gateway runs in this process). */
+  tunnels?: Server;
   instances: Instances;
+  /** The token gateways present to the internal API (x-rc-internal-token). */
+  internalToken: string;
   close(): Promise<void>;
 }
+
+/** Everything on one machine (`rc start`): the control plane plus a gateway and a local agent. */
+export interface Platform extends ControlPlaneParts {
+  gateway: Gateway;
+  agent: AgentHandle;
+}
+
+/** Which parts run in this process besides the control plane. */
+interface Parts { gateway: boolean; agent: boolean }
 
 /** The catalog with each upstream-less model pointed at its embedded sim. */
 function withSimUpstreams(models: readonly ModelEntry[], sims: Map<string, SimServer>): ModelEntry[] {
@@ -54,6 +69,15 @@ function withSimUpstreams(models: readonly ModelEntry[], sims: Map<string, SimSe
 }
 
 export async function startPlatform(config: Config, logger: Logger): Promise<Platform> {
+  return (await assemble(config, logger, { gateway: true, agent: true })) as Platform;
+}
+
+/** The control plane alone (`rc control-plane`): no gateway, no agent in this process. */
+export function startControlPlane(config: Config, logger: Logger): Promise<ControlPlaneParts> {
+  return assemble(config, logger, { gateway: false, agent: false });
+}
+
+async function assemble(config: Config, logger: Logger, parts: Parts): Promise<ControlPlaneParts & Partial<Platform>> {
   const dataDir = resolve(config.dataDir);
   mkdirSync(dataDir, { recursive: true });
   const closers: (() => Promise<unknown>)[] = [];
@@ -80,10 +104,15 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     const gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store, config) });
     closers.push(() => gate.close());
 
-    const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
-    mkdirSync(agentOptions.dataDir, { recursive: true });
-    const agent = await startAgent(agentOptions);
-    closers.push(() => agent.close());
+    let agent: AgentHandle | undefined;
+    let agentToken = '';
+    if (parts.agent) {
+      const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
+      mkdirSync(agentOptions.dataDir, { recursive: true });
+      agent = await startAgent(agentOptions);
+      agentToken = agentOptions.token;
+      closers.push(() => agent!.close());
+    }
 
     // Dedicated endpoints, the tunnel broker and the instance proxy read instance routes from the
     // instance service's memory (created below, once the front doors' URLs are known); their
@@ -96,41 +125,51 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     const secret = tunnelSecret(config.tunnelSecret, dataDir);
     const proxy = await startInstanceProxyServer({ store, routes, logger, host: config.host, port: config.proxyPort });
     closers.push(() => proxy.close(1000));
-    const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
-    const dedicated = createDedicatedEndpoints({ routes, proxyUrl: config.proxyPublicUrl || proxy.url, maxBodyBytes: config.gatewayMaxBodyBytes });
-    closers.push(() => dedicated.close());
-
     const catalog = storeCatalogSource(models, store);
-    const gatewayOptions = gatewayOptionsFromConfig(config);
-    const gateway = await createGateway({
-      ...gatewayOptions,
-      routes: [...(gatewayOptions.routes ?? []), dedicated.plugin, broker.plugin],
-      models: catalog(),
-      keySource: storeKeySource(store, config),
-      bus,
-      gate,
-      logger,
+    const proxyUrl = config.proxyPublicUrl || proxy.url;
+    let gateway: Gateway | undefined;
+    let tunnels: Server | undefined;
+    if (parts.gateway) {
+      const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+      const dedicated = createDedicatedEndpoints({ routes, proxyUrl, maxBodyBytes: config.gatewayMaxBodyBytes });
+      closers.push(() => dedicated.close());
+      const gatewayOptions = gatewayOptionsFromConfig(config);
+      const gw = (gateway = await createGateway({
+        ...gatewayOptions,
+        routes: [...(gatewayOptions.routes ?? []), dedicated.plugin, broker.plugin],
+        models: catalog(),
+        keySource: storeKeySource(store, config),
+        bus,
+        gate,
+        logger,
+      }));
+      closers.push(() => gw.close(2000));
+      closers.push(() => broker.close());
+      // Tunnelled apps get an origin of their own (gateway/dedicated/README.md, "Own origins").
+      const t = (tunnels = await broker.listenPublic(config.host, config.tunnelPort));
+      closers.push(() => t.close(1000));
+      const unsubscribe = bus.subscribe((ev) => {
+        if (ev.type === 'catalog.changed') gw.setModels(catalog());
+      });
+      closers.push(async () => unsubscribe());
+    }
+    // Instance traffic seen by gateway replicas in other processes resets the idle timer too.
+    const unfollowActivity = bus.subscribe((ev) => {
+      if (ev.type === 'instance.activity' && typeof ev.instanceId === 'string') instances?.recordActivity(ev.instanceId);
     });
-    closers.push(() => gateway.close(2000));
-    closers.push(() => broker.close());
-    // Tunnelled apps get an origin of their own (gateway/dedicated/README.md, "Own origins").
-    const tunnels = await broker.listenPublic(config.host, config.tunnelPort);
-    closers.push(() => tunnels.close(1000));
-    const unsubscribe = bus.subscribe((ev) => {
-      if (ev.type === 'catalog.changed') gateway.setModels(catalog());
-    });
-    closers.push(async () => unsubscribe());
+    closers.push(async () => unfollowActivity());
 
     // Instance URLs name the servers as they listen (ephemeral ports included) unless public
     // URLs are configured. Every instance gets an rc-tunnel identity for the broker. The local
     // agent keeps the id `local` across restarts: instances remember their host by it.
-    const settings = { ...config, instancePublicUrl: config.instancePublicUrl || gateway.url, proxyPublicUrl: config.proxyPublicUrl || proxy.url };
-    const brokerUrl = publicUrls(resolveInstanceSettings(settings)).gateway;
+    const settings = { ...config, instancePublicUrl: config.instancePublicUrl || gateway?.url || '', proxyPublicUrl: proxyUrl };
+    const brokerUrl = config.tunnelBrokers || publicUrls(resolveInstanceSettings(settings)).gateway;
     instances = createInstances({
       store, bus, logger, settings,
-      agents: [{ id: LOCAL_AGENT_ID, address: agent.address, token: agentOptions.token }],
+      agents: agent ? [{ id: LOCAL_AGENT_ID, address: agent.address, token: agentToken }] : [],
       provision: (instanceId) => tunnelProvisioning(secret, instanceId, brokerUrl),
     });
+    const token = internalToken(dataDir, config.internalToken);
     const controlPlane = await createControlPlane({
       host: config.host,
       port: config.apiPort,
@@ -141,14 +180,21 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
       configuredModels: models,
       modelUsage: (accountId) => gate.readUsage(accountId),
       settings: config,
-      routes: instances.routes,
+      routes: (deps) => [
+        ...instances!.routes(deps),
+        ...internalRoutes({
+          store, catalog, instanceRoutes: () => instances!.service.allRoutes(), tunnel: { secret, proxyUrl },
+        }),
+      ],
+      internalToken: token,
+      fleet: new LiveFleet(instances.service),
     });
     closers.push(() => controlPlane.close());
     // Closed before the control plane: no tick or agent call runs against a closing API.
     closers.push(() => instances!.close());
 
     instances.start();
-    return { config, bus, sims, controlPlane, gateway, proxy, tunnels, agent, instances, close };
+    return { config, bus, sims, controlPlane, gateway, proxy, tunnels, agent, instances, internalToken: token, close };
   } catch (err) {
     await close();
     throw err;

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { BusEvent } from '../lib/bus.js';
 import { modelEntrySchema, type ModelEntry } from '../lib/config.js';
 import { notFound } from './errors.js';
+import { StoredFleet, type FleetControl } from './instances/fleet.js';
 import { MICROS, toMicros } from './ledger.js';
 import { hashPassword } from './passwords.js';
 import { mergedCatalog } from './sources.js';
@@ -18,6 +19,8 @@ export interface AdminContext {
   publish(event: BusEvent): Promise<void>;
   /** The models configured outside the database (RC_CONFIG or the default sim models). */
   configuredModels: readonly ModelEntry[];
+  /** The running instance service's hosts; absent: the registry in the database only (changes apply at the next start). */
+  fleet?: FleetControl;
 }
 
 const email = z.string().trim().toLowerCase().pipe(z.email('must be an e-mail address')).pipe(z.string().max(254));
@@ -26,6 +29,12 @@ const credits = z.number().finite().min(-1e9).max(1e9);
 const notZeroMicros = (n: number) => toMicros(n) !== 0;
 const ZERO_MICROS = `credits must not be 0 (the smallest amount is ${1 / MICROS})`;
 const limit = z.number().int().positive().max(1e15).nullable().optional();
+const hostName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'name must be 1-63 letters, digits, ".", "_" or "-"');
+/** host:port of an agent's gRPC server; IPv6 addresses in brackets. */
+const hostAddress = z.string().regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([1-9][0-9]{0,4})$/, 'address must be host:port')
+  .refine((a) => Number(a.slice(a.lastIndexOf(':') + 1)) <= 65535, 'address port must be at most 65535');
+const agentToken = z.string().min(16, 'token must have at least 16 characters').max(512).regex(/^\S+$/, 'token must not contain spaces');
+const fleet = (ctx: AdminContext): FleetControl => ctx.fleet ?? new StoredFleet(ctx.store);
 
 interface AdminOp<S extends z.ZodType> {
   input: S;
@@ -132,6 +141,11 @@ export const ADMIN_OPS = {
     await ctx.publish({ type: 'catalog.changed' });
     return { removed: i.name };
   }),
+  'host.add': op(z.strictObject({ name: hostName, address: hostAddress, token: agentToken }), (ctx, i) => fleet(ctx).add(i)),
+  'host.list': op(z.strictObject({}), (ctx) => ({ hosts: fleet(ctx).list() })),
+  'host.drain': op(z.strictObject({ name: hostName }), (ctx, i) => fleet(ctx).setDraining(i.name, true)),
+  'host.resume': op(z.strictObject({ name: hostName }), (ctx, i) => fleet(ctx).setDraining(i.name, false)),
+  'host.remove': op(z.strictObject({ name: hostName, force: z.boolean().default(false) }), (ctx, i) => fleet(ctx).remove(i.name, i.force)),
   'model.list': op(z.strictObject({}), (ctx) => {
     const inDb = new Set(ctx.store.models.list().map((m) => m.name));
     return { models: mergedCatalog(ctx.configuredModels, ctx.store).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' })) };

@@ -1,5 +1,6 @@
-// The operator commands of `rc`: account, coupon, image, model. Each subcommand maps its flags
+// The operator commands of `rc`: account, coupon, image, model, host. Each subcommand maps its flags
 // to one admin operation (admin.ts) and prints the result as JSON.
+import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 import { numberOption, parse, printJson, UsageError, type Command } from '../bin/cli.js';
 import { loadConfig } from '../lib/config.js';
@@ -14,7 +15,9 @@ interface Sub {
   usage: string;
   options: Options;
   op: AdminOpName;
-  input(v: Values): Record<string, unknown>;
+  /** Takes one positional argument (the host name of `rc host drain N`), passed to `input`. */
+  positional?: boolean;
+  input(v: Values, positional?: string): Record<string, unknown>;
 }
 
 const COMMON: Options = { 'data-dir': { type: 'string' } };
@@ -25,6 +28,25 @@ function required(v: Values, name: string): string {
   const s = str(v, name);
   if (s === undefined || s.trim() === '') throw new UsageError(`--${name} is required`);
   return s;
+}
+/** The host name of `rc host <sub> N` (or --name N). */
+function hostName(v: Values, positional: string | undefined): string {
+  if (positional !== undefined && str(v, 'name') !== undefined) throw new UsageError('give the host name once (N or --name N)');
+  const name = positional ?? str(v, 'name');
+  if (name === undefined || name.trim() === '') throw new UsageError('the host name is required');
+  return name;
+}
+/** The agent token of `rc host add`: --token-file F (the agent's token file) or --token T. */
+function agentToken(v: Values): string {
+  const file = str(v, 'token-file');
+  const token = str(v, 'token');
+  if ((file === undefined) === (token === undefined)) throw new UsageError('give exactly one of --token-file F and --token T');
+  if (token !== undefined) return token.trim();
+  try {
+    return readFileSync(file!, 'utf8').trim();
+  } catch (err) {
+    throw new UsageError(`--token-file: cannot read ${file}: ${(err as Error).message}`);
+  }
 }
 const num = (v: Values, name: string, opts?: { integer?: boolean; min?: number }) => numberOption(name, str(v, name), opts);
 /** Drops undefined fields, so the operation applies its defaults. */
@@ -117,6 +139,43 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
       list: { summary: 'List the image catalog', usage: '', options: {}, op: 'image.list', input: () => ({}) },
     },
   },
+  host: {
+    summary: 'Manage the GPU hosts (agents): add, list, drain, resume, remove',
+    subs: {
+      add: {
+        summary: 'Register a host agent (or change its address and token); the running control plane dials it at once',
+        usage: '--name N --address HOST:PORT (--token-file F | --token T)',
+        options: { name: { type: 'string' }, address: { type: 'string' }, 'token-file': { type: 'string' }, token: { type: 'string' } },
+        op: 'host.add',
+        input: (v) => ({ name: required(v, 'name'), address: required(v, 'address'), token: agentToken(v) }),
+      },
+      list: { summary: 'List the hosts: name, address, state, GPUs total and free, instances', usage: '', options: {}, op: 'host.list', input: () => ({}) },
+      drain: {
+        summary: 'Stop new placements on a host (its running instances stay)',
+        usage: 'N',
+        options: { name: { type: 'string' } },
+        op: 'host.drain',
+        positional: true,
+        input: (v, p) => ({ name: hostName(v, p) }),
+      },
+      resume: {
+        summary: 'Place instances on a drained host again',
+        usage: 'N',
+        options: { name: { type: 'string' } },
+        op: 'host.resume',
+        positional: true,
+        input: (v, p) => ({ name: hostName(v, p) }),
+      },
+      remove: {
+        summary: 'Forget a host; refused while instances run there unless --force (which ends them, billed up to now)',
+        usage: 'N [--force]',
+        options: { name: { type: 'string' }, force: { type: 'boolean' } },
+        op: 'host.remove',
+        positional: true,
+        input: (v, p) => defined({ name: hostName(v, p), force: v.force }),
+      },
+    },
+  },
   model: {
     summary: 'Manage the shared model catalog: add, remove, list',
     subs: {
@@ -173,12 +232,13 @@ function groupCommand(group: string): Command {
       }
       const sub = g.subs[name];
       if (!sub) throw new UsageError(`unknown subcommand ${JSON.stringify(name)} (one of: ${Object.keys(g.subs).join(', ')})`);
-      const { values } = parse(rest, { ...COMMON, ...sub.options });
+      const { values, positionals } = parse(rest, { ...COMMON, ...sub.options }, sub.positional);
+      if (positionals.length > 1) throw new UsageError(`unexpected arguments: ${positionals.slice(1).join(' ')}`);
       if (values.help) {
         process.stdout.write(subHelp(group, name, sub));
         return 0;
       }
-      const input = sub.input(values as Values);
+      const input = sub.input(values as Values, positionals[0]);
       const config = loadConfig();
       const dataDir = (values['data-dir'] as string | undefined) ?? config.dataDir;
       const result = await callAdmin({ dataDir, redisUrl: config.redisUrl || undefined, configuredModels: config.models }, sub.op, input);
@@ -192,3 +252,4 @@ export const accountCommand = groupCommand('account');
 export const couponCommand = groupCommand('coupon');
 export const imageCommand = groupCommand('image');
 export const modelCommand = groupCommand('model');
+export const hostCommand = groupCommand('host');

@@ -184,4 +184,17 @@ export const MIGRATIONS: readonly string[] = [
   DELETE FROM sessions;
   ALTER TABLE sessions RENAME COLUMN csrf_token TO csrf_hash;
   `,
+  // 4: the fleet's GPU hosts (issue #13, control-plane/instances/README.md "Hosts"), registered
+  // with `rc host add` and dialled again after every control-plane start. The agent token is
+  // kept sealed (AES-256-GCM under seal.key), like API keys: the database alone never reveals it.
+  `
+  CREATE TABLE hosts (
+    name         TEXT    PRIMARY KEY,
+    address      TEXT    NOT NULL,                      -- host:port of the agent's gRPC server
+    token_sealed TEXT    NOT NULL,
+    draining     INTEGER NOT NULL DEFAULT 0 CHECK (draining IN (0, 1)),  -- 1: no new placements
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+  ) STRICT;
+  `,
 ];

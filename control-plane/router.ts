@@ -17,9 +17,10 @@ export type Method = 'get' | 'post' | 'put' | 'del';
 
 /**
  * none: no credential looked at; optional: a credential adds the caller (a bad key still 401s);
- * required: S+K; admin: the data dir's admin token in the x-rc-admin-token header.
+ * required: S+K; admin: the data dir's admin token in the x-rc-admin-token header; internal: the
+ * internal token (gateways learning from the control plane) in the x-rc-internal-token header.
  */
-export type Access = 'none' | 'optional' | 'required' | 'admin';
+export type Access = 'none' | 'optional' | 'required' | 'admin' | 'internal';
 
 export interface Reply {
   status?: number;
@@ -65,6 +66,8 @@ export interface RouterDeps {
   maxBodyBytes: number;
   /** Checks the admin token header value. */
   isAdmin(token: string): boolean;
+  /** Checks the internal token header value (false for all when the control plane has none). */
+  isInternal?(token: string): boolean;
   /** Behind a trusted reverse proxy: X-Forwarded-For and X-Forwarded-Host count. */
   trustProxy?: boolean;
 }
@@ -150,7 +153,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
       const params = pathParams(req, paramCount);
       if (!params) return write(res, 400, { detail: 'Malformed percent-encoding in the URL path' });
       const creds: CredentialHeaders = { authorization: req.getHeader('authorization'), cookie: req.getHeader('cookie'), csrf: req.getHeader('x-csrf-token') };
-      const adminToken = r.access === 'admin' ? req.getHeader('x-rc-admin-token') : '';
+      const adminToken = r.access === 'admin' ? req.getHeader('x-rc-admin-token') : r.access === 'internal' ? req.getHeader('x-rc-internal-token') : '';
       const forwardedProto = req.getHeader('x-forwarded-proto');
       const address = clientAddress(uwsRes, req, deps.trustProxy === true);
       const originHeaders: OriginHeaders | undefined = r.sameOriginJson
@@ -165,6 +168,8 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
           let caller: Caller | undefined;
           if (r.access === 'admin') {
             if (!deps.isAdmin(adminToken)) throw unauthorized('Invalid or missing admin token (x-rc-admin-token)');
+          } else if (r.access === 'internal') {
+            if (!deps.isInternal?.(adminToken)) throw unauthorized('Invalid or missing internal token (x-rc-internal-token)');
           } else if (r.access !== 'none') {
             const who = identify(deps.store, creds, r.access === 'optional');
             if (who instanceof ApiError) throw who;

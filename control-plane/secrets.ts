@@ -6,6 +6,7 @@ import { join } from 'node:path';
 
 export const ADMIN_TOKEN_FILE = 'admin.token';
 export const SEAL_KEY_FILE = 'seal.key';
+export const INTERNAL_TOKEN_FILE = 'internal.token';
 
 /** Reads the file, or creates it with `make()` (mode 0600) when it does not exist yet. */
 export function readOrCreateSecret(path: string, make: () => string): string {
@@ -30,6 +31,16 @@ export function adminTokenPath(dataDir: string): string {
 export function adminToken(dataDir: string): string {
   mkdirSync(dataDir, { recursive: true });
   return readOrCreateSecret(adminTokenPath(dataDir), () => randomBytes(32).toString('base64url'));
+}
+
+/**
+ * The token gateways present to the internal API (x-rc-internal-token): `configured`
+ * (RC_INTERNAL_TOKEN) when set, else the data dir's internal.token, created on first use.
+ */
+export function internalToken(dataDir: string, configured = ''): string {
+  if (configured) return configured;
+  mkdirSync(dataDir, { recursive: true });
+  return readOrCreateSecret(join(dataDir, INTERNAL_TOKEN_FILE), () => randomBytes(32).toString('base64url'));
 }
 
 /** The 32-byte sealing key of a data dir (created on first use). */

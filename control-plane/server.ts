@@ -43,6 +43,10 @@ export interface ControlPlaneOptions {
   settings?: Partial<ControlPlaneSettings>;
   /** The models configured outside the database (Config.models); for `rc model list`. */
   configuredModels?: readonly ModelEntry[];
+  /** The token of the internal API (access 'internal': gateways learning from the control plane); none: that API refuses everyone. */
+  internalToken?: string;
+  /** The running instance service's hosts, for the admin API's host operations. */
+  fleet?: AdminContext['fleet'];
   /** Extra routes (for example instances, issue #8), mounted with the same router. */
   routes?: (deps: ApiDeps) => Route[];
 }
@@ -66,7 +70,8 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
 
   // The admin token exists only with a data dir (the CLI reads it from there).
   const adminHash = options.dataDir ? hashKey(adminToken(options.dataDir)) : undefined;
-  const admin: AdminContext = { store, publish: (ev) => options.bus.publish(ev), configuredModels };
+  const internalHash = options.internalToken ? hashKey(options.internalToken) : undefined;
+  const admin: AdminContext = { store, publish: (ev) => options.bus.publish(ev), configuredModels, fleet: options.fleet };
 
   const routes: Route[] = [
     route({ method: 'get', path: '/api/health', access: 'none', handle: () => ({ body: { status: 'ok' } }) }),
@@ -90,6 +95,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     maxBodyBytes: settings.apiMaxBodyBytes,
     isAdmin: (token) => adminHash !== undefined && token !== '' && hashesEqual(hashKey(token), adminHash),
     trustProxy: settings.trustProxy,
+    isInternal: (token) => internalHash !== undefined && token !== '' && hashesEqual(hashKey(token), internalHash),
   });
   const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);
   const runtimePath = options.dataDir ? join(options.dataDir, RUNTIME_FILE) : undefined;

@@ -34,12 +34,14 @@ export class Store {
   readonly models: Models;
   readonly limits: Limits;
   readonly templates: Templates;
+  /** The key sealing secrets at rest (API keys, host agent tokens). */
+  readonly sealKey: Buffer;
 
   constructor(options: StoreOptions) {
     if (!options.db && !options.dataDir) throw new TypeError('Store needs dataDir or db');
     this.db = options.db ?? openDatabase(databasePath(options.dataDir!));
     this.clock = options.clock ?? systemClock;
-    const seal = options.sealKey ?? (options.dataDir ? sealKey(options.dataDir) : randomBytes(32));
+    const seal = (this.sealKey = options.sealKey ?? (options.dataDir ? sealKey(options.dataDir) : randomBytes(32)));
     this.accounts = new Accounts(this.db, this.clock);
     this.keys = new ApiKeys(this.db, this.clock, seal);
     this.sessions = new Sessions(this.db, this.clock);

@@ -1,6 +1,9 @@
-// `rc gateway`: a standalone model gateway from the settings (lib/config.ts). Keys come from
-// --keys-file (and bus events when REDIS_URL is set); the catalog from RC_CONFIG, reloaded on
-// SIGHUP and when the file changes.
+// `rc gateway`: a standalone model gateway from the settings (lib/config.ts). With a control
+// plane (RC_CONTROL_PLANE_URL or --control-plane), keys, sessions, limits, the catalog and the
+// instance routes come from it (gateway/sync/). Otherwise keys come from --keys-file (and bus
+// events when REDIS_URL is set); the catalog from RC_CONFIG, reloaded on SIGHUP and when the
+// file changes.
+import { readFileSync } from 'node:fs';
 import { watch, type FSWatcher } from 'node:fs';
 import { parse, numberOption, untilSignal, UsageError, type Command } from '../bin/cli.js';
 import { RedisBus, type Bus } from '../lib/bus.js';
@@ -10,6 +13,8 @@ import { AccountLimits, createGate } from './gates/index.js';
 import { memoryKeySource, readKeysFile } from './keys.js';
 import { messagesRoutesFromConfig } from './messages/routes.js';
 import { createGateway, type GatewayOptions } from './server.js';
+import { PlatformFeed } from './sync/platform-feed.js';
+import { platformGatewayParts, type PlatformGatewayParts } from './sync/platform-gateway.js';
 
 const HELP = `Usage: rc gateway [options]
 
@@ -18,11 +23,22 @@ Runs the shared model gateway (/v1/models, /v1/chat/completions, ...).
 Options:
   --port P          Port (default RC_GATEWAY_PORT, 8090; 0 picks a free one)
   --host H          Address to bind (default RC_HOST, 127.0.0.1)
-  --keys-file F     JSON [{"keyHash": "<sha256 hex>", "accountId": N, "limits"?: {"rpm", "tpm",
-                    "dailyTokens"}}]: the keys accepted at start and the accounts' gate overrides
+  --control-plane URL
+                    Learn keys, sessions, limits, the catalog and instance routes from this
+                    control plane's platform API (RC_CONTROL_PLANE_URL); needs its internal token
+  --internal-token-file F
+                    Read that token from F (default RC_INTERNAL_TOKEN)
+  --keys-file F     Without a control plane: JSON [{"keyHash": "<sha256 hex>", "accountId": N,
+                    "limits"?: {"rpm", "tpm", "dailyTokens"}}]: the keys accepted at start and the
+                    accounts' gate overrides
   -h, --help        This help
 
-The catalog is the "models" list of the RC_CONFIG file (the default sim catalog otherwise);
+With a control plane the gateway also serves dedicated endpoints and tunnels of every instance,
+follows changes over REDIS_URL's events (a revoked key is refused at once) and fetches the
+whole snapshot again every RC_GATEWAY_RESYNC_MS; while the control plane is down it keeps
+serving with what it holds.
+
+Without a control plane, the catalog is the "models" list of the RC_CONFIG file (the default sim catalog otherwise);
 SIGHUP or a change of that file reloads it. With REDIS_URL set, key events arrive over Redis
 and the gates are shared with every gateway on that Redis. Prints {"url","gateway","pid"} as
 one JSON line on stdout when ready (url and gateway are the same address).
@@ -35,6 +51,8 @@ export const gatewayCommand: Command = {
       port: { type: 'string' },
       host: { type: 'string' },
       'keys-file': { type: 'string' },
+      'control-plane': { type: 'string' },
+      'internal-token-file': { type: 'string' },
     });
     if (values.help) {
       process.stdout.write(HELP);
@@ -46,26 +64,44 @@ export const gatewayCommand: Command = {
     const host = values.host ?? config.host;
     const logger = createLogger(config.logLevel as LogLevel, { part: 'gateway' });
     const keysFile = values['keys-file'];
+    const controlPlaneUrl = values['control-plane'] ?? config.controlPlaneUrl;
+    if (controlPlaneUrl && keysFile) throw new UsageError('give either a control plane or --keys-file, not both');
+    if (controlPlaneUrl && !URL.canParse(controlPlaneUrl)) throw new UsageError(`--control-plane must be a URL, got ${JSON.stringify(controlPlaneUrl)}`);
+    const internalToken = controlPlaneUrl ? readInternalToken(values['internal-token-file'], config.internalToken) : '';
 
     const bus: Bus | undefined = config.redisUrl ? new RedisBus(config.redisUrl) : undefined;
     if (bus instanceof RedisBus) await bus.whenReady();
-    // Keys, and the accounts' limit overrides, from the keys file; later changes arrive as events.
+    // From the control plane (snapshot, then events), or: keys and the accounts' limit overrides
+    // from the keys file, later changes as events.
+    let platform: PlatformGatewayParts | undefined;
+    if (controlPlaneUrl) {
+      if (!bus) logger.warn('REDIS_URL is not set: changes reach this gateway only at each resync (RC_GATEWAY_RESYNC_MS)');
+      // A bad internal token ends the command; the bus must not keep the process alive then.
+      platform = await platformGatewayParts(config, { url: controlPlaneUrl, token: internalToken, bus, logger }).catch(async (err: unknown) => {
+        await bus?.close();
+        throw err;
+      });
+    }
     const entries = keysFile ? await readKeysFile(keysFile) : [];
     const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
-    limits.load(entries.flatMap((e) => (e.limits ? [[e.accountId, e.limits] as const] : [])));
+    limits.load(platform ? PlatformFeed.limitEntries(platform.snapshot) : entries.flatMap((e) => (e.limits ? [[e.accountId, e.limits] as const] : [])));
     const gate = createGate(config, { bus, logger, limits });
+    const options = gatewayOptionsFromConfig(config);
+    const models = platform?.snapshot.models ?? config.models;
     const gateway = await createGateway({
-      ...gatewayOptionsFromConfig(config),
+      ...options,
       host,
       port,
-      models: config.models,
-      keySource: memoryKeySource(entries),
+      models,
+      keySource: platform?.keySource ?? memoryKeySource(entries),
+      routes: [...(options.routes ?? []), ...(platform?.plugins ?? [])],
       bus,
       gate,
       logger,
     });
-    for (const m of config.models) if (!m.upstreams.length) logger.warn('model has no upstreams: requests for it get 502', { model: m.name });
-    if (!keysFile) logger.warn('no --keys-file: only keys issued over the bus are accepted');
+    platform?.follow(gateway, limits);
+    for (const m of models) if (!m.upstreams.length) logger.warn('model has no upstreams: requests for it get 502', { model: m.name });
+    if (!keysFile && !platform) logger.warn('no --keys-file: only keys issued over the bus are accepted');
 
     const reload = (why: string) => {
       try {
@@ -76,9 +112,10 @@ export const gatewayCommand: Command = {
         logger.error('catalog reload failed; keeping the current catalog', { why, err });
       }
     };
-    const onHup = () => reload('SIGHUP');
+    // With a control plane the catalog is the control plane's: SIGHUP and the file do not apply.
+    const onHup = () => (platform ? undefined : reload('SIGHUP'));
     process.on('SIGHUP', onHup);
-    const watcher = config.configFile ? watchFile(config.configFile, () => reload('config file changed')) : undefined;
+    const watcher = config.configFile && !platform ? watchFile(config.configFile, () => reload('config file changed')) : undefined;
 
     process.stdout.write(JSON.stringify({ url: gateway.url, gateway: gateway.url, pid: process.pid }) + '\n');
     const signal = await untilSignal();
@@ -86,11 +123,26 @@ export const gatewayCommand: Command = {
     process.off('SIGHUP', onHup);
     watcher?.close();
     await gateway.close(10_000);
+    await platform?.close();
     await gate.close();
     await bus?.close();
     return 0;
   },
 };
+
+/** The internal token a gateway presents to the control plane: --internal-token-file, else RC_INTERNAL_TOKEN. */
+function readInternalToken(file: string | undefined, configured: string): string {
+  let token = configured;
+  if (file !== undefined) {
+    try {
+      token = readFileSync(file, 'utf8').trim();
+    } catch (err) {
+      throw new UsageError(`--internal-token-file: cannot read ${file}: ${(err as Error).message}`);
+    }
+  }
+  if (token.length < 16) throw new UsageError('a control plane needs its internal token: --internal-token-file F or RC_INTERNAL_TOKEN (at least 16 characters)');
+  return token;
+}
 
 /** The createGateway options every gateway takes from the settings: address, limits, upstream timeouts, routes. */
 export function gatewayOptionsFromConfig(config: Config): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes'> {

@@ -115,6 +115,18 @@ export class KeyDirectory {
     }
   }
 
+  /**
+   * Replaces every key with a fresh snapshot (a standalone gateway's resync, gateway/sync/), then
+   * applies `since`: the events that arrived while the snapshot was fetched, so a key revoked
+   * meanwhile stays revoked.
+   */
+  replaceAll(records: Iterable<KeyRecord>, since: readonly BusEvent[] = []): void {
+    this.byPrefix.clear();
+    this.count = 0;
+    for (const r of records) this.add(r.keyHash, r.accountId);
+    for (const ev of since) this.apply(ev);
+  }
+
   stop(): void {
     this.unsubscribe?.();
     this.unsubscribe = undefined;

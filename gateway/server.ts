@@ -40,6 +40,8 @@ export interface Gateway {
   readonly port: number;
   readonly context: GatewayContext;
   readonly metrics: GatewayMetrics;
+  /** The browser sessions accepted on the shared model routes (a standalone gateway resyncs them). */
+  readonly sessions: SessionDirectory;
   /** Replaces the catalog; requests in flight finish on the upstreams they started with. */
   setModels(models: readonly ModelEntry[]): void;
   /** Stops listening, lets requests in flight finish for up to `graceMs`, then closes everything. */
@@ -121,6 +123,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     port: server.port,
     context: ctx,
     metrics,
+    sessions,
     setModels(models) {
       catalog.set(models);
       logger.info('catalog updated', { models: catalog.names() });

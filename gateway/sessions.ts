@@ -51,6 +51,13 @@ export class SessionDirectory {
     if (load) for (const r of await load()) if (!ended.has(r.tokenHash) && !this.byToken.has(r.tokenHash)) this.byToken.set(r.tokenHash, r);
   }
 
+  /** Replaces every session with a fresh snapshot, then applies the events that arrived while it was fetched (see KeyDirectory.replaceAll). */
+  replaceAll(records: Iterable<SessionRecord>, since: readonly BusEvent[] = []): void {
+    this.byToken.clear();
+    for (const r of records) this.byToken.set(r.tokenHash, r);
+    for (const ev of since) this.apply(ev);
+  }
+
   stop(): void {
     this.unsubscribe?.();
     this.unsubscribe = undefined;

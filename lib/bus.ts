@@ -3,6 +3,7 @@
 // pub/sub when REDIS_URL is set, so that every gateway process hears every event.
 import { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
+import type { InstanceRouteWire } from './gateway-snapshot.js';
 
 export type BusEvent =
   | { type: 'key.issued'; keyHash: string; accountId: number }
@@ -16,7 +17,10 @@ export type BusEvent =
   | { type: 'session.started'; tokenHash: string; csrfHash: string; accountId: number; expiresAt: number; modelAccess?: boolean }
   | { type: 'session.ended'; tokenHash: string }
   | { type: 'catalog.changed' }
-  | { type: 'instance.changed'; instanceId: string };
+  /** `route`: where the instance is reachable now (null: no longer live), so gateways update their table without a lookup. */
+  | { type: 'instance.changed'; instanceId: string; route?: InstanceRouteWire | null }
+  /** A gateway replica saw traffic to the instance (throttled per replica): the control plane resets its idle timer. */
+  | { type: 'instance.activity'; instanceId: string };
 
 export interface Bus {
   publish(event: BusEvent): Promise<void>;

@@ -112,13 +112,19 @@ export const SETTINGS = {
   instanceTickMs: setting('RC_INSTANCE_TICK_MS', ms, 1_000, 'How often billing, lifetime, idle and host checks run'),
   instanceHostUnreachableMs: setting('RC_INSTANCE_HOST_UNREACHABLE_MS', ms, 10_000, 'An agent silent this long: its instances are marked "host unreachable"'),
   instanceHostLostMs: setting('RC_INSTANCE_HOST_LOST_MS', ms, 600_000, 'An agent silent this long: its instances fail (host_lost) and billing stops'),
+  instanceHostStallMs: setting('RC_INSTANCE_HOST_STALL_MS', ms, 20_000, 'An agent stream without a heartbeat (every 5 s) for this long is presumed cut and redialled'),
   instancePublicUrl: setting('RC_INSTANCE_PUBLIC_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'Public URL of the gateway in instance base URLs; empty: http://RC_HOST:RC_GATEWAY_PORT'),
   launchTokenTtlSec: setting('RC_LAUNCH_TOKEN_TTL_SEC', positiveInt, 600, 'Lifetime of a launch verification token (single use)'),
   tunnelSecret: setting('RC_TUNNEL_SECRET', z.union([z.literal(''), z.string().min(16)]), '', 'Secret signing rc-tunnel identities (shared by control plane and gateways); empty: generated into <dataDir>/tunnel/secret'),
+  tunnelBrokers: setting('RC_TUNNEL_BROKERS', z.union([z.literal(''), z.string().regex(/^https?:\/\/[^\s,]+(,https?:\/\/[^\s,]+)*$/, 'comma-separated http(s) URLs')]), '', 'Gateway replicas rc-tunnel connects to, comma-separated as instances reach them (a tunnel then answers through each); empty: the instances\' public gateway URL'),
   proxyPort: setting('RC_PROXY_PORT', port, 8081, 'Instance proxy port (browser access to instance apps; its own origin)'),
   tunnelPort: setting('RC_TUNNEL_PORT', port, 8082, 'Public tunnel URLs port (rc-tunnel services; their own origin, apart from the gateway and the proxy)'),
   tunnelPublicUrl: setting('RC_TUNNEL_PUBLIC_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'Public URL of tunnels (<url>/t/<tunnel id>/); empty: http://RC_HOST:RC_TUNNEL_PORT'),
   proxyPublicUrl: setting('RC_PROXY_PUBLIC_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'Public URL of the instance proxy in instance base URLs; empty: http://RC_HOST:RC_PROXY_PORT'),
+  internalToken: setting('RC_INTERNAL_TOKEN', z.union([z.literal(''), z.string().min(16)]), '', 'Token gateways present to the control plane\'s internal API; empty on the control plane: generated into <dataDir>/internal.token'),
+  controlPlaneUrl: setting('RC_CONTROL_PLANE_URL', z.union([z.literal(''), z.url({ protocol: /^https?$/ })]), '', 'rc gateway: the control plane to learn keys, limits, sessions, catalog and instance routes from; empty: --keys-file and RC_CONFIG'),
+  gatewayResyncMs: setting('RC_GATEWAY_RESYNC_MS', ms, 30_000, 'rc gateway with a control plane: how often the whole snapshot is fetched again (events keep it current in between)'),
+  gatewayActivityReportMs: setting('RC_GATEWAY_ACTIVITY_REPORT_MS', ms, 15_000, 'rc gateway with a control plane: traffic to an instance is reported (idle timer) at most once per this interval per replica'),
 } as const;
 
 type Settings = typeof SETTINGS;

@@ -94,25 +94,35 @@ async function expose(argv: string[], fullArgv: readonly string[]): Promise<numb
   };
   const file = statusFile(dir, port);
   let announced: string | undefined;
-  const client = new TunnelClient({
-    broker: identity.broker,
+  // The broker setting may list several gateway replicas (comma-separated): one connection to
+  // each, so the public URL answers through every replica. The status file shows the best one.
+  const brokers = identity.broker.split(',').map((b) => b.trim()).filter(Boolean);
+  const statuses = new Map<string, TunnelRecord>();
+  const writeStatus = () => {
+    const all = [...statuses.values()];
+    const record = all.find((r) => r.state === 'connected') ?? all[0]!;
+    writeFileSync(file, JSON.stringify(record) + '\n');
+    if (record.state === 'connected' && record.publicUrl !== announced) {
+      announced = record.publicUrl;
+      process.stdout.write(`Forwarding ${record.publicUrl} -> http://${values.host ?? '127.0.0.1'}:${port}\n`);
+    }
+  };
+  const clients = brokers.map((broker) => new TunnelClient({
+    broker,
     token: identity.token,
     port,
     targetHost: values.host,
     log,
     onStatus(status) {
-      const record: TunnelRecord = { ...status, pid: process.pid };
-      writeFileSync(file, JSON.stringify(record) + '\n');
-      if (status.state === 'connected' && status.publicUrl !== announced) {
-        announced = status.publicUrl;
-        process.stdout.write(`Forwarding ${status.publicUrl} -> http://${values.host ?? '127.0.0.1'}:${port}\n`);
-      }
+      statuses.set(broker, { ...status, pid: process.pid });
+      writeStatus();
     },
-  });
-  log(`starting tunnel to ${identity.broker}`);
-  client.start();
-  const outcome = await Promise.race([untilSignal().then(() => 'signal' as const), client.finished.then(() => 'finished' as const)]);
-  client.stop();
+  }));
+  log(`starting tunnel to ${brokers.join(', ')}`);
+  for (const c of clients) c.start();
+  const finished = Promise.all(clients.map((c) => c.finished));
+  const outcome = await Promise.race([untilSignal().then(() => 'signal' as const), finished.then(() => 'finished' as const)]);
+  for (const c of clients) c.stop();
   if (outcome === 'signal') {
     log('stopped');
     rmSync(file, { force: true });

@@ -15,6 +15,10 @@ export interface AgentConfig {
   token: string;
   /** TLS CA (PEM) of the agent's certificate; plaintext when absent. */
   tlsCa?: Buffer;
+  /** No new placements on this host (`rc host drain`); its running instances stay. */
+  draining?: boolean;
+  /** Registered with `rc host add` (stored in the hosts table) rather than given at start. */
+  registered?: boolean;
 }
 
 export interface AgentHandlers {
@@ -25,13 +29,16 @@ export interface AgentHandlers {
   onHost(conn: AgentConnection): void;
 }
 
-/** A stream silent this long (heartbeats stopped) is torn down and redialled. */
-const STALL_MS = 20_000;
+/** Default: a stream silent this long (the agent heartbeats every 5 s) is torn down and redialled. */
+export const DEFAULT_STALL_MS = 20_000;
 const MAX_BACKOFF_MS = 2_000;
 
 export class AgentConnection {
   readonly id: string;
+  readonly address: string;
+  readonly registered: boolean;
   readonly client: AgentClient;
+  draining: boolean;
   host: HostInfo | undefined;
   connected = false;
   /** True while a reconciliation runs: nothing is placed on the host meanwhile. */
@@ -39,14 +46,22 @@ export class AgentConnection {
   /** Service-clock time since when the host has not answered (set before the first connection). */
   downSince: number;
   private lastItemAt = 0;
+  /** Set when checkStall tore the stream down: the host has been silent since lastItemAt. */
+  private stalled = false;
   private closed = false;
   private stream: AbortController | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private loop: Promise<void> | undefined;
   private readonly stop = new AbortController();
 
-  constructor(config: AgentConfig, private readonly clock: Clock, private readonly log: Logger, private readonly handlers: AgentHandlers) {
+  constructor(
+    config: AgentConfig, private readonly clock: Clock, private readonly log: Logger, private readonly handlers: AgentHandlers,
+    private readonly stallMs = DEFAULT_STALL_MS,
+  ) {
     this.id = config.id;
+    this.address = config.address;
+    this.registered = config.registered ?? false;
+    this.draining = config.draining ?? false;
     this.client = createAgentClient({ address: config.address, token: config.token, tlsCa: config.tlsCa, timeoutMs: 15_000 });
     this.downSince = clock.now();
   }
@@ -69,8 +84,9 @@ export class AgentConnection {
 
   /** Called by the service's tick: a stream without heartbeats is presumed dead. */
   checkStall(): void {
-    if (this.connected && Date.now() - this.lastItemAt > STALL_MS) {
+    if (this.connected && Date.now() - this.lastItemAt > this.stallMs) {
       this.log.warn('agent stream stalled; redialling', { agent: this.id });
+      this.stalled = true;
       this.redial();
     }
   }
@@ -102,8 +118,10 @@ export class AgentConnection {
       }
       if (this.connected) {
         this.connected = false;
-        this.downSince = this.clock.now();
+        // A stalled stream (a cut link sends no reset) went silent at its last item, not now.
+        this.downSince = this.clock.now() - (this.stalled ? Date.now() - this.lastItemAt : 0);
       }
+      this.stalled = false;
       if (this.closed) break;
       await sleep(backoff, undefined, { signal: this.stop.signal }).catch(() => {});
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);

@@ -12,6 +12,7 @@ import type { Account } from '../accounts.js';
 import { accountNotVerified, badRequest, INVALID_IMAGE, notFound } from '../errors.js';
 import type { Store } from '../store.js';
 import { AgentConnection, type AgentConfig } from './agents.js';
+import { HostStore } from './host-store.js';
 import { accruedMicros, MICROS_PER_CREDIT, pendingCharges, usageKey } from './billing.js';
 import {
   diskTooLarge, gpuCountInvalid, insufficientCredits, launchRateLimited, launchTokenInvalid, launchVerificationRequired,
@@ -36,6 +37,7 @@ export const EndReason = {
   lost: 'lost',
   startRejected: 'start_rejected',
   stoppedByHost: 'stopped_by_host',
+  hostRemoved: 'host_removed',
 } as const;
 
 export const HOST_UNREACHABLE = 'host unreachable';
@@ -69,6 +71,7 @@ export interface InstanceServiceOptions {
   bus: Bus;
   clock?: Clock;
   logger?: Logger;
+  /** Hosts given at start (the embedded local agent); hosts registered with `rc host add` come from the database. */
   agents: AgentConfig[];
   settings?: Partial<InstanceSettings>;
   /** Added to each launch spec when it is sent to the host (not stored: derived from the instance id). */
@@ -79,6 +82,7 @@ export class InstanceService {
   readonly instances: InstanceStore;
   readonly settings: InstanceSettings;
   readonly agents = new Map<string, AgentConnection>();
+  readonly hosts: HostStore;
   private readonly store: Store;
   private readonly bus: Bus;
   private readonly clock: Clock;
@@ -92,6 +96,7 @@ export class InstanceService {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private closed = false;
+  private started = false;
 
   constructor(o: InstanceServiceOptions) {
     this.store = o.store;
@@ -103,18 +108,54 @@ export class InstanceService {
     this.urls = publicUrls(this.settings);
     this.provision = o.provision;
     this.instances = new InstanceStore(o.store.db);
-    for (const a of o.agents) {
-      this.agents.set(a.id, new AgentConnection(a, this.clock, this.log, {
-        onConnect: (conn) => this.reconcile(conn),
-        onEvent: (conn, e) => this.onAgentEvent(conn, e),
-        onHost: () => this.schedule(),
-      }));
+    this.hosts = new HostStore(o.store.db, o.store.sealKey, this.clock);
+    for (const a of o.agents) this.attachHost(a);
+    for (const h of this.hosts.list()) {
+      if (this.agents.has(h.name)) continue; // a host given at start wins over a stored one of the same name
+      if (h.token === undefined) this.log.error('host token cannot be unsealed (seal.key changed?); rc host add it again', { host: h.name });
+      else this.attachHost({ id: h.name, address: h.address, token: h.token, draining: h.draining, registered: true });
     }
     for (const r of this.instances.live()) this.cacheRoute(r);
   }
 
+  /** Adds a connection to a host (dialled now when the service runs); replaces one of the same name. */
+  attachHost(config: AgentConfig): AgentConnection {
+    const conn = new AgentConnection(config, this.clock, this.log, {
+      onConnect: (c) => this.reconcile(c),
+      onEvent: (c, e) => this.onAgentEvent(c, e),
+      onHost: () => this.schedule(),
+    }, this.settings.instanceHostStallMs);
+    const old = this.agents.get(config.id);
+    this.agents.set(config.id, conn);
+    if (old) void old.close();
+    if (this.started) conn.start();
+    return conn;
+  }
+
+  /** Closes the connection to a host and forgets it (its instances must have ended: see endOnHost). */
+  async detachHost(id: string): Promise<void> {
+    const conn = this.agents.get(id);
+    if (!conn) return;
+    this.agents.delete(id);
+    await conn.close();
+  }
+
+  /**
+   * Ends every instance on a host that is being removed by force: failed with `host_removed`,
+   * billed up to now; the agent (when it answers) is asked to remove them.
+   */
+  async endOnHost(id: string): Promise<void> {
+    const conn = this.agents.get(id);
+    for (const r of this.instances.onAgent(id)) {
+      if (r.state === 'stopping') this.markStopped(r.id);
+      else this.fail(r, 'Its host was removed from the platform', EndReason.hostRemoved, `Host ${id} was removed with --force`);
+    }
+    if (conn?.connected) await conn.client.reconcile([]).catch((err: unknown) => this.log.warn('could not clear the removed host', { agent: id, err }));
+  }
+
   /** Dials the agents and starts the periodic tick. */
   start(): void {
+    this.started = true;
     for (const a of this.agents.values()) a.start();
     this.timer ??= setInterval(() => void this.tick(), this.settings.instanceTickMs);
     this.timer.unref();
@@ -227,6 +268,11 @@ export class InstanceService {
     if (this.routes.has(instanceId)) this.activity.set(instanceId, this.now());
   }
 
+  /** Every live instance's route (the gateways' snapshot). */
+  allRoutes(): InstanceRoute[] {
+    return [...this.routes.values()];
+  }
+
   /** Where to relay traffic for an instance (pending, ready or stopping), from memory. */
   route(instanceId: string): InstanceRoute | undefined {
     return this.routes.get(instanceId);
@@ -249,7 +295,7 @@ export class InstanceService {
   /** After every change of an instance: the route cache and the bus. */
   private changed(r: InstanceRow): void {
     this.cacheRoute(r);
-    void this.bus.publish({ type: 'instance.changed', instanceId: r.id }).catch((err: unknown) => this.log.warn('bus publish failed', { err }));
+    void this.bus.publish({ type: 'instance.changed', instanceId: r.id, route: this.routes.get(r.id) ?? null }).catch((err: unknown) => this.log.warn('bus publish failed', { err }));
   }
 
   private transition(id: string, state: InstanceRow['state'], message: string, changes?: Changes): InstanceRow | undefined {
@@ -332,7 +378,7 @@ export class InstanceService {
   // ---- scheduling ------------------------------------------------------------------------------
 
   /** GPUs of a connected host not held by its pending, ready or stopping instances. */
-  private freeGpus(conn: AgentConnection): number {
+  freeGpus(conn: AgentConnection): number {
     if (!conn.host) return 0;
     let used = 0;
     for (const r of this.instances.onAgent(conn.id)) used += r.gpu_count;
@@ -343,7 +389,7 @@ export class InstanceService {
   private pickHost(r: InstanceRow): AgentConnection | undefined {
     const fits: { conn: AgentConnection; free: number }[] = [];
     for (const conn of this.agents.values()) {
-      if (!conn.connected || conn.reconciling) continue;
+      if (!conn.connected || conn.reconciling || conn.draining) continue;
       const free = this.freeGpus(conn);
       if (free >= r.gpu_count) fits.push({ conn, free });
     }

@@ -3,7 +3,7 @@ import { SETTINGS, type Config } from '../../lib/config.js';
 
 const KEYS = [
   'host', 'gatewayPort', 'instanceCreditsPerGpuHour', 'instanceBillingPeriodSec', 'instanceMaxLifetimeSec', 'instanceIdleTimeoutSec',
-  'instanceLaunchRate', 'instanceSchedule', 'instanceTickMs', 'instanceHostUnreachableMs', 'instanceHostLostMs', 'instancePublicUrl',
+  'instanceLaunchRate', 'instanceSchedule', 'instanceTickMs', 'instanceHostUnreachableMs', 'instanceHostLostMs', 'instanceHostStallMs', 'instancePublicUrl',
   'launchTokenTtlSec', 'proxyPort', 'proxyPublicUrl',
 ] as const;
 

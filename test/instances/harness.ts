@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { startAgent, type AgentHandle } from '../../agent/server.js';
 import { runAdminOp } from '../../control-plane/admin.js';
+import { LiveFleet } from '../../control-plane/instances/fleet.js';
 import { createInstances, type AgentConfig, type Instances, type InstanceSettings } from '../../control-plane/instances/index.js';
 import { createControlPlane, type ControlPlane } from '../../control-plane/server.js';
 import { Store } from '../../control-plane/store.js';
@@ -100,7 +101,7 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
   bus.subscribe((e) => events.push(e));
   const store = new Store({ dataDir: dir, clock });
   const instances = createInstances({ store, bus, clock, logger: silent, agents: o.agents ?? [], settings: { ...TEST_SETTINGS, ...o.settings } });
-  const cp = await createControlPlane({ store, bus, clock, logger: silent, port: 0, dataDir: dir, routes: instances.routes });
+  const cp = await createControlPlane({ store, bus, clock, logger: silent, port: 0, dataDir: dir, routes: instances.routes, fleet: new LiveFleet(instances.service) });
   if (!o.manual) instances.start();
   let stopped = false;
   const stop = async () => {

@@ -1,0 +1,158 @@
+// The operator's view of the GPU hosts: `rc host add|list|drain|resume|remove` and the same admin
+// API operations. Against a running control plane (LiveFleet) a change takes effect at once: an
+// added host is dialled, a drained one gets no new placements, a removed one is hung up on.
+// Without one (StoredFleet: the rc CLI on the database) only the registry changes, and the next
+// control-plane start acts on it.
+import { conflict, badRequest, notFound } from '../errors.js';
+import type { Store } from '../store.js';
+import { HostStore, type HostRecord } from './host-store.js';
+import type { InstanceService } from './service.js';
+import { InstanceStore, type InstanceRow } from './store.js';
+
+/** connected / unreachable from the control plane's stream to the agent; draining wins over both; unknown: no control plane runs. */
+export type HostState = 'connected' | 'unreachable' | 'draining' | 'unknown';
+
+export interface HostView {
+  name: string;
+  address: string;
+  state: HostState;
+  connected: boolean | null;
+  draining: boolean;
+  /** false: given at start (the embedded local agent), not in the registry. */
+  registered: boolean;
+  gpus_total: number | null;
+  gpus_free: number | null;
+  gpu_model: string | null;
+  /** Since when the control plane has not heard from the host (ISO time); null while connected. */
+  unreachable_since: string | null;
+  instances: { instance_id: string; account_id: number; state: string; message: string; gpu_count: number }[];
+}
+
+export interface HostInput {
+  name: string;
+  address: string;
+  token: string;
+}
+
+export interface FleetControl {
+  add(input: HostInput): HostView;
+  list(): HostView[];
+  setDraining(name: string, draining: boolean): HostView;
+  remove(name: string, force: boolean): Promise<{ removed: string; ended_instances: string[] }>;
+}
+
+const instancesOf = (rows: InstanceRow[]): HostView['instances'] =>
+  rows.map((r) => ({ instance_id: r.id, account_id: r.account_id, state: r.state, message: r.message, gpu_count: r.gpu_count }));
+
+function stillRunning(name: string, rows: InstanceRow[]) {
+  return conflict(
+    `Host ${name} still has ${rows.length} instance(s) (${rows.map((r) => r.id).join(', ')}); drain it and wait for them to end, or remove it with --force`,
+    'host_busy',
+  );
+}
+
+/** The registry against the running instance service. */
+export class LiveFleet implements FleetControl {
+  constructor(private readonly service: InstanceService) {}
+
+  private view(name: string): HostView {
+    const conn = this.service.agents.get(name);
+    if (!conn) throw notFound(`No host named ${name}`);
+    const rows = this.service.instances.onAgent(name);
+    const gpus = conn.host?.gpus;
+    return {
+      name,
+      address: conn.address,
+      state: conn.draining ? 'draining' : conn.connected ? 'connected' : 'unreachable',
+      connected: conn.connected,
+      draining: conn.draining,
+      registered: conn.registered,
+      gpus_total: gpus ? gpus.length : null,
+      gpus_free: gpus ? Math.max(0, this.service.freeGpus(conn)) : null,
+      gpu_model: gpus?.[0]?.model ?? null,
+      unreachable_since: conn.connected ? null : new Date(conn.downSince).toISOString(),
+      instances: instancesOf(rows),
+    };
+  }
+
+  add(input: HostInput): HostView {
+    const existing = this.service.agents.get(input.name);
+    if (existing && !existing.registered) throw badRequest(`Host ${input.name} is configured at start (the embedded agent) and cannot be replaced`, 'host_static');
+    const stored = this.service.hosts.put(input.name, input.address, input.token);
+    this.service.attachHost({ id: input.name, address: input.address, token: input.token, draining: stored.draining, registered: true });
+    return this.view(input.name);
+  }
+
+  list(): HostView[] {
+    return [...this.service.agents.keys()].sort().map((n) => this.view(n));
+  }
+
+  setDraining(name: string, draining: boolean): HostView {
+    const conn = this.service.agents.get(name);
+    if (!conn) throw notFound(`No host named ${name}`);
+    if (conn.registered) this.service.hosts.setDraining(name, draining);
+    conn.draining = draining;
+    if (!draining) this.service.schedule();
+    return this.view(name);
+  }
+
+  async remove(name: string, force: boolean): Promise<{ removed: string; ended_instances: string[] }> {
+    const conn = this.service.agents.get(name);
+    if (!conn) throw notFound(`No host named ${name}`);
+    if (!conn.registered) throw badRequest(`Host ${name} is configured at start (the embedded agent); it cannot be removed`, 'host_static');
+    const rows = this.service.instances.onAgent(name);
+    if (rows.length && !force) throw stillRunning(name, rows);
+    if (rows.length) await this.service.endOnHost(name);
+    this.service.hosts.remove(name);
+    await this.service.detachHost(name);
+    return { removed: name, ended_instances: rows.map((r) => r.id) };
+  }
+}
+
+/** The registry in the database only (no control plane runs): changes apply at its next start. */
+export class StoredFleet implements FleetControl {
+  private readonly hosts: HostStore;
+  private readonly instances: InstanceStore;
+
+  constructor(store: Store) {
+    this.hosts = new HostStore(store.db, store.sealKey, store.clock);
+    this.instances = new InstanceStore(store.db);
+  }
+
+  private view(h: HostRecord): HostView {
+    return {
+      name: h.name, address: h.address, state: h.draining ? 'draining' : 'unknown', connected: null, draining: h.draining, registered: true,
+      gpus_total: null, gpus_free: null, gpu_model: null, unreachable_since: null, instances: instancesOf(this.instances.onAgent(h.name)),
+    };
+  }
+
+  private get(name: string): HostRecord {
+    const h = this.hosts.get(name);
+    if (!h) throw notFound(`No host named ${name}`);
+    return h;
+  }
+
+  add(input: HostInput): HostView {
+    return this.view(this.hosts.put(input.name, input.address, input.token));
+  }
+
+  list(): HostView[] {
+    return this.hosts.list().map((h) => this.view(h));
+  }
+
+  setDraining(name: string, draining: boolean): HostView {
+    this.get(name);
+    this.hosts.setDraining(name, draining);
+    return this.view(this.get(name));
+  }
+
+  async remove(name: string, force: boolean): Promise<{ removed: string; ended_instances: string[] }> {
+    this.get(name);
+    const rows = this.instances.onAgent(name);
+    if (rows.length && !force) throw stillRunning(name, rows);
+    // Ending instances bills them and tells their agent: that needs the running control plane.
+    if (rows.length) throw conflict(`Host ${name} still has instances; --force needs the running control plane (it ends and bills them)`, 'host_busy');
+    this.hosts.remove(name);
+    return { removed: name, ended_instances: [] };
+  }
+}

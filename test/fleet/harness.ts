@@ -1,0 +1,107 @@
+// Running the fleet's parts as real processes: `rc control-plane`, `rc gateway` replicas and
+// `rc agent`s (optionally inside a network namespace: `ip netns exec <ns>`), each resolved once it
+// prints its ready line; plus JSON clients for the platform API, the admin API and the gateways.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { TestContext } from 'node:test';
+import { request } from 'undici';
+import { killAgentProcesses, RC_JS } from '../agent/harness.js';
+
+export { killChild, newToken, tempDir } from '../agent/harness.js';
+
+export interface RcProcess {
+  child: ChildProcess;
+  /** The ready line printed on stdout. */
+  ready: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /** What the process wrote on stderr so far (logs). */
+  stderr(): string;
+}
+
+/** Every process the fleet tests started, killed on test end and on process exit (also when a test fails). */
+const started = new Set<ChildProcess>();
+/** Agent ids whose instance processes are killed at the end (instances outlive their agent by design). */
+const agentIds = new Set<string>();
+process.on('exit', () => {
+  for (const c of started) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const id of agentIds) killAgentProcesses(id);
+});
+
+/** Spawns `rc <args>` (behind `prefix`, e.g. ['ip', 'netns', 'exec', ns]) and waits for its first stdout line (JSON). */
+export async function spawnRc(t: TestContext, args: string[], env: Record<string, string>, prefix: string[] = []): Promise<RcProcess> {
+  const argv = [...prefix, process.execPath, RC_JS, ...args];
+  const child = spawn(argv[0]!, argv.slice(1), { env: { ...process.env, RC_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  started.add(child);
+  child.once('exit', () => started.delete(child));
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-20_000); });
+  const line = await new Promise<string>((resolve, reject) => {
+    const rl = createInterface({ input: child.stdout! });
+    rl.once('line', resolve);
+    child.once('exit', (code, signal) => reject(new Error(`rc ${args[0]} exited (${code ?? signal}) before it was ready: ${stderr}`)));
+  });
+  const ready = JSON.parse(line);
+  if (args[0] === 'agent') {
+    agentIds.add(ready.agentId);
+    t.after(() => killAgentProcesses(ready.agentId));
+  }
+  return { child, ready, stderr: () => stderr };
+}
+
+/** Runs a one-shot `rc <args>` (an admin command) to its end; its JSON output, or throws with its stderr. */
+export function runRc(args: string[], env: Record<string, string>): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [RC_JS, ...args], { env: { ...process.env, RC_LOG_LEVEL: 'warn', ...env }, timeout: 30_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`rc ${args.join(' ')} failed: ${stderr}`));
+      else resolve(JSON.parse(stdout));
+    });
+  });
+}
+
+/** Stops a process with SIGTERM (waits for it). */
+export async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+/** A TCP port free right now on `host` (for a server that must come back on the same port). */
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, host, () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Reply { status: number; body: any } // eslint-disable-line @typescript-eslint/no-explicit-any
+
+export async function call(url: string, o: { method?: string; key?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Reply> {
+  const headers: Record<string, string> = { ...o.headers };
+  if (o.key) headers.authorization = `Bearer ${o.key}`;
+  if (o.body !== undefined) headers['content-type'] = 'application/json';
+  const r = await request(url, { method: (o.method ?? (o.body === undefined ? 'GET' : 'POST')) as 'GET', headers, body: o.body === undefined ? undefined : JSON.stringify(o.body), headersTimeout: 30_000, bodyTimeout: 30_000 });
+  const text = await r.body.text();
+  let body: unknown = text;
+  try { body = JSON.parse(text); } catch { /* keep text */ }
+  return { status: r.statusCode, body };
+}
+
+/** POST /api/admin/<op> on the control plane with the data dir's admin token. */
+export function admin(api: string, dataDir: string, op: string, body: unknown = {}): Promise<Reply> {
+  return call(`${api}/api/admin/${op}`, { body, headers: { 'x-rc-admin-token': readFileSync(join(dataDir, 'admin.token'), 'utf8').trim() } });
+}
+
+/** One chat completion through a gateway (a shared model or a dedicated endpoint's base URL). */
+export function chat(baseUrl: string, key: string, model: string, extra: Record<string, unknown> = {}): Promise<Reply> {
+  return call(`${baseUrl}/chat/completions`, { key, body: { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8, ...extra } });
+}
