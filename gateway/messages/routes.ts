@@ -78,7 +78,7 @@ function handleCreate(res: Res, req: HttpRequest, ctx: GatewayContext, signer: T
       ctx.logger.error('messages request failed', { err, model: p.model.name });
       sendError(res, ctx, route, p.model.name, toMessagesError(err));
     });
-  }, (e) => sendError(res, ctx, route, NO_MODEL, e));
+  }, (e) => sendError(res, ctx, route, NO_MODEL, e), true /* fit max_tokens into the context */);
 }
 
 async function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number): Promise<void> {
