@@ -13,6 +13,8 @@ export const USAGE_KEY = Buffer.from('"usage":{');
 const USAGE_TAIL = Buffer.from('ge":{');
 const PROMPT_KEY = Buffer.from('"prompt_tokens":');
 const COMPLETION_KEY = Buffer.from('"completion_tokens":');
+/** vLLM's `prompt_tokens_details.cached_tokens` (prefix cache hits), inside the usage object. */
+const CACHED_KEY = Buffer.from('"cached_tokens":');
 /** The usage object is short; this bounds the bytes we look at. */
 const WINDOW = 512;
 
@@ -64,7 +66,10 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
   const input = countAfter(buf, PROMPT_KEY, pos, stop);
   const output = countAfter(buf, COMPLETION_KEY, pos, stop);
   if (input < 0 && output < 0) return undefined;
-  return { inputTokens: input < 0 ? 0 : input, outputTokens: output < 0 ? 0 : output };
+  const cached = countAfter(buf, CACHED_KEY, pos, stop);
+  return cached > 0
+    ? { inputTokens: input < 0 ? 0 : input, outputTokens: output < 0 ? 0 : output, cachedTokens: cached }
+    : { inputTokens: input < 0 ? 0 : input, outputTokens: output < 0 ? 0 : output };
 }
 
 /** The last usage object in `buf` (a whole non-stream response body), if any. */

@@ -11,6 +11,7 @@ import { planOutput } from './plan.js';
 import { completionBody, StreamRenderer } from './render.js';
 import { chatRequestSchema, checkChatRequest, SimRequestError, tokenizeChatSchema, tokenizePromptSchema, validate, vllmError } from './request.js';
 import { applyChatTemplate, countTokens, encode, tokenize } from './tokenizer.js';
+import { PrefixCache } from './prefix-cache.js';
 
 export const simOptionsSchema = z.object({
   host: z.string().min(1).default('127.0.0.1'),
@@ -31,6 +32,10 @@ export const simOptionsSchema = z.object({
   seed: z.number().int().default(0),
   /** Largest request body (413 beyond). */
   maxBodyBytes: z.number().int().positive().default(8 * 1024 * 1024),
+  /** Model vLLM's automatic prefix caching: repeated prompt prefixes are reported as cached_tokens. */
+  prefixCaching: z.boolean().default(true),
+  /** KV cache block size in tokens (vLLM's default: 16): cached tokens come in whole blocks. */
+  blockSize: z.number().int().positive().default(16),
 });
 export type SimOptions = z.input<typeof simOptionsSchema> & {
   /** A standing fault from the start. */
@@ -80,6 +85,9 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   faults.set(options.fault);
   const stats: SimStats = { requests: 0, completed: 0, aborted: 0, faulted: 0, inFlight: 0, lastHeaders: undefined, lastBody: undefined };
   const calls = new Set<Call>();
+  const prefixCache = opts.prefixCaching ? new PrefixCache(opts.blockSize) : undefined;
+  /** Prompt tokens served from the prefix cache (0 without prefix caching); stores the prompt's blocks. */
+  const cachedTokens = (promptText: string): number => (prefixCache ? prefixCache.lookup(encode(promptText)) : 0);
   const modelJson = JSON.stringify(opts.model);
   const tokenDelayMs = 1000 / opts.tokensPerSecond;
   const created = Math.floor(Date.now() / 1000);
@@ -190,12 +198,13 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       throw new SimRequestError(400, `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${opts.maxModelLen} tokens and your request has ${promptTokens} input tokens (${maxTokens} > ${opts.maxModelLen} - ${promptTokens}).`, 'max_tokens');
     }
     const plan = planOutput(req, { reasoningModel: opts.reasoning, limit: maxTokens ?? room, promptText, seed: opts.seed });
+    const cached = cachedTokens(promptText);
     const id = `chatcmpl-${randomUUID().replace(/-/g, '')}`;
     const now = Math.floor(Date.now() / 1000);
     const r = call.res;
 
     if (!req.stream) {
-      const json = JSON.stringify(completionBody(id, now, opts.model, plan, promptTokens));
+      const json = JSON.stringify(completionBody(id, now, opts.model, plan, promptTokens, cached));
       if (fault && (fault.kind === 'close-mid-stream' || fault.kind === 'stall-during')) {
         // Head and half the body, then the fault.
         r.cork(() => {
@@ -220,7 +229,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
 
     const so = req.stream_options;
     const includeUsage = so?.include_usage === true;
-    const stream = new StreamRenderer(id, now, modelJson, plan, promptTokens, includeUsage, includeUsage && so?.continuous_usage_stats === true);
+    const stream = new StreamRenderer(id, now, modelJson, plan, promptTokens, includeUsage, includeUsage && so?.continuous_usage_stats === true, cached);
     const n = stream.tokens;
     const stopAt = fault && (fault.kind === 'close-mid-stream' || fault.kind === 'stall-during') ? Math.min(n, fault.afterChunks ?? DEFAULT_AFTER_CHUNKS) : -1;
     const tail = () => (n === 0 ? stream.emptyFinish() : '') + stream.tail();

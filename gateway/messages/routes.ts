@@ -14,7 +14,7 @@ import { estimateInputTokens, prepare, type PreparedRequest } from './request.js
 import { countTokensRequestSchema, messagesRequestSchema } from './schema.js';
 import { ThinkingSigner } from './signature.js';
 import { relayStream } from './stream-relay.js';
-import { toMessagesResponse, type ChatCompletion } from './translate-response.js';
+import { gateUsage, toMessagesResponse, type ChatCompletion } from './translate-response.js';
 
 export interface MessagesRouteOptions {
   /** Secret for thinking signatures (config messagesThinkingSecret); empty: random per process. */
@@ -133,7 +133,7 @@ async function forward(res: Res, ctx: GatewayContext, route: string, p: Prepared
       return;
     }
     const u = completion.usage;
-    if (u) usage = { inputTokens: u.prompt_tokens ?? 0, outputTokens: u.completion_tokens ?? 0 };
+    if (u) usage = gateUsage(u);
     const body = toMessagesResponse(completion, p.model.name, signer, p.thinking);
     ctx.metrics.request(route, p.model.name, 200);
     sendJson(res, 200, JSON.stringify(body), decision.headers);

@@ -8,6 +8,7 @@ import { after, before, test } from 'node:test';
 import { modelEntrySchema } from '../../lib/config.js';
 import { generateKey, hashKey } from '../../lib/keys.js';
 import { createLogger } from '../../lib/log.js';
+import { createGate, type LimitGate } from '../../gateway/gates/index.js';
 import { memoryKeySource } from '../../gateway/keys.js';
 import { messagesRoutes } from '../../gateway/messages/routes.js';
 import { createGateway, type Gateway } from '../../gateway/server.js';
@@ -21,6 +22,7 @@ const AGENT_SIZED = 14_600;
 let sims: Record<string, SimServer>;
 let gw: Gateway;
 let client: Anthropic;
+let gate: LimitGate;
 
 before(async () => {
   const logger = createLogger('silent');
@@ -28,9 +30,11 @@ before(async () => {
     'sim-chat': await startSim({ model: 'sim-chat', fast: true, logger, maxModelLen: CONTEXT }),
     'sim-reasoner': await startSim({ model: 'sim-reasoner', reasoning: true, fast: true, logger, maxModelLen: CONTEXT }),
   };
+  gate = createGate({ modelRpm: 1000, modelTpm: 100_000_000, modelDailyTokens: 1_000_000_000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'cc-shape:' }, { logger });
   gw = await createGateway({
     port: 0,
     logger,
+    gate,
     // The default catalog's entries (lib/config.ts DEFAULT_SIM_MODELS): no maxContext, so the
     // gateway learns the context from the backend.
     models: [
@@ -45,6 +49,7 @@ before(async () => {
 
 after(async () => {
   await gw?.close();
+  await gate?.close();
   for (const s of Object.values(sims ?? {})) await s.close();
 });
 
@@ -100,7 +105,7 @@ for (const model of ['sim-chat', 'sim-reasoner'] as const) {
     const msg = await stream.finalMessage();
     assert.equal(msg.role, 'assistant');
     assert.ok(['end_turn', 'tool_use'].includes(msg.stop_reason!), String(msg.stop_reason));
-    assert.ok(msg.usage.input_tokens > 20_000);
+    assert.ok(msg.usage.input_tokens + (msg.usage.cache_read_input_tokens ?? 0) > 20_000);
   });
 
   test(`${model}: a prompt alone over the context is the protocol's "prompt is too long" 400`, async () => {
@@ -142,4 +147,38 @@ test('a small request costs no /tokenize round trip once the context is known', 
   const before = sims['sim-chat']!.stats.requests;
   await client.messages.create(small);
   assert.equal(sims['sim-chat']!.stats.requests, before + 1);
+});
+
+test('prompt caching: a repeated request reports cache_read_input_tokens, input_tokens the uncached rest', async () => {
+  const body = claudeCodeFirstRequest({ model: 'sim-chat', systemWords: 300, stream: false, prompt: 'Cache me.' });
+  const sys0 = (body.system as { text: string }[])[0]!;
+  sys0.text = `cache-test ${sys0.text}`; // a prefix no other test sent
+  const n = await promptTokens(body);
+  const first = await client.messages.create(body as never, { timeout: 60_000 }) as Anthropic.Message;
+  assert.equal(first.usage.cache_read_input_tokens, 0);
+  assert.equal(first.usage.input_tokens, n);
+  const second = await client.messages.create(body as never, { timeout: 60_000 }) as Anthropic.Message;
+  const cached = second.usage.cache_read_input_tokens!;
+  assert.equal(cached, Math.floor((n - 1) / 16) * 16, 'whole 16-token blocks, the last token computed');
+  assert.equal(second.usage.input_tokens, n - cached);
+  assert.equal(second.usage.cache_creation_input_tokens, 0);
+
+  // Streamed: message_delta carries the split (vLLM reports cached tokens in its final usage only,
+  // so message_start counts the whole prompt as input_tokens).
+  const r = await postAsAgent({ ...body, stream: true });
+  const ev = events(r.text);
+  const start = ev.find((e) => e.type === 'message_start')!.message.usage;
+  assert.equal(start.input_tokens + start.cache_read_input_tokens, n);
+  const delta = ev.find((e) => e.type === 'message_delta')!.usage;
+  assert.equal(delta.cache_read_input_tokens, cached);
+  assert.equal(delta.input_tokens, n - cached);
+  // The SDK's accumulated message has the final split.
+  const msg = await client.messages.stream({ ...(body as object), stream: undefined } as never).finalMessage();
+  assert.equal(msg.usage.cache_read_input_tokens, cached);
+  assert.equal(msg.usage.input_tokens, n - cached);
+  // Metering: cached tokens count fully against the caps and show apart in model-usage.
+  const usage = await gate.readUsage(1);
+  const m = usage.by_model['sim-chat']!;
+  assert.ok(m.cached_input_tokens >= 3 * cached, JSON.stringify(m));
+  assert.ok(m.input_tokens >= 4 * n);
 });
