@@ -14,6 +14,7 @@ import { AUTH_MISSING } from './keys.js';
 import { AUTH_SESSION, AUTH_UNVERIFIED } from './sessions.js';
 import { NO_MODEL } from './metrics.js';
 import { ChatRelay } from './relay.js';
+import { FIT_HEADER, fitChat, fitRequested } from './chat-fit.js';
 import { ZERO_USAGE } from './usage.js';
 
 export const CHAT_ROUTE = 'chat';
@@ -166,9 +167,15 @@ function reject(ctx: GatewayContext, res: Res, e: (typeof ERRORS)[keyof typeof E
   return undefined;
 }
 
-function completion(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): void {
+function completion(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer, fit: boolean): void {
   const f = chatFields(ctx, res, raw);
   if (!f) return;
+  // Optional max_tokens fitting (gateway/chat-fit.ts, issue 15).
+  if (fit || f.model.entry.fitMaxTokens) fitChat(ctx, res, CHAT_ROUTE, f, (fitted) => forwardCompletion(ctx, res, accountId, fitted));
+  else forwardCompletion(ctx, res, accountId, f);
+}
+
+function forwardCompletion(ctx: GatewayContext, res: Res, accountId: number, f: ChatFields): void {
   const gateRequest: GateRequest = { accountId, model: f.model.name, estimatedTokens: f.estimatedTokens };
   admit(ctx, res, CHAT_ROUTE, gateRequest, (decision) => {
     const relay = new ChatRelay(res, ctx, f.model, { route: CHAT_ROUTE, stream: f.stream, stripUsage: f.stripUsage, gateRequest, decision });
@@ -188,7 +195,8 @@ export const chatRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) 
     const r = track(res);
     const accountId = authenticateRequest(ctx, r, req, CHAT_ROUTE);
     if (accountId === undefined) return;
-    readBody(r, req.getHeader('content-length'), ctx.limits.maxBodyBytes, (body) => completion(ctx, r, accountId, body), (err) => {
+    const fit = fitRequested(req.getHeader(FIT_HEADER));
+    readBody(r, req.getHeader('content-length'), ctx.limits.maxBodyBytes, (body) => completion(ctx, r, accountId, body, fit), (err) => {
       ctx.metrics.request(CHAT_ROUTE, NO_MODEL, err.status);
       sendError(r, fromBodyError(err));
     });

@@ -31,8 +31,11 @@ export type GateDecision =
 
 /** Real usage, when known; undefined when the response ended before any usage was seen. */
 export interface GateUsage {
+  /** All prompt tokens, cached ones included (they count fully against the caps: gates/README.md). */
   inputTokens: number;
   outputTokens: number;
+  /** Of inputTokens, those served from the backend's prefix cache (shown in model-usage). */
+  cachedTokens?: number | undefined;
 }
 
 export interface RequestGate {

@@ -7,6 +7,7 @@ import { createLogger, type Logger } from '../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse } from '../lib/uws.js';
 import { Catalog } from './catalog.js';
 import { chatRoutes } from './chat.js';
+import { responsesRoutes } from './responses/routes.js';
 import { Admission, type GatewayContext, type GatewayLimits, type RoutePlugin } from './context.js';
 import { ERRORS, notFound, sendCanned, sendError } from './errors.js';
 import { openGate, type RequestGate } from './gate.js';
@@ -17,7 +18,7 @@ import { GatewayMetrics, NO_MODEL } from './metrics.js';
 import { UpstreamRegistry, type UpstreamOptions } from './upstreams.js';
 
 /** Route plugins every gateway registers. gateway/messages/ adds its plugin here. */
-export const BUILTIN_ROUTES: RoutePlugin[] = [chatRoutes];
+export const BUILTIN_ROUTES: RoutePlugin[] = [chatRoutes, responsesRoutes];
 
 export interface GatewayOptions {
   host?: string;

@@ -13,6 +13,11 @@ export const USAGE_KEY = Buffer.from('"usage":{');
 const USAGE_TAIL = Buffer.from('ge":{');
 const PROMPT_KEY = Buffer.from('"prompt_tokens":');
 const COMPLETION_KEY = Buffer.from('"completion_tokens":');
+/** The Responses API's names for the same two counts. */
+const INPUT_KEY = Buffer.from('"input_tokens":');
+const OUTPUT_KEY = Buffer.from('"output_tokens":');
+/** `prompt_tokens_details.cached_tokens` / `input_tokens_details.cached_tokens` (prefix cache hits). */
+const CACHED_KEY = Buffer.from('"cached_tokens":');
 /** The usage object is short; this bounds the bytes we look at. */
 const WINDOW = 512;
 
@@ -61,10 +66,18 @@ function countAfter(buf: Buffer, key: Buffer, from: number, stop: number): numbe
 /** Usage read from the object starting at `pos` (the index of `"usage":{`), looking no further than `end`. */
 export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage | undefined {
   const stop = Math.min(end, pos + WINDOW);
-  const input = countAfter(buf, PROMPT_KEY, pos, stop);
-  const output = countAfter(buf, COMPLETION_KEY, pos, stop);
-  if (input < 0 && output < 0) return undefined;
-  return { inputTokens: input < 0 ? 0 : input, outputTokens: output < 0 ? 0 : output };
+  let input = countAfter(buf, PROMPT_KEY, pos, stop);
+  let output = countAfter(buf, COMPLETION_KEY, pos, stop);
+  if (input < 0 && output < 0) {
+    // Not a chat completion's usage: a Responses API one (/v1/responses)?
+    input = countAfter(buf, INPUT_KEY, pos, stop);
+    output = countAfter(buf, OUTPUT_KEY, pos, stop);
+    if (input < 0 && output < 0) return undefined;
+  }
+  const cached = countAfter(buf, CACHED_KEY, pos, stop);
+  return cached > 0
+    ? { inputTokens: input < 0 ? 0 : input, outputTokens: output < 0 ? 0 : output, cachedTokens: cached }
+    : { inputTokens: input < 0 ? 0 : input, outputTokens: output < 0 ? 0 : output };
 }
 
 /** The last usage object in `buf` (a whole non-stream response body), if any. */

@@ -24,8 +24,13 @@ export const modelEntrySchema = z.strictObject({
   reasoning: z.boolean().default(false),
   /** Accepted `output_config.effort` / `reasoning_effort` tiers beyond `low` and `medium`. */
   efforts: z.array(z.string().min(1)).default([]),
-  /** Context window in tokens (prompt + output). */
-  maxContext: z.number().int().positive().default(32768),
+  /**
+   * Context window in tokens (prompt + output). Absent: the backend's max_model_len (learned
+   * from its /tokenize answer, gateway/context-fit.ts); the embedded sim then uses 32768.
+   */
+  maxContext: z.number().int().positive().optional(),
+  /** Chat completions: fit max_tokens into the context (as /v1/messages always does) instead of passing the backend's error through. */
+  fitMaxTokens: z.boolean().default(false),
   ownedBy: z.string().default('rc'),
 });
 export type ModelEntry = z.output<typeof modelEntrySchema>;

@@ -26,7 +26,7 @@ export async function startCatalogSims(models: readonly ModelEntry[], o: Catalog
         port: o.portBase === 0 ? 0 : o.portBase + i++,
         model: m.servedName ?? m.name,
         reasoning: m.reasoning,
-        maxModelLen: m.maxContext,
+        maxModelLen: m.maxContext, // absent: the sim's default (32768)
         ttftMs: o.ttftMs,
         tokensPerSecond: o.tokensPerSecond,
         fast: o.fast,

@@ -17,6 +17,8 @@ Options:
   --tokens-per-second N      output pace (default 50)
   --seed N                   default seed (a request's "seed" overrides it)
   --max-model-len N          context window in tokens (default 32768)
+  --no-prefix-caching        report no cached prompt tokens (prefix caching off)
+  --block-size N             prefix cache block size in tokens (default 16)
   --fault KIND[;k=v]         standing fault: ${FAULT_KINDS.join(', ')}
                              (e.g. "429;retry-after=2", "close-mid-stream;after=5", "500;count=3")
   -h, --help                 this help
@@ -37,6 +39,8 @@ export const simCommand: Command = {
       'tokens-per-second': { type: 'string' },
       seed: { type: 'string' },
       'max-model-len': { type: 'string' },
+      'no-prefix-caching': { type: 'boolean' },
+      'block-size': { type: 'string' },
       fault: { type: 'string' },
     });
     if (values.help) {
@@ -62,6 +66,8 @@ export const simCommand: Command = {
       tokensPerSecond,
       seed: numberOption('seed', values.seed, { integer: true }),
       maxModelLen: numberOption('max-model-len', values['max-model-len'], { integer: true, min: 1 }),
+      prefixCaching: !values['no-prefix-caching'],
+      blockSize: numberOption('block-size', values['block-size'], { integer: true, min: 1 }),
       fault,
     };
 

@@ -6,18 +6,19 @@ export interface Usage {
   prompt_tokens: number;
   total_tokens: number;
   completion_tokens: number;
-  prompt_tokens_details: null;
+  prompt_tokens_details: { cached_tokens: number } | null;
 }
 
-const usage = (prompt: number, completion: number): Usage => ({
+/** vLLM reports prompt_tokens_details only when some prompt tokens came from the prefix cache. */
+const usage = (prompt: number, completion: number, cached: number): Usage => ({
   prompt_tokens: prompt,
   total_tokens: prompt + completion,
   completion_tokens: completion,
-  prompt_tokens_details: null,
+  prompt_tokens_details: cached > 0 ? { cached_tokens: cached } : null,
 });
 
 /** The non-stream response body (object), as vLLM returns it. */
-export function completionBody(id: string, created: number, model: string, plan: Plan, promptTokens: number): object {
+export function completionBody(id: string, created: number, model: string, plan: Plan, promptTokens: number, cachedTokens = 0): object {
   const reasoning = plan.reasoning.length ? plan.reasoning.join('') : null;
   const tool = plan.tool;
   return {
@@ -46,7 +47,7 @@ export function completionBody(id: string, created: number, model: string, plan:
     ],
     service_tier: null,
     system_fingerprint: null,
-    usage: usage(promptTokens, plan.completionTokens),
+    usage: usage(promptTokens, plan.completionTokens, cachedTokens),
     prompt_logprobs: null,
     kv_transfer_params: null,
   };
@@ -66,6 +67,8 @@ export class StreamRenderer {
     private readonly promptTokens: number,
     private readonly includeUsage: boolean,
     private readonly continuousUsage: boolean,
+    /** Prompt tokens from the prefix cache: in the final usage only (vLLM's continuous usage has no details). */
+    private readonly cachedTokens = 0,
   ) {
     this.prefix = `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${modelJson},"choices":[`;
     this.tokens = plan.reasoning.length + plan.content.length + (plan.tool ? plan.tool.args.length : 0);
@@ -111,7 +114,7 @@ export class StreamRenderer {
   /** The closing events: the usage chunk (choices: []) when asked for, then [DONE]. */
   tail(): string {
     const u = this.includeUsage
-      ? `${this.prefix}],"usage":{"prompt_tokens":${this.promptTokens},"total_tokens":${this.promptTokens + this.plan.completionTokens},"completion_tokens":${this.plan.completionTokens}}}\n\n`
+      ? `${this.prefix}],"usage":{"prompt_tokens":${this.promptTokens},"total_tokens":${this.promptTokens + this.plan.completionTokens},"completion_tokens":${this.plan.completionTokens}${this.cachedTokens > 0 ? `,"prompt_tokens_details":{"cached_tokens":${this.cachedTokens}}` : ''}}}\n\n`
       : '';
     return `${u}data: [DONE]\n\n`;
   }

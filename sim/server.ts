@@ -11,6 +11,11 @@ import { planOutput } from './plan.js';
 import { completionBody, StreamRenderer } from './render.js';
 import { chatRequestSchema, checkChatRequest, SimRequestError, tokenizeChatSchema, tokenizePromptSchema, validate, vllmError } from './request.js';
 import { applyChatTemplate, countTokens, encode, tokenize } from './tokenizer.js';
+import { PrefixCache } from './prefix-cache.js';
+import { responseBody, responsesRequestSchema, responsesToChat, ResponsesStreamRenderer, type ResponsesRequest } from './responses.js';
+
+/** Which API a generation request came in on. */
+type Api = 'chat' | 'responses';
 
 export const simOptionsSchema = z.object({
   host: z.string().min(1).default('127.0.0.1'),
@@ -31,6 +36,10 @@ export const simOptionsSchema = z.object({
   seed: z.number().int().default(0),
   /** Largest request body (413 beyond). */
   maxBodyBytes: z.number().int().positive().default(8 * 1024 * 1024),
+  /** Model vLLM's automatic prefix caching: repeated prompt prefixes are reported as cached_tokens. */
+  prefixCaching: z.boolean().default(true),
+  /** KV cache block size in tokens (vLLM's default: 16): cached tokens come in whole blocks. */
+  blockSize: z.number().int().positive().default(16),
 });
 export type SimOptions = z.input<typeof simOptionsSchema> & {
   /** A standing fault from the start. */
@@ -80,6 +89,9 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   faults.set(options.fault);
   const stats: SimStats = { requests: 0, completed: 0, aborted: 0, faulted: 0, inFlight: 0, lastHeaders: undefined, lastBody: undefined };
   const calls = new Set<Call>();
+  const prefixCache = opts.prefixCaching ? new PrefixCache(opts.blockSize) : undefined;
+  /** Prompt tokens served from the prefix cache (0 without prefix caching); stores the prompt's blocks. */
+  const cachedTokens = (promptText: string): number => (prefixCache ? prefixCache.lookup(encode(promptText)) : 0);
   const modelJson = JSON.stringify(opts.model);
   const tokenDelayMs = 1000 / opts.tokensPerSecond;
   const created = Math.floor(Date.now() / 1000);
@@ -135,7 +147,11 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   const unknownModel = (name: string | null | undefined) =>
     name != null && name !== opts.model ? new SimRequestError(404, `The model \`${name}\` does not exist.`, 'model') : undefined;
 
-  function chatCompletions(res: HttpResponse, req: HttpRequest): void {
+  const chatCompletions = (res: HttpResponse, req: HttpRequest) => generation(res, req, 'chat');
+  const responses = (res: HttpResponse, req: HttpRequest) => generation(res, req, 'responses');
+
+  /** POST /v1/chat/completions and POST /v1/responses: one generation each. */
+  function generation(res: HttpResponse, req: HttpRequest, api: Api): void {
     const r = track(res);
     const call: Call = { res: r, timer: undefined, ended: false };
     stats.requests++;
@@ -165,7 +181,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       }
       if (!body) return fail(call, new SimRequestError(400, NOT_AN_OBJECT, null));
       try {
-        complete(call, body, fault);
+        complete(call, body, fault, api);
       } catch (err) {
         if (err instanceof SimRequestError) return fail(call, err);
         log.error('chat completion failed', { err });
@@ -174,8 +190,11 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     }, (err) => fail(call, { status: err.status, message: err.message }));
   }
 
-  function complete(call: Call, body: Record<string, unknown>, fault: Fault | undefined): void {
-    const req = validate(chatRequestSchema, body);
+  function complete(call: Call, body: Record<string, unknown>, fault: Fault | undefined, api: Api): void {
+    // A Responses request is mapped onto a chat request: validated, planned and counted the same way.
+    let responsesReq: ResponsesRequest | undefined;
+    if (api === 'responses') responsesReq = validate(responsesRequestSchema, body);
+    const req = validate(chatRequestSchema, responsesReq ? responsesToChat(responsesReq) : body);
     const notFound = unknownModel(req.model);
     if (notFound) throw notFound;
     checkChatRequest(req);
@@ -190,12 +209,14 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       throw new SimRequestError(400, `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${opts.maxModelLen} tokens and your request has ${promptTokens} input tokens (${maxTokens} > ${opts.maxModelLen} - ${promptTokens}).`, 'max_tokens');
     }
     const plan = planOutput(req, { reasoningModel: opts.reasoning, limit: maxTokens ?? room, promptText, seed: opts.seed });
-    const id = `chatcmpl-${randomUUID().replace(/-/g, '')}`;
+    const cached = cachedTokens(promptText);
+    const id = `${responsesReq ? 'resp_' : 'chatcmpl-'}${randomUUID().replace(/-/g, '')}`;
+    const meta = responsesReq && { id, created: Math.floor(Date.now() / 1000), model: opts.model, req: responsesReq, promptTokens, cachedTokens: cached };
     const now = Math.floor(Date.now() / 1000);
     const r = call.res;
 
     if (!req.stream) {
-      const json = JSON.stringify(completionBody(id, now, opts.model, plan, promptTokens));
+      const json = JSON.stringify(meta ? responseBody(meta, plan) : completionBody(id, now, opts.model, plan, promptTokens, cached));
       if (fault && (fault.kind === 'close-mid-stream' || fault.kind === 'stall-during')) {
         // Head and half the body, then the fault.
         r.cork(() => {
@@ -220,7 +241,9 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
 
     const so = req.stream_options;
     const includeUsage = so?.include_usage === true;
-    const stream = new StreamRenderer(id, now, modelJson, plan, promptTokens, includeUsage, includeUsage && so?.continuous_usage_stats === true);
+    const stream = meta
+      ? new ResponsesStreamRenderer(meta, plan)
+      : new StreamRenderer(id, now, modelJson, plan, promptTokens, includeUsage, includeUsage && so?.continuous_usage_stats === true, cached);
     const n = stream.tokens;
     const stopAt = fault && (fault.kind === 'close-mid-stream' || fault.kind === 'stall-during') ? Math.min(n, fault.afterChunks ?? DEFAULT_AFTER_CHUNKS) : -1;
     const tail = () => (n === 0 ? stream.emptyFinish() : '') + stream.tail();
@@ -318,6 +341,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
 
   const app = uws().App();
   app.post('/v1/chat/completions', chatCompletions);
+  app.post('/v1/responses', responses);
   app.post('/tokenize', tokenizeRoute);
   app.get('/v1/models', (res) => {
     res.cork(() => { res.writeHeader('content-type', 'application/json'); res.end(modelsBody); });
@@ -325,7 +349,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   app.get('/health', (res) => { res.cork(() => res.end()); });
   app.get('/version', (res) => { res.cork(() => { res.writeHeader('content-type', 'application/json'); res.end('{"version":"rc-sim"}'); }); });
   app.any('/*', (res, req) => {
-    const known = ['/v1/chat/completions', '/tokenize', '/v1/models', '/health', '/version'].includes(req.getUrl());
+    const known = ['/v1/chat/completions', '/v1/responses', '/tokenize', '/v1/models', '/health', '/version'].includes(req.getUrl());
     res.cork(() => {
       res.writeStatus(statusLine(known ? 405 : 404));
       res.writeHeader('content-type', 'application/json');

@@ -35,7 +35,7 @@ export interface ModelUsage {
   requests: number;
   /** When the cap resets (the next UTC midnight), ISO 8601. */
   resets_at: string;
-  by_model: Record<string, { requests: number; input_tokens: number; output_tokens: number }>;
+  by_model: Record<string, { requests: number; input_tokens: number; output_tokens: number; cached_input_tokens: number }>;
 }
 
 /** What settle() needs; held by the request path as the decision's opaque `reservation`. */
@@ -114,6 +114,7 @@ export class LimitGate implements RequestGate {
       // No usage seen (the response failed before any): nothing is charged, the reservation is returned.
       inputTokens: usage ? normalizeEstimate(usage.inputTokens) : 0,
       outputTokens: usage ? normalizeEstimate(usage.outputTokens) : 0,
+      cachedTokens: usage?.cachedTokens ? Math.min(normalizeEstimate(usage.cachedTokens), normalizeEstimate(usage.inputTokens)) : 0,
     });
   }
 

@@ -74,6 +74,7 @@ export class MemoryGateStore implements GateStore {
     const m = this.model(day, i.model);
     m.input_tokens += i.inputTokens;
     m.output_tokens += i.outputTokens;
+    m.cached_input_tokens += i.cachedTokens;
   }
 
   usage(accountId: number, day: number): DayUsage {
@@ -131,7 +132,7 @@ export class MemoryGateStore implements GateStore {
   private model(day: DayUsage, model: string): ModelDayUsage {
     let m = day.byModel.get(model);
     if (!m) {
-      m = { requests: 0, input_tokens: 0, output_tokens: 0 };
+      m = { requests: 0, input_tokens: 0, output_tokens: 0, cached_input_tokens: 0 };
       day.byModel.set(model, m);
     }
     return m;

@@ -101,7 +101,7 @@ export class RedisGateStore implements GateStore {
           if (settled) {
             // Too late: the caller went to the in-memory gates. Hand the reservation back.
             if (Array.isArray(reply) && reply[0] === GateKind.None) {
-              this.settle({ ...i, inputTokens: 0, outputTokens: 0 });
+              this.settle({ ...i, inputTokens: 0, outputTokens: 0, cachedTokens: 0 });
             }
             return;
           }
@@ -131,7 +131,7 @@ export class RedisGateStore implements GateStore {
     const args = [
       i.nowMs === undefined ? '' : String(i.nowMs),
       String(i.limits.rpm), String(i.limits.tpm), String(i.estimate),
-      String(i.inputTokens), String(i.outputTokens), i.model, DAY_TTL_SEC,
+      String(i.inputTokens), String(i.outputTokens), i.model, DAY_TTL_SEC, String(i.cachedTokens),
     ];
     this.run(SETTLE, this.bucketKey(i.accountId), this.dayKey(i.accountId, i.day), args).catch((err: unknown) => {
       this.failed((err as Error).message);
@@ -152,7 +152,7 @@ export class RedisGateStore implements GateStore {
     const out: DayUsage = { tokens: 0, reserved: 0, requests: 0, byModel: new Map() };
     const model = (name: string): ModelDayUsage => {
       let m = out.byModel.get(name);
-      if (!m) out.byModel.set(name, (m = { requests: 0, input_tokens: 0, output_tokens: 0 }));
+      if (!m) out.byModel.set(name, (m = { requests: 0, input_tokens: 0, output_tokens: 0, cached_input_tokens: 0 }));
       return m;
     };
     for (const field in raw) {
@@ -163,6 +163,7 @@ export class RedisGateStore implements GateStore {
       else if (field.startsWith('n:')) model(field.slice(2)).requests = n;
       else if (field.startsWith('i:')) model(field.slice(2)).input_tokens = n;
       else if (field.startsWith('o:')) model(field.slice(2)).output_tokens = n;
+      else if (field.startsWith('c:')) model(field.slice(2)).cached_input_tokens = n;
     }
     return out;
   }

@@ -78,7 +78,7 @@ return {gate, wait, math.floor(r / S), math.floor(t / S), math.ceil((rCap - r) /
 `;
 
 /**
- * ARGV: now ('' = Redis TIME), rpm, tpm, estimate, inputTokens, outputTokens, model, dayTtlSec.
+ * ARGV: now ('' = Redis TIME), rpm, tpm, estimate, inputTokens, outputTokens, model, dayTtlSec, cachedTokens.
  * Refunds (or charges) the token bucket by estimate - (input + output), releases the
  * reservation from the day and adds the real usage. Returns 1.
  */
@@ -96,6 +96,8 @@ redis.call('HINCRBY', KEYS[2], 'reserved', 0 - est) -- not -est: Lua's -0 is not
 redis.call('HINCRBY', KEYS[2], 'tokens', input + output)
 redis.call('HINCRBY', KEYS[2], 'i:' .. ARGV[7], input)
 redis.call('HINCRBY', KEYS[2], 'o:' .. ARGV[7], output)
+local cached = tonumber(ARGV[9]) or 0
+if cached > 0 then redis.call('HINCRBY', KEYS[2], 'c:' .. ARGV[7], cached) end
 redis.call('EXPIRE', KEYS[2], ARGV[8])
 return 1
 `;

@@ -28,12 +28,16 @@ export interface SettleInput {
   nowMs: number | undefined;
   inputTokens: number;
   outputTokens: number;
+  /** Of inputTokens, those from the backend's prefix cache. */
+  cachedTokens: number;
 }
 
 export interface ModelDayUsage {
   requests: number;
   input_tokens: number;
   output_tokens: number;
+  /** Of input_tokens, those served from the backends' prefix caches. */
+  cached_input_tokens: number;
 }
 
 /** One account's counters for one UTC day. */

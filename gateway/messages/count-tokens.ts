@@ -4,6 +4,7 @@
 // A backend without /tokenize (404, 405, 501) gets an estimate, marked `x-rc-token-count: estimate`.
 import { sendJson, type Res } from '../../lib/http.js';
 import type { GatewayContext } from '../context.js';
+import { parseTokenizeResponse } from '../context-fit.js';
 import { requestUpstream, UpstreamError } from '../upstreams.js';
 import { backendError, MessagesError } from './errors.js';
 import { estimateInputTokens, type PreparedRequest } from './request.js';
@@ -31,7 +32,7 @@ export async function countTokens(res: Res, ctx: GatewayContext, route: string, 
   try {
     const up = await requestUpstream(ctx.upstreams, p.model, p.stickyKey, json, { path: '/tokenize', signal: ac.signal, maxBytes: MAX_RESPONSE_BYTES });
     if (up.status === 200) {
-      const count = parseCount(up.body);
+      const count = parseTokenizeResponse(up.body)?.count;
       if (count === undefined) {
         sendError(res, ctx, route, p.model.name, new MessagesError(502, 'The model backend returned a malformed /tokenize response'));
         return;
@@ -52,14 +53,5 @@ export async function countTokens(res: Res, ctx: GatewayContext, route: string, 
   } finally {
     res.onAbort = undefined;
     ctx.admission.leave();
-  }
-}
-
-function parseCount(body: Buffer): number | undefined {
-  try {
-    const v = JSON.parse(body.toString('utf8')) as { count?: unknown };
-    return typeof v.count === 'number' && Number.isInteger(v.count) && v.count >= 0 ? v.count : undefined;
-  } catch {
-    return undefined;
   }
 }

@@ -5,6 +5,7 @@ import { MAX_JSON_DEPTH, nestsDeeperThan, readBody, type Res } from '../../lib/h
 import type { HttpRequest } from '../../lib/uws.js';
 import type { ModelState } from '../catalog.js';
 import type { GatewayContext } from '../context.js';
+import { fitMaxTokens, promptTooLongMessage } from '../context-fit.js';
 import { MessagesError } from './errors.js';
 import { describeIssue, type MessagesRequest } from './schema.js';
 import type { ThinkingSigner } from './signature.js';
@@ -25,6 +26,7 @@ const TOO_DEEP = new MessagesError(400, `Request body nests deeper than ${MAX_JS
 /**
  * Reads and checks a messages request. Calls `onReady` with the translated request, or
  * `onError` with the 4xx to answer. Must be called synchronously from the uWS handler.
+ * With `fit`, max_tokens is fitted into the model's context first (gateway/context-fit.ts).
  */
 export function prepare(
   res: Res,
@@ -34,6 +36,7 @@ export function prepare(
   signer: ThinkingSigner,
   onReady: (p: PreparedRequest) => void,
   onError: (e: MessagesError) => void,
+  fit = false,
 ): void {
   // Headers first: req is only valid during this synchronous call.
   const auth = ctx.authenticateShared(req);
@@ -83,8 +86,31 @@ export function prepare(
       else throw err;
       return;
     }
-    onReady({ ...translated, accountId: auth, model, body: parsed.data });
+    const prepared: PreparedRequest = { ...translated, accountId: auth, model, body: parsed.data };
+    if (fit) fitContext(res, ctx, prepared, onReady, onError);
+    else onReady(prepared);
   }, (err) => onError(new MessagesError(err.status, err.message)));
+}
+
+/** Lowers max_tokens to what fits the context, or refuses a prompt that alone is too long. */
+function fitContext(res: Res, ctx: GatewayContext, p: PreparedRequest, onReady: (p: PreparedRequest) => void, onError: (e: MessagesError) => void): void {
+  const chat = p.chat;
+  const ac = new AbortController();
+  res.onAbort = () => ac.abort();
+  const prompt = { model: chat.model, messages: chat.messages, tools: chat.tools, chat_template_kwargs: chat.chat_template_kwargs };
+  fitMaxTokens(ctx, p.model, p.stickyKey, prompt, chat.max_tokens, ac.signal).then((r) => {
+    res.onAbort = undefined;
+    if (res.aborted) return;
+    if (r.kind === 'too-long') onError(new MessagesError(400, promptTooLongMessage(r)));
+    else {
+      if (r.kind === 'lowered') chat.max_tokens = r.maxTokens;
+      onReady(p);
+    }
+  }, (err: unknown) => {
+    res.onAbort = undefined;
+    ctx.logger.error('fitting max_tokens failed', { err, model: p.model.name });
+    onReady(p);
+  });
 }
 
 /**

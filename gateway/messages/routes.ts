@@ -14,7 +14,7 @@ import { estimateInputTokens, prepare, type PreparedRequest } from './request.js
 import { countTokensRequestSchema, messagesRequestSchema } from './schema.js';
 import { ThinkingSigner } from './signature.js';
 import { relayStream } from './stream-relay.js';
-import { toMessagesResponse, type ChatCompletion } from './translate-response.js';
+import { gateUsage, toMessagesResponse, type ChatCompletion } from './translate-response.js';
 
 export interface MessagesRouteOptions {
   /** Secret for thinking signatures (config messagesThinkingSecret); empty: random per process. */
@@ -78,7 +78,7 @@ function handleCreate(res: Res, req: HttpRequest, ctx: GatewayContext, signer: T
       ctx.logger.error('messages request failed', { err, model: p.model.name });
       sendError(res, ctx, route, p.model.name, toMessagesError(err));
     });
-  }, (e) => sendError(res, ctx, route, NO_MODEL, e));
+  }, (e) => sendError(res, ctx, route, NO_MODEL, e), true /* fit max_tokens into the context */);
 }
 
 async function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number): Promise<void> {
@@ -133,7 +133,7 @@ async function forward(res: Res, ctx: GatewayContext, route: string, p: Prepared
       return;
     }
     const u = completion.usage;
-    if (u) usage = { inputTokens: u.prompt_tokens ?? 0, outputTokens: u.completion_tokens ?? 0 };
+    if (u) usage = gateUsage(u);
     const body = toMessagesResponse(completion, p.model.name, signer, p.thinking);
     ctx.metrics.request(route, p.model.name, 200);
     sendJson(res, 200, JSON.stringify(body), decision.headers);

@@ -70,7 +70,8 @@ const fields = {
   tool_choice: toolChoice.optional(),
   thinking: thinkingConfig.optional(),
   output_config: z.object({ effort: z.string().min(1).nullish() }).optional(),
-  metadata: z.object({ user_id: z.string().max(256).nullish() }).optional(),
+  // Any string: Claude Code sends a JSON document as a string; it is only a sticky-routing key.
+  metadata: z.object({ user_id: z.string().nullish() }).optional(),
 };
 
 /** POST /v1/messages */

@@ -11,7 +11,7 @@ import { parseChunk } from './chunk-parse.js';
 import { randomId } from '../../lib/ids.js';
 import { errorTypeForStatus, type MessagesErrorType } from './errors.js';
 import type { ThinkingSigner } from './signature.js';
-import { messagesUsage, stopReason, type ChatUsage } from './translate-response.js';
+import { gateUsage, messagesUsage, stopReason, type ChatUsage } from './translate-response.js';
 
 export interface ChatChunkToolCall {
   index?: number;
@@ -83,9 +83,8 @@ export class StreamTranslator {
   }
 
   /** Usage seen so far (for the gate), or undefined when the backend reported none. */
-  get reportedUsage(): { inputTokens: number; outputTokens: number } | undefined {
-    const u = this.usage;
-    return u ? { inputTokens: u.prompt_tokens ?? 0, outputTokens: u.completion_tokens ?? 0 } : undefined;
+  get reportedUsage(): { inputTokens: number; outputTokens: number; cachedTokens: number } | undefined {
+    return this.usage ? gateUsage(this.usage) : undefined;
   }
 
   /** One `data:` payload of the upstream stream (a JSON chunk or `[DONE]`). */

@@ -4,6 +4,7 @@
 // since vLLM chat templates do not take prior reasoning; `thinking.budget_tokens` is refused;
 // stop_sequences are not forwarded; tool_result blocks become tool messages, in order.
 import type { ModelEntry } from '../../lib/config.js';
+import { resolveEffort } from '../effort.js';
 import { invalidRequest } from './errors.js';
 import type { ContentBlock, ImageBlock, InputMessage, MessagesRequest } from './schema.js';
 import type { ThinkingSigner } from './signature.js';
@@ -55,12 +56,9 @@ export interface Translated {
   thinking: boolean;
 }
 
-/** Efforts every model accepts. */
-const BASE_EFFORTS = new Set(['low', 'medium']);
-
 /**
  * Translates `req` for `model`. Throws a 400 MessagesError for what the backend cannot honour
- * (budget_tokens, an effort tier the model lacks, tools on a model without tools, a bad
+ * (budget_tokens, an unknown effort tier on a reasoning model, tools on a model without tools, a bad
  * thinking signature, misplaced blocks).
  */
 export function toChatRequest(req: MessagesRequest, model: ModelEntry, signer: ThinkingSigner): Translated {
@@ -112,11 +110,12 @@ export function toChatRequest(req: MessagesRequest, model: ModelEntry, signer: T
   }
   const effort = req.output_config?.effort;
   if (effort) {
-    if (!BASE_EFFORTS.has(effort) && !model.efforts.includes(effort)) {
-      const accepted = ['low', 'medium', ...model.efforts].join(', ');
-      throw invalidRequest(`output_config.effort: ${JSON.stringify(effort)} is not supported by model ${model.name} (accepted: ${accepted})`);
+    // gateway/effort.ts: ignored without reasoning, mapped to the nearest accepted tier, or refused.
+    const r = resolveEffort(effort, model);
+    if (r.kind === 'refuse') {
+      throw invalidRequest(`output_config.effort: ${JSON.stringify(effort)} is not supported by model ${model.name} (accepted: ${r.accepted.join(', ')})`);
     }
-    if (model.reasoning) chat.reasoning_effort = effort;
+    if (r.kind === 'send') chat.reasoning_effort = r.effort;
   }
 
   const userId = req.metadata?.user_id ?? undefined;

@@ -35,6 +35,11 @@ export function stopReason(finish: string | null | undefined): StopReason {
   }
 }
 
+/** The gate's usage (gateway/gate.ts) from the backend's: all prompt tokens, and the cached part. */
+export function gateUsage(u: ChatUsage): { inputTokens: number; outputTokens: number; cachedTokens: number } {
+  return { inputTokens: u.prompt_tokens ?? 0, outputTokens: u.completion_tokens ?? 0, cachedTokens: u.prompt_tokens_details?.cached_tokens ?? 0 };
+}
+
 export interface MessagesUsage {
   input_tokens: number;
   output_tokens: number;

@@ -32,6 +32,8 @@ describe('gateway usage scanning', () => {
     assert.deepEqual(findUsage(b('{"usage":{"prompt_tokens": 12,"total_tokens":30,"completion_tokens":\n18,"prompt_tokens_details":null}}')), { inputTokens: 12, outputTokens: 18 });
     assert.deepEqual(findUsage(b('{"usage":{"completion_tokens":7}}')), { inputTokens: 0, outputTokens: 7 });
     assert.equal(findUsage(b('{"usage":{"total_tokens":7}}')), undefined);
+    // vLLM's prefix cache hits (issue 15): part of the prompt tokens, reported apart.
+    assert.deepEqual(findUsage(b('{"usage":{"prompt_tokens":40,"total_tokens":45,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":32}}}')), { inputTokens: 40, outputTokens: 5, cachedTokens: 32 });
     assert.equal(findUsage(b('{"usage":null}')), undefined);
     assert.equal(findUsage(b('{"usage":{"prompt_tokens":"12"}}')), undefined, 'a count must be a number');
     // The last usage object wins (a whole body may carry an earlier one in its content).

@@ -134,7 +134,8 @@ for (const kind of ['memory', 'redis'] as StoreKind[]) {
       assert.equal(d.code, 'daily_token_cap_exceeded');
       assert.equal(d.retryAfterSec, 3600);
       g.gate.settle(r1, a1, { inputTokens: 50, outputTokens: 50 });
-      g.gate.settle(r2, a2, { inputTokens: 100, outputTokens: 200 });
+      // 80 of the 100 prompt tokens came from the prefix cache: they count fully (tokens_used 400).
+      g.gate.settle(r2, a2, { inputTokens: 100, outputTokens: 200, cachedTokens: 80 });
       await settled(g.gate, 7, 400);
       admitted(await g.gate.admit(req(7, 600))); // 400 used + 600 reserved = the cap
       const full = denied(await g.gate.admit(req(7, 1)));
@@ -151,8 +152,8 @@ for (const kind of ['memory', 'redis'] as StoreKind[]) {
         requests: 3,
         resets_at: '2026-01-02T00:00:00.000Z',
         by_model: {
-          'sim-chat': { requests: 2, input_tokens: 50, output_tokens: 50 },
-          'sim-reasoner': { requests: 1, input_tokens: 100, output_tokens: 200 },
+          'sim-chat': { requests: 2, input_tokens: 50, output_tokens: 50, cached_input_tokens: 0 },
+          'sim-reasoner': { requests: 1, input_tokens: 100, output_tokens: 200, cached_input_tokens: 80 },
         },
       });
       g.clock.advance(999); // midnight UTC

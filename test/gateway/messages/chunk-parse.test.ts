@@ -66,5 +66,5 @@ test('a serialized stream translates exactly like the parsed one', () => {
   assert.match(a, /"id":"msg_[A-Za-z0-9_-]{16}"/);
   assert.equal(noId(a), noId(b));
   assert.match(a, /"text":" world \\"q\\""/);
-  assert.deepEqual(viaText.reportedUsage, { inputTokens: 21, outputTokens: 4 });
+  assert.deepEqual(viaText.reportedUsage, { inputTokens: 21, outputTokens: 4, cachedTokens: 0 });
 });

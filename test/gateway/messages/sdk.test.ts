@@ -262,8 +262,7 @@ test('validation errors: 400 invalid_request_error with a clear message', async 
     [{ ...base, max_tokens: undefined }, /^max_tokens: /],
     [{ ...base, messages: undefined }, /^messages: /],
     [{ ...base, thinking: { type: 'enabled', budget_tokens: 2048 } }, /^thinking\.budget_tokens: not supported/],
-    [{ ...base, output_config: { effort: 'high' } }, /not supported by model sim-chat/],
-    [{ ...base, model: 'sim-reasoner', output_config: { effort: 'max' } }, /"max" is not supported by model sim-reasoner/],
+    [{ ...base, model: 'sim-reasoner', output_config: { effort: 'turbo' } }, /"turbo" is not supported by model sim-reasoner/],
     [{ ...base, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'x' } }] }] }, /unsupported content block type "document"/],
     [{ ...base, tool_choice: { type: 'tool', name: 'get_weather' } }, /tool_choice: requires tools/],
     [{ ...base, top_p: 2 }, /^top_p: /],
@@ -335,9 +334,10 @@ test('backend errors pass through with their status in the protocol shape', asyn
     assert.ok(err instanceof Anthropic.RateLimitError, String(err));
     assert.equal(err.headers?.get('retry-after'), '7');
   }
-  // A prompt over the context window: the backend's own 400 and message.
-  const message = await apiError(client.messages.stream({ model: 'sim-chat', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'x' }] }).finalMessage(), 400, 'invalid_request_error');
-  assert.match(message, /maximum context length/);
+  // max_tokens beyond the context window is lowered to fit (gateway/context-fit.ts), not the backend's 400.
+  const msg = await client.messages.stream({ model: 'sim-chat', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'x' }] }).finalMessage();
+  assert.equal(msg.stop_reason, 'end_turn');
+  assert.ok((chatSim.stats.lastBody?.max_tokens as number) < 32768);
 });
 
 test('a backend cut mid-stream becomes an error event; the SDK raises it', async () => {

@@ -246,7 +246,7 @@ test('reportedUsage feeds the gate; ping and keep-alive are well-formed', () => 
   const t = new StreamTranslator({ model: 'm', signer });
   assert.equal(t.reportedUsage, undefined);
   t.push(chunk({ content: 'x' }, usage(3, 4)));
-  assert.deepEqual(t.reportedUsage, { inputTokens: 3, outputTokens: 4 });
+  assert.deepEqual(t.reportedUsage, { inputTokens: 3, outputTokens: 4, cachedTokens: 0 });
   assert.deepEqual(events(PING_EVENT), [{ type: 'ping' }]);
   assert.match(KEEPALIVE_COMMENT, /^:[^\n]*\n\n$/);
 });

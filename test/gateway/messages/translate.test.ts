@@ -176,13 +176,21 @@ test('thinking: budget_tokens rejected; disabled and adaptive map to reasoning c
   assert.equal(translate({ ...base, thinking: { type: 'disabled' } }, chat).chat.chat_template_kwargs, undefined);
 });
 
-test('output_config.effort: low and medium everywhere, other tiers per catalog', () => {
+test('output_config.effort: ignored without reasoning; on a reasoning model sent, or mapped to the nearest accepted tier', () => {
   assert.equal(translate({ ...base, output_config: { effort: 'low' } }, reasoner).chat.reasoning_effort, 'low');
   assert.equal(translate({ ...base, output_config: { effort: 'high' } }, reasoner).chat.reasoning_effort, 'high');
-  // accepted on a model without reasoning, not forwarded
-  assert.equal(translate({ ...base, output_config: { effort: 'medium' } }, chat).chat.reasoning_effort, undefined);
-  rejects({ ...base, output_config: { effort: 'max' } }, /output_config\.effort: "max" is not supported by model sim-reasoner \(accepted: low, medium, high\)/, reasoner);
-  rejects({ ...base, output_config: { effort: 'high' } }, /not supported by model sim-chat/, chat);
+  // Beyond the model's own tiers: the nearest accepted one (ties to the lower tier).
+  assert.equal(translate({ ...base, output_config: { effort: 'max' } }, reasoner).chat.reasoning_effort, 'high');
+  assert.equal(translate({ ...base, output_config: { effort: 'xhigh' } }, reasoner).chat.reasoning_effort, 'high');
+  assert.equal(translate({ ...base, output_config: { effort: 'minimal' } }, reasoner).chat.reasoning_effort, 'low');
+  const lowMedium = modelEntrySchema.parse({ name: 'lm', reasoning: true });
+  assert.equal(translate({ ...base, output_config: { effort: 'high' } }, lowMedium).chat.reasoning_effort, 'medium');
+  // A model without reasoning ignores any tier, even one we do not know: nothing is forwarded.
+  for (const effort of ['low', 'medium', 'high', 'max', 'turbo']) {
+    assert.equal(translate({ ...base, output_config: { effort } }, chat).chat.reasoning_effort, undefined, effort);
+  }
+  // An unknown tier on a reasoning model is refused, naming the accepted tiers.
+  rejects({ ...base, output_config: { effort: 'turbo' } }, /output_config\.effort: "turbo" is not supported by model sim-reasoner \(accepted: low, medium, high\)/, reasoner);
 });
 
 test('metadata.user_id: sticky key and user', () => {
@@ -190,6 +198,9 @@ test('metadata.user_id: sticky key and user', () => {
   assert.equal(t.stickyKey, 'u-42');
   assert.equal(t.chat.user, 'u-42');
   rejects({ ...base, metadata: { user_id: 5 } }, /^metadata\.user_id: /);
+  // Any string form: Claude Code sends a JSON document, longer than 256 characters with its ids.
+  const json = JSON.stringify({ device_id: 'd'.repeat(64), account_uuid: '', session_id: 's'.repeat(300) });
+  assert.equal(translate({ ...base, metadata: { user_id: json } }).stickyKey, json);
 });
 
 test('thinking blocks in history: signature checked, block dropped', () => {
