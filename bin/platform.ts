@@ -136,6 +136,7 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
       configuredModels: models,
       modelUsage: (accountId) => gate.readUsage(accountId),
       settings: config,
+      gatewayUrl: brokerUrl,
       routes: instances.routes,
     });
     closers.push(() => controlPlane.close());
