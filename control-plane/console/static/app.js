@@ -201,10 +201,11 @@ async function templatesPage() {
   const err = alertBox();
   page('Templates', err, h('p', { class: 'muted' }, 'Loading…'));
   const [mine, pub] = await Promise.all([api('GET', '/api/profile/templates'), api('GET', '/api/templates')]);
+  const cell = (label, ...c) => h('td', { 'data-label': label }, c);
   const rows = mine.templates.map((t) => h('tr', {},
-    h('td', {}, t.title), h('td', {}, h('code', {}, t.image)), h('td', {}, t.instance_type),
-    h('td', {}, t.ssh_enabled ? 'yes' : 'no'), h('td', {}, t.enabled ? 'public' : 'private'),
-    h('td', {}, h('div', { class: 'row' },
+    cell('Title', t.title), cell('Image', h('code', {}, t.image)), cell('Type', t.instance_type),
+    cell('SSH', t.ssh_enabled ? 'yes' : 'no'), cell('Visibility', t.enabled ? 'public' : 'private'),
+    cell('Actions', h('div', { class: 'row' },
       h('a', { class: 'button', href: `/launch/${t.id}`, 'aria-label': `Launch ${t.title}` }, 'Launch'),
       h('a', { href: `/templates/${t.id}/edit`, 'aria-label': `Edit ${t.title}` }, 'Edit'),
       h('button', { type: 'button', class: 'secondary', 'aria-label': `Delete ${t.title}`, onclick: async (e) => {
@@ -218,7 +219,7 @@ async function templatesPage() {
     h('div', { class: 'row' }, h('a', { class: 'button', href: '/templates/new' }, 'New template')),
     h('h2', {}, 'Your templates'),
     rows.length
-      ? h('div', { class: 'table' }, h('table', {}, h('thead', {}, h('tr', {}, ['Title', 'Image', 'Type', 'SSH', 'Visibility', 'Actions'].map((c) => h('th', { scope: 'col' }, c)))), h('tbody', {}, rows)))
+      ? h('div', { class: 'table' }, h('table', { class: 'stack' }, h('thead', {}, h('tr', {}, ['Title', 'Image', 'Type', 'SSH', 'Visibility', 'Actions'].map((c) => h('th', { scope: 'col' }, c)))), h('tbody', {}, rows)))
       : h('p', { class: 'muted' }, 'None yet.'),
     h('h2', {}, 'Public templates'),
     publicCards.length ? h('div', { class: 'grid' }, publicCards) : h('p', { class: 'muted' }, 'None published.'));
@@ -355,7 +356,7 @@ function instancePage() {
     const live = st.status === 'pending' || st.status === 'ready';
     const facts = [];
     const fact = (k, ...v) => facts.push(h('dt', {}, k), h('dd', {}, v));
-    fact('Status', h('span', { id: 'status', class: `badge s-${st.status}` }, st.status), ' ', st.message);
+    fact('Status', h('span', { id: 'status', class: `badge s-${st.status}` }, st.status), st.message !== st.status ? ` ${st.message}` : '');
     if (st.queue_position) fact('Queue', `position ${st.queue_position} (waiting for free GPUs)`);
     if (st.reason) fact('Reason', h('code', {}, st.reason));
     if (st.detail) fact('Detail', st.detail);
@@ -416,8 +417,8 @@ async function creditsPage() {
     const q = before ? `?limit=25&before=${before}` : '?limit=25';
     const pageData = await api('GET', `/api/credits/ledger${q}`);
     for (const e of pageData.entries) {
-      tbody.append(h('tr', {}, h('td', {}, fmtTime(e.created_at)), h('td', {}, e.kind.replace('_', ' ')), h('td', {}, e.ref || ''),
-        h('td', { class: 'num' }, (e.credits > 0 ? '+' : '') + fmtCredits(e.credits))));
+      tbody.append(h('tr', {}, h('td', { 'data-label': 'When' }, fmtTime(e.created_at)), h('td', { 'data-label': 'Kind' }, e.kind.replace('_', ' ')),
+        h('td', { 'data-label': 'Reference' }, e.ref || ''), h('td', { class: 'num', 'data-label': 'Credits' }, (e.credits > 0 ? '+' : '') + fmtCredits(e.credits))));
     }
     before = pageData.next_before;
     more.hidden = before === null;
@@ -438,7 +439,7 @@ async function creditsPage() {
     h('p', { class: 'card' }, 'Balance: ', balance, ' credits', h('span', { class: 'hint' }, ' (live: includes what a running instance has used so far)')),
     h('h2', {}, 'Redeem a coupon'), form,
     h('h2', {}, 'Ledger'),
-    h('div', { class: 'table' }, h('table', {}, h('thead', {}, h('tr', {}, ['When', 'Kind', 'Reference', 'Credits'].map((c, i) => h('th', { scope: 'col', class: i === 3 ? 'num' : null }, c)))), tbody)),
+    h('div', { class: 'table' }, h('table', { class: 'stack' }, h('thead', {}, h('tr', {}, ['When', 'Kind', 'Reference', 'Credits'].map((c, i) => h('th', { scope: 'col', class: i === 3 ? 'num' : null }, c)))), tbody)),
     more);
   await Promise.all([refreshBalance(), loadLedger(true)]);
   const t = setInterval(() => refreshBalance().catch(() => {}), 10000);
