@@ -180,6 +180,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       configuredModels: models,
       modelUsage: (accountId) => gate.readUsage(accountId),
       settings: config,
+      gatewayUrl: publicUrls(resolveInstanceSettings(settings)).gateway,
       routes: (deps) => [
         ...instances!.routes(deps),
         ...internalRoutes({

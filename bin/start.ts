@@ -24,7 +24,8 @@ export const startCommand: Command = {
     const p = await startPlatform(config, logger);
     const out = process.stdout;
     out.write('\nrc platform is running\n');
-    out.write(`  platform API   ${p.controlPlane.url}/api\n`);
+    out.write(`  web console    ${p.controlPlane.url}/\n`);
+    out.write(`  platform API   ${p.controlPlane.url}/api   (OpenAPI: ${p.controlPlane.url}/api/openapi.json)\n`);
     out.write(`  model gateway  ${p.gateway.url}/v1   (messages protocol: ${p.gateway.url}/api)\n`);
     out.write(`  instance proxy ${p.proxy.url}/instances/<id>/   (browser access, sign-in session)\n`);
     out.write(`  tunnels        ${p.tunnels.url}/t/<tunnel id>/   (rc-tunnel public URLs)\n`);

@@ -32,4 +32,6 @@ export interface ApiDeps {
   settings: ControlPlaneSettings;
   configuredModels: readonly ModelEntry[];
   modelUsage: ModelUsageReader | undefined;
+  /** Public URL of the model gateway (for base URLs and snippets shown to users); undefined when unknown. */
+  gatewayUrl: string | undefined;
 }

@@ -35,18 +35,29 @@ export interface LedgerEntry {
   createdAt: number;
 }
 
+type LedgerRow = { id: number; account_id: number; kind: LedgerKind; amount_micros: number; idempotency_key: string; ref: string | null; created_at: number };
+
+const entryOf = (r: LedgerRow): LedgerEntry => ({
+  id: r.id, accountId: r.account_id, kind: r.kind, credits: toCredits(r.amount_micros),
+  idempotencyKey: r.idempotency_key, ref: r.ref, createdAt: r.created_at,
+});
+
 export class Ledger {
   private readonly insert;
   private readonly sum;
   private readonly list;
+  private readonly pageStmt;
 
   constructor(db: Db, private readonly clock: Clock) {
     this.insert = db.prepare<[number, string, number, string, string | null, number]>(
       'INSERT INTO ledger (account_id, kind, amount_micros, idempotency_key, ref, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING',
     );
     this.sum = db.prepare<[number], { micros: number }>('SELECT COALESCE(SUM(amount_micros), 0) AS micros FROM ledger WHERE account_id = ?');
-    this.list = db.prepare<[number], { id: number; account_id: number; kind: LedgerKind; amount_micros: number; idempotency_key: string; ref: string | null; created_at: number }>(
+    this.list = db.prepare<[number], LedgerRow>(
       'SELECT id, account_id, kind, amount_micros, idempotency_key, ref, created_at FROM ledger WHERE account_id = ? ORDER BY id',
+    );
+    this.pageStmt = db.prepare<[number, number, number], LedgerRow>(
+      'SELECT id, account_id, kind, amount_micros, idempotency_key, ref, created_at FROM ledger WHERE account_id = ? AND id < ? ORDER BY id DESC LIMIT ?',
     );
   }
 
@@ -65,10 +76,12 @@ export class Ledger {
   }
 
   entries(accountId: number): LedgerEntry[] {
-    return this.list.all(accountId).map((r) => ({
-      id: r.id, accountId: r.account_id, kind: r.kind, credits: toCredits(r.amount_micros),
-      idempotencyKey: r.idempotency_key, ref: r.ref, createdAt: r.created_at,
-    }));
+    return this.list.all(accountId).map(entryOf);
+  }
+
+  /** Up to `limit` entries with an id below `beforeId`, newest first (ids grow with time: append-only). */
+  page(accountId: number, limit: number, beforeId = Number.MAX_SAFE_INTEGER): LedgerEntry[] {
+    return this.pageStmt.all(accountId, beforeId, limit).map(entryOf);
   }
 }
 

@@ -197,4 +197,13 @@ export const MIGRATIONS: readonly string[] = [
     updated_at   INTEGER NOT NULL
   ) STRICT;
   `,
+  // 5: the last log lines of ended instances (issue 17): the host forgets an instance's logs when
+  // it removes it, so the control plane keeps its tail for GET /api/notebook/logs.
+  `
+  CREATE TABLE instance_log_tails (
+    instance_id TEXT    PRIMARY KEY REFERENCES instances(id),
+    lines       TEXT    NOT NULL,                       -- JSON array of strings, oldest first
+    saved_at    INTEGER NOT NULL
+  ) STRICT;
+  `,
 ];

@@ -10,6 +10,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth.js';
 import { ApiError, badRequest, NO_API_KEY, unauthorized } from './errors.js';
 import type { Store } from './store.js';
+import { openSse, type Sse } from './sse.js';
 import { parseInput } from './validate.js';
 import { checkSameOriginJson, type OriginHeaders } from './auth/same-origin.js';
 
@@ -24,39 +25,49 @@ export type Access = 'none' | 'optional' | 'required' | 'admin' | 'internal';
 
 export interface Reply {
   status?: number;
-  body: unknown;
+  body?: unknown;
+  /** A server-sent event stream instead of a JSON body: called with the opened stream (headers sent). */
+  sse?: (stream: Sse) => void;
   headers?: Record<string, string>;
   /** Set-Cookie values. */
   cookies?: string[];
 }
 
-export interface RequestInfo<B> {
+export interface RequestInfo<B, Q = undefined> {
   /** Route parameters in path order (`:id` -> params[0]). */
   params: string[];
   body: B;
+  /** The query string parsed with the route's `query` schema (undefined without one). */
+  query: Q;
   /** Request header values the handlers use ('' when absent). */
   forwardedProto: string;
   /** The client's IP address (the last X-Forwarded-For entry when the reverse proxy is trusted). */
   clientAddress: string;
 }
 
-export interface Route<S extends z.ZodType | undefined = z.ZodType | undefined, A extends Access = Access> {
+export interface Route<S extends z.ZodType | undefined = z.ZodType | undefined, A extends Access = Access, Q extends z.ZodType | undefined = z.ZodType | undefined> {
   method: Method;
   path: string;
   access: A;
   body?: S;
+  /** Schema of the query parameters (an object of strings, first value of each name). */
+  query?: Q;
+  /** One line for the OpenAPI document (openapi.ts). */
+  summary?: string;
+  /** The reply is a server-sent event stream (documented as text/event-stream). */
+  stream?: boolean;
   /** An empty body is read as `{}` (a body whose fields are all optional, such as the launch body). */
   optionalBody?: boolean;
   /** Refuse non-JSON and cross-origin browser requests before anything else (login CSRF: auth/same-origin.ts). */
   sameOriginJson?: boolean;
   handle(
-    req: RequestInfo<S extends z.ZodType ? z.output<S> : undefined>,
+    req: RequestInfo<S extends z.ZodType ? z.output<S> : undefined, Q extends z.ZodType ? z.output<Q> : undefined>,
     caller: A extends 'required' ? Caller : Caller | undefined,
   ): Reply | Promise<Reply>;
 }
 
 /** Declares a route with its types inferred. */
-export function route<S extends z.ZodType | undefined, A extends Access>(r: Route<S, A>): Route<S, A> {
+export function route<S extends z.ZodType | undefined, A extends Access, Q extends z.ZodType | undefined = undefined>(r: Route<S, A, Q>): Route<S, A, Q> {
   return r;
 }
 
@@ -139,6 +150,23 @@ function pathParams(req: HttpRequest, count: number): string[] | undefined {
   return params;
 }
 
+/** The query string as an object: the first value of each name. */
+function queryObject(raw: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of new URLSearchParams(raw)) if (!(k in out)) out[k] = v;
+  return out;
+}
+
+/** Sends a reply: JSON, or the start of an event stream. */
+function reply(res: ApiRes, out: Reply): void {
+  if (out.sse) {
+    if (res.aborted) return;
+    out.sse(openSse(res, res.requestId));
+    return;
+  }
+  write(res, out.status ?? 200, out.body, out.headers, out.cookies);
+}
+
 /** Registers `routes` on `app`, plus 405 for other methods on their paths and a JSON 404 for the rest. */
 export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterDeps): void {
   const paths = new Map<string, Set<Method>>();
@@ -162,6 +190,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
           host: req.getHeader('host'), forwardedHost: deps.trustProxy ? req.getHeader('x-forwarded-host') : '',
         }
         : undefined;
+      const rawQuery = r.query ? req.getQuery() ?? '' : '';
       const run = (raw: Buffer | undefined) => {
         try {
           if (originHeaders) checkSameOriginJson(originHeaders, r.body !== undefined && !r.optionalBody);
@@ -178,9 +207,10 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
             if (caller && hasBody) checkCsrf(caller, creds.csrf);
           }
           const body = r.body && raw ? parseInput(r.body, raw.length === 0 && r.optionalBody ? {} : parseBody(raw)) : undefined;
-          const out = r.handle({ params, body, forwardedProto, clientAddress: address } as RequestInfo<never>, caller as Caller);
-          if (out instanceof Promise) out.then((o) => write(res, o.status ?? 200, o.body, o.headers, o.cookies), (err) => fail(res, err, deps.logger));
-          else write(res, out.status ?? 200, out.body, out.headers, out.cookies);
+          const query = r.query ? parseInput(r.query, queryObject(rawQuery)) : undefined;
+          const out = r.handle({ params, body, query, forwardedProto, clientAddress: address } as RequestInfo<never, never>, caller as Caller);
+          if (out instanceof Promise) out.then((o) => reply(res, o), (err) => fail(res, err, deps.logger));
+          else reply(res, out);
         } catch (err) {
           fail(res, err, deps.logger);
         }

@@ -17,6 +17,10 @@ import { resolveSettings, type ApiDeps, type ControlPlaneSettings, type ModelUsa
 import { accountRoutes } from './routes-account.js';
 import { authRoutes } from './routes-auth.js';
 import { templateRoutes } from './routes-templates.js';
+import { creditRoutes } from './routes-credits.js';
+import { modelRoutes } from './routes-models.js';
+import { openApiRoute } from './openapi.js';
+import { registerConsole } from './console/serve.js';
 import { mount, route, type Route } from './router.js';
 import { adminToken } from './secrets.js';
 import { Store } from './store.js';
@@ -47,6 +51,8 @@ export interface ControlPlaneOptions {
   internalToken?: string;
   /** The running instance service's hosts, for the admin API's host operations. */
   fleet?: AdminContext['fleet'];
+  /** Public URL of the model gateway, shown by GET /api/models and the console. */
+  gatewayUrl?: string;
   /** Extra routes (for example instances, issue #8), mounted with the same router. */
   routes?: (deps: ApiDeps) => Route[];
 }
@@ -66,7 +72,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const store = options.store ?? new Store({ dataDir: options.dataDir, db: options.db, clock: options.clock });
   const settings = resolveSettings(options.settings);
   const configuredModels = options.configuredModels ?? DEFAULT_SIM_MODELS;
-  const deps: ApiDeps = { store, bus: options.bus, logger, settings, configuredModels, modelUsage: options.modelUsage };
+  const deps: ApiDeps = { store, bus: options.bus, logger, settings, configuredModels, modelUsage: options.modelUsage, gatewayUrl: options.gatewayUrl };
 
   // The admin token exists only with a data dir (the CLI reads it from there).
   const adminHash = options.dataDir ? hashKey(adminToken(options.dataDir)) : undefined;
@@ -85,10 +91,14 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
         return { body: await runAdminOp(admin, params[0]!, body) };
       },
     }),
+    ...creditRoutes(deps),
+    ...modelRoutes(deps),
     ...(options.routes?.(deps) ?? []),
   ];
+  routes.push(openApiRoute(routes));
 
   const app = uws().App();
+  registerConsole(app);
   mount(app, routes, {
     store,
     logger,

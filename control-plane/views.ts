@@ -1,11 +1,14 @@
 // The JSON shapes the API and the CLI print for accounts.
 import type { Account } from './accounts.js';
+import { liveBalanceMicros } from './instances/live-balance.js';
+import { toCredits } from './ledger.js';
 import type { Store } from './store.js';
 
 /** GET /api/me: SPEC's account profile fields, exactly. */
 export interface Profile {
   id: number;
   email: string;
+  /** The live balance: the ledger minus what running instances accrued since their last written period. */
   credits: number;
   verified: boolean;
   is_editor: boolean;
@@ -19,7 +22,7 @@ export function profile(store: Store, a: Account): Profile {
   return {
     id: a.id,
     email: a.email,
-    credits: store.ledger.balance(a.id),
+    credits: toCredits(liveBalanceMicros(store, a.id)),
     verified: a.verified,
     is_editor: a.isEditor,
     provider: a.provider,
@@ -34,7 +37,7 @@ export function accountSummary(store: Store, a: Account) {
   return {
     id: a.id,
     email: a.email,
-    credits: store.ledger.balance(a.id),
+    credits: toCredits(liveBalanceMicros(store, a.id)),
     verified: a.verified,
     is_editor: a.isEditor,
     provider: a.provider,

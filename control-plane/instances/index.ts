@@ -7,6 +7,7 @@
 import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { instanceRoutes } from './routes.js';
+import { streamRoutes } from './streams.js';
 import { InstanceService, type InstanceRoute, type InstanceServiceOptions } from './service.js';
 
 export type { AgentConfig } from './agents.js';
@@ -32,7 +33,7 @@ export interface Instances {
 export function createInstances(options: InstanceServiceOptions): Instances {
   const service = new InstanceService(options);
   return {
-    routes: (deps) => instanceRoutes(service, deps),
+    routes: (deps) => [...instanceRoutes(service, deps), ...streamRoutes(service, deps)],
     start: () => service.start(),
     close: () => service.close(),
     recordActivity: (id) => service.recordActivity(id),

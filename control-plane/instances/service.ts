@@ -13,12 +13,14 @@ import { accountNotVerified, badRequest, INVALID_IMAGE, notFound } from '../erro
 import type { Store } from '../store.js';
 import { AgentConnection, type AgentConfig } from './agents.js';
 import { HostStore } from './host-store.js';
-import { accruedMicros, MICROS_PER_CREDIT, pendingCharges, usageKey } from './billing.js';
+import { MICROS_PER_CREDIT, pendingCharges, usageKey } from './billing.js';
 import {
   diskTooLarge, gpuCountInvalid, insufficientCredits, launchRateLimited, launchTokenInvalid, launchVerificationRequired,
   NO_ACTIVE_INSTANCE, noInstance, oneActiveInstance,
 } from './errors.js';
 import { buildSpec, mainPort, SSH_PORT } from './launch-spec.js';
+import { liveBalanceMicros } from './live-balance.js';
+import { LogTails } from './log-tails.js';
 import { parseRateWindows, publicUrls, resolveInstanceSettings, type InstanceSettings, type PublicUrls, type RateWindow } from './settings.js';
 import { ACTIVE } from './states.js';
 import { InstanceStore, snapshotOf, type Changes, type InstanceRow, type TemplateSnapshot } from './store.js';
@@ -80,6 +82,8 @@ export interface InstanceServiceOptions {
 
 export class InstanceService {
   readonly instances: InstanceStore;
+  /** The last log lines of ended instances (saved before the host removes them). */
+  readonly logTails: LogTails;
   readonly settings: InstanceSettings;
   readonly agents = new Map<string, AgentConnection>();
   readonly hosts: HostStore;
@@ -108,6 +112,7 @@ export class InstanceService {
     this.urls = publicUrls(this.settings);
     this.provision = o.provision;
     this.instances = new InstanceStore(o.store.db);
+    this.logTails = new LogTails(o.store.db);
     this.hosts = new HostStore(o.store.db, o.store.sealKey, this.clock);
     for (const a of o.agents) this.attachHost(a);
     for (const h of this.hosts.list()) {
@@ -362,6 +367,7 @@ export class InstanceService {
     const conn = this.agents.get(row.agent_id);
     if (!conn?.connected) return; // reconciliation finishes it when the host answers again
     try {
+      await this.logTails.save(conn.client, row.id, this.now());
       await conn.client.remove(row.id);
       this.markStopped(row.id);
     } catch (err) {
@@ -504,6 +510,7 @@ export class InstanceService {
 
   private async removeQuietly(conn: AgentConnection, id: string): Promise<void> {
     try {
+      await this.logTails.save(conn.client, id, this.now());
       await conn.client.remove(id);
     } catch (err) {
       this.log.debug('remove after end failed (reconciliation retries)', { instanceId: id, err });
@@ -567,8 +574,7 @@ export class InstanceService {
         return this.instances.get(r0.id)!;
       });
       if (r.placed_at === null) continue;
-      const unbilled = r.ready_at === null ? 0 : accruedMicros(r.micros_per_hour, now - r.ready_at) - accruedMicros(r.micros_per_hour, r.billed_periods * r.period_ms);
-      const balanceMicros = Math.round(this.store.ledger.balance(r.account_id) * MICROS_PER_CREDIT) - unbilled;
+      const balanceMicros = liveBalanceMicros(this.store, r.account_id, now); // the figure GET /api/me shows
       if (balanceMicros <= 0) {
         ends.push(this.destroy(r, EndReason.credits, 'The credit balance reached zero'));
       } else if (r.expires_at !== null && now >= r.expires_at) {

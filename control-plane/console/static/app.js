@@ -1,0 +1,592 @@
+// The rc console: one page script, no framework, no build step. Every action goes through the
+// platform API on this origin with the session cookie and, on writes, the session's CSRF token.
+// Pages are client-side routes (the server answers index.html for each, serve.ts).
+
+const main = document.getElementById('main');
+const nav = document.getElementById('nav');
+const who = document.getElementById('who');
+
+/** The signed-in account and the session's CSRF token (null when signed out). */
+const session = { account: null, csrf: null };
+/** What the current page must stop when another page renders (event streams, timers). */
+let cleanups = [];
+
+// ---- small DOM helpers -----------------------------------------------------------------------
+
+/** h('tag', {attr: value, onclick: fn}, ...children): an element; null/false children are skipped. */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+let idSeq = 0;
+/** A labelled form field; `input` gets an id and, with a hint, aria-describedby. */
+function field(label, input, hint) {
+  const id = input.id || `f${++idSeq}`;
+  input.id = id;
+  const hintEl = hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null;
+  if (hintEl) input.setAttribute('aria-describedby', hintEl.id);
+  if (input.type === 'checkbox') return h('div', { class: 'field check' }, input, h('label', { for: id }, label), hintEl);
+  return h('div', { class: 'field' }, h('label', { for: id }, label), input, hintEl);
+}
+
+/** Replaces the page with a heading (focused, for screen readers) and `children`. */
+function page(title, ...children) {
+  document.title = `${title} · rc console`;
+  const h1 = h('h1', { tabindex: '-1' }, title);
+  main.replaceChildren(h1, ...children.flat());
+  h1.focus();
+}
+
+/** An error box whose text is announced when set. */
+const alertBox = () => h('div', { class: 'alert', role: 'alert' });
+
+const fmtCredits = (n) => (Math.round(n * 10000) / 10000).toLocaleString(undefined, { maximumFractionDigits: 4 });
+const fmtTime = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
+function fmtIn(iso) {
+  if (!iso) return '';
+  const s = Math.round((Date.parse(iso) - Date.now()) / 1000);
+  if (s <= 0) return 'now';
+  const hrs = Math.floor(s / 3600), min = Math.floor((s % 3600) / 60);
+  return hrs ? `in ${hrs} h ${min} min` : min ? `in ${min} min` : `in ${s} s`;
+}
+
+/** A read-only code block with a Copy button. */
+function snippet(text, label) {
+  const pre = h('pre', { 'aria-label': label, tabindex: '0' }, text);
+  const copy = h('button', { type: 'button', class: 'secondary', onclick: async () => {
+    try { await navigator.clipboard.writeText(text); copy.textContent = 'Copied'; } catch { copy.textContent = 'Select and copy'; }
+  } }, 'Copy');
+  return h('div', { class: 'snippet' }, pre, copy);
+}
+
+/** A modal confirmation; resolves true when confirmed. */
+function confirmDialog(title, text, confirmLabel, danger) {
+  return new Promise((resolve) => {
+    const ok = h('button', { type: 'submit', value: 'ok', class: danger ? 'danger' : '' }, confirmLabel);
+    const dlg = h('dialog', { 'aria-labelledby': 'dlg-title' },
+      h('form', { method: 'dialog' },
+        h('h2', { id: 'dlg-title' }, title), h('p', {}, text),
+        h('div', { class: 'row' }, ok, h('button', { type: 'submit', value: 'cancel', class: 'secondary' }, 'Cancel'))));
+    dlg.addEventListener('close', () => { resolve(dlg.returnValue === 'ok'); dlg.remove(); });
+    document.body.append(dlg);
+    dlg.showModal();
+  });
+}
+
+// ---- the API -----------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, detail) {
+    super(typeof detail === 'string' ? detail : (detail && detail.message) || `HTTP ${status}`);
+    this.status = status;
+    this.detail = detail;
+  }
+}
+
+/** Calls the platform API; JSON in and out. An unverified account's 403 goes to the review page. */
+async function api(method, path, body) {
+  const headers = { accept: 'application/json' };
+  if (method !== 'GET') {
+    headers['content-type'] = 'application/json';
+    if (session.csrf) headers['x-csrf-token'] = session.csrf;
+  }
+  const res = await fetch(path, { method, headers, credentials: 'same-origin', body: method === 'GET' ? undefined : JSON.stringify(body || {}) });
+  const data = await res.json().catch(() => ({}));
+  if (res.ok) return data;
+  const detail = data.detail;
+  if (res.status === 403 && detail && detail.code === 'account_not_verified') {
+    go(detail.redirect || '/review');
+  } else if (res.status === 401 && session.account && path !== '/api/auth/login') {
+    setSession(null);
+    go('/signin');
+  }
+  throw new ApiError(res.status, detail);
+}
+
+/** Runs `fn` with the button disabled, showing an error in `box`. */
+async function act(button, box, fn) {
+  box.textContent = '';
+  if (button) button.disabled = true;
+  try {
+    await fn();
+  } catch (err) {
+    box.textContent = err.message;
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+function setSession(s) {
+  session.account = s ? s.account : null;
+  session.csrf = s ? s.csrf_token : null;
+  nav.hidden = !session.account;
+  who.replaceChildren();
+  if (session.account) {
+    append(who, [
+      h('span', {}, session.account.email, session.account.verified ? '' : ' (under review)'),
+      h('button', { type: 'button', class: 'secondary', onclick: signOut }, 'Sign out'),
+    ]);
+  }
+}
+
+async function signOut() {
+  try { await api('POST', '/api/auth/logout', {}); } catch { /* signed out anyway */ }
+  setSession(null);
+  go('/signin');
+}
+
+// ---- pages ---------------------------------------------------------------------------------------
+
+function authPage(kind) {
+  const signup = kind === 'signup';
+  const err = alertBox();
+  const email = h('input', { type: 'email', name: 'email', autocomplete: 'email', required: true });
+  const password = h('input', { type: 'password', name: 'password', autocomplete: signup ? 'new-password' : 'current-password', required: true, minlength: '8' });
+  const submit = h('button', { type: 'submit' }, signup ? 'Create account' : 'Sign in');
+  const form = h('form', { class: 'card', novalidate: true, onsubmit: (e) => {
+    e.preventDefault();
+    act(submit, err, async () => {
+      const s = await api('POST', signup ? '/api/auth/signup' : '/api/auth/login', { email: email.value, password: password.value });
+      setSession(s);
+      go(s.account.verified ? '/instance' : '/review');
+    });
+  } },
+  err,
+  field('E-mail', email),
+  field('Password', password, signup ? 'At least 8 characters.' : null),
+  submit);
+  page(signup ? 'Create an account' : 'Sign in', form,
+    signup ? h('p', {}, 'Have an account? ', h('a', { href: '/signin' }, 'Sign in'))
+      : h('p', {}, 'New here? ', h('a', { href: '/signup' }, 'Create an account')));
+}
+
+function reviewPage() {
+  const err = alertBox();
+  const check = h('button', { type: 'button', onclick: () => act(check, err, async () => {
+    setSession(await api('GET', '/api/auth/session'));
+    if (session.account.verified) go('/instance');
+    else err.textContent = 'Still under review.';
+  }) }, 'Check again');
+  page('Your account is under review',
+    h('p', { class: 'notice' }, 'An operator reviews new accounts before they can launch GPU instances or hold an API key.'),
+    h('h2', {}, 'Meanwhile'),
+    h('ul', {},
+      h('li', {}, 'The shared model APIs are free and work from this browser session: see ', h('a', { href: '/models' }, 'Model APIs'), '.'),
+      h('li', {}, 'Add your SSH key on the ', h('a', { href: '/account' }, 'Account'), ' page, and redeem coupons on ', h('a', { href: '/credits' }, 'Credits'), '.')),
+    err, check);
+}
+
+// -- templates
+
+const INSTANCE_TYPES = ['jupyter', 'gradio', 'streamlit', 'comfyui', 'vllm', 'sglang', 'custom'];
+const ROUTED_PORTS = [[7860, 'gradio'], [8501, 'streamlit'], [8188, 'comfyui'], [8000, 'vllm'], [30000, 'sglang']];
+
+async function templatesPage() {
+  const err = alertBox();
+  page('Templates', err, h('p', { class: 'muted' }, 'Loading…'));
+  const [mine, pub] = await Promise.all([api('GET', '/api/profile/templates'), api('GET', '/api/templates')]);
+  const cell = (label, ...c) => h('td', { 'data-label': label }, c);
+  const rows = mine.templates.map((t) => h('tr', {},
+    cell('Title', t.title), cell('Image', h('code', {}, t.image)), cell('Type', t.instance_type),
+    cell('SSH', t.ssh_enabled ? 'yes' : 'no'), cell('Visibility', t.enabled ? 'public' : 'private'),
+    cell('Actions', h('div', { class: 'row' },
+      h('a', { class: 'button', href: `/launch/${t.id}`, 'aria-label': `Launch ${t.title}` }, 'Launch'),
+      h('a', { href: `/templates/${t.id}/edit`, 'aria-label': `Edit ${t.title}` }, 'Edit'),
+      h('button', { type: 'button', class: 'secondary', 'aria-label': `Delete ${t.title}`, onclick: async (e) => {
+        if (!(await confirmDialog('Delete template?', `“${t.title}” will be deleted. Running instances keep their configuration.`, 'Delete', true))) return;
+        act(e.target, err, async () => { await api('DELETE', `/api/profile/templates/${t.id}`); templatesPage(); });
+      } }, 'Delete')))));
+  const publicCards = pub.templates.filter((t) => !t.owned).map((t) => h('article', { class: 'card' },
+    h('h3', {}, t.title), h('p', { class: 'muted' }, t.description || `${t.instance_type} · ${t.image}`),
+    h('a', { class: 'button', href: `/launch/${t.id}`, 'aria-label': `Launch ${t.title}` }, 'Launch')));
+  page('Templates', err,
+    h('div', { class: 'row' }, h('a', { class: 'button', href: '/templates/new' }, 'New template')),
+    h('h2', {}, 'Your templates'),
+    rows.length
+      ? h('div', { class: 'table' }, h('table', { class: 'stack' }, h('thead', {}, h('tr', {}, ['Title', 'Image', 'Type', 'SSH', 'Visibility', 'Actions'].map((c) => h('th', { scope: 'col' }, c)))), h('tbody', {}, rows)))
+      : h('p', { class: 'muted' }, 'None yet.'),
+    h('h2', {}, 'Public templates'),
+    publicCards.length ? h('div', { class: 'grid' }, publicCards) : h('p', { class: 'muted' }, 'None published.'));
+}
+
+async function templateFormPage(id) {
+  const editing = id !== undefined;
+  page(editing ? 'Edit template' : 'New template', h('p', { class: 'muted' }, 'Loading…'));
+  const [{ images }, t] = await Promise.all([
+    api('GET', '/api/profile/templates'),
+    editing ? api('GET', `/api/profile/templates/${id}`) : Promise.resolve(null),
+  ]);
+  const v = t || { title: '', image: images[0] ? images[0].image : '', instance_type: 'gradio', app_port: null, start_command: '', ssh_enabled: false, persistent_storage: false, disk_gb: 100, enabled: false, description: '', slug: null, branch: 'main', tags: [], sort_order: 0 };
+  const err = alertBox();
+  const opt = (value, label, selected) => h('option', { value, selected }, label);
+  const title = h('input', { name: 'title', required: true, value: v.title, maxlength: '200' });
+  const image = h('select', { name: 'image' }, images.map((i) => opt(i.image, `${i.name} (${i.image})`, i.image === v.image)));
+  if (t && !images.some((i) => i.image === t.image)) image.prepend(opt(t.image, `${t.image} (disabled: pick another)`, true));
+  const type = h('select', { name: 'instance_type' }, INSTANCE_TYPES.map((x) => opt(x, x, x === v.instance_type)));
+  const port = h('select', { name: 'app_port' }, opt('', 'Default of the instance type', v.app_port === null), ROUTED_PORTS.map(([p, n]) => opt(String(p), `${p} (${n})`, p === v.app_port)));
+  const command = h('textarea', { name: 'start_command', rows: '3' });
+  command.value = v.start_command || '';
+  const description = h('textarea', { name: 'description', rows: '2' });
+  description.value = v.description || '';
+  const ssh = h('input', { type: 'checkbox', name: 'ssh_enabled', checked: v.ssh_enabled });
+  const persistent = h('input', { type: 'checkbox', name: 'persistent_storage', checked: v.persistent_storage });
+  const disk = h('input', { type: 'number', name: 'disk_gb', min: '100', max: '200', step: '1', value: String(v.disk_gb), inputmode: 'numeric' });
+  const enabled = h('input', { type: 'checkbox', name: 'enabled', checked: v.enabled });
+  const submit = h('button', { type: 'submit' }, editing ? 'Save' : 'Create template');
+  const form = h('form', { class: 'card', novalidate: true, onsubmit: (e) => {
+    e.preventDefault();
+    act(submit, err, async () => {
+      // PUT replaces the template: send every field, the ones this form does not show as loaded.
+      const body = {
+        title: title.value, image: image.value, instance_type: type.value,
+        app_port: port.value ? Number(port.value) : null, start_command: command.value.trim() || null,
+        description: description.value.trim() || null, ssh_enabled: ssh.checked, persistent_storage: persistent.checked,
+        disk_gb: disk.value === '' ? 100 : Number(disk.value),
+        slug: v.slug || null, category: v.category || null, tags: v.tags || [], repo_url: v.repo_url || null, branch: v.branch || 'main',
+        notebook_path: v.notebook_path || null, cover_url: v.cover_url || null, sort_order: v.sort_order || 0,
+      };
+      if (session.account.is_editor) body.enabled = enabled.checked;
+      await api(editing ? 'PUT' : 'POST', editing ? `/api/profile/templates/${id}` : '/api/profile/templates', body);
+      go('/templates');
+    });
+  } },
+  err,
+  field('Title', title),
+  field('Image', image, 'From the image catalog.'),
+  field('Instance type', type),
+  field('App port', port, 'Only routed ports are reachable through the instance proxy.'),
+  field('Start command', command, 'Required for vllm and sglang. The routed port is in $PORT.'),
+  field('Description', description),
+  field('SSH access', ssh, 'Cannot be added to a running instance.'),
+  field('Persistent storage', persistent, 'Files survive destroy and relaunch only with this on.'),
+  field('Disk size (GB)', disk, '100 to 200: up to 100 GB for 1 GPU, 150 for 2, 200 for 4.'),
+  session.account.is_editor ? field('Publish publicly', enabled) : null,
+  h('div', { class: 'row' }, submit, h('a', { href: '/templates' }, 'Cancel')));
+  page(editing ? 'Edit template' : 'New template', form);
+}
+
+async function launchPage(id) {
+  page('Launch', h('p', { class: 'muted' }, 'Loading…'));
+  const { templates } = await api('GET', '/api/templates');
+  const t = templates.find((x) => String(x.id) === id);
+  if (!t) return page('Launch', h('p', { class: 'alert' }, 'Template not found.'), h('a', { href: '/templates' }, 'Back to templates'));
+  const err = alertBox();
+  const radios = [1, 2, 4].map((n) => h('label', { class: 'row' }, h('input', { type: 'radio', name: 'gpu_count', value: String(n), checked: n === 1 }), `${n} GPU${n > 1 ? 's' : ''}`));
+  const submit = h('button', { type: 'submit' }, 'Launch');
+  const form = h('form', { class: 'card', onsubmit: (e) => {
+    e.preventDefault();
+    const gpu_count = Number(form.querySelector('input[name=gpu_count]:checked').value);
+    act(submit, err, async () => {
+      try {
+        await api('POST', `/api/templates/${t.id}/launch`, { gpu_count });
+      } catch (e2) {
+        // Launch verification: this browser session may get a single-use token, then retry once.
+        if (e2.status !== 403 || !/launch verification/i.test(e2.message)) throw e2;
+        const { launch_verification_token } = await api('POST', '/api/profile/launch-verification-token', {});
+        await api('POST', `/api/templates/${t.id}/launch`, { gpu_count, launch_verification_token });
+      }
+      go('/instance');
+    });
+  } },
+  err,
+  h('dl', { class: 'facts' }, h('dt', {}, 'Image'), h('dd', {}, t.image), h('dt', {}, 'Type'), h('dd', {}, t.instance_type),
+    h('dt', {}, 'Disk'), h('dd', {}, `${t.disk_gb} GB${t.persistent_storage ? ', persistent' : ''}`)),
+  h('fieldset', {}, h('legend', {}, 'GPUs'), radios),
+  h('p', { class: 'hint' }, 'Credits are spent per GPU-hour while the instance exists, idle or not.'),
+  submit);
+  page(`Launch ${t.title}`, form);
+}
+
+// -- the instance
+
+function instancePage() {
+  const err = alertBox();
+  const statusBox = h('section', { class: 'card', 'aria-labelledby': 'st-h' }, h('p', { class: 'muted' }, 'Connecting…'));
+  const logs = h('pre', { id: 'logs', role: 'log', 'aria-label': 'Instance logs', tabindex: '0' });
+  const logsNote = h('p', { class: 'hint', 'aria-live': 'polite' });
+  page('Instance', err, statusBox, h('h2', {}, 'Logs'), logsNote, logs);
+
+  let current = null;
+  let received = 0;
+  let logStream = null;
+  let logsFor = null;
+
+  function followLogs(id) {
+    if (logStream) logStream.close();
+    logsFor = id;
+    logs.textContent = '';
+    logsNote.textContent = 'Following…';
+    logStream = new EventSource('/api/notebook/logs?tail=200&follow=1');
+    logStream.addEventListener('log', (e) => {
+      const atEnd = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
+      logs.append(e.data + '\n');
+      if (atEnd) logs.scrollTop = logs.scrollHeight;
+    });
+    logStream.addEventListener('end', (e) => { logsNote.textContent = `Instance ${JSON.parse(e.data).status}; end of logs.`; logStream.close(); });
+    logStream.addEventListener('stream_error', (e) => { logsNote.textContent = JSON.parse(e.data).detail; logStream.close(); });
+  }
+
+  function spentNow() {
+    if (!current) return 0;
+    const live = (current.status === 'pending' || current.status === 'ready') && current.placed_at && !current.ended_at;
+    return current.credits_spent + (live ? ((Date.now() - received) / 3600000) * current.credits_per_hour : 0);
+  }
+
+  function render(st) {
+    if (!st) {
+      statusBox.replaceChildren(h('h2', { id: 'st-h' }, 'No instance yet'), h('p', {}, 'Launch one from ', h('a', { href: '/templates' }, 'a template'), '.'));
+      return;
+    }
+    const live = st.status === 'pending' || st.status === 'ready';
+    const facts = [];
+    const fact = (k, ...v) => facts.push(h('dt', {}, k), h('dd', {}, v));
+    fact('Status', h('span', { id: 'status', class: `badge s-${st.status}` }, st.status), st.message !== st.status ? ` ${st.message}` : '');
+    if (st.queue_position) fact('Queue', `position ${st.queue_position} (waiting for free GPUs)`);
+    if (st.reason) fact('Reason', h('code', {}, st.reason));
+    if (st.detail) fact('Detail', st.detail);
+    fact('Template', st.template_title, ` · ${st.instance_type} · ${st.gpu_count} GPU${st.gpu_count > 1 ? 's' : ''} · ${st.disk_gb} GB`);
+    if (live) fact('Open', st.status === 'ready' ? h('a', { id: 'open-app', href: st.base_url, target: '_blank', rel: 'noopener' }, st.base_url) : h('span', { class: 'muted' }, 'when ready'));
+    fact('Credits', h('span', { id: 'spent' }, fmtCredits(spentNow())), ` spent · ${fmtCredits(st.credits_per_hour)} per hour`);
+    if (live && st.expires_at) fact('Lifetime ends', fmtTime(st.expires_at), ` (${fmtIn(st.expires_at)})`);
+    if (live && st.idle_expires_at) fact('Idle stop', fmtTime(st.idle_expires_at), ` (${fmtIn(st.idle_expires_at)}, unless used)`);
+    if (st.ssh) fact('SSH', h('code', {}, `ssh -p ${st.ssh.port} root@${st.ssh.host}`));
+    const parts = [h('h2', { id: 'st-h' }, st.template_title), h('dl', { class: 'facts' }, facts)];
+    if (st.dedicated_base_url) {
+      parts.push(h('h3', {}, 'Dedicated endpoint'), snippet(
+        `from openai import OpenAI\nclient = OpenAI(base_url="${st.dedicated_base_url}", api_key="YOUR_API_KEY")\n` +
+        `print(client.chat.completions.create(model="<served model>", messages=[{"role": "user", "content": "hi"}]))`, 'Dedicated endpoint client'));
+    }
+    if (live) {
+      const destroy = h('button', { type: 'button', class: 'danger', onclick: async () => {
+        if (!(await confirmDialog('Destroy instance?', 'It stops now and billing stops. Files not on persistent storage are deleted.', 'Destroy', true))) return;
+        act(destroy, err, () => api('DELETE', '/api/notebook/current'));
+      } }, 'Destroy');
+      parts.push(h('div', { class: 'row' }, destroy));
+    } else {
+      parts.push(h('p', {}, h('a', { href: '/templates' }, 'Launch again')));
+    }
+    statusBox.replaceChildren(...parts);
+  }
+
+  const events = new EventSource('/api/notebook/events');
+  events.addEventListener('status', (e) => {
+    current = JSON.parse(e.data);
+    received = Date.now();
+    render(current);
+    if (current && current.instance_id !== logsFor) followLogs(current.instance_id);
+    else if (current && logStream && logStream.readyState === EventSource.CLOSED && (current.status === 'pending' || current.status === 'ready')) followLogs(current.instance_id);
+  });
+  events.addEventListener('error', () => { if (events.readyState === EventSource.CLOSED) err.textContent = 'Lost the status stream; reload the page.'; });
+  const tick = setInterval(() => {
+    const el = document.getElementById('spent');
+    if (el) el.textContent = fmtCredits(spentNow());
+  }, 1000);
+  cleanups.push(() => events.close(), () => logStream && logStream.close(), () => clearInterval(tick));
+}
+
+// -- credits
+
+async function creditsPage() {
+  const err = alertBox();
+  const balance = h('strong', { id: 'balance' }, '…');
+  const coupon = h('input', { name: 'coupon', autocomplete: 'off', required: true, spellcheck: 'false' });
+  const redeem = h('button', { type: 'submit' }, 'Redeem');
+  const result = h('p', { role: 'status' });
+  const tbody = h('tbody');
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Older entries');
+  let before = null;
+  async function refreshBalance() { balance.textContent = fmtCredits((await api('GET', '/api/me')).credits); }
+  async function loadLedger(reset) {
+    if (reset) { tbody.replaceChildren(); before = null; }
+    const q = before ? `?limit=25&before=${before}` : '?limit=25';
+    const pageData = await api('GET', `/api/credits/ledger${q}`);
+    for (const e of pageData.entries) {
+      tbody.append(h('tr', {}, h('td', { 'data-label': 'When' }, fmtTime(e.created_at)), h('td', { 'data-label': 'Kind' }, e.kind.replace('_', ' ')),
+        h('td', { 'data-label': 'Reference' }, e.ref || ''), h('td', { class: 'num', 'data-label': 'Credits' }, (e.credits > 0 ? '+' : '') + fmtCredits(e.credits))));
+    }
+    before = pageData.next_before;
+    more.hidden = before === null;
+  }
+  more.onclick = () => act(more, err, () => loadLedger(false));
+  const form = h('form', { class: 'card', onsubmit: (e) => {
+    e.preventDefault();
+    result.textContent = '';
+    act(redeem, err, async () => {
+      const r = await api('POST', '/api/credits/redeem', { coupon: coupon.value });
+      result.textContent = `Added ${fmtCredits(r.credits_added)} credits.`;
+      coupon.value = '';
+      balance.textContent = fmtCredits(r.credits);
+      await loadLedger(true);
+    });
+  } }, field('Coupon code', coupon), redeem, result);
+  page('Credits', err,
+    h('p', { class: 'card' }, 'Balance: ', balance, ' credits', h('span', { class: 'hint' }, ' (live: includes what a running instance has used so far)')),
+    h('h2', {}, 'Redeem a coupon'), form,
+    h('h2', {}, 'Ledger'),
+    h('div', { class: 'table' }, h('table', { class: 'stack' }, h('thead', {}, h('tr', {}, ['When', 'Kind', 'Reference', 'Credits'].map((c, i) => h('th', { scope: 'col', class: i === 3 ? 'num' : null }, c)))), tbody)),
+    more);
+  await Promise.all([refreshBalance(), loadLedger(true)]);
+  const t = setInterval(() => refreshBalance().catch(() => {}), 10000);
+  cleanups.push(() => clearInterval(t));
+}
+
+// -- model APIs
+
+async function modelsPage() {
+  page('Model APIs', h('p', { class: 'muted' }, 'Loading…'));
+  const [cat, usage] = await Promise.all([api('GET', '/api/models'), api('GET', '/api/profile/model-usage')]);
+  const key = session.account.api_token ? 'YOUR_API_KEY' : '(verified accounts get an API key)';
+  const openai = cat.openai_base_url || '<gateway>/v1';
+  const anthropic = cat.anthropic_base_url || '<gateway>/api';
+  const first = cat.models[0] ? cat.models[0].name : 'MODEL';
+  const pct = (n) => `${Math.min(100, (100 * n) / Math.max(1, usage.daily_cap)).toFixed(1)}%`;
+  const byModel = Object.entries(usage.by_model || {});
+  page('Model APIs',
+    h('p', {}, 'Free shared models with a daily token cap, separate from credits.'),
+    h('h2', {}, 'Today'),
+    h('p', {}, `${usage.tokens_used.toLocaleString()} of ${usage.daily_cap.toLocaleString()} tokens used (${usage.requests} requests); resets ${fmtTime(usage.resets_at)}.`),
+    h('div', { class: 'bar', role: 'meter', 'aria-label': 'Daily tokens used', 'aria-valuemin': '0', 'aria-valuemax': String(usage.daily_cap), 'aria-valuenow': String(usage.tokens_used) }, h('span', { 'data-w': pct(usage.tokens_used) })),
+    byModel.length ? h('div', { class: 'chart', role: 'list', 'aria-label': 'Tokens by model today' }, byModel.map(([m, u]) => [
+      h('span', { role: 'listitem' }, m), h('div', { class: 'bar', 'aria-hidden': 'true' }, h('span', { 'data-w': pct(u.input_tokens + u.output_tokens) })),
+      h('span', { class: 'num' }, `${(u.input_tokens + u.output_tokens).toLocaleString()} tokens, ${u.requests} req.`)])) : h('p', { class: 'muted' }, 'No requests today.'),
+    h('h2', {}, 'Catalog'),
+    h('div', { class: 'table' }, h('table', {}, h('thead', {}, h('tr', {}, ['Model', 'Tools', 'Reasoning', 'Context'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, cat.models.map((m) => h('tr', {}, h('td', {}, h('code', {}, m.name)), h('td', {}, m.tools ? 'yes' : 'no'),
+        h('td', {}, m.reasoning ? `yes${m.efforts.length ? ` (${m.efforts.join(', ')})` : ''}` : 'no'), h('td', { class: 'num' }, m.max_context.toLocaleString())))))),
+    h('h2', {}, 'Base URLs'),
+    h('dl', { class: 'facts' }, h('dt', {}, 'Chat completions'), h('dd', {}, h('code', {}, openai)), h('dt', {}, 'Messages protocol'), h('dd', {}, h('code', {}, anthropic))),
+    h('h3', {}, 'openai'),
+    snippet(`from openai import OpenAI\nclient = OpenAI(base_url="${openai}", api_key="${key}")\nr = client.chat.completions.create(model="${first}", messages=[{"role": "user", "content": "hi"}])\nprint(r.choices[0].message.content)`, 'openai client'),
+    h('h3', {}, 'Anthropic'),
+    snippet(`from anthropic import Anthropic\nclient = Anthropic(base_url="${anthropic}", api_key="${key}")\nr = client.messages.create(model="${first}", max_tokens=256, messages=[{"role": "user", "content": "hi"}])\nprint(r.content[0].text)`, 'Anthropic client'));
+  // Widths set from script (the CSP allows no inline styles).
+  for (const el of main.querySelectorAll('[data-w]')) el.style.width = el.dataset.w;
+}
+
+// -- account
+
+async function accountPage() {
+  const me = await api('GET', '/api/me');
+  const err = alertBox();
+  const keyBox = h('code', { id: 'api-key' }, me.api_token ? `${me.api_token.slice(0, 6)}…` : 'none (your account is under review)');
+  let shown = false;
+  const show = h('button', { type: 'button', class: 'secondary', hidden: !me.api_token, onclick: () => {
+    shown = !shown;
+    keyBox.textContent = shown ? me.api_token : `${me.api_token.slice(0, 6)}…`;
+    show.textContent = shown ? 'Hide' : 'Show';
+  } }, 'Show');
+  const rotate = h('button', { type: 'button', class: 'danger', hidden: !me.verified, onclick: async () => {
+    if (!(await confirmDialog('Rotate the API key?', 'A new key is issued and the old one stops working at once, everywhere it is used.', 'Rotate', true))) return;
+    act(rotate, err, async () => {
+      me.api_token = (await api('POST', '/api/profile/api-token', {})).api_token;
+      shown = true;
+      keyBox.textContent = me.api_token;
+      show.textContent = 'Hide';
+      show.hidden = false;
+      rotated.textContent = 'New key issued; the old key no longer works.';
+    });
+  } }, 'Rotate key');
+  const rotated = h('p', { role: 'status' });
+  const ssh = h('textarea', { name: 'ssh_public_key', rows: '3', spellcheck: 'false' });
+  ssh.value = me.ssh_public_key || '';
+  const saveSsh = h('button', { type: 'submit' }, 'Save SSH key');
+  const sshDone = h('p', { role: 'status' });
+  const sshErr = alertBox();
+  page('Account', err,
+    h('dl', { class: 'facts card' }, h('dt', {}, 'E-mail'), h('dd', {}, me.email), h('dt', {}, 'Status'), h('dd', {}, me.verified ? 'verified' : 'under review'),
+      h('dt', {}, 'Sign-in'), h('dd', {}, me.provider)),
+    h('h2', {}, 'API key'),
+    h('div', { class: 'card' }, h('p', { class: 'row' }, keyBox, show), h('p', { class: 'warning' }, 'Rotating issues a new key and revokes the old one immediately.'), rotate, rotated),
+    h('h2', {}, 'SSH key'),
+    h('form', { class: 'card', onsubmit: (e) => {
+      e.preventDefault();
+      sshDone.textContent = '';
+      act(saveSsh, sshErr, async () => {
+        const r = await api('POST', '/api/profile/ssh-key', { ssh_public_key: ssh.value });
+        ssh.value = r.ssh_public_key || '';
+        sshDone.textContent = r.ssh_public_key ? 'Saved; used by instances launched from now on.' : 'Removed.';
+      });
+    } }, sshErr, field('Public key', ssh, 'One line, e.g. ssh-ed25519 AAAA… Empty removes it. Applies to instances launched afterwards.'), saveSsh, sshDone));
+}
+
+// ---- routing ---------------------------------------------------------------------------------------
+
+/** [pattern, page, needs: 'none' | 'signed-in' | 'verified'] */
+const ROUTES = [
+  [/^\/signin$/, () => authPage('signin'), 'none'],
+  [/^\/signup$/, () => authPage('signup'), 'none'],
+  [/^\/review$/, reviewPage, 'signed-in'],
+  [/^\/templates$/, templatesPage, 'verified'],
+  [/^\/templates\/new$/, () => templateFormPage(), 'verified'],
+  [/^\/templates\/(\d+)\/edit$/, (m) => templateFormPage(m[1]), 'verified'],
+  [/^\/launch\/(\d+)$/, (m) => launchPage(m[1]), 'verified'],
+  [/^\/instance$/, instancePage, 'verified'],
+  [/^\/credits$/, creditsPage, 'signed-in'],
+  [/^\/models$/, modelsPage, 'signed-in'],
+  [/^\/account$/, accountPage, 'signed-in'],
+];
+
+function go(path, replace) {
+  if (replace) history.replaceState(null, '', path);
+  else if (location.pathname !== path) history.pushState(null, '', path);
+  render();
+}
+
+async function render() {
+  for (const c of cleanups.splice(0)) c();
+  const path = location.pathname;
+  if (path === '/') return go(session.account ? (session.account.verified ? '/instance' : '/review') : '/signin', true);
+  const found = ROUTES.find(([re]) => re.test(path));
+  if (!found) return page('Not found', h('p', {}, 'No such page. ', h('a', { href: '/' }, 'Home')));
+  const [re, fn, needs] = found;
+  if (needs !== 'none' && !session.account) return go('/signin', true);
+  if (needs === 'verified' && !session.account.verified) return go('/review', true);
+  for (const a of nav.querySelectorAll('a')) {
+    if (path.startsWith(a.getAttribute('href'))) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  try {
+    await fn(re.exec(path));
+  } catch (err) {
+    if (!(err instanceof ApiError && (err.status === 401 || (err.status === 403 && err.detail && err.detail.code)))) {
+      page('Something went wrong', h('p', { class: 'alert', role: 'alert' }, err.message));
+    }
+  }
+}
+
+// Same-origin links to console pages render without a page load.
+document.addEventListener('click', (e) => {
+  const a = e.target.closest('a');
+  if (!a || a.target || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  const url = new URL(a.href);
+  if (url.origin !== location.origin || url.pathname.startsWith('/api/') || url.pathname.startsWith('/console/')) return;
+  e.preventDefault();
+  go(url.pathname);
+});
+addEventListener('popstate', render);
+
+(async function boot() {
+  try {
+    const res = await fetch('/api/auth/session', { credentials: 'same-origin', headers: { accept: 'application/json' } });
+    setSession(res.ok ? await res.json() : null);
+  } catch {
+    setSession(null);
+  }
+  render();
+})();

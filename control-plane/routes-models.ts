@@ -1,0 +1,26 @@
+// GET /api/models: the shared model catalog as the console shows it (names and capabilities,
+// never upstream addresses) with the gateway's base URLs for the two client protocols.
+import type { ApiDeps } from './deps.js';
+import { route, type Route } from './router.js';
+import { mergedCatalog } from './sources.js';
+
+export function modelRoutes(deps: ApiDeps): Route[] {
+  return [
+    route({
+      method: 'get', path: '/api/models', access: 'required',
+      summary: 'The shared model catalog and the gateway base URLs (chat completions and messages protocol)',
+      handle() {
+        const gateway = deps.gatewayUrl ?? null;
+        return {
+          body: {
+            models: mergedCatalog(deps.configuredModels, deps.store).map((m) => ({
+              name: m.name, tools: m.tools, reasoning: m.reasoning, efforts: m.efforts, max_context: m.maxContext,
+            })),
+            openai_base_url: gateway && `${gateway}/v1`,
+            anthropic_base_url: gateway && `${gateway}/api`,
+          },
+        };
+      },
+    }),
+  ];
+}
