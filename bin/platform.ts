@@ -54,6 +54,7 @@ export interface ControlPlaneParts {
 /** Everything on one machine (`rc start`): the control plane plus a gateway and a local agent. */
 export interface Platform extends ControlPlaneParts {
   gateway: Gateway;
+  tunnels: Server;
   agent: AgentHandle;
 }
 

@@ -32,6 +32,7 @@ const SECURITY: Record<Access, Record<string, string[]>[]> = {
   optional: [{}, { bearer: [] }, { session: [] }],
   required: [{ bearer: [] }, { session: [] }],
   admin: [{ adminToken: [] }],
+  internal: [{ internalToken: [] }],
 };
 
 const errorBody = {
@@ -87,6 +88,7 @@ export function openApiDocument(routes: readonly Route[]): JsonSchema {
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key `rc-...` (GET /api/me `api_token`)' },
         session: { type: 'apiKey', in: 'cookie', name: 'rc_session', description: 'Browser session from POST /api/auth/login or /signup' },
         adminToken: { type: 'apiKey', in: 'header', name: 'x-rc-admin-token', description: 'Operator token from the data dir (the rc CLI)' },
+        internalToken: { type: 'apiKey', in: 'header', name: 'x-rc-internal-token', description: 'Internal token of the gateways learning from the control plane (internal API)' },
       },
     },
   };
