@@ -117,7 +117,7 @@ test('rc-tunnel inside an instance: public URL, status and logs', async (t) => {
   assert.ok(f.activity.includes('i_nb'));
 
   // status and logs, run as a user would inside the instance (same instance directory).
-  const home = join(dataDir, 'instances', 'i_nb', 'home');
+  const home = join(`${dataDir}-instances`, 'homes', 'i_nb');
   assert.ok(existsSync(join(home, '.rc-tunnel', 'token')));
   const env = { PATH: process.env.PATH ?? '', RC_INSTANCE_DIR: home, ...provisioning.env };
   const status = spawnSync(process.execPath, [TUNNEL_JS, 'status', '--json'], { env, encoding: 'utf8', timeout: 20_000 });
