@@ -67,6 +67,9 @@ export function agentOptionsFromConfig(config: Config, logger: Logger): AgentOpt
     stopGraceMs: config.agentStopGraceMs,
     lostControlPlaneGraceMs: config.agentLostControlPlaneMs,
     dockerSocket: config.agentDockerSocket,
+    instancesDir: config.agentInstancesDir || `${resolve(config.dataDir)}-instances`,
+    processUser: config.agentProcessUser,
+    processUntrusted: config.agentProcessUntrusted,
     docker: {
       pullPolicy: config.agentPullPolicy,
       publishHost: config.agentPublishHost,

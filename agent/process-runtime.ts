@@ -1,9 +1,17 @@
 // The process runtime: the start command runs through /bin/sh -c in the instance's own directory,
 // in its own session and process group (so it outlives the agent), with stdout and stderr written
 // straight into the log file. Stop signals the whole group: SIGTERM, then SIGKILL after the grace.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+//
+// It is for one trusted user on their own machine (see agent/README.md, "The process runtime"):
+// when the platform runs as root, instances run as an unprivileged user (instanceUser) in homes
+// outside the data dir, so the platform's 0600 files are out of their reach; it cannot isolate the
+// host network, the loopback services or instances from each other. It refuses to start anything
+// when the agent is reachable from other machines, unless the operator allows it.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { PROJECT_ROOT } from './toolbox.js';
 import { findByEnv, groupMembers, isAlive, readProcStat } from './procfs.js';
 import { StartFailure, type ExitInfo, type Runtime, type StartContext } from './runtime.js';
 import type { RuntimeRef } from './state.js';
@@ -32,19 +40,78 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   }
 }
 
+/** The account instances run as when the agent runs as root. */
+export interface InstanceUser {
+  name: string;
+  uid: number;
+  gid: number;
+}
+
+/** Looks up a local user (`id`); throws a clear error when it does not exist. */
+export function lookupUser(name: string): InstanceUser {
+  try {
+    const uid = Number(execFileSync('id', ['-u', name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+    const gid = Number(execFileSync('id', ['-g', name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+    if (!Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error('unparsable id output');
+    return { name, uid, gid };
+  } catch {
+    throw new Error(`The process runtime runs instances as user ${JSON.stringify(name)} (RC_AGENT_PROCESS_USER) when the agent runs as root, and there is no such user: create it (e.g. useradd --system --no-create-home ${name}) or name another one`);
+  }
+}
+
+/** chown -R without following symlinks (a symlink an instance made must not redirect it). */
+function chownTree(path: string, uid: number, gid: number): void {
+  const st = lstatSync(path);
+  if (st.isSymbolicLink()) return;
+  chownSync(path, uid, gid);
+  if (st.isDirectory()) for (const name of readdirSync(path)) chownTree(join(path, name), uid, gid);
+}
+
+export interface ProcessRuntimeOptions {
+  agentId: string;
+  /** Instances run as this user; undefined: as the agent's own user (it does not run as root). */
+  user: InstanceUser | undefined;
+  /** A directory outside the data dir for the `rc` and `rc-tunnel` commands put on instances' PATH. */
+  binDir: string;
+  /** Why starts are refused (the agent is reachable from other machines); undefined: they are not. */
+  refusal: string | undefined;
+}
+
+/** Writes `rc` and `rc-tunnel` wrappers (the running node, this install) into `binDir`. */
+function writeCommands(binDir: string): void {
+  mkdirSync(binDir, { recursive: true, mode: 0o755 });
+  chmodSync(binDir, 0o755);
+  for (const [name, entry] of [['rc', 'dist/bin/rc.js'], ['rc-tunnel', 'dist/agent/tunnel/main.js']] as const) {
+    writeFileSync(join(binDir, name), `#!/bin/sh\nexec "${process.execPath}" "${join(PROJECT_ROOT, entry)}" "$@"\n`, { mode: 0o755 });
+  }
+}
+
 export class ProcessRuntime implements Runtime {
   readonly kind = 'process' as const;
   readonly checkHost = '127.0.0.1';
   /** Children started by this agent process: their exit events are exact (code and signal). */
   private readonly children = new Map<number, { child: ChildProcess; exit: ExitInfo | undefined }>();
+  private readonly agentId: string;
 
-  constructor(private readonly agentId: string) {}
+  constructor(private readonly opts: ProcessRuntimeOptions) {
+    this.agentId = opts.agentId;
+    writeCommands(opts.binDir);
+  }
 
   async start(ctx: StartContext): Promise<RuntimeRef> {
     const { spec } = ctx;
+    if (this.opts.refusal) throw new StartFailure('runtime_refused', this.opts.refusal);
     if (!spec.startCommand.trim()) throw new StartFailure('start_failed', 'The process runtime needs a start command');
     const env: Record<string, string> = {};
     for (const k of INHERITED_ENV) if (process.env[k] !== undefined) env[k] = process.env[k]!;
+    env.PATH = `${this.opts.binDir}:${env.PATH ?? '/usr/local/bin:/usr/bin:/bin'}`;
+    const user = this.opts.user;
+    if (user) {
+      Object.assign(env, { HOME: ctx.homeDir, USER: user.name, LOGNAME: user.name });
+      // The instance owns its home (files, .ssh) and its named volume; nothing else of the agent's.
+      chownTree(ctx.homeDir, user.uid, user.gid);
+      if (ctx.volumePath && !spec.volume.startsWith('/')) chownTree(ctx.volumePath, user.uid, user.gid);
+    }
     Object.assign(env, spec.env, ctx.agentEnv, { [AGENT_ID_ENV]: this.agentId });
     const mainPort = spec.ports[0];
     if (mainPort !== undefined) env.PORT = String(ctx.hostPorts.get(mainPort));
@@ -54,7 +121,9 @@ export class ProcessRuntime implements Runtime {
     const fd = openSync(ctx.logFile, 'a');
     let child: ChildProcess;
     try {
-      child = spawn('/bin/sh', ['-c', spec.startCommand], { cwd: ctx.homeDir, env, detached: true, stdio: ['ignore', fd, fd] });
+      child = spawn('/bin/sh', ['-c', spec.startCommand], {
+        cwd: ctx.homeDir, env, detached: true, stdio: ['ignore', fd, fd], ...(user ? { uid: user.uid, gid: user.gid } : {}),
+      });
     } catch (err) {
       throw new StartFailure('start_failed', `Could not start /bin/sh: ${(err as Error).message}`);
     } finally {

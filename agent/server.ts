@@ -4,7 +4,7 @@
 import { create } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { randomId } from '../lib/ids.js';
@@ -18,7 +18,8 @@ import { isIP } from 'node:net';
 import { AgentDataDirLockedError, AgentError, AgentInvalidArgumentError, AgentUnauthenticatedError, StopReason } from './errors.js';
 import { detectGpus, GpuAllocator, type GpuConfig } from './gpus.js';
 import { isAlive, readProcStat } from './procfs.js';
-import { ProcessRuntime } from './process-runtime.js';
+import { lookupUser, ProcessRuntime } from './process-runtime.js';
+import { isLoopbackHost } from './broker-relay.js';
 import type { Runtime } from './runtime.js';
 import { agentServiceDefinition, AUTH_METADATA_KEY, ERROR_CODE_METADATA_KEY } from './service.js';
 import { StateStore } from './state.js';
@@ -47,6 +48,15 @@ export interface AgentOptions {
   heartbeatMs?: number;
   /** Docker Engine API socket (docker runtime). */
   dockerSocket?: string;
+  /** Instance homes and process volumes, outside the data dir; default `<dataDir>-instances`. */
+  instancesDir?: string;
+  /** Process runtime, agent running as root: the user instances run as (must exist); default nobody. */
+  processUser?: string;
+  /**
+   * Process runtime: `refuse` (default) starts nothing while the agent listens on a non-loopback
+   * address (tenants would run as host processes); `allow` is the operator's explicit choice.
+   */
+  processUntrusted?: 'refuse' | 'allow';
   /** Docker runtime settings (defaults: DOCKER_DEFAULTS). */
   docker?: Partial<DockerSettings>;
   /** TLS: PEM certificate chain and key; plaintext when absent. */
@@ -149,7 +159,14 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
   const clock = options.clock ?? systemClock;
   const host = options.host ?? '127.0.0.1';
   const dataDir = resolve(options.dataDir);
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  // The token, the state file and the logs: nobody but the agent's user.
+  chmodSync(dataDir, 0o700);
+  const instancesRoot = resolve(options.instancesDir ?? `${dataDir}-instances`);
+  for (const d of [instancesRoot, join(instancesRoot, 'homes'), join(instancesRoot, 'volumes')]) {
+    mkdirSync(d, { recursive: true, mode: 0o711 });
+    chmodSync(d, 0o711); // instances reach their own home by path, and list nobody else's
+  }
   const unlock = lockDataDir(dataDir);
   const store = new StateStore(dataDir, () => randomId('agent_', 9));
   const agentId = store.state.agentId;
@@ -164,7 +181,15 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
       diskQuota: d.diskQuota, toolbox: d.toolbox ? prepareToolbox(join(dataDir, 'toolbox')) : undefined, buildLocalImage: d.buildLocalImage,
     });
   } else {
-    runtime = new ProcessRuntime(agentId);
+    const loopback = isLoopbackHost(host);
+    const refusal = !loopback && options.processUntrusted !== 'allow'
+      ? `The process runtime runs instances as host processes (no isolation from the host network or each other) and this agent listens on ${host}, reachable from other machines: it starts nothing. Use the docker runtime, or set RC_AGENT_PROCESS_UNTRUSTED=allow if every account is trusted.`
+      : undefined;
+    if (refusal) log.warn(refusal);
+    runtime = new ProcessRuntime({
+      agentId, refusal, binDir: join(instancesRoot, 'bin'),
+      user: process.getuid?.() === 0 ? lookupUser(options.processUser ?? 'nobody') : undefined,
+    });
   }
   const gpus = new GpuAllocator(detectGpus({ ...AGENT_DEFAULTS.gpus, ...options.gpus }));
   const supervisor = new Supervisor({
@@ -173,6 +198,7 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
     readyTimeoutMs: options.readyTimeoutMs ?? AGENT_DEFAULTS.readyTimeoutMs,
     servingReadyTimeoutMs: options.servingReadyTimeoutMs ?? AGENT_DEFAULTS.servingReadyTimeoutMs,
     stopGraceMs: options.stopGraceMs ?? AGENT_DEFAULTS.stopGraceMs,
+    instancesRoot,
   });
   try {
     await supervisor.adopt();

@@ -31,6 +31,11 @@ export interface SupervisorOptions {
   servingReadyTimeoutMs: number;
   /** SIGTERM-to-SIGKILL grace when the caller gives none. */
   stopGraceMs: number;
+  /**
+   * Where instance homes (`homes/<id>`) and named process volumes (`volumes/<name>`) live: outside
+   * the data dir, so an instance never needs (nor gets) a way into it.
+   */
+  instancesRoot: string;
   logger: Logger;
   clock: Clock;
 }
@@ -83,6 +88,11 @@ export class Supervisor {
 
   private instanceDir(id: string): string {
     return join(this.store.dir, 'instances', id);
+  }
+
+  /** The instance's working directory and the root of its files (outside the data dir). */
+  private homeDir(id: string): string {
+    return join(this.opts.instancesRoot, 'homes', id);
   }
 
   private logFile(id: string): string {
@@ -187,8 +197,9 @@ export class Supervisor {
       for (const port of spec.ports) hostPorts.set(port, await this.ports.allocate());
       rec.info.endpoints = spec.ports.map((port) => ({ port, host: this.opts.advertiseHost, hostPort: hostPorts.get(port)! }));
       const instanceDir = this.instanceDir(id);
-      const homeDir = join(instanceDir, 'home');
-      mkdirSync(homeDir, { recursive: true });
+      const homeDir = this.homeDir(id);
+      mkdirSync(instanceDir, { recursive: true });
+      mkdirSync(homeDir, { recursive: true, mode: 0o700 });
       for (const [path, content] of Object.entries(spec.files)) {
         const target = join(homeDir, path);
         mkdirSync(dirname(target), { recursive: true });
@@ -200,7 +211,7 @@ export class Supervisor {
       }
       let volumePath: string | undefined;
       if (spec.volume) {
-        volumePath = spec.volume.startsWith('/') ? spec.volume : join(this.store.dir, 'volumes', spec.volume);
+        volumePath = spec.volume.startsWith('/') ? spec.volume : join(this.opts.instancesRoot, 'volumes', spec.volume);
         if (this.runtime.kind === 'process' || spec.volume.startsWith('/')) mkdirSync(volumePath, { recursive: true });
       }
       if (live.abort.signal.aborted) return;
@@ -342,6 +353,7 @@ export class Supervisor {
     this.transition(rec, 'removed', 'removed', '', '', false);
     this.store.save();
     rmSync(this.instanceDir(id), { recursive: true, force: true });
+    rmSync(this.homeDir(id), { recursive: true, force: true });
     return true;
   }
 

@@ -6,7 +6,7 @@
 // Order: bus, simulated backends for models without upstreams, control plane (SQLite), gates,
 // gateway (keys and catalog from the control plane's store, kept current by bus events), local
 // agent. Closing runs in reverse order.
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MemoryBus, RedisBus, type Bus } from '../lib/bus.js';
 import type { Config, ModelEntry } from '../lib/config.js';
@@ -80,7 +80,9 @@ export function startControlPlane(config: Config, logger: Logger): Promise<Contr
 
 async function assemble(config: Config, logger: Logger, parts: Parts): Promise<ControlPlaneParts & Partial<Platform>> {
   const dataDir = resolve(config.dataDir);
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  // SQLite, the seal key, the admin and agent tokens: the platform's user only.
+  chmodSync(dataDir, 0o700);
   const closers: (() => Promise<unknown>)[] = [];
   const close = async () => {
     for (const c of closers.reverse()) await c().catch((err: unknown) => logger.error('close failed', { err }));

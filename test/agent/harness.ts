@@ -34,7 +34,10 @@ export const newToken = () => randomBytes(24).toString('base64url');
 
 export function tempDir(t: TestContext, prefix = 'rc-agent-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(`${dir}-instances`, { recursive: true, force: true }); // an agent's instance homes
+  });
   return dir;
 }
 

@@ -110,9 +110,10 @@ test('a watcher that reconnects with after_seq gets exactly the events it missed
 
 test('files, the SSH key and a persistent volume are provisioned into the instance', async (t) => {
   const { client, dataDir } = await startTestAgent(t);
-  const volume = join(dataDir, 'vol-host');
+  // A named volume: a directory the instance's user owns, outside the data dir (like the home).
+  const volume = join(`${dataDir}-instances`, 'volumes', 'acct-1');
   await client.start({
-    instanceId: 'prov', sshPublicKey: 'ssh-ed25519 AAAAC3Nza test@example', volume,
+    instanceId: 'prov', sshPublicKey: 'ssh-ed25519 AAAAC3Nza test@example', volume: 'acct-1',
     files: { '.rc-tunnel/identity.json': '{"id":"t1"}' },
     startCommand: 'echo "dir=$RC_INSTANCE_DIR vol=$RC_VOLUME_DIR key=$SSH_PUBLIC_KEY"; cat .rc-tunnel/identity.json; echo; cat .ssh/authorized_keys; echo kept > "$RC_VOLUME_DIR/f"; exec sleep 30',
   });
@@ -122,7 +123,7 @@ test('files, the SSH key and a persistent volume are provisioned into the instan
     for await (const l of client.logs('prov', { tail: 10 })) out.push(l);
     return out.length >= 3 ? out : undefined;
   });
-  const home = join(dataDir, 'instances', 'prov', 'home');
+  const home = join(`${dataDir}-instances`, 'homes', 'prov');
   assert.deepEqual(lines, [`dir=${home} vol=${volume} key=ssh-ed25519 AAAAC3Nza test@example`, '{"id":"t1"}', 'ssh-ed25519 AAAAC3Nza test@example']);
   // File contents are never echoed back.
   const info = (await client.list())[0]!;

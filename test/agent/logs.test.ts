@@ -37,7 +37,7 @@ test('logs: tail gives the last N lines, follow delivers new ones, and the strea
   await waitFor(() => followed.length === 2);
   assert.deepEqual(followed, ['line 1500', 'err line']);
   // The working directory of the instance is its own: touch "go" there.
-  const instanceHome = join(dataDir, 'instances', 'talker', 'home');
+  const instanceHome = join(`${dataDir}-instances`, 'homes', 'talker');
   writeFileSync(join(instanceHome, 'go'), '');
   await waitFor(() => followed.includes('later 1'));
   writeFileSync(join(instanceHome, 'go'), '');

@@ -117,7 +117,7 @@ test('rc-tunnel inside an instance: public URL, status and logs', async (t) => {
   assert.ok(f.activity.includes('i_nb'));
 
   // status and logs, run as a user would inside the instance (same instance directory).
-  const home = join(dataDir, 'instances', 'i_nb', 'home');
+  const home = join(`${dataDir}-instances`, 'homes', 'i_nb');
   // The identity is not in anything an app serves by default (issue 14: the gradio demo served its
   // home directory, token included): no file under the instance's home holds it.
   const token = provisioning.env.RC_TUNNEL_TOKEN!;

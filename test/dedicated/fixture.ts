@@ -74,7 +74,10 @@ export async function startGatewayFixture(t: TestContext, o: { maxBodyBytes?: nu
 
 export function tempDir(t: TestContext, prefix = 'rc-dedicated-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(`${dir}-instances`, { recursive: true, force: true }); // an agent's instance homes
+  });
   return dir;
 }
 

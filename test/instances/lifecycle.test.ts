@@ -57,7 +57,7 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   assert.equal(ready.base_url, `http://127.0.0.1:8081/instances/${id}/`);
   assert.equal(ready.ssh.host, '127.0.0.1');
   assert.ok(Number.isInteger(ready.ssh.port) && ready.ssh.port > 0);
-  assert.equal(readFileSync(join(agent.dataDir, 'instances', id, 'home', '.ssh', 'authorized_keys'), 'utf8').trim(), 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey me@laptop');
+  assert.equal(readFileSync(join(`${agent.dataDir}-instances`, 'homes', id, '.ssh', 'authorized_keys'), 'utf8').trim(), 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey me@laptop');
 
   // route(): what the gateway relays to, and the sim answers there.
   const route = p.instances.route(id)!;
@@ -79,6 +79,7 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   assert.equal(p.instances.route(id), undefined);
   await waitFor(() => instanceGroups(agent.handle.agentId, id).length === 0);
   assert.equal(existsSync(join(agent.dataDir, 'instances', id)), false); // nothing kept without persistent storage
+  assert.equal(existsSync(join(`${agent.dataDir}-instances`, 'homes', id)), false);
   assert.equal((await agent.handle.supervisor.list()).length, 0);
   assert.equal((await p.call('DELETE', '/api/notebook/current', { key: me.key })).status, 404);
 
@@ -138,17 +139,17 @@ test('persistent storage survives destroy and relaunch; other files do not', asy
   const cmd = `echo $RC_INSTANCE_ID >> persistent/log; echo $RC_INSTANCE_ID >> home.log; ${simCommand()}`;
   const persistent = p.template(me.id, { persistent_storage: true, start_command: cmd });
   const plain = p.template(me.id, { start_command: `echo $RC_INSTANCE_ID >> home.log; test -z "$RC_PERSISTENT_DIR" && ${simCommand()}` });
-  const volume = join(agent.dataDir, 'volumes', `rc-account-${me.id}`, 'log');
+  const volume = join(`${agent.dataDir}-instances`, 'volumes', `rc-account-${me.id}`, 'log');
 
   const ids: string[] = [];
   for (let i = 0; i < 2; i++) {
     ids.push((await p.call('POST', `/api/templates/${persistent.id}/launch`, { key: me.key, body: {} })).body.instance_id);
     const ready = await waitStatus(p, me.key, 'ready');
     assert.equal(ready.persistent_storage, true);
-    assert.deepEqual(readFileSync(join(agent.dataDir, 'instances', ids[i]!, 'home', 'home.log'), 'utf8').trim().split('\n'), [ids[i]]);
+    assert.deepEqual(readFileSync(join(`${agent.dataDir}-instances`, 'homes', ids[i]!, 'home.log'), 'utf8').trim().split('\n'), [ids[i]]);
     await p.call('DELETE', '/api/notebook/current', { key: me.key });
     await waitStatus(p, me.key, 'stopped');
-    assert.equal(existsSync(join(agent.dataDir, 'instances', ids[i]!)), false);
+    assert.equal(existsSync(join(`${agent.dataDir}-instances`, 'homes', ids[i]!)), false);
   }
   assert.deepEqual(readFileSync(volume, 'utf8').trim().split('\n'), ids);
 
@@ -157,6 +158,6 @@ test('persistent storage survives destroy and relaunch; other files do not', asy
   await waitStatus(p, me.key, 'ready');
   await p.call('DELETE', '/api/notebook/current', { key: me.key });
   await waitStatus(p, me.key, 'stopped');
-  assert.equal(existsSync(join(agent.dataDir, 'instances', other)), false);
+  assert.equal(existsSync(join(`${agent.dataDir}-instances`, 'homes', other)), false);
   assert.deepEqual(readFileSync(volume, 'utf8').trim().split('\n'), ids); // untouched
 });

@@ -31,6 +31,7 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   t.after(() => {
     child.kill('SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
+    rmSync(`${dataDir}-instances`, { recursive: true, force: true });
   });
 
   await waitFor(() => /sim backend .*sim-reasoner/.test(out) || child.exitCode !== null, 30_000);
@@ -106,7 +107,7 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   }, 60_000, 200);
   // `status` runs here, outside the instance: give it what the instance has (its dir, broker and
   // token, which is provisioned in the environment only).
-  const instanceDir = join(dataDir, 'agent', 'instances', appInstance.instance_id, 'home');
+  const instanceDir = join(`${dataDir}-instances`, 'homes', appInstance.instance_id);
   const token = issueTunnelToken(tunnelSecret('', dataDir), appInstance.instance_id);
   const publicUrl = await waitFor(async () => {
     const { stdout: status } = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env: { ...env, RC_INSTANCE_DIR: instanceDir, RC_TUNNEL_BROKER: gateway, RC_TUNNEL_TOKEN: token } });

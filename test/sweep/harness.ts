@@ -86,6 +86,7 @@ export async function startSweepPlatform(extraEnv: Record<string, string> = {}):
       // The platform leaves instances running for the next start to adopt: a test kills them.
       killAgentProcesses(platform.agent.agentId);
       rmSync(dataDir, { recursive: true, force: true });
+      rmSync(`${dataDir}-instances`, { recursive: true, force: true });
     },
   };
 }
