@@ -154,3 +154,19 @@ function openStream(baseUrl: string, key: string): { firstChunk: Promise<void>; 
   })();
   return { firstChunk, done };
 }
+
+test('rc gateway with a control plane: usage errors exit 2', async () => {
+  const { execFile } = await import('node:child_process');
+  const run = (args: string[], env: Record<string, string> = {}) => new Promise<{ code: number; stderr: string }>((resolve) => {
+    execFile(process.execPath, [RC_JS, 'gateway', '--port', '0', ...args], { env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', ...env }, timeout: 30_000 },
+      (err, _stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stderr }));
+  });
+  const both = await run(['--control-plane', 'http://127.0.0.1:1', '--keys-file', '/nonexistent'], { RC_INTERNAL_TOKEN: 'x'.repeat(32) });
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /either a control plane or --keys-file/);
+  const noToken = await run(['--control-plane', 'http://127.0.0.1:1']);
+  assert.equal(noToken.code, 2);
+  assert.match(noToken.stderr, /internal token/);
+  assert.equal((await run(['--control-plane', 'not a url'], { RC_INTERNAL_TOKEN: 'x'.repeat(32) })).code, 2);
+  assert.equal((await run(['--control-plane', 'http://127.0.0.1:1', '--internal-token-file', '/nonexistent'])).code, 2);
+});
