@@ -7,7 +7,7 @@ type Loader = () => Promise<Command>;
 /** Subcommands: name -> loader. Parts add their own line here. */
 const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   start: { summary: 'Run the whole platform on embedded defaults', load: async () => (await import('./start.js')).startCommand },
-  'control-plane': { summary: 'Run the control plane alone (gateways and agents run apart)', load: async () => (await import('./control-plane.js')).controlPlaneCommand },
+  'control-plane': { summary: 'Run the control plane alone (gateways and agents run apart)', load: async () => (await import('./start.js')).controlPlaneCommand },
   sim: { summary: 'Run the simulated OpenAI-compatible serving backend', load: async () => (await import('../sim/cli.js')).simCommand },
   agent: { summary: 'Run the host agent (gRPC) that starts and stops instances', load: async () => (await import('../agent/cli.js')).agentCommand },
   gateway: { summary: 'Run the shared model gateway on its own', load: async () => (await import('../gateway/cli.js')).gatewayCommand },

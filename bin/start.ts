@@ -1,8 +1,11 @@
 // `rc start` (npm start): the whole platform in the foreground on embedded defaults.
+// `rc control-plane`: the same without the embedded gateway and agent, for a fleet. Gateways run
+// apart (`rc gateway` with RC_CONTROL_PLANE_URL, RC_INTERNAL_TOKEN and REDIS_URL) and GPU hosts
+// run `rc agent`, registered with `rc host add`.
 import { parse, untilSignal, type Command } from './cli.js';
-import { loadConfig } from '../lib/config.js';
-import { createLogger } from '../lib/log.js';
-import { startPlatform } from './platform.js';
+import { loadConfig, type Config } from '../lib/config.js';
+import { createLogger, type Logger } from '../lib/log.js';
+import { startControlPlane, startPlatform, type ControlPlaneParts } from './platform.js';
 
 const HELP = `Usage: rc start
 
@@ -11,17 +14,38 @@ simulated backends for the models that have no upstreams. Settings come from the
 and RC_CONFIG (see the README). Ctrl-C stops every part.
 `;
 
-export const startCommand: Command = {
-  summary: 'Run the whole platform on embedded defaults',
-  async run(argv) {
+const CONTROL_PLANE_HELP = `Usage: rc control-plane
+
+Runs the control plane on its own: platform API (RC_API_PORT), scheduling across the registered
+hosts, billing, the instance proxy (RC_PROXY_PORT) and simulated backends for the models that
+have no upstreams. No gateway and no agent run in this process: start \`rc gateway\` replicas with
+RC_CONTROL_PLANE_URL=<this API's URL>, RC_INTERNAL_TOKEN and REDIS_URL, and register each GPU
+host's \`rc agent\` with \`rc host add\`. Set REDIS_URL here too: events reach the gateways over it.
+Prints {"api","proxy","internal_token_file","pid"} as one JSON line on stdout when ready.
+`;
+
+/** A command that starts parts, announces them, and runs until SIGINT or SIGTERM. */
+function serve<P extends ControlPlaneParts>(help: string, start: (config: Config, logger: Logger) => Promise<P>, announce: (p: P, config: Config, logger: Logger) => void): Command['run'] {
+  return async (argv) => {
     const { values } = parse(argv, {});
     if (values.help) {
-      process.stdout.write(HELP);
+      process.stdout.write(help);
       return 0;
     }
     const config = loadConfig();
     const logger = createLogger(config.logLevel, { part: 'platform' });
-    const p = await startPlatform(config, logger);
+    const p = await start(config, logger);
+    announce(p, config, logger);
+    const signal = await untilSignal();
+    logger.info('stopping', { signal });
+    await p.close();
+    return 0;
+  };
+}
+
+export const startCommand: Command = {
+  summary: 'Run the whole platform on embedded defaults',
+  run: serve(HELP, startPlatform, (p, config) => {
     const out = process.stdout;
     out.write('\nrc platform is running\n');
     out.write(`  web console    ${p.controlPlane.url}/\n`);
@@ -35,9 +59,15 @@ export const startCommand: Command = {
     out.write('\nGet an API key (in another terminal):\n');
     out.write('  npx rc account create --email you@example.com --verified --credits 10\n');
     out.write(`Then:\n  curl ${p.gateway.url}/v1/models -H "Authorization: Bearer <api_token>"\n\n`);
-    const signal = await untilSignal();
-    logger.info('stopping', { signal });
-    await p.close();
-    return 0;
-  },
+  }),
+};
+
+export const controlPlaneCommand: Command = {
+  summary: 'Run the control plane alone (gateways and agents run apart)',
+  run: serve(CONTROL_PLANE_HELP, startControlPlane, (p, config, logger) => {
+    if (!config.redisUrl) logger.warn('REDIS_URL is not set: gateways in other processes get no events (they resync every RC_GATEWAY_RESYNC_MS)');
+    process.stdout.write(JSON.stringify({
+      api: p.controlPlane.url, proxy: p.proxy.url, internal_token_file: config.internalToken ? null : `${config.dataDir}/internal.token`, pid: process.pid,
+    }) + '\n');
+  }),
 };

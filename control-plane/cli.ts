@@ -29,6 +29,10 @@ function required(v: Values, name: string): string {
   if (s === undefined || s.trim() === '') throw new UsageError(`--${name} is required`);
   return s;
 }
+/** A `rc host <sub> N` subcommand whose only input is the host name. */
+const byName = (summary: string, op: AdminOpName): Sub => ({
+  summary, usage: 'N', options: { name: { type: 'string' } }, op, positional: true, input: (v, p) => ({ name: hostName(v, p) }),
+});
 /** The host name of `rc host <sub> N` (or --name N). */
 function hostName(v: Values, positional: string | undefined): string {
   if (positional !== undefined && str(v, 'name') !== undefined) throw new UsageError('give the host name once (N or --name N)');
@@ -150,22 +154,8 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
         input: (v) => ({ name: required(v, 'name'), address: required(v, 'address'), token: agentToken(v) }),
       },
       list: { summary: 'List the hosts: name, address, state, GPUs total and free, instances', usage: '', options: {}, op: 'host.list', input: () => ({}) },
-      drain: {
-        summary: 'Stop new placements on a host (its running instances stay)',
-        usage: 'N',
-        options: { name: { type: 'string' } },
-        op: 'host.drain',
-        positional: true,
-        input: (v, p) => ({ name: hostName(v, p) }),
-      },
-      resume: {
-        summary: 'Place instances on a drained host again',
-        usage: 'N',
-        options: { name: { type: 'string' } },
-        op: 'host.resume',
-        positional: true,
-        input: (v, p) => ({ name: hostName(v, p) }),
-      },
+      drain: byName('Stop new placements on a host (its running instances stay)', 'host.drain'),
+      resume: byName('Place instances on a drained host again', 'host.resume'),
       remove: {
         summary: 'Forget a host; refused while instances run there unless --force (which ends them, billed up to now)',
         usage: 'N [--force]',

@@ -12,7 +12,7 @@ import { request } from 'undici';
 import type { Bus, BusEvent } from '../../lib/bus.js';
 import type { ModelEntry } from '../../lib/config.js';
 import { RcError } from '../../lib/errors.js';
-import { gatewaySnapshotSchema, INTERNAL_TOKEN_HEADER, SNAPSHOT_PATH, type GatewaySnapshot, type InstanceRouteWire } from '../../lib/gateway-snapshot.js';
+import { gatewaySnapshotSchema, instanceRouteSchema, INTERNAL_TOKEN_HEADER, SNAPSHOT_PATH, type GatewaySnapshot, type InstanceRouteWire } from '../../lib/gateway-snapshot.js';
 import type { Logger } from '../../lib/log.js';
 import { routesFromInstances } from '../dedicated/from-instances.js';
 import type { InstanceRoutes } from '../dedicated/instance-routes.js';
@@ -175,10 +175,20 @@ export class PlatformFeed {
   private applyRoute(ev: Extract<BusEvent, { type: 'instance.changed' }>): void {
     if (ev.route === undefined) {
       void this.resync('instance changed without its route');
-    } else if (ev.route === null || ev.route.status === 'stopped' || ev.route.status === 'failed') {
+      return;
+    }
+    if (ev.route === null) {
+      this.routes.delete(ev.instanceId);
+      return;
+    }
+    // Bus events are not validated on the way in: a route that does not parse is ignored (the next resync repairs it).
+    const parsed = instanceRouteSchema.safeParse(ev.route);
+    if (!parsed.success || parsed.data.instanceId !== ev.instanceId) {
+      this.o.logger.warn('ignoring a malformed instance route event', { instanceId: ev.instanceId });
+    } else if (parsed.data.status === 'stopped' || parsed.data.status === 'failed') {
       this.routes.delete(ev.instanceId);
     } else {
-      this.routes.set(ev.instanceId, ev.route);
+      this.routes.set(ev.instanceId, parsed.data);
     }
   }
 

@@ -57,6 +57,28 @@ test('standalone gateways learn everything from the control plane and follow it'
     assert.equal((await call(`${g}/v1/models`, { key: acct.api_token })).body.data.map((m: { id: string }) => m.id).sort().join(), 'sim-chat,sim-reasoner');
   }
 
+  // Account limits, the catalog and browser sessions changed at the control plane reach both replicas.
+  assert.equal((await admin(api, dir, 'account.set-limits', { email: 'fleet@example.com', rpm: 1 })).status, 200);
+  await waitFor(async () => (await chat(`${gateways[0]}/v1`, acct.api_token, 'sim-chat')).status === 429, 5000, 20);
+  assert.equal((await chat(`${gateways[1]}/v1`, acct.api_token, 'sim-chat')).status, 429); // one shared gate in Redis
+  await admin(api, dir, 'account.set-limits', { email: 'fleet@example.com', clear: true });
+  const simUrl = (await call(`${api}/api/internal/gateway-snapshot`, { headers: { 'x-rc-internal-token': internalToken } })).body.models[0].upstreams[0];
+  await admin(api, dir, 'model.add', { name: 'fleet-extra', upstreams: [simUrl], servedName: 'sim-chat' });
+  for (const g of gateways) {
+    await waitFor(async () => (await call(`${g}/v1/models`, { key: acct.api_token })).body.data.some((m: { id: string }) => m.id === 'fleet-extra'), 5000, 20);
+  }
+  const signup = await request(`${api}/api/auth/signup`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'browser@example.com', password: 'browser-password' }),
+  });
+  const session = { cookie: String(signup.headers['set-cookie']).split(';')[0]!, csrf: ((await signup.body.json()) as { csrf_token: string }).csrf_token };
+  for (const g of gateways) {
+    const r = await waitFor(async () => {
+      const x = await call(`${g}/v1/chat/completions`, { headers: { cookie: session.cookie, 'x-csrf-token': session.csrf }, body: { model: 'sim-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 } });
+      return x.status === 200 ? x : undefined;
+    }, 5000, 20);
+    assert.equal(r.body.object, 'chat.completion');
+  }
+
   // An instance serving a model on its routed port, also exposed with rc-tunnel (to every replica).
   const template = (await call(`${api}/api/profile/templates`, { key: acct.api_token, body: {
     title: 'sim + tunnel', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000,
@@ -154,3 +176,19 @@ function openStream(baseUrl: string, key: string): { firstChunk: Promise<void>; 
   })();
   return { firstChunk, done };
 }
+
+test('rc gateway with a control plane: usage errors exit 2', async () => {
+  const { execFile } = await import('node:child_process');
+  const run = (args: string[], env: Record<string, string> = {}) => new Promise<{ code: number; stderr: string }>((resolve) => {
+    execFile(process.execPath, [RC_JS, 'gateway', '--port', '0', ...args], { env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', ...env }, timeout: 30_000 },
+      (err, _stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stderr }));
+  });
+  const both = await run(['--control-plane', 'http://127.0.0.1:1', '--keys-file', '/nonexistent'], { RC_INTERNAL_TOKEN: 'x'.repeat(32) });
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /either a control plane or --keys-file/);
+  const noToken = await run(['--control-plane', 'http://127.0.0.1:1']);
+  assert.equal(noToken.code, 2);
+  assert.match(noToken.stderr, /internal token/);
+  assert.equal((await run(['--control-plane', 'not a url'], { RC_INTERNAL_TOKEN: 'x'.repeat(32) })).code, 2);
+  assert.equal((await run(['--control-plane', 'http://127.0.0.1:1', '--internal-token-file', '/nonexistent'])).code, 2);
+});
