@@ -37,6 +37,8 @@ export interface RequestInfo<B> {
   forwardedProto: string;
   /** The client's IP address (the last X-Forwarded-For entry when the reverse proxy is trusted). */
   clientAddress: string;
+  /** The query string (without `?`). */
+  query: string;
 }
 
 export interface Route<S extends z.ZodType | undefined = z.ZodType | undefined, A extends Access = Access> {
@@ -153,6 +155,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
       const adminToken = r.access === 'admin' ? req.getHeader('x-rc-admin-token') : '';
       const forwardedProto = req.getHeader('x-forwarded-proto');
       const address = clientAddress(uwsRes, req, deps.trustProxy === true);
+      const query = req.getQuery() ?? '';
       const originHeaders: OriginHeaders | undefined = r.sameOriginJson
         ? {
           origin: req.getHeader('origin'), contentType: req.getHeader('content-type'), secFetchSite: req.getHeader('sec-fetch-site'),
@@ -173,7 +176,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
             if (caller && hasBody) checkCsrf(caller, creds.csrf);
           }
           const body = r.body && raw ? parseInput(r.body, raw.length === 0 && r.optionalBody ? {} : parseBody(raw)) : undefined;
-          const out = r.handle({ params, body, forwardedProto, clientAddress: address } as RequestInfo<never>, caller as Caller);
+          const out = r.handle({ params, body, forwardedProto, clientAddress: address, query } as RequestInfo<never>, caller as Caller);
           if (out instanceof Promise) out.then((o) => write(res, o.status ?? 200, o.body, o.headers, o.cookies), (err) => fail(res, err, deps.logger));
           else write(res, out.status ?? 200, out.body, out.headers, out.cookies);
         } catch (err) {
