@@ -13,6 +13,7 @@ export type ControlPlaneSettings = Pick<
 const KEYS = [
   'apiMaxBodyBytes', 'sessionTtlHours', 'cookieSecure', 'signup', 'couponRedemption', 'couponRetryAfterSec', 'modelRpm', 'modelTpm', 'modelDailyTokens',
   'trustProxy', 'loginPerAddressPerMinute', 'signupPerAddressPerHour', 'modelUnverifiedDailyTokens',
+  'emailVerification', 'smtpUrl', 'mailFrom', 'apiPublicUrl',
 ] as const;
 
 /** The documented defaults, overridden by `given`. */

@@ -206,4 +206,16 @@ export const MIGRATIONS: readonly string[] = [
     saved_at    INTEGER NOT NULL
   ) STRICT;
   `,
+  // 6 (issue 14): optional e-mail verification (RC_EMAIL_VERIFICATION). Existing accounts count
+  // as verified; links are single-use tokens kept as hashes.
+  `
+  ALTER TABLE accounts ADD COLUMN email_verified INTEGER NOT NULL DEFAULT 1 CHECK (email_verified IN (0, 1));
+  CREATE TABLE email_verifications (
+    token_hash TEXT    PRIMARY KEY,
+    account_id INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+    expires_at INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX email_verifications_by_account ON email_verifications(account_id);
+  `,
 ];

@@ -5,7 +5,7 @@
 import type { z } from 'zod';
 import { RcError } from '../lib/errors.js';
 import { requestId, type Logger } from '../lib/log.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan, readBody, statusLine, track, type Res } from '../lib/http.js';
+import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, statusLine, track, type Res } from '../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth.js';
 import { ApiError, badRequest, NO_API_KEY, unauthorized } from './errors.js';
@@ -110,7 +110,7 @@ function write(res: ApiRes, status: number, body: unknown, headers?: Record<stri
     if (res.requestId) res.writeHeader('x-request-id', res.requestId);
     if (headers) for (const k in headers) res.writeHeader(k, headers[k]!);
     if (cookies) for (const c of cookies) res.writeHeader('set-cookie', c);
-    res.end(json);
+    res.end(json, res.closeAfter === true);
   });
 }
 
@@ -216,7 +216,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
         }
       };
       if (!hasBody) return run(undefined);
-      readBody(res, req.getHeader('content-length'), deps.maxBodyBytes, run, (err) => write(res, err.status, { detail: err.message }));
+      readBody(res, declaredLength(req), deps.maxBodyBytes, run, (err) => write(res, err.status, { detail: err.message }));
     });
     const set = paths.get(r.path) ?? new Set<Method>();
     set.add(r.method);

@@ -9,6 +9,7 @@ import { clearSessionCookie, sessionCookie, type Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
 import { ApiError, forbidden, unauthorized } from './errors.js';
 import { KeyedBuckets, retryAfterSeconds, SignInLimits } from './auth/rate-limit.js';
+import { emailVerificationRequired, type EmailVerifications } from './auth/email-verification.js';
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import { effectiveOverrides, hasSharedModelAccess } from './model-access.js';
 import { route, type Reply, type Route } from './router.js';
@@ -51,10 +52,17 @@ function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, stat
   };
 }
 
-export function authRoutes(deps: ApiDeps): Route[] {
+/** E-mail verification as sign-up and sign-in use it (routes-email.ts). */
+export interface EmailVerificationHooks {
+  verifications: EmailVerifications;
+  /** Sends a new link to the account (failures are logged, not thrown: the user can ask again). */
+  sendLink(accountId: number, email: string): void;
+}
+
+export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps: KeyedBuckets): Route[] {
   const { store } = deps;
   const signIns = new SignInLimits({ perAddressPerMinute: deps.settings.loginPerAddressPerMinute, clock: store.clock });
-  const signUps = new KeyedBuckets(deps.settings.signupPerAddressPerHour, 3_600_000, store.clock);
+  const verifyEmail = deps.settings.emailVerification === 'required';
   return [
     route({
       method: 'post', path: '/api/auth/signup', access: 'none', body: credentials, sameOriginJson: true,
@@ -64,10 +72,19 @@ export function authRoutes(deps: ApiDeps): Route[] {
         const wait = signUps.take(clientAddress);
         if (wait > 0) throw tooMany(TOO_MANY_SIGN_UPS, wait, 'signup_rate_limited');
         const passwordHash = await hashPassword(body.password);
-        const a = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
+        const a = store.transaction(() => {
+          const created = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
+          if (verifyEmail) email.verifications.markUnverified(created.id);
+          return created;
+        });
         // Its daily cap is the one of accounts under review; the gateway hears it before the session.
         const limits = effectiveOverrides(null, false, deps.settings);
         if (limits) await deps.bus.publish({ type: 'account.changed', accountId: a.id, limits }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
+        if (verifyEmail) {
+          // No session until the address is verified: the link comes by mail.
+          email.sendLink(a.id, a.email);
+          return { status: 201, body: { account: profile(store, a), email_verification: 'sent' } };
+        }
         return signedIn(deps, a.id, forwardedProto, 201);
       },
     }),
@@ -85,6 +102,7 @@ export function authRoutes(deps: ApiDeps): Route[] {
           throw unauthorized(LOGIN_FAILED);
         }
         signIns.succeeded(body.email, clientAddress);
+        if (verifyEmail && !email.verifications.isVerified(found.account.id)) throw emailVerificationRequired();
         return signedIn(deps, found.account.id, forwardedProto);
       },
     }),

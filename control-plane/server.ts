@@ -16,6 +16,10 @@ import type { Db } from './db.js';
 import { resolveSettings, type ApiDeps, type ControlPlaneSettings, type ModelUsageReader } from './deps.js';
 import { accountRoutes } from './routes-account.js';
 import { authRoutes } from './routes-auth.js';
+import { emailRoutes, linkSender } from './routes-email.js';
+import { EmailVerifications } from './auth/email-verification.js';
+import { mailSender, type MailSender } from './auth/mail.js';
+import { KeyedBuckets } from './auth/rate-limit.js';
 import { templateRoutes } from './routes-templates.js';
 import { creditRoutes } from './routes-credits.js';
 import { modelRoutes } from './routes-models.js';
@@ -53,6 +57,8 @@ export interface ControlPlaneOptions {
   fleet?: AdminContext['fleet'];
   /** Public URL of the model gateway, shown by GET /api/models and the console. */
   gatewayUrl?: string;
+  /** Where mails go; default: SMTP when settings.smtpUrl is set, else the log (auth/mail.ts). */
+  mail?: MailSender;
   /** Extra routes (for example instances, issue #8), mounted with the same router. */
   routes?: (deps: ApiDeps) => Route[];
 }
@@ -79,9 +85,16 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const internalHash = options.internalToken ? hashKey(options.internalToken) : undefined;
   const admin: AdminContext = { store, publish: (ev) => options.bus.publish(ev), configuredModels, fleet: options.fleet };
 
+  // Sign-up and verification-mail requests share one per-address bucket (each can send a mail).
+  const signUps = new KeyedBuckets(settings.signupPerAddressPerHour, 3_600_000, store.clock);
+  const verifications = new EmailVerifications(store.db, store.clock);
+  let listeningUrl = '';
+  const sendLink = linkSender(deps, verifications, options.mail ?? mailSender(settings.smtpUrl, logger), () => settings.apiPublicUrl || listeningUrl);
+
   const routes: Route[] = [
     route({ method: 'get', path: '/api/health', access: 'none', handle: () => ({ body: { status: 'ok' } }) }),
-    ...authRoutes(deps),
+    ...authRoutes(deps, { verifications, sendLink }, signUps),
+    ...emailRoutes(deps, verifications, sendLink, signUps),
     ...accountRoutes(deps),
     ...templateRoutes(deps),
     route({
@@ -108,6 +121,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     isInternal: (token) => internalHash !== undefined && token !== '' && hashesEqual(hashKey(token), internalHash),
   });
   const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);
+  listeningUrl = server.url;
   const runtimePath = options.dataDir ? join(options.dataDir, RUNTIME_FILE) : undefined;
   const info: RuntimeInfo = { url: server.url, pid: process.pid };
   if (runtimePath) writeFileSync(runtimePath, JSON.stringify(info) + '\n', { mode: 0o600 });

@@ -5,7 +5,7 @@
 // forward the body as received (rewritten only to add stream_options.include_usage or the
 // served model name) -> relay the response as bytes.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
-import { readBody, sendJson, track, type Res } from '../lib/http.js';
+import { declaredLength, readBody, sendJson, track, type Res } from '../lib/http.js';
 import type { ModelState } from './catalog.js';
 import type { GatewayContext, RoutePlugin } from './context.js';
 import { ERRORS, fromBodyError, rateLimited, sendCanned, sendError, unknownModel } from './errors.js';
@@ -196,7 +196,7 @@ export const chatRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) 
     const accountId = authenticateRequest(ctx, r, req, CHAT_ROUTE);
     if (accountId === undefined) return;
     const fit = fitRequested(req.getHeader(FIT_HEADER));
-    readBody(r, req.getHeader('content-length'), ctx.limits.maxBodyBytes, (body) => completion(ctx, r, accountId, body, fit), (err) => {
+    readBody(r, declaredLength(req), ctx.limits.maxBodyBytes, (body) => completion(ctx, r, accountId, body, fit), (err) => {
       ctx.metrics.request(CHAT_ROUTE, NO_MODEL, err.status);
       sendError(r, fromBodyError(err));
     });

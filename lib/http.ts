@@ -4,12 +4,16 @@
 // uWS rules these helpers encode: a response must register onAborted before any asynchronous
 // step; after an abort the response must not be touched; writes made outside the synchronous
 // part of a handler must happen inside res.cork; body chunks are only valid during onData.
-import type { HttpResponse, TemplatedApp, us_listen_socket } from './uws.js';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from './uws.js';
 import { uws } from './uws.js';
 import { BodyTooLargeError, ListenError, RcError } from './errors.js';
 
-/** A response with its abort state. `onAbort` is one optional listener (for example: abort the upstream). */
-export type Res = HttpResponse & { aborted: boolean; onAbort?: (() => void) | undefined };
+/**
+ * A response with its abort state. `onAbort` is one optional listener (for example: abort the
+ * upstream). `closeAfter`: the connection is closed once the reply is written (its framing cannot
+ * be trusted any more).
+ */
+export type Res = HttpResponse & { aborted: boolean; onAbort?: (() => void) | undefined; closeAfter?: boolean };
 
 /** Registers the abort handler; call first, synchronously, in every handler that may reply later. */
 export function track(res: HttpResponse): Res {
@@ -53,7 +57,7 @@ export function send(res: Res, status: number, body: string | Uint8Array, conten
     res.writeStatus(statusLine(status));
     res.writeHeader('content-type', contentType);
     if (headers) for (const k in headers) res.writeHeader(k, headers[k]!);
-    res.end(body);
+    res.end(body, res.closeAfter === true);
   });
 }
 
@@ -62,11 +66,31 @@ export function sendJson(res: Res, status: number, body: unknown, headers?: Head
   send(res, status, typeof body === 'string' ? body : JSON.stringify(body), 'application/json', headers);
 }
 
+/** declaredLength() of a request carrying several Content-Length headers that differ. */
+export const CONFLICTING_LENGTH = 'conflicting';
+
+/**
+ * The request's Content-Length header ('' when absent), or CONFLICTING_LENGTH when it carries
+ * several that differ: uWS frames the body by the first one and would read the rest of the body
+ * as another request (request smuggling behind a proxy that framed by another). Read it
+ * synchronously in the handler; the headers are walked only when a Content-Length is present.
+ */
+export function declaredLength(req: HttpRequest): string {
+  const first = req.getHeader('content-length');
+  if (first === '') return first;
+  let conflict = false;
+  req.forEach((name, value) => {
+    if (name === 'content-length' && value !== first) conflict = true;
+  });
+  return conflict ? CONFLICTING_LENGTH : first;
+}
+
 /**
  * Reads the whole request body into one Buffer, refusing more than `limit` bytes. `declaredLength`
  * is the Content-Length header (read it from req before calling: req is not valid afterwards);
  * when present the body is copied once into a buffer of that size. `onError` gets a
- * BodyTooLargeError (413) or a 400 for a body shorter or longer than declared.
+ * BodyTooLargeError (413) or a 400 for a body shorter or longer than declared, for conflicting or
+ * malformed Content-Length headers (declaredLength(); the connection is then closed after the reply).
  */
 export function readBody(
   res: Res,
@@ -75,6 +99,17 @@ export function readBody(
   onBody: (body: Buffer) => void,
   onError: (err: RcError) => void,
 ): void {
+  if (declaredLength !== '' && !/^[0-9]{1,16}$/.test(declaredLength)) {
+    // The framing cannot be trusted: reply 400 and close. The reply is deferred past this
+    // handler on purpose: uWS parses the rest of a TCP read as the next request as soon as a
+    // handler has ended its response, but aborts a connection that sends more while a response is
+    // pending; so a request smuggled in the body is never served.
+    res.closeAfter = true;
+    const conflicting = declaredLength === CONFLICTING_LENGTH;
+    const err = new RcError('RC_ERR_BODY_LENGTH', conflicting ? 'Conflicting Content-Length headers' : 'Malformed Content-Length header', 400);
+    setImmediate(() => onError(err));
+    return;
+  }
   const declared = declaredLength === '' ? -1 : Number(declaredLength);
   if (declared > limit) {
     onError(new BodyTooLargeError(limit));

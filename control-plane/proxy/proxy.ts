@@ -13,7 +13,7 @@
 // - Traffic (requests and WebSocket messages) counts as activity (throttled by the routes).
 import type { us_socket_context_t } from 'uWebSockets.js';
 import WebSocket, { type RawData } from 'ws';
-import { listen, readBody, sendJson, track, type Server } from '../../lib/http.js';
+import { declaredLength, listen, readBody, sendJson, track, type Server } from '../../lib/http.js';
 import { createLogger, type Logger } from '../../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket as UwsWebSocket } from '../../lib/uws.js';
 import { isPlatformKey } from '../../lib/instance-credentials.js';
@@ -124,7 +124,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     const headers = forwardedHeaders(req, DROP_HEADERS);
     headers.push('x-forwarded-prefix', target.prefix);
     const relay = new ResponseRelay(res, method);
-    const length = req.getHeader('content-length');
+    const length = declaredLength(req);
     if ((length === '' || length === '0') && req.getHeader('transfer-encoding') === '') {
       forward(pools, target.address, { method, path: target.path, headers, body: undefined }, relay);
       return;

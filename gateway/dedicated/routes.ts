@@ -8,7 +8,7 @@
 // did not match, so nothing is learnt about other accounts' instances) -> not /v1/messages
 // (404) -> the instance is ready (503 with Retry-After while it starts). After admission the
 // backend's response is relayed verbatim. No model gates: credits pay for the instance.
-import { readBody, sendJson, track, type Res } from '../../lib/http.js';
+import { declaredLength, readBody, sendJson, track, type Res } from '../../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { AUTH_MISSING } from '../keys.js';
@@ -127,7 +127,7 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
       const path = query ? `${target.path}?${query}` : target.path;
       const headers = forwardedHeaders(req, DROP_HEADERS);
       const relay = new ResponseRelay(res, method, (status) => ctx.metrics.request(DEDICATED_ROUTE, NO_MODEL, status));
-      const length = req.getHeader('content-length');
+      const length = declaredLength(req);
       const chunked = req.getHeader('transfer-encoding') !== '';
       if ((length === '' || length === '0') && !chunked) {
         forward(p, address, { method, path, headers, body: undefined }, relay);

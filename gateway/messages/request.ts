@@ -1,7 +1,7 @@
 // The front half of every messages route: key, body, JSON, schema, catalog, translation.
 // Everything here answers 4xx in the protocol's error shape; nothing reaches a backend.
 import type { z } from 'zod';
-import { MAX_JSON_DEPTH, nestsDeeperThan, readBody, type Res } from '../../lib/http.js';
+import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, type Res } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
 import type { ModelState } from '../catalog.js';
 import type { GatewayContext } from '../context.js';
@@ -40,7 +40,7 @@ export function prepare(
 ): void {
   // Headers first: req is only valid during this synchronous call.
   const auth = ctx.authenticateShared(req);
-  const length = req.getHeader('content-length');
+  const length = declaredLength(req);
   if (typeof auth !== 'number') {
     onError(auth.reason === 'missing' ? NO_KEY : auth.reason === 'session' ? BAD_SESSION : auth.reason === 'unverified' ? UNVERIFIED : BAD_KEY);
     return;

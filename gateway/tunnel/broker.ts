@@ -12,7 +12,7 @@
 //   Platform credentials are removed either way (forwardedHeaders, lib/instance-credentials.ts).
 // - Tunnels count as activity: on connect, on every public request and on every ping tick while
 //   connected (the routes throttle it).
-import { listen, sendJson, track, type Res, type Server } from '../../lib/http.js';
+import { CONFLICTING_LENGTH, declaredLength, listen, sendJson, track, type Res, type Server } from '../../lib/http.js';
 import type { us_socket_context_t } from 'uWebSockets.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
@@ -267,7 +267,12 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
       }, headersTimeoutMs);
       timer.unref();
       tunnel.send(FrameType.RequestHead, stream, JSON.stringify(head));
-      const length = req.getHeader('content-length');
+      const length = declaredLength(req);
+      if (length === CONFLICTING_LENGTH) {
+        tunnel.send(FrameType.Reset, stream);
+        relay.fail(400, 'Conflicting Content-Length headers');
+        return;
+      }
       if ((length === '' || length === '0') && req.getHeader('transfer-encoding') === '') {
         tunnel.send(FrameType.RequestEnd, stream);
         return;

@@ -1,0 +1,59 @@
+// E-mail verification routes (auth/email-verification.ts): the link a sign-up mails, and asking
+// for a new one.
+import { z } from 'zod';
+import type { ApiDeps } from './deps.js';
+import { LINK_INVALID, VERIFY_PATH, type EmailVerifications } from './auth/email-verification.js';
+import { retryAfterSeconds, type KeyedBuckets } from './auth/rate-limit.js';
+import type { MailSender } from './auth/mail.js';
+import { ApiError, badRequest } from './errors.js';
+import { route, type Route } from './router.js';
+
+export const RESEND_ANSWER = 'If this address is waiting for verification, a new link is on its way';
+
+/** The e-mail that carries a verification link. */
+export function verificationMail(from: string, to: string, link: string) {
+  return {
+    from,
+    to,
+    subject: 'Verify your e-mail address',
+    text: `Open this link to verify your e-mail address and finish signing up:\n\n${link}\n\nIt is valid for 24 hours. If you did not sign up, ignore this mail.\n`,
+  };
+}
+
+/** Issues a link for the account and mails it; never throws (a failed send is logged; the user can ask again). */
+export function linkSender(deps: ApiDeps, verifications: EmailVerifications, mail: MailSender, apiBase: () => string) {
+  return (accountId: number, email: string): void => {
+    const token = verifications.issue(accountId);
+    const link = `${apiBase().replace(/\/+$/, '')}${VERIFY_PATH}?token=${token}`;
+    mail.send(verificationMail(deps.settings.mailFrom, email, link)).catch((err: unknown) => deps.logger.warn('verification mail failed', { accountId, err }));
+  };
+}
+
+export function emailRoutes(deps: ApiDeps, verifications: EmailVerifications, sendLink: (accountId: number, email: string) => void, perAddress: KeyedBuckets): Route[] {
+  return [
+    route({
+      // The link from the mail, opened in a browser: a GET, single use, no sign-in.
+      method: 'get', path: VERIFY_PATH, access: 'none',
+      summary: 'Verify an e-mail address with the single-use link a sign-up mailed',
+      query: z.object({ token: z.string().optional() }),
+      handle({ query }) {
+        const token = query.token ?? '';
+        const accountId = token.length > 0 && token.length <= 128 ? verifications.consume(token) : undefined;
+        if (accountId === undefined) throw badRequest(LINK_INVALID, 'verification_link_invalid');
+        return { body: { email_verified: true, email: deps.store.accounts.byId(accountId)!.email } };
+      },
+    }),
+    route({
+      method: 'post', path: `${VERIFY_PATH}/resend`, access: 'none', sameOriginJson: true,
+      body: z.strictObject({ email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')) }),
+      handle({ body, clientAddress }) {
+        const wait = perAddress.take(clientAddress);
+        if (wait > 0) throw new ApiError(429, 'signup_rate_limited', 'Too many requests from this address; retry after the Retry-After delay', { 'retry-after': String(retryAfterSeconds(wait)) });
+        const a = deps.store.accounts.byEmail(body.email);
+        // The same answer whether or not the address exists or waits: nothing is learnt about accounts.
+        if (a && deps.settings.emailVerification === 'required' && !verifications.isVerified(a.id)) sendLink(a.id, a.email);
+        return { status: 202, body: { detail: RESEND_ANSWER } };
+      },
+    }),
+  ];
+}
