@@ -10,7 +10,10 @@
 // Cost: the common case makes no extra round trip. The JSON of the rendered messages and tools,
 // in UTF-8 bytes, bounds the prompt's token count from above (a byte-level tokenizer makes at
 // most one token per byte, and a chat template adds fewer tokens per message than the JSON's
-// own punctuation), so only when bytes + max_tokens exceed the context is /tokenize called.
+// own punctuation), so only when bytes + max_tokens (+ TEMPLATE_MARGIN, for what a chat template
+// adds on its own: default system prompts, tool-use instructions) exceed the context is
+// /tokenize called. The count holds an in-flight slot like any backend call (none free: no
+// count, the request goes as it is and admission decides); like count_tokens it is not gated.
 // Known gap: an image given by URL counts as its URL's bytes, and a remote image can take more
 // tokens than that; the backend's own error then passes through.
 //
@@ -39,6 +42,8 @@ export type FitResult =
   | { kind: 'too-long'; promptTokens: number; maximum: number };
 
 const FITS: FitResult = { kind: 'fits' };
+/** Tokens a chat template may add beyond the messages and tools themselves. */
+export const TEMPLATE_MARGIN = 256;
 const MAX_TOKENIZE_RESPONSE_BYTES = 16 * 1024 * 1024;
 
 /** max_model_len learned from the backends, per catalog model. */
@@ -70,8 +75,14 @@ export async function fitMaxTokens(
   const body = JSON.stringify(prompt);
   const known = contextWindow(model);
   const wanted = maxTokens ?? 1;
-  if (known !== undefined && Buffer.byteLength(body) + wanted <= known) return FITS;
-  const counted = await tokenize(ctx, model, stickyKey, body, signal);
+  if (known !== undefined && Buffer.byteLength(body) + wanted + TEMPLATE_MARGIN <= known) return FITS;
+  if (!ctx.admission.tryEnter()) return FITS;
+  let counted: Awaited<ReturnType<typeof tokenize>>;
+  try {
+    counted = await tokenize(ctx, model, stickyKey, body, signal);
+  } finally {
+    ctx.admission.leave();
+  }
   if (!counted) return FITS;
   if (counted.maxModelLen !== undefined && model.entry.maxContext === undefined) {
     const prev = learned.get(model);
