@@ -14,6 +14,10 @@
 // adds on its own: default system prompts, tool-use instructions) exceed the context is
 // /tokenize called. The count holds an in-flight slot like any backend call (none free: no
 // count, the request goes as it is and admission decides); like count_tokens it is not gated.
+// Cheaper still, before any serializing: the client's request body bounds the rendered JSON too
+// (`2 × body bytes + 128 per message and tool`: re-escaping tool arguments at most doubles a
+// byte, and each chat message or tool wrapper adds less than 128 bytes), so a small request
+// costs one comparison.
 // Known gap: an image given by URL counts as its URL's bytes, and a remote image can take more
 // tokens than that; the backend's own error then passes through.
 //
@@ -71,10 +75,16 @@ export async function fitMaxTokens(
   prompt: PromptParts,
   maxTokens: number | undefined,
   signal?: AbortSignal,
+  /** Byte length of the client's request body, when known: skips serializing small requests. */
+  requestBytes?: number,
 ): Promise<FitResult> {
-  const body = JSON.stringify(prompt);
   const known = contextWindow(model);
   const wanted = maxTokens ?? 1;
+  if (known !== undefined && requestBytes !== undefined) {
+    const bound = 2 * requestBytes + 128 * (prompt.messages.length + (prompt.tools?.length ?? 0) + 1);
+    if (bound + wanted + TEMPLATE_MARGIN <= known) return FITS;
+  }
+  const body = JSON.stringify(prompt);
   if (known !== undefined && Buffer.byteLength(body) + wanted + TEMPLATE_MARGIN <= known) return FITS;
   if (!ctx.admission.tryEnter()) return FITS;
   let counted: Awaited<ReturnType<typeof tokenize>>;
