@@ -33,7 +33,7 @@ export function fitChat(ctx: GatewayContext, res: Res, route: string, f: ChatFie
   };
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
-  fitMaxTokens(ctx, f.model, f.user, prompt, asked, ac.signal).then((r) => {
+  fitMaxTokens(ctx, f.model, f.user, prompt, asked, ac.signal, Buffer.byteLength(f.body)).then((r) => {
     res.onAbort = undefined;
     if (res.aborted) return;
     if (r.kind === 'too-long') {

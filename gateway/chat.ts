@@ -8,7 +8,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { declaredLength, readBody, sendJson, track, type Res } from '../lib/http.js';
 import type { ModelState } from './catalog.js';
 import type { GatewayContext, RoutePlugin } from './context.js';
-import { ERRORS, fromBodyError, rateLimited, sendCanned, sendError, unknownModel } from './errors.js';
+import { ERRORS, fromBodyError, rateLimited, sendCanned, sendError, unknownModel, type CannedError } from './errors.js';
 import type { GateDecision, GateRequest } from './gate.js';
 import { AUTH_MISSING } from './keys.js';
 import { AUTH_SESSION, AUTH_UNVERIFIED } from './sessions.js';
@@ -103,24 +103,35 @@ function gateFailed(ctx: GatewayContext, res: Res, route: string, gateRequest: G
   sendJson(res, 503, '{"error":{"message":"Model gateway is unavailable","type":"api_error","param":null,"code":"gate_unavailable"}}', { 'retry-after': '5' });
 }
 
-/** Reads what the gateway needs from a parsed completion body; answers 400 itself on bad input. */
-export function chatFields(ctx: GatewayContext, res: Res, raw: Buffer): ChatFields | undefined {
+/**
+ * The JSON object of an OpenAI-style request body and its catalog model (chat completions,
+ * /v1/responses); answers 400 itself (chat shape, metrics under `route`) on bad input.
+ */
+export function modelRequest(ctx: GatewayContext, res: Res, raw: Buffer, route: string): { o: Record<string, unknown>; model: ModelState } | undefined {
   let obj: unknown;
   try {
     obj = JSON.parse(raw.toString('utf8'));
   } catch {
-    return reject(ctx, res, ERRORS.invalidJson);
+    return reject(ctx, res, ERRORS.invalidJson, route);
   }
-  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) return reject(ctx, res, ERRORS.notAnObject);
+  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) return reject(ctx, res, ERRORS.notAnObject, route);
   const o = obj as Record<string, unknown>;
   const name = o.model;
-  if (typeof name !== 'string' || name === '') return reject(ctx, res, ERRORS.modelMissing);
+  if (typeof name !== 'string' || name === '') return reject(ctx, res, ERRORS.modelMissing, route);
   const model = ctx.catalog.get(name);
   if (!model) {
-    ctx.metrics.request(CHAT_ROUTE, NO_MODEL, 400);
+    ctx.metrics.request(route, NO_MODEL, 400);
     sendError(res, unknownModel(name));
     return undefined;
   }
+  return { o, model };
+}
+
+/** Reads what the gateway needs from a parsed completion body; answers 400 itself on bad input. */
+export function chatFields(ctx: GatewayContext, res: Res, raw: Buffer): ChatFields | undefined {
+  const parsed = modelRequest(ctx, res, raw, CHAT_ROUTE);
+  if (!parsed) return undefined;
+  const { o, model } = parsed;
   const stream = o.stream === true;
   let body: Buffer | string = raw;
   let stripUsage = false;
@@ -161,8 +172,9 @@ function spliceIncludeUsage(raw: Buffer): Buffer {
   return Buffer.concat([raw.subarray(0, end), INCLUDE_USAGE, raw.subarray(end)]);
 }
 
-function reject(ctx: GatewayContext, res: Res, e: (typeof ERRORS)[keyof typeof ERRORS]): undefined {
-  ctx.metrics.request(CHAT_ROUTE, NO_MODEL, e.status);
+/** Answers a canned 4xx for a request no model applies to. */
+export function reject(ctx: GatewayContext, res: Res, e: CannedError, route: string = CHAT_ROUTE): undefined {
+  ctx.metrics.request(route, NO_MODEL, e.status);
   sendCanned(res, e);
   return undefined;
 }

@@ -10,7 +10,14 @@
 // Cost: the common case makes no extra round trip. The JSON of the rendered messages and tools,
 // in UTF-8 bytes, bounds the prompt's token count from above (a byte-level tokenizer makes at
 // most one token per byte, and a chat template adds fewer tokens per message than the JSON's
-// own punctuation), so only when bytes + max_tokens exceed the context is /tokenize called.
+// own punctuation), so only when bytes + max_tokens (+ TEMPLATE_MARGIN, for what a chat template
+// adds on its own: default system prompts, tool-use instructions) exceed the context is
+// /tokenize called. The count holds an in-flight slot like any backend call (none free: no
+// count, the request goes as it is and admission decides); like count_tokens it is not gated.
+// Cheaper still, before any serializing: the client's request body bounds the rendered JSON too
+// (`2 × body bytes + 128 per message and tool`: re-escaping tool arguments at most doubles a
+// byte, and each chat message or tool wrapper adds less than 128 bytes), so a small request
+// costs one comparison.
 // Known gap: an image given by URL counts as its URL's bytes, and a remote image can take more
 // tokens than that; the backend's own error then passes through.
 //
@@ -39,6 +46,8 @@ export type FitResult =
   | { kind: 'too-long'; promptTokens: number; maximum: number };
 
 const FITS: FitResult = { kind: 'fits' };
+/** Tokens a chat template may add beyond the messages and tools themselves. */
+export const TEMPLATE_MARGIN = 256;
 const MAX_TOKENIZE_RESPONSE_BYTES = 16 * 1024 * 1024;
 
 /** max_model_len learned from the backends, per catalog model. */
@@ -66,12 +75,24 @@ export async function fitMaxTokens(
   prompt: PromptParts,
   maxTokens: number | undefined,
   signal?: AbortSignal,
+  /** Byte length of the client's request body, when known: skips serializing small requests. */
+  requestBytes?: number,
 ): Promise<FitResult> {
-  const body = JSON.stringify(prompt);
   const known = contextWindow(model);
   const wanted = maxTokens ?? 1;
-  if (known !== undefined && Buffer.byteLength(body) + wanted <= known) return FITS;
-  const counted = await tokenize(ctx, model, stickyKey, body, signal);
+  if (known !== undefined && requestBytes !== undefined) {
+    const bound = 2 * requestBytes + 128 * (prompt.messages.length + (prompt.tools?.length ?? 0) + 1);
+    if (bound + wanted + TEMPLATE_MARGIN <= known) return FITS;
+  }
+  const body = JSON.stringify(prompt);
+  if (known !== undefined && Buffer.byteLength(body) + wanted + TEMPLATE_MARGIN <= known) return FITS;
+  if (!ctx.admission.tryEnter()) return FITS;
+  let counted: Awaited<ReturnType<typeof tokenize>>;
+  try {
+    counted = await tokenize(ctx, model, stickyKey, body, signal);
+  } finally {
+    ctx.admission.leave();
+  }
   if (!counted) return FITS;
   if (counted.maxModelLen !== undefined && model.entry.maxContext === undefined) {
     const prev = learned.get(model);

@@ -56,6 +56,8 @@ export interface SimStats {
   aborted: number;
   /** Requests a fault was applied to. */
   faulted: number;
+  /** POST /tokenize requests received. */
+  tokenizeRequests: number;
   /** Requests not yet ended (including stalled ones). */
   inFlight: number;
   /** Headers (lower-case names) of the last chat completion or tokenize request. */
@@ -87,7 +89,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   const log = (options.logger ?? createLogger()).child({ part: 'sim', model: opts.model });
   const faults = new FaultState();
   faults.set(options.fault);
-  const stats: SimStats = { requests: 0, completed: 0, aborted: 0, faulted: 0, inFlight: 0, lastHeaders: undefined, lastBody: undefined };
+  const stats: SimStats = { requests: 0, completed: 0, aborted: 0, faulted: 0, tokenizeRequests: 0, inFlight: 0, lastHeaders: undefined, lastBody: undefined };
   const calls = new Set<Call>();
   const prefixCache = opts.prefixCaching ? new PrefixCache(opts.blockSize) : undefined;
   /** Prompt tokens served from the prefix cache (0 without prefix caching); stores the prompt's blocks. */
@@ -308,6 +310,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
 
   function tokenizeRoute(res: HttpResponse, req: HttpRequest): void {
     const r = track(res);
+    stats.tokenizeRequests++;
     recordHeaders(req);
     readBody(r, req.getHeader('content-length'), opts.maxBodyBytes, (buf) => {
       const body = parseJsonObject(buf);

@@ -87,18 +87,18 @@ export function prepare(
       return;
     }
     const prepared: PreparedRequest = { ...translated, accountId: auth, model, body: parsed.data };
-    if (fit) fitContext(res, ctx, prepared, onReady, onError);
+    if (fit) fitContext(res, ctx, prepared, buf.length, onReady, onError);
     else onReady(prepared);
   }, (err) => onError(new MessagesError(err.status, err.message)));
 }
 
 /** Lowers max_tokens to what fits the context, or refuses a prompt that alone is too long. */
-function fitContext(res: Res, ctx: GatewayContext, p: PreparedRequest, onReady: (p: PreparedRequest) => void, onError: (e: MessagesError) => void): void {
+function fitContext(res: Res, ctx: GatewayContext, p: PreparedRequest, requestBytes: number, onReady: (p: PreparedRequest) => void, onError: (e: MessagesError) => void): void {
   const chat = p.chat;
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
   const prompt = { model: chat.model, messages: chat.messages, tools: chat.tools, chat_template_kwargs: chat.chat_template_kwargs };
-  fitMaxTokens(ctx, p.model, p.stickyKey, prompt, chat.max_tokens, ac.signal).then((r) => {
+  fitMaxTokens(ctx, p.model, p.stickyKey, prompt, chat.max_tokens, ac.signal, requestBytes).then((r) => {
     res.onAbort = undefined;
     if (res.aborted) return;
     if (r.kind === 'too-long') onError(new MessagesError(400, promptTooLongMessage(r)));

@@ -10,10 +10,10 @@
 // in response.completed.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import { readBody, track, type Res } from '../../lib/http.js';
-import { admit, authenticateRequest, outputReservation } from '../chat.js';
+import { admit, authenticateRequest, modelRequest, outputReservation, reject } from '../chat.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { resolveEffort } from '../effort.js';
-import { ERRORS, fromBodyError, GatewayError, sendCanned, sendError, unknownModel, type CannedError } from '../errors.js';
+import { ERRORS, fromBodyError, GatewayError, sendError } from '../errors.js';
 import type { GateRequest } from '../gate.js';
 import { NO_MODEL } from '../metrics.js';
 import { ChatRelay } from '../relay.js';
@@ -32,31 +32,13 @@ export const responsesRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayCont
       sendError(r, fromBodyError(err));
     });
   });
-  app.any(RESPONSES_PATH, (res: HttpResponse) => reject(ctx, track(res), ERRORS.methodNotAllowed));
+  app.any(RESPONSES_PATH, (res: HttpResponse) => reject(ctx, track(res), ERRORS.methodNotAllowed, RESPONSES_ROUTE));
 };
 
-function reject(ctx: GatewayContext, res: Res, e: CannedError): void {
-  ctx.metrics.request(RESPONSES_ROUTE, NO_MODEL, e.status);
-  sendCanned(res, e);
-}
-
 function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): void {
-  let obj: unknown;
-  try {
-    obj = JSON.parse(raw.toString('utf8'));
-  } catch {
-    return reject(ctx, res, ERRORS.invalidJson);
-  }
-  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) return reject(ctx, res, ERRORS.notAnObject);
-  const o = obj as Record<string, unknown>;
-  const name = o.model;
-  if (typeof name !== 'string' || name === '') return reject(ctx, res, ERRORS.modelMissing);
-  const model = ctx.catalog.get(name);
-  if (!model) {
-    ctx.metrics.request(RESPONSES_ROUTE, NO_MODEL, 400);
-    sendError(res, unknownModel(name));
-    return;
-  }
+  const parsed = modelRequest(ctx, res, raw, RESPONSES_ROUTE);
+  if (!parsed) return;
+  const { o, model } = parsed;
 
   let rewrite = false;
   if (model.servedName) {
@@ -90,7 +72,7 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): 
     try {
       body = JSON.stringify(o);
     } catch {
-      return reject(ctx, res, ERRORS.tooDeep); // nested deeper than JSON.stringify can go
+      return reject(ctx, res, ERRORS.tooDeep, RESPONSES_ROUTE); // nested deeper than JSON.stringify can go
     }
   }
 

@@ -13,7 +13,7 @@ import { memoryKeySource } from '../../gateway/keys.js';
 import { messagesRoutes } from '../../gateway/messages/routes.js';
 import { createGateway, type Gateway } from '../../gateway/server.js';
 import { startSim, type SimServer } from '../../sim/server.js';
-import { CLAUDE_CODE_HEADERS, claudeCodeFirstRequest } from './shapes.js';
+import { CLAUDE_CODE_HEADERS, claudeCodeFirstRequest, langchainRequest, UNUSED_TOP_LEVEL_FIELDS, vercelAiSdkRequest } from './shapes.js';
 
 const KEY = generateKey();
 const CONTEXT = 32768;
@@ -137,16 +137,18 @@ test('a lowered max_tokens that is reached ends with stop_reason max_tokens', as
   assert.equal(sims['sim-chat']!.stats.lastBody!.max_tokens, 5);
 });
 
-test('a small request costs no /tokenize round trip once the context is known', async () => {
+test('/tokenize is called only when the request might not fit; the context is learned once', async () => {
+  const sim = sims['sim-chat']!;
   const small = { model: 'sim-chat', max_tokens: 100, messages: [{ role: 'user' as const, content: 'Hi' }] };
   await client.messages.create(small); // learns the context if not yet known
+  const counted = sim.stats.tokenizeRequests;
   await client.messages.create(small);
-  const last = sims['sim-chat']!.stats.lastBody!;
-  assert.equal(last.max_tokens, 100);
-  assert.ok(Array.isArray(last.messages) && last.stream === undefined && !('add_generation_prompt' in last), 'the last backend call was the completion');
-  const before = sims['sim-chat']!.stats.requests;
-  await client.messages.create(small);
-  assert.equal(sims['sim-chat']!.stats.requests, before + 1);
+  await client.messages.create({ ...small, max_tokens: 30_000 }, { timeout: 60_000 });
+  assert.equal(sim.stats.tokenizeRequests, counted, 'bytes + max_tokens within the context: no count');
+  assert.equal(sim.stats.lastBody!.max_tokens, 30_000);
+  await client.messages.create({ ...small, max_tokens: 32_760 }, { timeout: 60_000 });
+  assert.equal(sim.stats.tokenizeRequests, counted + 1, 'might not fit: one exact count');
+  assert.ok((sim.stats.lastBody!.max_tokens as number) < 32_760);
 });
 
 test('prompt caching: a repeated request reports cache_read_input_tokens, input_tokens the uncached rest', async () => {
@@ -181,4 +183,19 @@ test('prompt caching: a repeated request reports cache_read_input_tokens, input_
   const m = usage.by_model['sim-chat']!;
   assert.ok(m.cached_input_tokens >= 3 * cached, JSON.stringify(m));
   assert.ok(m.input_tokens >= 4 * n);
+});
+
+test('unknown top-level fields are ignored (accepted, not forwarded), for each client shape', async () => {
+  const shapes = {
+    'claude-code': claudeCodeFirstRequest({ model: 'sim-chat' }),
+    'vercel-ai-sdk': vercelAiSdkRequest('sim-chat'),
+    langchain: langchainRequest('sim-chat'),
+  };
+  for (const [name, shape] of Object.entries(shapes)) {
+    const r = await postAsAgent({ ...shape, ...UNUSED_TOP_LEVEL_FIELDS });
+    assert.equal(r.status, 200, `${name}: ${r.text.slice(0, 300)}`);
+    assert.equal(events(r.text).at(-1)!.type, 'message_stop', name);
+    const forwarded = sims['sim-chat']!.stats.lastBody!;
+    for (const field of Object.keys(UNUSED_TOP_LEVEL_FIELDS)) assert.equal(forwarded[field], undefined, `${name}: ${field}`);
+  }
 });

@@ -85,3 +85,39 @@ export const CLAUDE_CODE_HEADERS: Record<string, string> = {
   'user-agent': 'claude-cli/2.0.50 (external, sdk-cli)',
   'x-stainless-lang': 'js',
 };
+
+/** The Vercel AI SDK's anthropic provider (`streamText` with a tool). */
+export function vercelAiSdkRequest(model: string): Record<string, unknown> {
+  return {
+    model,
+    max_tokens: 4096,
+    system: [{ type: 'text', text: 'You are a helpful assistant.' }],
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'What is the weather in Paris?' }] }],
+    tools: [{ name: 'weather', description: 'Weather in a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false, $schema: 'http://json-schema.org/draft-07/schema#' } }],
+    tool_choice: { type: 'auto' },
+    stream: true,
+  };
+}
+
+/** LangChain's ChatAnthropic (`.stream()` with bound tools). */
+export function langchainRequest(model: string): Record<string, unknown> {
+  return {
+    model,
+    max_tokens: 2048,
+    messages: [{ role: 'user', content: 'Tell me a short joke.' }],
+    temperature: 0.7,
+    tools: [{ name: 'calculator', description: 'Evaluates arithmetic', input_schema: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] } }],
+    stream: true,
+  };
+}
+
+/** Top-level fields the messages protocol has (or clients add) that the gateway does not use. */
+export const UNUSED_TOP_LEVEL_FIELDS: Record<string, unknown> = {
+  context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] },
+  container: null,
+  mcp_servers: [],
+  service_tier: 'auto',
+  inference_geo: 'us',
+  speed: 'standard',
+  some_future_field: { anything: [1, 2, 3] },
+};

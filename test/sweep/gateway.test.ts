@@ -1,4 +1,4 @@
-// Bad-input sweep of the shared model gateway: /v1/models, /v1/chat/completions, /v1/messages
+// Bad-input sweep of the shared model gateway: /v1/models, /v1/chat/completions, /v1/responses, /v1/messages
 // (and /api/v1/messages), count_tokens, /metrics, /health and unknown paths. Every bad input
 // must get a 4xx in the route's shape (or the documented success), never a 5xx or a crash, and
 // the gateway must keep serving with nothing left in flight.
@@ -12,7 +12,8 @@ import {
 
 let p: SweepPlatform;
 before(async () => {
-  p = await startSweepPlatform();
+  // Hundreds of requests a minute: above the default per-account rate.
+  p = await startSweepPlatform({ RC_MODEL_RPM: '100000' });
 });
 after(async () => {
   await p?.close();
@@ -23,6 +24,7 @@ const auth = () => ({ ...json, authorization: `Bearer ${p.key}` });
 
 const CHAT = { model: 'sim-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 };
 const MESSAGES = { model: 'sim-chat', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] };
+const RESPONSES = { model: 'sim-chat', input: 'hi', max_output_tokens: 4 };
 
 interface RouteUnderTest {
   path: string;
@@ -47,6 +49,10 @@ const ROUTES: RouteUnderTest[] = [
     fields: ['model', 'messages', 'max_tokens', 'system', 'tools', 'thinking', 'metadata'],
   },
   { path: '/api/v1/messages/count_tokens', good: MESSAGES, shapes: ['messages'], fields: ['model', 'messages'] },
+  {
+    path: '/v1/responses', good: RESPONSES, shapes: ['chat', 'vllm'],
+    fields: ['model', 'input', 'instructions', 'max_output_tokens', 'stream', 'tools', 'tool_choice', 'reasoning', 'user', 'prompt_cache_key'],
+  },
 ];
 
 /** Statuses a well-formed but odd request may get: success, or a 4xx. */
@@ -87,7 +93,7 @@ test('every field with every wrong type, unknown fields, missing fields', async 
         const label = `${route.path} without ${field}`;
         await f.check(label, async () => {
           const r = await request(p.gateway, 'POST', route.path, { headers: auth(), body: withField(route.good, field, undefined) });
-          assertRefused(label, r, { status: field === 'max_tokens' && route.path.startsWith('/v1/chat') ? [200] : route.path.includes('count_tokens') && field === 'max_tokens' ? [200] : [400], shapes: route.shapes });
+          assertRefused(label, r, { status: field === 'max_tokens' && route.path.startsWith('/v1/chat') ? [200] : route.path.includes('count_tokens') && field === 'max_tokens' ? [200] : field === 'max_output_tokens' ? [200] : [400], shapes: route.shapes });
         });
       }
       const label = `${route.path} ${field} with invalid UTF-8`;
