@@ -152,8 +152,8 @@ function pathParams(req: HttpRequest, count: number): string[] | undefined {
 
 /** The query string as an object: the first value of each name. */
 function queryObject(raw: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of new URLSearchParams(raw)) if (!(k in out)) out[k] = v;
+  const out: Record<string, string> = Object.create(null) as Record<string, string>; // `__proto__` is a name like any other
+  for (const [k, v] of new URLSearchParams(raw)) if (!Object.hasOwn(out, k)) out[k] = v;
   return out;
 }
 

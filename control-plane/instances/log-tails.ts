@@ -6,6 +6,8 @@ import type { Db } from '../db.js';
 
 /** Lines kept per ended instance. */
 export const LOG_TAIL_LINES = 200;
+/** Longest wait for the host's tail: removal (and the destroy reply) must not hang on it. */
+const SAVE_TIMEOUT_MS = 5_000;
 
 export class LogTails {
   private readonly upsert;
@@ -31,7 +33,7 @@ export class LogTails {
   async save(client: AgentClient, instanceId: string, now: number): Promise<void> {
     const lines: string[] = [];
     try {
-      for await (const line of client.logs(instanceId, { tail: LOG_TAIL_LINES })) lines.push(line);
+      for await (const line of client.logs(instanceId, { tail: LOG_TAIL_LINES, signal: AbortSignal.timeout(SAVE_TIMEOUT_MS) })) lines.push(line);
     } catch {
       if (!lines.length) return;
     }
