@@ -24,7 +24,7 @@ const route = (id: string, status: InstanceRouteWire['status'] = 'ready'): Insta
 function snapshot(keys: [string, number][], instances: InstanceRouteWire[] = []): GatewaySnapshot {
   return {
     keys: keys.map(([k, accountId]) => ({ keyHash: hashKey(k), accountId })), sessions: [], limits: [{ accountId: 2, rpm: 7, tpm: null, dailyTokens: null }],
-    models: [{ name: 'm', upstreams: ['http://127.0.0.1:9'], tools: true, reasoning: false, efforts: [], maxContext: 1000, ownedBy: 'rc' }],
+    models: [{ name: 'm', upstreams: ['http://127.0.0.1:9'], tools: true, reasoning: false, efforts: [], maxContext: 1000, fitMaxTokens: false, ownedBy: 'rc' }],
     instances, tunnel: { secret: 's'.repeat(32), proxyUrl: '' },
   };
 }
