@@ -8,7 +8,7 @@ import { csrfTokenFor } from './accounts.js';
 import { clearSessionCookie, sessionCookie, type Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
 import { ApiError, forbidden, unauthorized } from './errors.js';
-import { KeyedBuckets, retryAfterSeconds, SignInLimits } from './auth/rate-limit.js';
+import { addressKey, KeyedBuckets, retryAfterSeconds, SignInLimits } from './auth/rate-limit.js';
 import { emailVerificationRequired, type EmailVerifications } from './auth/email-verification.js';
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import { effectiveOverrides, hasSharedModelAccess } from './model-access.js';
@@ -69,7 +69,7 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
       async handle({ body, forwardedProto, clientAddress }) {
         if (deps.settings.signup !== 'open') throw forbidden('Sign-up is closed', 'signup_closed');
         // Each open sign-up is an account with its own daily model cap: one address cannot mint many.
-        const wait = signUps.take(clientAddress);
+        const wait = signUps.take(addressKey(clientAddress));
         if (wait > 0) throw tooMany(TOO_MANY_SIGN_UPS, wait, 'signup_rate_limited');
         const passwordHash = await hashPassword(body.password);
         const a = store.transaction(() => {

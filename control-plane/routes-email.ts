@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import type { ApiDeps } from './deps.js';
 import { LINK_INVALID, VERIFY_PATH, type EmailVerifications } from './auth/email-verification.js';
-import { retryAfterSeconds, type KeyedBuckets } from './auth/rate-limit.js';
+import { addressKey, retryAfterSeconds, type KeyedBuckets } from './auth/rate-limit.js';
 import type { MailSender } from './auth/mail.js';
 import { ApiError, badRequest } from './errors.js';
 import { route, type Route } from './router.js';
@@ -47,7 +47,7 @@ export function emailRoutes(deps: ApiDeps, verifications: EmailVerifications, se
       method: 'post', path: `${VERIFY_PATH}/resend`, access: 'none', sameOriginJson: true,
       body: z.strictObject({ email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')) }),
       handle({ body, clientAddress }) {
-        const wait = perAddress.take(clientAddress);
+        const wait = perAddress.take(addressKey(clientAddress));
         if (wait > 0) throw new ApiError(429, 'signup_rate_limited', 'Too many requests from this address; retry after the Retry-After delay', { 'retry-after': String(retryAfterSeconds(wait)) });
         const a = deps.store.accounts.byEmail(body.email);
         // The same answer whether or not the address exists or waits: nothing is learnt about accounts.

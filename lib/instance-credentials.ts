@@ -9,13 +9,16 @@
 // - cookies whose name starts with `rc_` (the platform reserves the prefix; today `rc_session`),
 //   also behind the `__Host-` / `__Secure-` prefixes;
 // - the CSRF header `x-csrf-token`;
-// - an API key: `Authorization: Bearer rc-...` or `x-api-key: rc-...` (with or without Bearer).
+// - an API key: `Authorization: Bearer rc-...` or `x-api-key: rc-...` (with or without Bearer);
+// - the operator's admin token header `x-rc-admin-token`.
 // Other Authorization schemes and other cookies belong to the instance's app and pass through.
 
 /** Prefix reserved for the platform's cookie names (`rc_session`). */
 export const PLATFORM_COOKIE_PREFIX = 'rc_';
 /** The session's CSRF header. */
 export const CSRF_HEADER = 'x-csrf-token';
+/** The admin token header of the rc CLI (control-plane/admin-client.ts). */
+export const ADMIN_TOKEN_HEADER = 'x-rc-admin-token';
 
 const PLATFORM_KEY = /^[ \t]*(?:Bearer[ \t]+)?rc-/i;
 const MAY_HOLD_PLATFORM_COOKIE = /rc_/i;
@@ -60,6 +63,7 @@ export function forwardableRequestHeader(name: string, value: string): string | 
     case 'x-api-key':
       return isPlatformKey(value) ? undefined : value;
     case CSRF_HEADER:
+    case ADMIN_TOKEN_HEADER:
       return undefined;
     default:
       return value;

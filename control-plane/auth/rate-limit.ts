@@ -14,6 +14,7 @@
 //    locked out; one on a new address waits at most a minute per attempt while an attack lasts.
 // A refused attempt (429) checks no password and does not count as a failure, so hammering
 // does not extend anyone's wait. A success clears the pair's failures.
+import { isIPv6 } from 'node:net';
 import { systemClock, type Clock } from '../../lib/clock.js';
 
 export const FREE_FAILURES = 5;
@@ -25,6 +26,23 @@ export const KNOWN_ADDRESS_TTL_MS = 30 * 86_400_000;
 export const PAIR_FORGET_MS = 15 * 60_000;
 /** Entries kept per map before idle ones are swept (memory stays bounded under a flood of addresses). */
 const SWEEP_AT = 10_000;
+/** At most one sweep per map this often (a sweep walks the map: never on every request of a flood). */
+const SWEEP_EVERY_MS = 10_000;
+
+/**
+ * The key a client address is limited by: an IPv4 address as is, an IPv6 address by its /64
+ * (one host usually holds a whole /64 and could otherwise rotate through it).
+ */
+export function addressKey(address: string): string {
+  const a = address.trim().toLowerCase();
+  if (a.startsWith('::ffff:') && a.includes('.')) return a.slice(7); // IPv4-mapped
+  if (!isIPv6(a)) return a;
+  const [head = '', tail] = a.split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
+  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
+}
 
 /** Whole seconds to wait (at least 1), for Retry-After. */
 export const retryAfterSeconds = (ms: number): number => Math.max(1, Math.ceil(ms / 1000));
@@ -32,6 +50,7 @@ export const retryAfterSeconds = (ms: number): number => Math.max(1, Math.ceil(m
 /** Token buckets by key: `capacity` tokens, refilled continuously at `capacity` per `periodMs`. */
 export class KeyedBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
+  private lastSweep = 0;
 
   constructor(private readonly capacity: number, private readonly periodMs: number, private readonly clock: Clock = systemClock) {}
 
@@ -54,12 +73,13 @@ export class KeyedBuckets {
     if (b.tokens < 1) return Math.ceil(((1 - b.tokens) * this.periodMs) / this.capacity);
     b.tokens -= 1;
     this.buckets.set(key, b);
-    if (this.buckets.size > SWEEP_AT) this.sweep(now);
+    if (this.buckets.size > SWEEP_AT && now - this.lastSweep >= SWEEP_EVERY_MS) this.sweep(now);
     return 0;
   }
 
   /** Forgets buckets that have refilled completely. */
   private sweep(now: number): void {
+    this.lastSweep = now;
     for (const [k, b] of this.buckets) if (b.tokens + ((now - b.at) * this.capacity) / this.periodMs >= this.capacity) this.buckets.delete(k);
   }
 }
@@ -78,6 +98,7 @@ export class SignInLimits {
   /** `email\0address` -> when it last signed in successfully. */
   private readonly known = new Map<string, number>();
   private readonly clock: Clock;
+  private lastSweep = 0;
 
   constructor(o: SignInLimitOptions) {
     this.clock = o.clock ?? systemClock;
@@ -86,7 +107,8 @@ export class SignInLimits {
   }
 
   /** Before checking a password: 0 when the attempt may go ahead, else milliseconds to wait. */
-  admit(email: string, address: string): number {
+  admit(email: string, clientAddress: string): number {
+    const address = addressKey(clientAddress);
     const now = this.clock.now();
     const pairKey = `${email}\0${address}`;
     const pair = this.pairs.get(pairKey);
@@ -101,7 +123,8 @@ export class SignInLimits {
   }
 
   /** A wrong password (or unknown e-mail) from `address`. */
-  failed(email: string, address: string): void {
+  failed(email: string, clientAddress: string): void {
+    const address = addressKey(clientAddress);
     const now = this.clock.now();
     const pairKey = `${email}\0${address}`;
     const old = this.pairs.get(pairKey);
@@ -111,18 +134,24 @@ export class SignInLimits {
     if (pair.failures > FREE_FAILURES) pair.blockedUntil = now + Math.min(MAX_PAIR_WAIT_MS, 1000 * 2 ** (pair.failures - FREE_FAILURES - 1));
     this.pairs.set(pairKey, pair);
     this.accountFailures.take(email);
-    if (this.pairs.size > SWEEP_AT) this.sweepPairs(now);
+    if (this.pairs.size > SWEEP_AT && now - this.lastSweep >= SWEEP_EVERY_MS) this.sweepPairs(now);
   }
 
   /** A successful sign-in: the pair's failures are forgotten and the address becomes known. */
-  succeeded(email: string, address: string): void {
+  succeeded(email: string, clientAddress: string): void {
+    const address = addressKey(clientAddress);
     const pairKey = `${email}\0${address}`;
     this.pairs.delete(pairKey);
     this.known.set(pairKey, this.clock.now());
-    if (this.known.size > SWEEP_AT) for (const [k, at] of this.known) if (this.clock.now() - at >= KNOWN_ADDRESS_TTL_MS) this.known.delete(k);
+    const now = this.clock.now();
+    if (this.known.size > SWEEP_AT && now - this.lastSweep >= SWEEP_EVERY_MS) {
+      this.lastSweep = now;
+      for (const [k, at] of this.known) if (now - at >= KNOWN_ADDRESS_TTL_MS) this.known.delete(k);
+    }
   }
 
   private sweepPairs(now: number): void {
+    this.lastSweep = now;
     for (const [k, p] of this.pairs) if (p.blockedUntil <= now && now - p.at > MAX_PAIR_WAIT_MS) this.pairs.delete(k);
   }
 }

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { formatMessage } from '../../control-plane/auth/smtp.js';
+import { createLogger } from '../../lib/log.js';
 import { waitFor } from '../helpers.js';
 import { startPlatform } from './platform.js';
 
@@ -114,4 +115,15 @@ test('SMTP message format: dot-stuffing, no header injection, encoded non-ASCII 
   assert.match(text, /\r\n\.\.starts with a dot\r\n\.\.\r\n\.\r\n$/);
   assert.match(text, /^Subject: =\?UTF-8\?B\?/m);
   assert.throws(() => formatMessage({ from: 'a@x.test', to: 'b@y.test\r\nBcc: c@z.test', subject: 's', text: '' }), /one line/);
+});
+
+test('without RC_SMTP_URL the link is logged (the default mail sender), and it works', async (t) => {
+  const lines: string[] = [];
+  const p = await startPlatform({ settings: { emailVerification: 'required' }, logger: createLogger('info', {}, (l) => lines.push(l)) });
+  t.after(() => p.close());
+  assert.equal((await p.call('POST', '/api/auth/signup', { body: { email: 'logged@example.com', password: PASSWORD } })).status, 201);
+  const logged = await waitFor(() => lines.map((l) => JSON.parse(l) as { to?: string; text?: string }).find((e) => e.to === 'logged@example.com'));
+  const link = /(http:\/\/\S+)/.exec(logged.text!)![1]!;
+  assert.equal((await p.call('GET', new URL(link).pathname + new URL(link).search)).status, 200);
+  assert.equal((await p.call('POST', '/api/auth/login', { body: { email: 'logged@example.com', password: PASSWORD } })).status, 200);
 });

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FakeClock } from '../../lib/clock.js';
+import { addressKey } from '../../control-plane/auth/rate-limit.js';
 import { startPlatform, type Platform, type Reply } from './platform.js';
 
 const PASSWORD = 'correct horse battery';
@@ -108,4 +109,16 @@ test('attack: one address minting accounts (each with its own daily cap) gets 42
   assert.ok(wait > 60 && wait <= 1200, `Retry-After ${wait}`);
   assert.equal(p.cp.store.accounts.byEmail('sock3@example.com'), undefined);
   assert.equal((await signup(4, '198.51.100.2')).status, 201, 'another address is not affected');
+});
+
+test('attack: rotating addresses inside one IPv6 /64 counts as one address', async (t) => {
+  assert.equal(addressKey('2001:db8:1:2::1'), addressKey('2001:DB8:1:2:ffff:0:0:9'));
+  assert.notEqual(addressKey('2001:db8:1:2::1'), addressKey('2001:db8:1:3::1'));
+  assert.equal(addressKey('::ffff:192.0.2.1'), '192.0.2.1');
+  assert.equal(addressKey('192.0.2.1'), '192.0.2.1');
+  const p = await startPlatform({ settings: { trustProxy: true, loginPerAddressPerMinute: 3 } });
+  t.after(() => p.close());
+  const statuses: number[] = [];
+  for (let i = 1; i <= 5; i++) statuses.push((await login(p, `someone${i}@example.com`, 'wrong password', from(`2001:db8:1:2::${i.toString(16)}`))).status);
+  assert.deepEqual(statuses, [401, 401, 401, 429, 429]);
 });

@@ -71,6 +71,7 @@ test('the shared filter: platform cookies, CSRF header and keys are removed, the
   assert.equal(forwardableRequestHeader('authorization', 'token jupyter-own'), 'token jupyter-own');
   assert.equal(forwardableRequestHeader('authorization', 'Basic dXNlcjpwdw=='), 'Basic dXNlcjpwdw==');
   assert.equal(forwardableRequestHeader('x-csrf-token', 'anything'), undefined);
+  assert.equal(forwardableRequestHeader('x-rc-admin-token', 'anything'), undefined);
   assert.equal(forwardableRequestHeader('cookie', 'rc_session=a'), undefined);
   assert.ok(PLANTED.slice(0, 4).every(isPlatformSetCookie));
   assert.ok(!isPlatformSetCookie('app=1; Path=/'));
