@@ -33,7 +33,7 @@ export function emailRoutes(deps: ApiDeps, verifications: EmailVerifications, se
   return [
     route({
       // The link from the mail, opened in a browser: a GET, single use, no sign-in.
-      method: 'get', path: VERIFY_PATH, access: 'none',
+      method: 'get', path: '/api/auth/verify-email', access: 'none', // VERIFY_PATH
       summary: 'Verify an e-mail address with the single-use link a sign-up mailed',
       query: z.object({ token: z.string().optional() }),
       handle({ query }) {
@@ -44,7 +44,8 @@ export function emailRoutes(deps: ApiDeps, verifications: EmailVerifications, se
       },
     }),
     route({
-      method: 'post', path: `${VERIFY_PATH}/resend`, access: 'none', sameOriginJson: true,
+      method: 'post', path: '/api/auth/verify-email/resend', access: 'none', sameOriginJson: true,
+      summary: 'Mail a new verification link (the same answer for every address)',
       body: z.strictObject({ email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')) }),
       handle({ body, clientAddress }) {
         const wait = perAddress.take(addressKey(clientAddress));

@@ -3,7 +3,7 @@
 import { spawnSync } from 'node:child_process';
 
 const files = process.argv.slice(2);
-const args = ['--test', '--test-concurrency=2', '--test-timeout=120000', ...(files.length ? files : ['dist/test/'])];
+const args = ['--test', '--test-concurrency=2', '--test-timeout=300000', ...(files.length ? files : ['dist/test/'])];
 const env = { ...process.env, RC_LOG_LEVEL: process.env.RC_LOG_LEVEL ?? 'silent' };
 const r = spawnSync(process.execPath, args, { stdio: 'inherit', env });
 process.exit(r.status ?? 1);
