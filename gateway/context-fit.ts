@@ -52,6 +52,9 @@ const MAX_TOKENIZE_RESPONSE_BYTES = 16 * 1024 * 1024;
 
 /** max_model_len learned from the backends, per catalog model. */
 const learned = new WeakMap<ModelState, number>();
+/** Catalog models whose backend has no /tokenize (404, 405, 501): never asked again. */
+const noTokenize = new WeakSet<ModelState>();
+const NO_TOKENIZE = new Set([404, 405, 501]);
 
 /** The context window of `model`, when known. */
 export function contextWindow(model: ModelState): number | undefined {
@@ -84,6 +87,7 @@ export async function fitMaxTokens(
     const bound = 2 * requestBytes + 128 * (prompt.messages.length + (prompt.tools?.length ?? 0) + 1);
     if (bound + wanted + TEMPLATE_MARGIN <= known) return FITS;
   }
+  if (noTokenize.has(model)) return FITS;
   const body = JSON.stringify(prompt);
   if (known !== undefined && Buffer.byteLength(body) + wanted + TEMPLATE_MARGIN <= known) return FITS;
   if (!ctx.admission.tryEnter()) return FITS;
@@ -111,6 +115,7 @@ export async function fitMaxTokens(
 async function tokenize(ctx: GatewayContext, model: ModelState, stickyKey: string | undefined, body: string, signal?: AbortSignal): Promise<{ count: number; maxModelLen: number | undefined } | undefined> {
   try {
     const up = await requestUpstream(ctx.upstreams, model, stickyKey, body, { path: '/tokenize', signal, maxBytes: MAX_TOKENIZE_RESPONSE_BYTES });
+    if (NO_TOKENIZE.has(up.status)) noTokenize.add(model);
     if (up.status !== 200) return undefined;
     return parseTokenizeResponse(up.body);
   } catch {

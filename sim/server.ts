@@ -92,8 +92,6 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   const stats: SimStats = { requests: 0, completed: 0, aborted: 0, faulted: 0, tokenizeRequests: 0, inFlight: 0, lastHeaders: undefined, lastBody: undefined };
   const calls = new Set<Call>();
   const prefixCache = opts.prefixCaching ? new PrefixCache(opts.blockSize) : undefined;
-  /** Prompt tokens served from the prefix cache (0 without prefix caching); stores the prompt's blocks. */
-  const cachedTokens = (promptText: string): number => (prefixCache ? prefixCache.lookup(encode(promptText)) : 0);
   const modelJson = JSON.stringify(opts.model);
   const tokenDelayMs = 1000 / opts.tokensPerSecond;
   const created = Math.floor(Date.now() / 1000);
@@ -201,7 +199,9 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     if (notFound) throw notFound;
     checkChatRequest(req);
     const promptText = applyChatTemplate(req.messages, req.tools);
-    const promptTokens = countTokens(promptText);
+    // With prefix caching the token ids are needed anyway (block hashes): count them once.
+    const promptIds = prefixCache ? encode(promptText) : undefined;
+    const promptTokens = promptIds ? promptIds.length : countTokens(promptText);
     if (promptTokens >= opts.maxModelLen) {
       throw new SimRequestError(400, `This model's maximum context length is ${opts.maxModelLen} tokens. However, your request has ${promptTokens} input tokens. Please reduce the length of the input messages.`, 'messages');
     }
@@ -211,7 +211,8 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       throw new SimRequestError(400, `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${opts.maxModelLen} tokens and your request has ${promptTokens} input tokens (${maxTokens} > ${opts.maxModelLen} - ${promptTokens}).`, 'max_tokens');
     }
     const plan = planOutput(req, { reasoningModel: opts.reasoning, limit: maxTokens ?? room, promptText, seed: opts.seed });
-    const cached = cachedTokens(promptText);
+    // Prompt tokens served from the prefix cache (0 without it); the prompt's blocks are stored.
+    const cached = promptIds ? prefixCache!.lookup(promptIds) : 0;
     const id = `${responsesReq ? 'resp_' : 'chatcmpl-'}${randomUUID().replace(/-/g, '')}`;
     const meta = responsesReq && { id, created: Math.floor(Date.now() / 1000), model: opts.model, req: responsesReq, promptTokens, cachedTokens: cached };
     const now = Math.floor(Date.now() / 1000);

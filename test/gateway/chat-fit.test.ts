@@ -2,6 +2,8 @@
 // own error passes through, as OpenAI clients expect), on with `x-rc-fit-max-tokens: 1` or the
 // catalog entry's `fitMaxTokens`. Real gateway, real sims with a small context, the openai client.
 import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { modelEntrySchema } from '../../lib/config.js';
@@ -10,18 +12,41 @@ import { startFixture, type Fixture } from './fixture.js';
 
 const CONTEXT = 200;
 let fx: Fixture;
+/** A backend without /tokenize: counts what it is asked, answers completions with a canned body. */
+let plain: Server;
+const plainHits = { tokenize: 0, completions: 0, lastMaxTokens: undefined as unknown };
 const FIT = { headers: { 'x-rc-fit-max-tokens': '1' } };
 
 before(async () => {
+  plain = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d));
+    req.on('end', () => {
+      if (req.url === '/tokenize') {
+        plainHits.tokenize++;
+        res.writeHead(404, { 'content-type': 'application/json' }).end('{"detail":"Not Found"}');
+        return;
+      }
+      plainHits.completions++;
+      plainHits.lastMaxTokens = (JSON.parse(body) as { max_tokens?: number }).max_tokens;
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"id":"x","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}');
+    });
+  });
+  await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
+  const plainUrl = `http://127.0.0.1:${(plain.address() as AddressInfo).port}`;
   fx = await startFixture({
     sims: [{ fast: true, maxModelLen: CONTEXT }, { fast: true, maxModelLen: CONTEXT }],
     models: (sims) => [
       modelEntrySchema.parse({ name: 'm', upstreams: [sims[0]!.url] }),
       modelEntrySchema.parse({ name: 'fitted', upstreams: [sims[1]!.url], servedName: 'm', fitMaxTokens: true }),
+      modelEntrySchema.parse({ name: 'plain', upstreams: [plainUrl], servedName: 'm', fitMaxTokens: true }),
     ],
   });
 });
-after(() => fx?.close());
+after(async () => {
+  await fx?.close();
+  await new Promise((r) => plain?.close(r));
+});
 
 const msgs = (words: number) => [{ role: 'user' as const, content: Array.from({ length: words }, (_, i) => `w${i}`).join(' ') }];
 
@@ -74,4 +99,11 @@ test('the catalog flag fitMaxTokens applies it without the header', async () => 
   assert.equal(fx.sims[1]!.stats.lastBody!.model, 'm');
   const r = await status(fx.client.chat.completions.create({ model: 'fitted', messages: msgs(CONTEXT) }));
   assert.equal(r.code, 'context_length_exceeded');
+});
+
+test('a backend without /tokenize: forwarded as it is, and not asked again', async () => {
+  for (let i = 0; i < 3; i++) await fx.client.chat.completions.create({ model: 'plain', max_tokens: 100_000, messages: msgs(10) });
+  assert.equal(plainHits.completions, 3);
+  assert.equal(plainHits.lastMaxTokens, 100_000, 'the backend judges');
+  assert.equal(plainHits.tokenize, 1);
 });
