@@ -40,6 +40,13 @@ async function fitsWidth(page: Page): Promise<boolean> {
   return page.evaluate('document.documentElement.scrollWidth <= window.innerWidth') as Promise<boolean>;
 }
 
+/** Form controls and buttons without an accessible name on the page (their outer HTML). */
+async function unlabelled(page: Page): Promise<string[]> {
+  return page.evaluate(`[...document.querySelectorAll('input, select, textarea, button')]
+    .filter((el) => el.type !== 'hidden' && !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !(el.textContent || '').trim())
+    .map((el) => el.outerHTML)`) as Promise<string[]>;
+}
+
 /** The page's title heading. */
 const h1 = (page: Page, name: string) => page.getByRole('heading', { name, level: 1, exact: true });
 
@@ -135,6 +142,7 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   const app = `require('http').createServer((q, s) => { console.log('request ' + q.url); s.end('${APP_TEXT}'); }).listen(process.env.PORT)`;
   await page.getByLabel('Start command').fill(`echo console-app-started; exec "${process.execPath}" -e "${app}"`);
   await page.getByLabel('Disk size (GB)').fill('100');
+  assert.deepEqual(await unlabelled(page), []);
   await shot(page, '06-template-form');
   await page.getByRole('button', { name: 'Create template' }).click();
   await page.waitForURL(`${api}/templates`);
@@ -243,6 +251,7 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
     await page.locator('h1').waitFor();
     await page.waitForLoadState('networkidle').catch(() => {});
     phone[path] = await fitsWidth(page);
+    assert.deepEqual(await unlabelled(page), [], path);
     await shot(page, `phone${path.replaceAll('/', '-')}`);
   }
   assert.deepEqual(Object.entries(phone).filter(([, fits]) => !fits).map(([p]) => p), [], 'pages wider than a phone');
