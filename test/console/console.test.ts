@@ -40,6 +40,13 @@ async function fitsWidth(page: Page): Promise<boolean> {
   return page.evaluate('document.documentElement.scrollWidth <= window.innerWidth') as Promise<boolean>;
 }
 
+/** Form controls and buttons without an accessible name on the page (their outer HTML). */
+async function unlabelled(page: Page): Promise<string[]> {
+  return page.evaluate(`[...document.querySelectorAll('input, select, textarea, button')]
+    .filter((el) => el.type !== 'hidden' && !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !(el.textContent || '').trim())
+    .map((el) => el.outerHTML)`) as Promise<string[]>;
+}
+
 /** The page's title heading. */
 const h1 = (page: Page, name: string) => page.getByRole('heading', { name, level: 1, exact: true });
 
@@ -135,6 +142,7 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   const app = `require('http').createServer((q, s) => { console.log('request ' + q.url); s.end('${APP_TEXT}'); }).listen(process.env.PORT)`;
   await page.getByLabel('Start command').fill(`echo console-app-started; exec "${process.execPath}" -e "${app}"`);
   await page.getByLabel('Disk size (GB)').fill('100');
+  assert.deepEqual(await unlabelled(page), []);
   await shot(page, '06-template-form');
   await page.getByRole('button', { name: 'Create template' }).click();
   await page.waitForURL(`${api}/templates`);
@@ -168,10 +176,19 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   await page.locator('#logs', { hasText: 'request /' }).waitFor({ timeout: 30_000 });
 
   // Time to first render of the instance page (measured, reported; never asserted).
-  // From the start of navigation (performance.timeOrigin) to the frame where the status is in the page.
-  await page.goto(`${api}/instance`, { waitUntil: 'commit' });
-  const rendered = await page.waitForFunction("document.getElementById('status') && Math.round(performance.now())", null, { polling: 'raf', timeout: 30_000 });
-  const firstRenderMs = (await rendered.jsonValue()) as number;
+  // From the start of navigation (performance.timeOrigin) to the frame where the status is in the
+  // page; five loads, the median reported.
+  const renders: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    await page.goto(`${api}/instance`, { waitUntil: 'commit' });
+    // A function, not a string: the console's CSP forbids the eval a string predicate needs.
+    const rendered = await page.waitForFunction(() => {
+      const g = globalThis as unknown as { document: { getElementById(id: string): unknown }; performance: { now(): number } };
+      return g.document.getElementById('status') ? Math.round(g.performance.now()) : 0;
+    }, null, { polling: 'raf', timeout: 30_000 });
+    renders.push((await rendered.jsonValue()) as number);
+  }
+  const firstRenderMs = [...renders].sort((a, b) => a - b)[2]!;
   const navTiming = await page.evaluate(`(() => {
     const nav = performance.getEntriesByType('navigation')[0];
     return { domContentLoadedMs: Math.round(nav.domContentLoadedEventEnd), loadMs: Math.round(nav.loadEventEnd) };
@@ -234,6 +251,7 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
     await page.locator('h1').waitFor();
     await page.waitForLoadState('networkidle').catch(() => {});
     phone[path] = await fitsWidth(page);
+    assert.deepEqual(await unlabelled(page), [], path);
     await shot(page, `phone${path.replaceAll('/', '-')}`);
   }
   assert.deepEqual(Object.entries(phone).filter(([, fits]) => !fits).map(([p]) => p), [], 'pages wider than a phone');
@@ -249,7 +267,7 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   const js = readFileSync(join(staticDir(), 'app.js'));
   const metrics = {
     js_bytes: js.length, js_gzip_bytes: gzipSync(js, { level: 9 }).length, js_brotli_bytes: brotliCompressSync(js).length,
-    instance_page_first_render_ms: firstRenderMs, instance_page_navigation: navTiming,
+    instance_page_first_render_ms: firstRenderMs, instance_page_first_render_runs_ms: renders, instance_page_navigation: navTiming,
   };
   writeFileSync(join(OUTPUT_DIR, 'metrics.json'), JSON.stringify(metrics, null, 2) + '\n');
   t.diagnostic(JSON.stringify(metrics));

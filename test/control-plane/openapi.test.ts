@@ -67,6 +67,7 @@ test('openapi.json documents exactly the served routes, with the request schemas
   assert.ok(logs.responses['200'].content['text/event-stream']);
   assert.deepEqual(doc.paths['/api/profile/templates/{id}']!.put.parameters[0], { name: 'id', in: 'path', required: true, schema: { type: 'string' } });
   assert.deepEqual(doc.paths['/api/health']!.get.security, []);
+  assert.equal(doc.paths['/api/me']!.get.summary, 'The account profile; `credits` is the live balance');
   assert.deepEqual(doc.paths['/api/admin/{op}']!.post.security, [{ adminToken: [] }]);
   assert.ok(doc.paths['/api/templates/{id}/launch']!.post.requestBody.required === false);
 });

@@ -358,6 +358,8 @@ function instancePage() {
     const fact = (k, ...v) => facts.push(h('dt', {}, k), h('dd', {}, v));
     fact('Status', h('span', { id: 'status', class: `badge s-${st.status}` }, st.status), st.message !== st.status ? ` ${st.message}` : '');
     if (st.queue_position) fact('Queue', `position ${st.queue_position} (waiting for free GPUs)`);
+    const pull = /(\d+)\/(\d+) layers/.exec(st.status === 'pending' ? st.message : '');
+    if (pull) fact('Pulling', h('progress', { value: pull[1], max: pull[2], 'aria-label': 'Image layers pulled' }), ` ${pull[1]} of ${pull[2]} layers`);
     if (st.reason) fact('Reason', h('code', {}, st.reason));
     if (st.detail) fact('Detail', st.detail);
     fact('Template', st.template_title, ` · ${st.instance_type} · ${st.gpu_count} GPU${st.gpu_count > 1 ? 's' : ''} · ${st.disk_gb} GB`);
