@@ -98,7 +98,8 @@ test('listen: ephemeral port; close waits for in-flight work up to the grace per
   const s = await listen(app, '127.0.0.1', 0, () => inflight === 0);
   assert.ok(s.port > 0);
   const pending = request(`${s.url}/slow`);
-  await new Promise((r) => setTimeout(r, 20));
+  // Close only once the request is in flight (a fixed sleep raced the connection on a loaded machine).
+  while (inflight === 0) await new Promise((r) => setTimeout(r, 5));
   await s.close(2000);
   const r = await pending;
   assert.equal(r.statusCode, 200);
