@@ -32,12 +32,17 @@ export interface AgentHandlers {
 /** Default: a stream silent this long (the agent heartbeats every 5 s) is torn down and redialled. */
 export const DEFAULT_STALL_MS = 20_000;
 const MAX_BACKOFF_MS = 2_000;
+/**
+ * A dial that has not produced the host's first item by then is abandoned and the next one uses a
+ * fresh channel: a connect begun while the link was down hangs in SYN retransmits (seconds apart)
+ * even after the link is back, and calls on that channel wait for it.
+ */
+const DIAL_TIMEOUT_MS = 3_000;
 
 export class AgentConnection {
   readonly id: string;
   readonly address: string;
   readonly registered: boolean;
-  readonly client: AgentClient;
   draining: boolean;
   host: HostInfo | undefined;
   connected = false;
@@ -53,17 +58,27 @@ export class AgentConnection {
   private queue: Promise<unknown> = Promise.resolve();
   private loop: Promise<void> | undefined;
   private readonly stop = new AbortController();
+  private current: AgentClient;
 
   constructor(
-    config: AgentConfig, private readonly clock: Clock, private readonly log: Logger, private readonly handlers: AgentHandlers,
+    private readonly config: AgentConfig, private readonly clock: Clock, private readonly log: Logger, private readonly handlers: AgentHandlers,
     private readonly stallMs = DEFAULT_STALL_MS,
   ) {
     this.id = config.id;
     this.address = config.address;
     this.registered = config.registered ?? false;
     this.draining = config.draining ?? false;
-    this.client = createAgentClient({ address: config.address, token: config.token, tlsCa: config.tlsCa, timeoutMs: 15_000 });
+    this.current = this.dial();
     this.downSince = clock.now();
+  }
+
+  /** The gRPC client of the host (replaced by a fresh channel after a dial that did not connect). */
+  get client(): AgentClient {
+    return this.current;
+  }
+
+  private dial(): AgentClient {
+    return createAgentClient({ address: this.config.address, token: this.config.token, tlsCa: this.config.tlsCa, timeoutMs: 15_000 });
   }
 
   /** Runs `fn` after everything queued before it on this agent. */
@@ -95,8 +110,11 @@ export class AgentConnection {
     let backoff = 100;
     while (!this.closed) {
       const stream = (this.stream = new AbortController());
+      let answered = false;
+      const dialTimer = setTimeout(() => { if (!answered) stream.abort(); }, DIAL_TIMEOUT_MS);
       try {
         for await (const item of this.client.watch({ signal: stream.signal })) {
+          answered = true;
           this.lastItemAt = Date.now();
           if (item.kind === 'host') {
             this.host = item.host;
@@ -115,6 +133,13 @@ export class AgentConnection {
         }
       } catch (err) {
         if (!this.closed && this.connected) this.log.warn('agent stream ended', { agent: this.id, err });
+      } finally {
+        clearTimeout(dialTimer);
+      }
+      if (!answered && !this.closed) {
+        const old = this.current;
+        this.current = this.dial();
+        old.close();
       }
       if (this.connected) {
         this.connected = false;

@@ -151,6 +151,8 @@ export class InstanceService {
    */
   async endOnHost(id: string): Promise<void> {
     const conn = this.agents.get(id);
+    // Ending instances reschedules the queue: nothing may be placed on the host being removed.
+    if (conn) conn.draining = true;
     for (const r of this.instances.onAgent(id)) {
       if (r.state === 'stopping') this.markStopped(r.id);
       else this.fail(r, 'Its host was removed from the platform', EndReason.hostRemoved, `Host ${id} was removed with --force`);

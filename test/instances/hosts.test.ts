@@ -119,3 +119,26 @@ test('registered hosts are dialled again after a control-plane restart; draining
   await p2.call('DELETE', '/api/notebook/current', { key: me.key });
   await waitStatus(p2, me.key, 'stopped');
 });
+
+test('a persistent-storage launch prefers the host holding the account volume over the policy choice', async (t) => {
+  const a = await startTestAgent(t, { gpus: 2 });
+  const b = await startTestAgent(t, { gpus: 4 });
+  const p = await startPlatform(t, { settings: { instanceSchedule: 'spread' } });
+  await admin(p, 'host.add', { name: 'a', address: a.config.address, token: a.config.token });
+  await admin(p, 'host.add', { name: 'b', address: b.config.address, token: b.config.token });
+  await waitFor(async () => ((await admin(p, 'host.list', {})).body.hosts as { state: string }[]).every((h) => h.state === 'connected'));
+
+  const owner = await p.account('volume@example.com', { credits: 50 });
+  const persistent = p.template(owner.id, { persistent_storage: true });
+  const launchPersistent = async () => (await p.call('POST', `/api/templates/${persistent.id}/launch`, { key: owner.key, body: {} })).body.instance_id as string;
+  await launchPersistent();
+  assert.equal((await waitStatus(p, owner.key, 'ready')).host, 'b'); // spread: the emptiest host holds the volume now
+  await p.call('DELETE', '/api/notebook/current', { key: owner.key });
+  await waitStatus(p, owner.key, 'stopped');
+
+  // Another account takes 2 GPUs of b: both hosts have 2 free, and spread alone would pick a (first of equals).
+  const other = await launch(p, 'other@example.com', 2);
+  assert.equal((await waitStatus(p, other.key, 'ready')).host, 'b');
+  await launchPersistent();
+  assert.equal((await waitStatus(p, owner.key, 'ready')).host, 'b');
+});
