@@ -2,6 +2,7 @@
 // `{ error: { message, type, param, code } }`. Constant errors are serialized once.
 import { RcError } from '../lib/errors.js';
 import { sendJson, type Res } from '../lib/http.js';
+import { RATE_LIMIT_MESSAGE } from './gates/codes.js';
 
 export type ChatErrorType =
   | 'invalid_request_error'
@@ -58,6 +59,7 @@ export const ERRORS = {
   unavailable: canned(502, 'Model gateway is unavailable', 'api_error', 'upstream_unavailable'),
   upstreamTimeout: canned(502, 'Model gateway is unavailable', 'api_error', 'upstream_timeout'),
   poolExhausted: canned(503, 'Model gateway connection pool exhausted', 'api_error', 'pool_exhausted', null, { 'retry-after': '5' }),
+  gateUnavailable: canned(503, 'Model gateway is unavailable', 'api_error', 'gate_unavailable', null, { 'retry-after': '5' }),
   methodNotAllowed: canned(405, 'Method not allowed on this path', 'invalid_request_error', 'method_not_allowed'),
 } as const;
 
@@ -75,7 +77,7 @@ export function notFound(path: string): GatewayError {
 
 /** 429 when a gate refuses; `code` names the gate. */
 export function rateLimited(code: string, retryAfterSec: number, headers: Record<string, string>): GatewayError {
-  return new GatewayError(code, 'Model API rate limit exceeded; please retry later', 429, 'rate_limit_error', null, {
+  return new GatewayError(code, RATE_LIMIT_MESSAGE, 429, 'rate_limit_error', null, {
     ...headers,
     'retry-after': String(Math.max(1, Math.ceil(retryAfterSec))),
   });

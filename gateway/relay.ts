@@ -21,14 +21,13 @@ import type { ModelState } from './catalog.js';
 import { ERRORS } from './errors.js';
 import type { GateDecision, GateRequest, GateUsage } from './gate.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from './upstreams.js';
+import { CLIENT_CLOSED } from './metrics.js';
 import { indexOfUsage, lastIndexOfUsage, usageAt, ZERO_USAGE } from './usage.js';
 
 const LF2 = Buffer.from('\n\n');
 const CRLF2 = Buffer.from('\r\n\r\n');
 const DATA = Buffer.from('data:');
 const CHOICES_KEY = Buffer.from('"choices":[');
-/** Status recorded when the client went away before its response ended (nginx's convention). */
-export const CLIENT_CLOSED = 499;
 
 /** Response headers not copied from the backend (lower case): uWS writes its own framing, Date and mark. */
 const HOP_BY_HOP = ['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets'].map((h) => Buffer.from(h));
@@ -76,6 +75,8 @@ export class ChatRelay implements UpstreamHandler {
   /** The unfinished SSE event at the end of the last chunk. */
   private carry: Buffer | undefined;
   private usage: GateUsage | undefined;
+  /** SSE events relayed so far: the output charged when the backend's own count never arrives. */
+  private events = 0;
   private done = false;
   private sse = false;
   /** Chunks accepted from the backend and not yet written to the client. */
@@ -96,7 +97,7 @@ export class ChatRelay implements UpstreamHandler {
   ) {
     res.onAbort = () => {
       this.call?.abort();
-      this.finish(CLIENT_CLOSED, undefined);
+      this.finish(CLIENT_CLOSED, this.usage ?? this.abandonedUsage());
     };
   }
 
@@ -144,7 +145,7 @@ export class ChatRelay implements UpstreamHandler {
   onError(err: UpstreamError): void {
     if (this.done) return;
     if (err.kind === 'aborted' || this.res.aborted) {
-      this.finish(CLIENT_CLOSED, this.usage);
+      this.finish(CLIENT_CLOSED, this.usage ?? this.abandonedUsage());
       return;
     }
     const res = this.res;
@@ -169,12 +170,35 @@ export class ChatRelay implements UpstreamHandler {
         res.write(event);
         res.end();
       });
+      this.finish(this.status, this.usage ?? this.relayedUsage());
+      return;
     } else {
       // A truncated non-stream body: cut the connection so the client cannot take it as whole.
       this.queue.length = 0;
       res.close();
     }
     this.finish(this.status, this.usage);
+  }
+
+  /**
+   * What a stream that ended without the backend's usage is charged: the input estimate plus one
+   * output token per relayed event (a backend streams one event per decoding step; the role event
+   * makes it a slight over-count). What was generated reached the client as it came.
+   */
+  private relayedUsage(): GateUsage {
+    return { inputTokens: this.opts.gateRequest.inputTokens ?? 0, outputTokens: this.events };
+  }
+
+  /**
+   * What a request the client abandoned is charged: a stream what was relayed; a non-stream
+   * request its whole reservation (its body comes at the end, so nothing relayed tells how much
+   * the backend had generated when the abort reached it).
+   */
+  private abandonedUsage(): GateUsage {
+    if (this.opts.stream) return this.relayedUsage();
+    const input = this.opts.gateRequest.inputTokens ?? 0;
+    const reserved = this.opts.decision.reservedTokens ?? this.opts.gateRequest.estimatedTokens;
+    return { inputTokens: input, outputTokens: Math.max(0, reserved - input) };
   }
 
   /** Ends the request's bookkeeping exactly once: gate, admission slot, metrics. */
@@ -277,6 +301,7 @@ export class ChatRelay implements UpstreamHandler {
       this.carry = Buffer.from(chunk.subarray(cut));
       chunk = chunk.subarray(0, cut);
     }
+    for (let e = chunk.indexOf(LF2); e >= 0; e = chunk.indexOf(LF2, e + 2)) this.events++;
     let p = indexOfUsage(chunk);
     if (p < 0) {
       this.enqueue(chunk);

@@ -14,8 +14,7 @@ import type { Res } from '../../lib/http.js';
 import { statusLine } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
 
-/** Status recorded when the client went away before its response ended (nginx's convention). */
-export const CLIENT_CLOSED = 499;
+import { CLIENT_CLOSED } from '../metrics.js';
 
 const HOP_BY_HOP_RESPONSE = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets', 'proxy-connection']);
 /** Request headers never forwarded: framing (undici writes its own) and what undici refuses. */

@@ -86,6 +86,8 @@ export class LimitGate implements RequestGate {
       accountId: req.accountId,
       model: req.model,
       estimate: normalizeEstimate(req.estimatedTokens),
+      input: req.inputTokens === undefined ? -1 : normalizeEstimate(req.inputTokens),
+      defaultOutput: req.defaultOutput === true,
       limits,
       day,
       msToNextDay: (day + 1) * DAY_MS - now,
@@ -173,8 +175,8 @@ export class LimitGate implements RequestGate {
     };
     if (o.gate === GateKind.None) {
       counters.admitted++;
-      const reservation: Reservation = { store, estimate: input.estimate, day: input.day, limits: l, settled: false };
-      return { allowed: true, headers, reservation };
+      const reservation: Reservation = { store, estimate: o.estimate, day: input.day, limits: l, settled: false };
+      return { allowed: true, headers, reservation, maxOutputTokens: o.maxOutput >= 0 ? o.maxOutput : undefined, reservedTokens: o.estimate };
     }
     if (o.gate === GateKind.Requests) counters.deniedRequests++;
     else if (o.gate === GateKind.Tokens) counters.deniedTokens++;

@@ -86,6 +86,7 @@ export class RedisGateStore implements GateStore {
       i.nowMs === undefined ? '' : String(i.nowMs),
       String(i.limits.rpm), String(i.limits.tpm), String(i.limits.dailyTokens),
       String(i.estimate), i.model, String(i.msToNextDay), DAY_TTL_SEC,
+      String(i.input), i.defaultOutput ? '1' : '0',
     ];
     const call = this.run(ADMIT, this.bucketKey(i.accountId), this.dayKey(i.accountId, i.day), args);
     return new Promise<Outcome>((resolve, reject) => {
@@ -100,8 +101,9 @@ export class RedisGateStore implements GateStore {
         (reply) => {
           if (settled) {
             // Too late: the caller went to the in-memory gates. Hand the reservation back.
-            if (Array.isArray(reply) && reply[0] === GateKind.None) {
-              this.settle({ ...i, inputTokens: 0, outputTokens: 0 });
+            const late = toOutcome(reply);
+            if (late && late.gate === GateKind.None) {
+              this.settle({ ...i, estimate: late.estimate, inputTokens: 0, outputTokens: 0 });
             }
             return;
           }
@@ -220,9 +222,12 @@ export class RedisGateStore implements GateStore {
 }
 
 function toOutcome(reply: unknown): Outcome | undefined {
-  if (!Array.isArray(reply) || reply.length !== 6 || !reply.every((v) => typeof v === 'number')) return undefined;
-  const [gate, waitMs, remainingRequests, remainingTokens, resetRequestsMs, resetTokensMs] = reply as number[];
-  return { gate: gate!, waitMs: waitMs!, remainingRequests: remainingRequests!, remainingTokens: remainingTokens!, resetRequestsMs: resetRequestsMs!, resetTokensMs: resetTokensMs! };
+  if (!Array.isArray(reply) || reply.length !== 8 || !reply.every((v) => typeof v === 'number')) return undefined;
+  const [gate, waitMs, remainingRequests, remainingTokens, resetRequestsMs, resetTokensMs, maxOutput, estimate] = reply as number[];
+  return {
+    gate: gate!, waitMs: waitMs!, remainingRequests: remainingRequests!, remainingTokens: remainingTokens!,
+    resetRequestsMs: resetRequestsMs!, resetTokensMs: resetTokensMs!, maxOutput: maxOutput!, estimate: estimate!,
+  };
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

@@ -63,6 +63,8 @@ class MessagesStreamRelay implements UpstreamHandler {
   private errorParts: Buffer[] | undefined;
   private retryAfter: string | undefined;
   private errorSize = 0;
+  /** Backend events relayed (translated) so far. */
+  private events = 0;
   /** The backend answered 200 while the client was there: this is an SSE response. */
   private streaming = false;
   /** The 200 head has been handed to uWS. */
@@ -85,7 +87,10 @@ class MessagesStreamRelay implements UpstreamHandler {
   constructor(readonly res: Res, private readonly ctx: GatewayContext, private readonly o: RelayOptions) {
     const t = new StreamTranslator({ model: o.model.name, signer: o.signer, thinking: o.thinking, inputTokens: o.inputTokensEstimate });
     this.t = t;
-    this.parser = new SseParser((data) => { this.out += t.pushData(data); });
+    this.parser = new SseParser((data) => {
+      this.events++;
+      this.out += t.pushData(data);
+    });
   }
 
   onHead(s: number, raw: Buffer[]): void {
@@ -229,7 +234,10 @@ class MessagesStreamRelay implements UpstreamHandler {
     if (this.pinger) clearInterval(this.pinger);
     this.res.onAbort = undefined;
     if (this.streaming) this.ctx.metrics.request(this.o.route, this.o.model.name, 200);
-    this.o.settle(this.t.reportedUsage);
+    // The backend's running count (continuous usage) when it reports one; else, for a stream
+    // that was relayed, the input estimate plus one output token per relayed backend event.
+    const reported = this.t.reportedUsage;
+    this.o.settle(reported ?? (this.streaming ? { inputTokens: this.o.inputTokensEstimate, outputTokens: this.events } : undefined));
   }
 
   private ping(): void {
