@@ -10,7 +10,7 @@
 import type { Res } from '../lib/http.js';
 import type { GatewayContext } from './context.js';
 import type { ModelState } from './catalog.js';
-import { ERRORS } from './errors.js';
+import { CHAT_CODES, ERRORS } from './errors.js';
 import type { GateDecision, GateRequest, GateUsage } from './gate.js';
 import { CLIENT_CLOSED } from './metrics.js';
 import { contentLengthOf, ResponseWriter, type WriterHooks } from './response-writer.js';
@@ -138,7 +138,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
     }
     if (this.sse) {
       // The stream had started: end it with an error event the client libraries raise.
-      const code = err.kind === 'idle' ? 'upstream_timeout' : 'upstream_error';
+      const code = err.kind === 'idle' ? CHAT_CODES.upstreamTimeout : CHAT_CODES.upstreamError;
       const event = `data: {"error":{"message":"Model backend stream failed: ${err.kind === 'idle' ? 'no data within the idle timeout' : 'connection lost'}","type":"api_error","param":null,"code":"${code}"}}\n\n`;
       this.carry = undefined; // an unfinished event is not relayed
       out.end(event);

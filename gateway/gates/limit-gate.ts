@@ -4,7 +4,7 @@ import type { GateDecision, GateRequest, GateUsage, RequestGate } from '../gate.
 import { systemClock, type Clock } from '../../lib/clock.js';
 import { RcError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
-import { GATE_CODES, GateKind } from './codes.js';
+import { GATE_CODES, GateKind, type GateErrorCode } from './codes.js';
 import type { Limits, LimitsSource } from './limits.js';
 import { DAY_MS, dayIndex, dayString, formatDuration, normalizeEstimate, parseDay, retryAfterSeconds, type Outcome } from './math.js';
 import { MemoryGateStore } from './memory-store.js';
@@ -15,7 +15,7 @@ import type { AdmitInput, GateStore } from './store.js';
 /** A `day` argument that is not a `YYYY-MM-DD` calendar date. */
 export class InvalidDayError extends RcError {
   constructor(day: string) {
-    super('RC_ERR_INVALID_DAY', `day must be a date as YYYY-MM-DD, got ${JSON.stringify(day)}`, 400);
+    super('RC_ERR_INVALID_DAY' satisfies GateErrorCode, `day must be a date as YYYY-MM-DD, got ${JSON.stringify(day)}`, 400);
   }
 }
 

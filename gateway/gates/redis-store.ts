@@ -2,6 +2,7 @@
 // NOSCRIPT) per admission and one per reconciliation. A call that has not answered within the
 // timeout is abandoned: the caller falls back to the in-memory gates, and if the abandoned
 // admission did pass later, its reservation is handed back.
+import type { GateErrorCode } from './codes.js';
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { RcError } from '../../lib/errors.js';
@@ -14,7 +15,7 @@ import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, SettleInput } from
 /** A gate call to Redis failed or timed out. */
 export class GateRedisError extends RcError {
   constructor(message: string, cause?: unknown) {
-    super('RC_ERR_GATE_REDIS', message, 503, { cause });
+    super('RC_ERR_GATE_REDIS' satisfies GateErrorCode, message, 503, { cause });
   }
 }
 
