@@ -174,6 +174,20 @@ export class ResponseWriter {
     closing = undefined;
   }
 
+  /** Ends a response that has no body (HEAD, 204, 304); `reportedLength`: the Content-Length a HEAD answer reports. */
+  endWithoutBody(reportedLength?: number): void {
+    if (this.isClosed) {
+      this.closed = true;
+      return;
+    }
+    this.closed = true;
+    const res = this.res;
+    res.cork(() => {
+      this.writeQueued();
+      res.endWithoutBody(reportedLength);
+    });
+  }
+
   /** Answers a whole response of its own (nothing relayed was written): status, JSON body, headers. */
   reply(status: number, body: string, headers?: Record<string, string>): void {
     if (this.isClosed) return;

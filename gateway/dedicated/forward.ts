@@ -3,20 +3,19 @@
 // arrive. Used by the dedicated endpoints, the instance proxy and (ResponseRelay alone) the
 // tunnel broker.
 //
-// - Body chunks are written inside res.cork as they arrive; when uWS cannot take more (write
-//   returns false) the source is paused and resumed from onWritable.
+// - Writes go through the gateway's response writer (gateway/response-writer.ts): the chunks of
+//   one read in one corked write; when uWS cannot take more the source is paused and resumed
+//   from onWritable; a client that goes away aborts the upstream exchange.
 // - A body that arrives whole with its Content-Length is written in one corked end() (so the
 //   client sees the length); otherwise the response is chunked.
-// - A client that goes away aborts the upstream exchange.
 import type { Dispatcher } from 'undici';
 import { Pool } from 'undici';
 import type { Res } from '../../lib/http.js';
-import { statusLine } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
 
 import { CLIENT_CLOSED } from '../metrics.js';
+import { contentLengthOf, ResponseWriter, type HeaderFilter, type WriterHooks } from '../response-writer.js';
 
-const HOP_BY_HOP_RESPONSE = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets', 'proxy-connection']);
 /** Request headers never forwarded: framing (undici writes its own) and what undici refuses. */
 const HOP_BY_HOP_REQUEST = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect', 'content-length',
@@ -24,97 +23,91 @@ const HOP_BY_HOP_REQUEST = new Set([
 ]);
 
 const noop = (): void => {};
-const JSON_TYPE = 'application/json';
 
 /**
- * Writes one response to a uWS client from any source (undici, tunnel frames). The source calls
- * head(), then data() per chunk (false: pause until `resume` is called), then end() or fail().
+ * Writes one response to a uWS client from any source (undici, tunnel frames), verbatim, through
+ * the gateway's one response writer (gateway/response-writer.ts: cork batching, backpressure,
+ * abort, finish once, hop-by-hop filtering). The source calls head(), then data() per chunk
+ * (false: pause until `resume` is called), then end() or fail().
  */
-export class ResponseRelay {
+export class ResponseRelay implements WriterHooks {
   /** Set by the source: called when a paused body may flow again. */
   resume: () => void = noop;
   /** Set by the source: called when the client goes away. */
   abortSource: () => void = noop;
   status = 0;
-  private headers: readonly (string | Buffer)[] = [];
+  private readonly out: ResponseWriter;
   private contentLength = -1;
-  private headWritten = false;
   private held: Buffer | undefined;
   private done = false;
-  private pending: Buffer | undefined;
-  private writeOk = true;
-  private readonly corkedWrite = (): void => {
-    if (!this.headWritten) this.writeHead();
-    this.writeOk = this.res.write(this.pending!);
-  };
-  private readonly onWritable = (): boolean => {
-    this.resume();
-    return true;
-  };
 
   constructor(
-    private readonly res: Res,
+    res: Res,
     /** Request method (HEAD responses have no body). */
     private readonly method: string,
     /** Called once when the response has ended, failed or was abandoned by the client. */
-    private readonly onFinish: (status: number) => void = noop,
+    private readonly onEnded: (status: number) => void = noop,
+    /** The route's own response header rule (true drops the header), after the hop-by-hop list. */
+    dropHeader?: HeaderFilter,
   ) {
-    res.onAbort = () => {
-      this.abortSource();
-      this.finish(CLIENT_CLOSED);
-    };
+    this.out = new ResponseWriter(res, this, dropHeader);
   }
 
   get finished(): boolean {
     return this.done;
   }
 
+  // WriterHooks
+
+  onAbort(): void {
+    this.abortSource();
+    this.out.finish(CLIENT_CLOSED, undefined);
+  }
+
+  onDrain(): void {
+    this.resume();
+  }
+
+  onFull(): void {}
+
+  onFinish(status: number): void {
+    this.done = true;
+    this.onEnded(status);
+  }
+
+  // The source's calls
+
   /** The response head: status and a flat name, value, name, value... list. */
   head(status: number, headers: readonly (string | Buffer)[]): void {
     this.status = status;
-    this.headers = headers;
-    for (let i = 0; i + 1 < headers.length; i += 2) {
-      const name = headers[i]!;
-      if (name.length === 14 && name.toString().toLowerCase() === 'content-length') {
-        this.contentLength = Number(headers[i + 1]!.toString());
-        break;
-      }
-    }
+    this.contentLength = contentLengthOf(headers);
+    this.out.head(status, headers);
   }
 
   /** One body chunk (kept by reference until written). Returns false when the source should pause. */
   data(chunk: Buffer): boolean {
-    if (this.done || this.res.aborted) return true;
-    if (!this.headWritten && this.held === undefined && chunk.length === this.contentLength) {
+    const out = this.out;
+    if (this.done || out.isClosed) return true;
+    if (!out.started && this.held === undefined && chunk.length === this.contentLength) {
       this.held = chunk;
       return true;
     }
     if (this.held) {
-      const held = this.held;
+      out.write(this.held);
       this.held = undefined;
-      this.write(held);
     }
-    return this.write(chunk);
+    return out.write(chunk);
   }
 
   end(): void {
     if (this.done) return;
-    const res = this.res;
-    if (!res.aborted) {
-      const held = this.held;
-      res.cork(() => {
-        if (!this.headWritten) {
-          this.writeHead();
-          if (held === undefined && (this.method === 'HEAD' || this.status === 204 || this.status === 304)) {
-            res.endWithoutBody(this.contentLength >= 0 && this.method === 'HEAD' ? this.contentLength : undefined);
-            return;
-          }
-        }
-        if (held) res.end(held);
-        else res.end();
-      });
+    const out = this.out;
+    if (this.held === undefined && !out.started && (this.method === 'HEAD' || this.status === 204 || this.status === 304)) {
+      out.endWithoutBody(this.contentLength >= 0 && this.method === 'HEAD' ? this.contentLength : undefined);
+    } else {
+      out.end(this.held);
     }
-    this.finish(this.status);
+    out.finish(this.status, undefined);
   }
 
   /**
@@ -123,48 +116,14 @@ export class ResponseRelay {
    */
   fail(status: number, detail: string): void {
     if (this.done) return;
-    const res = this.res;
-    if (!res.aborted) {
-      if (!this.headWritten) {
-        res.cork(() => {
-          res.writeStatus(statusLine(status));
-          res.writeHeader('content-type', JSON_TYPE);
-          res.end(JSON.stringify({ detail }));
-        });
-        this.finish(status);
-        return;
-      }
-      res.close();
+    const out = this.out;
+    if (!out.started) {
+      out.reply(status, JSON.stringify({ detail }));
+      out.finish(status, undefined);
+      return;
     }
-    this.finish(this.status);
-  }
-
-  private finish(status: number): void {
-    if (this.done) return;
-    this.done = true;
-    this.res.onAbort = undefined;
-    this.res.aborted = true; // the response is over: later writes are no-ops
-    this.onFinish(status);
-  }
-
-  private writeHead(): void {
-    const res = this.res;
-    this.headWritten = true;
-    res.writeStatus(statusLine(this.status));
-    const h = this.headers;
-    for (let i = 0; i + 1 < h.length; i += 2) {
-      const name = h[i]!;
-      if (!HOP_BY_HOP_RESPONSE.has(name.toString().toLowerCase())) res.writeHeader(name, h[i + 1]!);
-    }
-  }
-
-  private write(chunk: Buffer): boolean {
-    this.pending = chunk;
-    this.res.cork(this.corkedWrite);
-    this.pending = undefined;
-    if (this.writeOk) return true;
-    this.res.onWritable(this.onWritable);
-    return false;
+    out.cut();
+    out.finish(this.status, undefined);
   }
 }
 
