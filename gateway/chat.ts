@@ -170,8 +170,26 @@ function completion(ctx: GatewayContext, res: Res, accountId: number, raw: Buffe
       }
       body = rewritten;
     }
-    const relay = new ChatRelay(res, ctx, f.model, { route: CHAT_ROUTE, stream: f.stream, stripUsage: f.stripUsage, gateRequest, decision });
-    relay.call = ctx.upstreams.send(f.model, f.user, body, relay);
+    const model = f.model;
+    const relay = new ChatRelay(res, ctx, {
+      stream: f.stream,
+      stripUsage: f.stripUsage,
+      inputTokens: f.inputTokens,
+      reservedTokens: decision.reservedTokens ?? f.estimatedTokens,
+      headers: decision.headers,
+      // The way out, once: slot, usage series, metrics, gate.
+      onFinish: (status, usage) => {
+        ctx.admission.leave();
+        if (usage && usage !== ZERO_USAGE) model.series.tokens(usage.inputTokens, usage.outputTokens);
+        ctx.metrics.request(CHAT_ROUTE, model.name, status);
+        try {
+          ctx.gate.settle(gateRequest, decision, usage);
+        } catch (err) {
+          ctx.logger.error('gate settle failed', { err });
+        }
+      },
+    });
+    relay.call = ctx.upstreams.send(model, f.user, body, relay);
   });
 }
 

@@ -6,12 +6,11 @@
 // - Streams are cut at SSE event boundaries (a partial event waits for its end, usually there is
 //   none) so the usage event can be found and, when the gateway asked for it on the client's
 //   behalf, left out: the client sees exactly the events it asked for.
-// - The route's onFinish (gate settle, admission slot, metrics) runs exactly once, at the end.
+// - The route's onFinish(status, usage) (gate settle, admission slot, metrics) runs exactly once.
 import type { Res } from '../lib/http.js';
 import type { GatewayContext } from './context.js';
-import type { ModelState } from './catalog.js';
 import { CHAT_CODES, ERRORS } from './errors.js';
-import type { GateDecision, GateRequest, GateUsage } from './gate.js';
+import type { GateUsage } from './gate.js';
 import { CLIENT_CLOSED } from './metrics.js';
 import { contentLengthOf, ResponseWriter, type WriterHooks } from './response-writer.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from './upstreams.js';
@@ -23,12 +22,17 @@ const DATA = Buffer.from('data:');
 const CHOICES_KEY = Buffer.from('"choices":[');
 
 export interface RelayOptions {
-  route: string;
   stream: boolean;
   /** The gateway added stream_options.include_usage: drop the usage-only event. */
   stripUsage: boolean;
-  gateRequest: GateRequest;
-  decision: GateDecision & { allowed: true };
+  /** The gateway's input estimate: charged with the relayed events when a stream ends without usage. */
+  inputTokens: number;
+  /** Tokens the gate reserved: charged when the client abandons a non-stream request. */
+  reservedTokens: number;
+  /** The gate's headers (x-ratelimit-*), added to the response. */
+  headers: Record<string, string>;
+  /** The route's settlement, called exactly once with the status and the usage to charge. */
+  onFinish(status: number, usage: GateUsage | undefined): void;
 }
 
 export class ChatRelay implements UpstreamHandler, WriterHooks {
@@ -50,7 +54,6 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
   constructor(
     res: Res,
     private readonly ctx: GatewayContext,
-    private readonly model: ModelState,
     private readonly opts: RelayOptions,
   ) {
     this.out = new ResponseWriter(res, this);
@@ -73,17 +76,9 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
     this.call?.resume();
   }
 
-  /** Ends the request's bookkeeping (called once by the writer): gate, admission slot, metrics. */
+  /** Called once by the writer: the route settles (gate, admission slot, metrics). */
   onFinish(status: number, usage: GateUsage | undefined): void {
-    const ctx = this.ctx;
-    ctx.admission.leave();
-    if (usage && usage !== ZERO_USAGE) this.model.series.tokens(usage.inputTokens, usage.outputTokens);
-    ctx.metrics.request(this.opts.route, this.model.name, status);
-    try {
-      ctx.gate.settle(this.opts.gateRequest, this.opts.decision, usage);
-    } catch (err) {
-      ctx.logger.error('gate settle failed', { err });
-    }
+    this.opts.onFinish(status, usage);
   }
 
   // UpstreamHandler
@@ -92,7 +87,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
     this.status = status;
     this.sse = this.opts.stream && status === 200;
     if (!this.sse) this.contentLength = contentLengthOf(rawHeaders);
-    this.out.head(status, rawHeaders, this.opts.decision.headers);
+    this.out.head(status, rawHeaders, this.opts.headers);
   }
 
   onData(chunk: Buffer): boolean {
@@ -160,7 +155,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
    * makes it a slight over-count). What was generated reached the client as it came.
    */
   private relayedUsage(): GateUsage {
-    return { inputTokens: this.opts.gateRequest.inputTokens ?? 0, outputTokens: this.events };
+    return { inputTokens: this.opts.inputTokens, outputTokens: this.events };
   }
 
   /**
@@ -170,9 +165,8 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
    */
   private abandonedUsage(): GateUsage {
     if (this.opts.stream) return this.relayedUsage();
-    const input = this.opts.gateRequest.inputTokens ?? 0;
-    const reserved = this.opts.decision.reservedTokens ?? this.opts.gateRequest.estimatedTokens;
-    return { inputTokens: input, outputTokens: Math.max(0, reserved - input) };
+    const input = this.opts.inputTokens;
+    return { inputTokens: input, outputTokens: Math.max(0, this.opts.reservedTokens - input) };
   }
 
   private sseData(input: Buffer): void {
