@@ -257,14 +257,16 @@ export async function spawnRc(label: string, args: string[], opts: { cpu?: numbe
     child.once('exit', (code) => reject(new Error(`rc ${args.join(' ')} exited with ${code} before printing its URL`)));
   });
   const { url } = JSON.parse(line) as { url: string };
-  return {
-    label, url, pid: child.pid!, child,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
-    },
+  return { label, url, pid: child.pid!, child, stop: stopper(child, exited) };
+}
+
+/** Stops a target: SIGTERM, SIGKILL after `graceMs`, resolves once `exited` has. */
+export function stopper(child: ChildProcess, exited: Promise<void>, graceMs = 5000): () => Promise<void> {
+  return async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(timer);
   };
 }
 

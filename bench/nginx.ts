@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SpawnedTarget } from './load.js';
+import { stopper, type SpawnedTarget } from './load.js';
 
 const NGINX_PATHS = ['/usr/sbin/nginx', '/usr/bin/nginx'];
 
@@ -88,13 +88,11 @@ export async function startNginx(label: string, backendUrl: string, opts: { cpu?
       await new Promise((r) => setTimeout(r, 50));
     }
   }
+  const stop = stopper(child, exited);
   return {
     label, url, pid: child.pid!, child,
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
+      await stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -48,15 +48,13 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
   /** SSE events relayed so far: the output charged when the backend's own count never arrives. */
   private events = 0;
   private sse = false;
-  /** onData returned false: the backend body waits for call.resume(). */
-  private upstreamPaused = false;
 
   constructor(
     res: Res,
-    private readonly ctx: GatewayContext,
+    ctx: GatewayContext,
     private readonly opts: RelayOptions,
   ) {
-    this.out = new ResponseWriter(res, this);
+    this.out = new ResponseWriter(res, this, { metrics: ctx.metrics });
   }
 
   // WriterHooks
@@ -66,13 +64,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
     this.out.finish(CLIENT_CLOSED, this.usage ?? this.abandonedUsage());
   }
 
-  onFull(): void {
-    this.ctx.metrics.backpressurePauses++;
-  }
-
   onDrain(): void {
-    if (!this.upstreamPaused) return;
-    this.upstreamPaused = false;
     this.call?.resume();
   }
 
@@ -106,9 +98,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
       }
       out.write(chunk);
     }
-    if (!out.isFull) return true;
-    this.upstreamPaused = true;
-    return false;
+    return out.isFull ? out.pauseSource() : true;
   }
 
   onEnd(): void {

@@ -9,7 +9,7 @@
 //   hop-by-hop ones (uWS writes its own framing, Date and mark), minus what the route's header
 //   filter drops, plus the route's own headers (the gate's x-ratelimit-*).
 // - Backpressure: when uWS buffers a write (the client reads slowly), write() returns false and
-//   the source pauses; onWritable resumes it through `onDrain`.
+//   the source pauses (pauseSource()); onWritable resumes it through `onDrain`.
 // - Abort: a client that goes away calls `onAbort` (the source then cancels the backend request).
 // - Finish once: `finish(status, usage)` reaches `onFinish` exactly once, however the response ended.
 import type { Res } from '../lib/http.js';
@@ -59,15 +59,20 @@ export function contentLengthOf(raw: readonly HeaderName[]): number {
 export interface WriterHooks {
   /** The client went away (the source cancels its backend request, then calls finish). */
   onAbort(): void;
-  /** A paused source may flow again. */
+  /** The source paused with pauseSource() may flow again. */
   onDrain(): void;
-  /** uWS buffered a write: the client is not reading fast enough (counted in the metrics). */
-  onFull(): void;
   /** Called exactly once, by the first finish(). */
   onFinish(status: number, usage: GateUsage | undefined): void;
 }
 
 const NO_HEADERS: readonly HeaderName[] = [];
+
+export interface WriterOptions {
+  /** The route's own response header rule (for example: no Set-Cookie from an instance). */
+  dropHeader?: HeaderFilter | undefined;
+  /** Counts the times the client could not take more (gateway metrics). */
+  metrics?: { backpressurePauses: number } | undefined;
+}
 
 // res.cork takes a callback; these module-level ones read the writer from `corking` (set just
 // around the synchronous cork call) so that no closure is made per write.
@@ -90,6 +95,8 @@ export class ResponseWriter {
   /** The response was ended, cut or abandoned: nothing more is written. */
   private closed = false;
   private finished = false;
+  /** The source paused (pauseSource) until the client drains. */
+  private sourcePaused = false;
   private readonly flushTask = (): void => {
     this.flushScheduled = false;
     this.flush();
@@ -98,15 +105,17 @@ export class ResponseWriter {
     this.full = false;
     if (this.closed) return true;
     if (this.queue.length > 0) this.writeQueued(); // may find the client full again
-    if (!this.full) this.hooks.onDrain();
+    if (!this.full && this.sourcePaused) {
+      this.sourcePaused = false;
+      this.hooks.onDrain();
+    }
     return true;
   };
 
   constructor(
     readonly res: Res,
     private readonly hooks: WriterHooks,
-    /** The route's own response header rule (for example: no Set-Cookie from an instance). */
-    private readonly dropHeader?: HeaderFilter,
+    private readonly options: WriterOptions = {},
   ) {
     res.onAbort = () => {
       this.closed = true;
@@ -147,6 +156,12 @@ export class ResponseWriter {
       queueMicrotask(this.flushTask);
     }
     return !this.full;
+  }
+
+  /** The source stops (its onData returns this false) until hooks.onDrain. Call after write() returned false. */
+  pauseSource(): false {
+    this.sourcePaused = true;
+    return false;
   }
 
   /** Writes the head (if set and not yet written) and what is queued now, without waiting for the microtask. */
@@ -231,7 +246,8 @@ export class ResponseWriter {
     q.length = 0;
     if (ok || this.full) return;
     this.full = true;
-    this.hooks.onFull();
+    const m = this.options.metrics;
+    if (m) m.backpressurePauses++;
     res.onWritable(this.writableTask);
   }
 
@@ -247,7 +263,7 @@ export class ResponseWriter {
     this.headWritten = true;
     res.writeStatus(statusLine(this.status));
     const raw = this.raw;
-    const drop = this.dropHeader;
+    const drop = this.options.dropHeader;
     for (let i = 0; i + 1 < raw.length; i += 2) {
       const name = raw[i]!;
       if (!isHopByHop(name) && (drop === undefined || !drop(name))) res.writeHeader(name, raw[i + 1]!);

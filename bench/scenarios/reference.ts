@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { generateKey, hashKey } from '../../lib/keys.js';
 import { randomId } from '../../lib/ids.js';
-import { compare, RC_CLI, spawnRc, type Comparison, type LoadOptions, type LoadRequest, type SpawnedTarget, type Target } from '../load.js';
+import { compare, RC_CLI, spawnRc, stopper, type Comparison, type LoadOptions, type LoadRequest, type SpawnedTarget, type Target } from '../load.js';
 import { startNginx } from '../nginx.js';
 import type { LoadScenario } from './scenario.js';
 
@@ -63,12 +63,7 @@ async function startPlatform(label: string, dir: string, backend: string): Promi
   };
   const child = spawn('taskset', ['-c', '0', process.execPath, RC_CLI, 'start'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
-  };
+  const stop = stopper(child, exited, 10_000);
   const url = await new Promise<string | undefined>((resolve) => {
     const timer = setTimeout(() => resolve(undefined), 60_000);
     createInterface({ input: child.stdout! }).on('line', (line) => {

@@ -50,7 +50,7 @@ export class ResponseRelay implements WriterHooks {
     /** The route's own response header rule (true drops the header), after the hop-by-hop list. */
     dropHeader?: HeaderFilter,
   ) {
-    this.out = new ResponseWriter(res, this, dropHeader);
+    this.out = new ResponseWriter(res, this, { dropHeader });
   }
 
   get finished(): boolean {
@@ -67,8 +67,6 @@ export class ResponseRelay implements WriterHooks {
   onDrain(): void {
     this.resume();
   }
-
-  onFull(): void {}
 
   onFinish(status: number): void {
     this.done = true;
@@ -96,7 +94,7 @@ export class ResponseRelay implements WriterHooks {
       out.write(this.held);
       this.held = undefined;
     }
-    return out.write(chunk);
+    return out.write(chunk) || out.pauseSource();
   }
 
   end(): void {

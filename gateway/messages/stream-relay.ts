@@ -63,12 +63,11 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks {
   private events = 0;
   /** The backend answered 200 while the client was there: this is an SSE response. */
   private streaming = false;
-  private upstreamPaused = false;
   private lastWrite = 0;
   private pinger: NodeJS.Timeout | undefined;
 
   constructor(readonly res: Res, private readonly ctx: GatewayContext, private readonly o: RelayOptions) {
-    this.w = new ResponseWriter(res, this);
+    this.w = new ResponseWriter(res, this, { metrics: ctx.metrics });
     const t = new StreamTranslator({ model: o.model.name, signer: o.signer, thinking: o.thinking, inputTokens: o.inputTokensEstimate });
     this.t = t;
     this.parser = new SseParser((data) => {
@@ -83,13 +82,7 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks {
     this.call?.abort(); // the exchange then reports 'aborted' and onError finishes
   }
 
-  onFull(): void {
-    this.ctx.metrics.backpressurePauses++;
-  }
-
   onDrain(): void {
-    if (!this.upstreamPaused) return;
-    this.upstreamPaused = false;
     this.call?.resume();
   }
 
@@ -144,9 +137,7 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks {
       w.write(this.out);
       this.out = '';
     }
-    if (!w.isFull) return true;
-    this.upstreamPaused = true;
-    return false;
+    return w.isFull ? w.pauseSource() : true;
   }
 
   onEnd(): void {
