@@ -18,25 +18,13 @@ import { generateKey, hashKey } from '../../lib/keys.js';
 import { randomId } from '../../lib/ids.js';
 import { compare, RC_CLI, spawnRc, stopper, type Comparison, type LoadOptions, type LoadRequest, type SpawnedTarget, type Target } from '../load.js';
 import { startNginx } from '../nginx.js';
+import { completion, messagesStream, MODEL } from './gateway.js';
 import type { LoadScenario } from './scenario.js';
 
-const MODEL = 'bench-model';
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const NO_LIMITS = { RC_MODEL_RPM: '1000000000', RC_MODEL_TPM: '100000000000', RC_MODEL_DAILY_TOKENS: '100000000000' };
-
-const chat = (stream: boolean, key?: string): LoadRequest => ({
-  method: 'POST',
-  path: '/v1/chat/completions',
-  headers: key ? { authorization: `Bearer ${key}` } : {},
-  body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hello there, how are you?' }], max_tokens: 20, ignore_eos: true, stream }),
-});
-
-const messages = (key: string): LoadRequest => ({
-  method: 'POST',
-  path: '/v1/messages',
-  headers: { 'x-api-key': key },
-  body: JSON.stringify({ model: MODEL, max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'Hello there, how are you?' }] }),
-});
+const chat = completion;
+const messages = messagesStream;
 
 interface Setup extends Target {
   key: string;
