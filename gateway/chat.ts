@@ -6,10 +6,10 @@
 // served model name) -> relay the response as bytes.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { readBody, sendJson, track, type Res } from '../lib/http.js';
-import { admit, boundedMaxTokens, type RefusalReply } from './admit.js';
+import { admit, boundedMaxTokens } from './admit.js';
 import type { ModelState } from './catalog.js';
 import type { GatewayContext, RoutePlugin } from './context.js';
-import { ERRORS, fromBodyError, rateLimited, sendCanned, sendError, unknownModel } from './errors.js';
+import { ERRORS, fromBodyError, refuseChat, sendCanned, sendError, unknownModel } from './errors.js';
 import type { GateRequest } from './gate.js';
 import { AUTH_MISSING } from './keys.js';
 import { AUTH_SESSION } from './sessions.js';
@@ -58,12 +58,6 @@ export function requestedMaxTokens(obj: Record<string, unknown>): number | undef
   const m = obj.max_completion_tokens ?? obj.max_tokens;
   return typeof m === 'number' && m > 0 && Number.isFinite(m) ? Math.ceil(m) : undefined;
 }
-
-/** Answers a refusal of admission in the chat shape. */
-export const refuseChat: RefusalReply = (res, r) => {
-  if (r.kind === 'rate_limited') sendError(res, rateLimited(r.code, r.retryAfterSec, r.headers));
-  else sendCanned(res, r.kind === 'pool_exhausted' ? ERRORS.poolExhausted : ERRORS.gateUnavailable);
-};
 
 /** Reads what the gateway needs from a parsed completion body; answers 400 itself on bad input. */
 export function chatFields(ctx: GatewayContext, res: Res, raw: Buffer): ChatFields | undefined {

@@ -1,7 +1,9 @@
-// Gateway errors in the chat-completions shape SPEC.md gives for the gateway:
-// `{ error: { message, type, param, code } }`. Constant errors are serialized once.
+// The chat protocol's error mapper: gateway errors in the chat-completions shape SPEC.md gives
+// for the gateway, `{ error: { message, type, param, code } }`, used by every chat route.
+// Constant errors are serialized once.
 import { RcError } from '../lib/errors.js';
 import { sendJson, type Res } from '../lib/http.js';
+import type { RefusalReply } from './admit.js';
 import { RATE_LIMIT_MESSAGE } from './gates/codes.js';
 
 /**
@@ -146,3 +148,9 @@ export function sendCanned(res: Res, e: CannedError): void {
 export function sendError(res: Res, e: GatewayError): void {
   sendJson(res, e.status, e.body(), e.headers);
 }
+
+/** Answers a refusal of admission (gateway/admit.ts) in the chat shape. */
+export const refuseChat: RefusalReply = (res, r) => {
+  if (r.kind === 'rate_limited') sendError(res, rateLimited(r.code, r.retryAfterSec, r.headers));
+  else sendCanned(res, r.kind === 'pool_exhausted' ? ERRORS.poolExhausted : ERRORS.gateUnavailable);
+};

@@ -2,16 +2,15 @@
 // Register with `messagesRoutes(options)`, a RoutePlugin (gateway/context.ts).
 import type { Config } from '../../lib/config.js';
 import { sendJson, track, type Res } from '../../lib/http.js';
-import { admit, boundedMaxTokens, type Allowed, type RefusalReply } from '../admit.js';
-import { RATE_LIMIT_MESSAGE } from '../gates/codes.js';
+import { admit, boundedMaxTokens, type Allowed } from '../admit.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import type { GateRequest, GateUsage } from '../gate.js';
 import { CLIENT_CLOSED, NO_MODEL } from '../metrics.js';
 import { requestUpstream, UpstreamError } from '../upstreams.js';
 import { countTokens } from './count-tokens.js';
-import { backendError, errorBody, MessagesError, toMessagesError } from './errors.js';
-import { poolExhausted, sendError, upstreamFailure } from './reply.js';
+import { backendError, MessagesError, toMessagesError } from './errors.js';
+import { refuseMessages, sendError, upstreamFailure } from './reply.js';
 import { estimateInputTokens, prepare, type PreparedRequest } from './request.js';
 import { countTokensRequestSchema, messagesRequestSchema } from './schema.js';
 import { ThinkingSigner } from './signature.js';
@@ -44,16 +43,6 @@ export function messagesRoutes(options: MessagesRouteOptions = {}): RoutePlugin 
     for (const p of COUNT_TOKENS_PATHS) app.post(p, count).any(p, wrongMethod);
   };
 }
-
-/** Answers a refusal of admission in the messages shape. */
-export const refuseMessages: RefusalReply = (res, r) => {
-  const e = r.kind === 'pool_exhausted'
-    ? poolExhausted()
-    : r.kind === 'gate_unavailable'
-      ? new MessagesError(503, 'Model gateway is unavailable', { 'retry-after': '5' })
-      : new MessagesError(429, RATE_LIMIT_MESSAGE, { ...r.headers, 'retry-after': String(Math.max(1, Math.ceil(r.retryAfterSec))) });
-  sendJson(res, e.status, errorBody(e.type, e.message), e.headers);
-};
 
 function handleCreate(res: Res, req: HttpRequest, ctx: GatewayContext, signer: ThinkingSigner, pingIntervalMs: number): void {
   const route = 'messages';
