@@ -42,7 +42,15 @@ export class PoolRequest {
   answered = false;
   finished = false;
 
-  constructor(readonly pool: HttpPool, readonly head: string, readonly body: Buffer | string, readonly handler: ResponseHandler) {}
+  constructor(
+    readonly pool: HttpPool,
+    /** The request head up to the content-length value (completed at send). */
+    readonly head: string,
+    readonly body: Buffer | string,
+    readonly handler: ResponseHandler,
+    /** A HEAD request: its response has no body, whatever its headers say. */
+    readonly noBody = false,
+  ) {}
 
   /** Cancels the exchange; onError('aborted') follows (asynchronously). */
   abort(): void {
@@ -423,8 +431,8 @@ export class Connection {
     }
     const status = h.status;
     if (status < 200) return status;
-    this.state = h.state;
-    if (h.state === LENGTH) this.remaining = h.length;
+    this.state = this.req!.noBody ? IDLE : h.state;
+    if (this.state === LENGTH) this.remaining = h.length;
     this.keepAlive = h.keepAlive;
     const req = this.req!;
     req.handler.onHead(status, h.raw);

@@ -38,6 +38,7 @@ export interface HttpPoolOptions {
 }
 
 const DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
+const EMPTY = Buffer.alloc(0);
 
 export interface PoolStats {
   /** Requests on a connection. */
@@ -56,6 +57,8 @@ export class HttpPool {
   readonly maxHeaderBytes: number;
   /** `HTTP/1.1` request head after the path, up to the content-length value. */
   private readonly headTail: string;
+  /** The Host header value of this origin. */
+  private readonly hostHeader: string;
   private readonly conns = new Set<Connection>();
   /** Idle connections, most recently used last (reused first: its socket is warm). */
   private readonly idle: Connection[] = [];
@@ -73,6 +76,7 @@ export class HttpPool {
     this.host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
     this.port = Number(u.port) || (this.secure ? 443 : 80);
     this.maxHeaderBytes = opts.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
+    this.hostHeader = u.host;
     this.headTail = ` HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\ncontent-length: `;
     const shortest = Math.min(opts.connectTimeoutMs, opts.headersTimeoutMs, opts.bodyTimeoutMs, opts.keepAliveTimeoutMs);
     this.sweepMs = Math.min(1000, Math.max(10, Math.floor(shortest / 4)));
@@ -85,6 +89,31 @@ export class HttpPool {
   /** POSTs `body` (JSON) to `path` and reports the response to `handler`. */
   request(path: string, body: Buffer | string, handler: ResponseHandler): PoolRequest {
     const req = new PoolRequest(this, 'POST ' + path + this.headTail, body, handler);
+    if (this.closing) {
+      req.finished = true;
+      queueMicrotask(() => handler.onError(new PoolError('pool-closed', 'The upstream pool is closed')));
+      return req;
+    }
+    this.dispatch(req);
+    return req;
+  }
+
+  /**
+   * Any request: `method` and `path` as given, `headers` a flat name, value list (no framing
+   * headers: Content-Length is written here; a Host among them replaces the origin's), `body`
+   * possibly empty. For the verbatim relays (dedicated endpoints, the instance proxy).
+   */
+  send(method: string, path: string, headers: readonly string[], body: Buffer | undefined, handler: ResponseHandler): PoolRequest {
+    let head = method + ' ' + path + ' HTTP/1.1\r\n';
+    let host = false;
+    for (let i = 0; i + 1 < headers.length; i += 2) {
+      const name = headers[i]!;
+      if (name.length === 4 && name.toLowerCase() === 'host') host = true;
+      head += name + ': ' + headers[i + 1]! + '\r\n';
+    }
+    if (!host) head += 'host: ' + this.hostHeader + '\r\n';
+    // A Buffer body (empty when none): the head then goes out as latin1, byte for byte as uWS read it.
+    const req = new PoolRequest(this, head + 'content-length: ', body ?? EMPTY, handler, method === 'HEAD');
     if (this.closing) {
       req.finished = true;
       queueMicrotask(() => handler.onError(new PoolError('pool-closed', 'The upstream pool is closed')));

@@ -8,15 +8,14 @@
 //   from onWritable; a client that goes away aborts the upstream exchange.
 // - A body that arrives whole with its Content-Length is written in one corked end() (so the
 //   client sees the length); otherwise the response is chunked.
-import type { Dispatcher } from 'undici';
-import { Pool } from 'undici';
 import type { Res } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
 
+import { HttpPool, type PoolError, type ResponseHandler } from '../http-pool.js';
 import { CLIENT_CLOSED } from '../metrics.js';
 import { contentLengthOf, ResponseWriter, type HeaderFilter, type WriterHooks } from '../response-writer.js';
 
-/** Request headers never forwarded: framing (undici writes its own) and what undici refuses. */
+/** Request headers never forwarded: framing (the backend client writes its own) and hop-by-hop ones. */
 const HOP_BY_HOP_REQUEST = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect', 'content-length',
   'proxy-authorization', 'http2-settings',
@@ -152,27 +151,25 @@ export interface PoolOptions {
 
 export const DEFAULT_POOL_OPTIONS: PoolOptions = { connections: 64, headersTimeoutMs: 300_000, idleTimeoutMs: 300_000, connectTimeoutMs: 5_000 };
 
-/** One undici Pool per instance address (`host:port`), created on first use. */
+/** One pool of the gateway's backend client (gateway/http-pool.ts) per instance address (`host:port`), created on first use. */
 export class InstancePools {
-  private readonly pools = new Map<string, Pool>();
+  private readonly pools = new Map<string, HttpPool>();
   readonly opts: PoolOptions;
 
   constructor(opts: Partial<PoolOptions> = {}) {
     this.opts = { ...DEFAULT_POOL_OPTIONS, ...opts };
   }
 
-  get(address: string): Pool {
+  get(address: string): HttpPool {
     let p = this.pools.get(address);
     if (!p) {
-      p = new Pool(`http://${address}`, {
+      p = new HttpPool(`http://${address}`, {
         connections: this.opts.connections,
-        pipelining: 1,
-        headersTimeout: this.opts.headersTimeoutMs,
-        bodyTimeout: this.opts.idleTimeoutMs,
-        connectTimeout: this.opts.connectTimeoutMs,
-        keepAliveTimeout: 30_000,
+        headersTimeoutMs: this.opts.headersTimeoutMs,
+        bodyTimeoutMs: this.opts.idleTimeoutMs,
+        connectTimeoutMs: this.opts.connectTimeoutMs,
+        keepAliveTimeoutMs: 30_000,
       });
-      p.on('connectionError', noop);
       this.pools.set(address, p);
     }
     return p;
@@ -204,49 +201,36 @@ export interface ForwardRequest {
 
 /** Sends `request` to the instance at `address` and relays the response to `relay`. */
 export function forward(pools: InstancePools, address: string, request: ForwardRequest, relay: ResponseRelay): void {
-  const handler = new UndiciSource(relay);
-  pools.get(address).dispatch(
-    { origin: undefined, path: request.path, method: request.method as Dispatcher.HttpMethod, headers: request.headers, body: request.body ?? null },
-    handler,
-  );
+  const source = new PoolSource(relay);
+  const call = pools.get(address).send(request.method, request.path, request.headers, request.body, source);
+  relay.resume = () => call.resume();
+  relay.abortSource = () => {
+    source.cancelled = true;
+    call.abort();
+  };
 }
 
-/** undici's dispatch handler feeding a ResponseRelay. */
-class UndiciSource implements Dispatcher.DispatchHandler {
-  private abortFn: ((err?: Error) => void) | undefined;
-  private cancelled = false;
+/** The backend client's response handler feeding a ResponseRelay. */
+class PoolSource implements ResponseHandler {
+  cancelled = false;
 
-  constructor(private readonly relay: ResponseRelay) {
-    relay.abortSource = () => {
-      this.cancelled = true;
-      this.abortFn?.(new Error('client went away'));
-    };
-  }
+  constructor(private readonly relay: ResponseRelay) {}
 
-  onConnect(abort: (err?: Error) => void): void {
-    if (this.cancelled) abort(new Error('client went away'));
-    else this.abortFn = abort;
-  }
-
-  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    if (status < 200) return true; // informational
-    this.relay.resume = resume;
+  onHead(status: number, rawHeaders: Buffer[]): void {
     this.relay.head(status, rawHeaders);
-    return true;
   }
 
   onData(chunk: Buffer): boolean {
     return this.relay.data(chunk);
   }
 
-  onComplete(): void {
+  onEnd(): void {
     this.relay.end();
   }
 
-  onError(err: Error): void {
+  onError(err: PoolError): void {
     if (this.cancelled) return; // the relay finished already (client closed)
-    const code = (err as { code?: string }).code ?? '';
-    const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+    const timeout = err.failure === 'headers-timeout' || err.failure === 'body-timeout';
     this.relay.fail(timeout ? 504 : 502, timeout ? 'The instance did not answer in time' : 'The instance is unreachable');
   }
 }
