@@ -97,20 +97,9 @@ export class ResponseWriter {
   private finished = false;
   /** The source paused (pauseSource) until the client drains. */
   private sourcePaused = false;
-  private readonly flushTask = (): void => {
-    this.flushScheduled = false;
-    this.flush();
-  };
-  private readonly writableTask = (): boolean => {
-    this.full = false;
-    if (this.closed) return true;
-    if (this.queue.length > 0) this.writeQueued(); // may find the client full again
-    if (!this.full && this.sourcePaused) {
-      this.sourcePaused = false;
-      this.hooks.onDrain();
-    }
-    return true;
-  };
+  // Made on first use: a whole non-stream body needs neither.
+  private flushTask: (() => void) | undefined;
+  private writableTask: (() => boolean) | undefined;
 
   constructor(
     readonly res: Res,
@@ -153,7 +142,10 @@ export class ResponseWriter {
     this.queue.push(chunk);
     if (!this.flushScheduled && !this.full) {
       this.flushScheduled = true;
-      queueMicrotask(this.flushTask);
+      queueMicrotask((this.flushTask ??= () => {
+        this.flushScheduled = false;
+        this.flush();
+      }));
     }
     return !this.full;
   }
@@ -248,7 +240,7 @@ export class ResponseWriter {
     this.full = true;
     const m = this.options.metrics;
     if (m) m.backpressurePauses++;
-    res.onWritable(this.writableTask);
+    res.onWritable((this.writableTask ??= () => this.onWritable()));
   }
 
   /** Inside res.cork: whatever is queued, then the end of the response. */
@@ -256,6 +248,17 @@ export class ResponseWriter {
     this.writeQueued();
     if (last !== undefined) this.res.end(last);
     else this.res.end();
+  }
+
+  private onWritable(): boolean {
+    this.full = false;
+    if (this.closed) return true;
+    if (this.queue.length > 0) this.writeQueued(); // may find the client full again
+    if (!this.full && this.sourcePaused) {
+      this.sourcePaused = false;
+      this.hooks.onDrain();
+    }
+    return true;
   }
 
   private writeHead(): void {
