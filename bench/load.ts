@@ -64,6 +64,10 @@ export interface Comparison {
   baseline: string;
   /** rps of each target divided by the baseline's rps. */
   ratios: Record<string, number>;
+  /** CPU µs per request of each target divided by the baseline's (when both were measured). */
+  cpuRatios?: Record<string, number>;
+  /** Chunks relayed per request (streams): the table then shows CPU µs per chunk too. */
+  chunks?: number;
 }
 
 const num = (v: string | undefined, def: number) => (v && Number.isFinite(Number(v)) && Number(v) > 0 ? Number(v) : def);
@@ -211,12 +215,17 @@ export async function compare(spec: { name: string; request: LoadRequest; target
 
 /** Prints comparisons as one table. */
 export function printComparisons(comparisons: Comparison[], write: (s: string) => void = (s) => process.stdout.write(s)): void {
-  const head = ['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'CPU us/req', 'cores', 'errors', 'vs base'];
-  const rows = comparisons.flatMap((c) => c.results.map((r) => [
-    c.name, r.label, r.rps.toFixed(0), r.p50Ms.toFixed(2), r.p99Ms.toFixed(2),
-    r.cpuUsPerRequest === null ? 'n/a' : r.cpuUsPerRequest.toFixed(1), r.cpuCores === null ? 'n/a' : r.cpuCores.toFixed(2),
-    String(r.errors), c.results.length > 1 ? `${(c.ratios[r.label]! * 100).toFixed(0)}%` : '-',
-  ]));
+  const head = ['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'CPU us/req', 'cores', 'errors', 'vs base', 'CPU x base', 'us/chunk'];
+  const rows = comparisons.flatMap((c) => c.results.map((r) => {
+    const cpuRatio = c.cpuRatios?.[r.label];
+    return [
+      c.name, r.label, r.rps.toFixed(0), r.p50Ms.toFixed(2), r.p99Ms.toFixed(2),
+      r.cpuUsPerRequest === null ? 'n/a' : r.cpuUsPerRequest.toFixed(1), r.cpuCores === null ? 'n/a' : r.cpuCores.toFixed(2),
+      String(r.errors), c.results.length > 1 ? `${(c.ratios[r.label]! * 100).toFixed(0)}%` : '-',
+      cpuRatio === undefined || Number.isNaN(cpuRatio) ? '-' : `${cpuRatio.toFixed(2)}x`,
+      c.chunks && r.cpuUsPerRequest !== null ? (r.cpuUsPerRequest / c.chunks).toFixed(2) : '-',
+    ];
+  }));
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ') + '\n';
   write(line(head));
@@ -248,14 +257,16 @@ export async function spawnRc(label: string, args: string[], opts: { cpu?: numbe
     child.once('exit', (code) => reject(new Error(`rc ${args.join(' ')} exited with ${code} before printing its URL`)));
   });
   const { url } = JSON.parse(line) as { url: string };
-  return {
-    label, url, pid: child.pid!, child,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
-    },
+  return { label, url, pid: child.pid!, child, stop: stopper(child, exited) };
+}
+
+/** Stops a target: SIGTERM, SIGKILL after `graceMs`, resolves once `exited` has. */
+export function stopper(child: ChildProcess, exited: Promise<void>, graceMs = 5000): () => Promise<void> {
+  return async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(timer);
   };
 }
 

@@ -50,7 +50,7 @@ export function fitChat(ctx: GatewayContext, res: Res, route: string, f: ChatFie
         next(f); // nests deeper than the stack allows: forwarded as it is, the backend judges
         return;
       }
-      next({ ...f, body, estimatedTokens: f.estimatedTokens - (asked! - r.maxTokens) });
+      next({ ...f, body, obj: o, maxTokens: r.maxTokens, estimatedTokens: f.estimatedTokens - (asked! - r.maxTokens) });
       return;
     }
     next(f);

@@ -6,10 +6,11 @@
 // served model name) -> relay the response as bytes.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { declaredLength, readBody, sendJson, track, type Res } from '../lib/http.js';
+import { admit, boundedMaxTokens } from './admit.js';
 import type { ModelState } from './catalog.js';
 import type { GatewayContext, RoutePlugin } from './context.js';
-import { ERRORS, fromBodyError, rateLimited, sendCanned, sendError, unknownModel, type CannedError } from './errors.js';
-import type { GateDecision, GateRequest } from './gate.js';
+import { ERRORS, fromBodyError, refuseChat, sendCanned, sendError, unknownModel, type CannedError } from './errors.js';
+import type { GateRequest } from './gate.js';
 import { AUTH_MISSING } from './keys.js';
 import { AUTH_SESSION, AUTH_UNVERIFIED } from './sessions.js';
 import { NO_MODEL } from './metrics.js';
@@ -32,6 +33,12 @@ export interface ChatFields {
   body: Buffer | string;
   stripUsage: boolean;
   estimatedTokens: number;
+  /** The input part of the estimate (body bytes / 4). */
+  inputTokens: number;
+  /** The request's max_completion_tokens / max_tokens; undefined when it gave none. */
+  maxTokens: number | undefined;
+  /** The parsed body, with the rewrites already applied (for a later max_tokens bound). */
+  obj: Record<string, unknown>;
 }
 
 /**
@@ -47,60 +54,10 @@ export function authenticateRequest(ctx: GatewayContext, res: Res, req: HttpRequ
   return undefined;
 }
 
-/** Output tokens a request may produce, from max_completion_tokens / max_tokens or the default. */
-export function outputReservation(obj: Record<string, unknown>, fallback: number): number {
+/** The request's max_completion_tokens / max_tokens, when it gives a usable one. */
+export function requestedMaxTokens(obj: Record<string, unknown>): number | undefined {
   const m = obj.max_completion_tokens ?? obj.max_tokens;
-  return typeof m === 'number' && m > 0 && Number.isFinite(m) ? Math.ceil(m) : fallback;
-}
-
-/**
- * Admission (in-flight slot) then the gate; calls `forward` with the allowed decision, or answers
- * 503 / 429 itself. The slot is released by whoever ends the request (ChatRelay.finish).
- */
-export function admit(
-  ctx: GatewayContext,
-  res: Res,
-  route: string,
-  gateRequest: GateRequest,
-  forward: (decision: GateDecision & { allowed: true }) => void,
-): void {
-  if (!ctx.admission.tryEnter()) {
-    ctx.metrics.request(route, gateRequest.model, 503);
-    sendCanned(res, ERRORS.poolExhausted);
-    return;
-  }
-  const onDecision = (d: GateDecision): void => {
-    if (!d.allowed) {
-      ctx.admission.leave();
-      ctx.metrics.request(route, gateRequest.model, 429);
-      sendError(res, rateLimited(d.code, d.retryAfterSec, d.headers));
-      return;
-    }
-    if (res.aborted) {
-      // The client left while the gate decided: nothing was forwarded, nothing was used.
-      ctx.admission.leave();
-      ctx.metrics.request(route, gateRequest.model, 499);
-      ctx.gate.settle(gateRequest, d, ZERO_USAGE);
-      return;
-    }
-    forward(d);
-  };
-  let decision: GateDecision | Promise<GateDecision>;
-  try {
-    decision = ctx.gate.admit(gateRequest);
-  } catch (err) {
-    gateFailed(ctx, res, route, gateRequest, err);
-    return;
-  }
-  if (decision instanceof Promise) decision.then(onDecision, (err) => gateFailed(ctx, res, route, gateRequest, err));
-  else onDecision(decision);
-}
-
-function gateFailed(ctx: GatewayContext, res: Res, route: string, gateRequest: GateRequest, err: unknown): void {
-  ctx.admission.leave();
-  ctx.logger.error('gate admit failed', { err, route, model: gateRequest.model });
-  ctx.metrics.request(route, gateRequest.model, 503);
-  sendJson(res, 503, '{"error":{"message":"Model gateway is unavailable","type":"api_error","param":null,"code":"gate_unavailable"}}', { 'retry-after': '5' });
+  return typeof m === 'number' && m > 0 && Number.isFinite(m) ? Math.ceil(m) : undefined;
 }
 
 /**
@@ -141,7 +98,10 @@ export function chatFields(ctx: GatewayContext, res: Res, raw: Buffer): ChatFiel
     if (so === undefined || so === null) {
       stripUsage = true;
       if (model.servedName) o.stream_options = { include_usage: true };
-      else if (so === undefined) body = spliceIncludeUsage(raw);
+      else if (so === undefined) {
+        body = spliceIncludeUsage(raw);
+        o.stream_options = { include_usage: true }; // for a later rewrite (withMaxTokens)
+      }
       else { o.stream_options = { include_usage: true }; rewrite = true; }
     } else if (typeof so === 'object' && !Array.isArray(so) && (so as Record<string, unknown>).include_usage !== true) {
       stripUsage = true;
@@ -162,8 +122,21 @@ export function chatFields(ctx: GatewayContext, res: Res, raw: Buffer): ChatFiel
     }
   }
   const user = typeof o.user === 'string' ? o.user : undefined;
-  const estimatedTokens = Math.ceil(raw.length / 4) + outputReservation(o, ctx.limits.defaultMaxTokens);
-  return { model, stream, user, body, stripUsage, estimatedTokens };
+  const inputTokens = Math.ceil(raw.length / 4);
+  const maxTokens = requestedMaxTokens(o);
+  const estimatedTokens = inputTokens + (maxTokens ?? ctx.limits.defaultMaxTokens);
+  return { model, stream, user, body, stripUsage, estimatedTokens, inputTokens, maxTokens, obj: o };
+}
+
+/** The body with max_tokens (and max_completion_tokens when the request used it) set to `n`; undefined when it cannot be serialized. */
+function withMaxTokens(o: Record<string, unknown>, n: number): string | undefined {
+  o.max_tokens = n;
+  if (o.max_completion_tokens !== undefined) o.max_completion_tokens = n;
+  try {
+    return JSON.stringify(o);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Adds `"stream_options":{"include_usage":true}` before the final `}` without re-serializing. */
@@ -182,16 +155,54 @@ export function reject(ctx: GatewayContext, res: Res, e: CannedError, route: str
 function completion(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer, fit: boolean): void {
   const f = chatFields(ctx, res, raw);
   if (!f) return;
-  // Optional max_tokens fitting (gateway/chat-fit.ts, issue 15).
+  // Optional max_tokens fitting into the model's context (gateway/chat-fit.ts).
   if (fit || f.model.entry.fitMaxTokens) fitChat(ctx, res, CHAT_ROUTE, f, (fitted) => forwardCompletion(ctx, res, accountId, fitted));
   else forwardCompletion(ctx, res, accountId, f);
 }
 
 function forwardCompletion(ctx: GatewayContext, res: Res, accountId: number, f: ChatFields): void {
-  const gateRequest: GateRequest = { accountId, model: f.model.name, estimatedTokens: f.estimatedTokens };
-  admit(ctx, res, CHAT_ROUTE, gateRequest, (decision) => {
-    const relay = new ChatRelay(res, ctx, f.model, { route: CHAT_ROUTE, stream: f.stream, stripUsage: f.stripUsage, gateRequest, decision });
-    relay.call = ctx.upstreams.send(f.model, f.user, f.body, relay);
+  const gateRequest: GateRequest = {
+    accountId,
+    model: f.model.name,
+    estimatedTokens: f.estimatedTokens,
+    inputTokens: f.inputTokens,
+    defaultOutput: f.maxTokens === undefined,
+  };
+  admit(ctx, res, CHAT_ROUTE, gateRequest, refuseChat, (decision) => {
+    let body = f.body;
+    const bound = boundedMaxTokens(decision, f.maxTokens, f.model.entry.maxContext, f.inputTokens);
+    if (bound !== undefined) {
+      // The account has less left than the request could generate: it may generate no more.
+      const rewritten = withMaxTokens(f.obj, bound);
+      if (rewritten === undefined) {
+        ctx.admission.leave();
+        ctx.gate.settle(gateRequest, decision, ZERO_USAGE);
+        ctx.metrics.request(CHAT_ROUTE, f.model.name, ERRORS.tooDeep.status);
+        sendCanned(res, ERRORS.tooDeep);
+        return;
+      }
+      body = rewritten;
+    }
+    const model = f.model;
+    const relay = new ChatRelay(res, ctx, {
+      stream: f.stream,
+      stripUsage: f.stripUsage,
+      inputTokens: f.inputTokens,
+      reservedTokens: decision.reservedTokens ?? f.estimatedTokens,
+      headers: decision.headers,
+      // The way out, once: slot, usage series, metrics, gate.
+      onFinish: (status, usage) => {
+        ctx.admission.leave();
+        if (usage && usage !== ZERO_USAGE) model.series.tokens(usage.inputTokens, usage.outputTokens);
+        ctx.metrics.request(CHAT_ROUTE, model.name, status);
+        try {
+          ctx.gate.settle(gateRequest, decision, usage);
+        } catch (err) {
+          ctx.logger.error('gate settle failed', { err });
+        }
+      },
+    });
+    relay.call = ctx.upstreams.send(model, f.user, body, relay);
   });
 }
 

@@ -1,7 +1,62 @@
-// Gateway errors in the chat-completions shape SPEC.md gives for the gateway:
-// `{ error: { message, type, param, code } }`. Constant errors are serialized once.
+// The chat protocol's error mapper: gateway errors in the chat-completions shape SPEC.md gives
+// for the gateway, `{ error: { message, type, param, code } }`, used by every chat route.
+// Constant errors are serialized once.
 import { RcError } from '../lib/errors.js';
 import { sendJson, type Res } from '../lib/http.js';
+import type { RefusalReply } from './admit.js';
+import { RATE_LIMIT_MESSAGE } from './gates/codes.js';
+
+/**
+ * Every `code` the gateway itself puts in a chat-shaped error body, by name. Stable: clients
+ * branch on them. The table "Error codes (chat routes)" of gateway/README.md lists the same
+ * values (with the gates' codes, gateway/gates/codes.ts); test/gateway/error-codes.test.ts keeps
+ * them in step.
+ */
+export const CHAT_CODES = {
+  missingKey: 'missing_api_key',
+  invalidKey: 'invalid_api_key',
+  invalidSession: 'invalid_session',
+  invalidJson: 'invalid_json',
+  invalidModel: 'invalid_model',
+  modelNotFound: 'model_not_found',
+  invalidBody: 'invalid_body',
+  notFound: 'not_found',
+  methodNotAllowed: 'method_not_allowed',
+  bodyTooLarge: 'body_too_large',
+  upstreamUnavailable: 'upstream_unavailable',
+  upstreamTimeout: 'upstream_timeout',
+  /** In the SSE error event of a stream whose backend broke off. */
+  upstreamError: 'upstream_error',
+  poolExhausted: 'pool_exhausted',
+  gateUnavailable: 'gate_unavailable',
+  /** An account under review whose shared model access is off (RC_MODEL_UNVERIFIED_DAILY_TOKENS=0). */
+  accountNotVerified: 'account_not_verified',
+} as const;
+
+/**
+ * Every internal error code (`RcError.code`) raised in gateway/ outside the gates, with its class.
+ * The table "Internal error codes" of gateway/README.md lists the same; the gates' own are in
+ * gateway/gates/codes.ts (GATE_ERROR_CODES).
+ */
+export const ERROR_CODES = {
+  RC_ERR_UPSTREAM_UNAVAILABLE: 'UpstreamError',
+  RC_ERR_UPSTREAM_TIMEOUT: 'UpstreamError',
+  RC_ERR_UPSTREAM_IDLE: 'UpstreamError',
+  RC_ERR_UPSTREAM_RESET: 'UpstreamError',
+  RC_ERR_UPSTREAM_ABORTED: 'UpstreamError',
+  RC_ERR_KEYS_FILE: 'KeysFileError',
+  RC_ERR_TUNNEL_SECRET: 'TunnelSecretError',
+  RC_ERR_MESSAGES_INVALID_REQUEST_ERROR: 'MessagesError',
+  RC_ERR_MESSAGES_AUTHENTICATION_ERROR: 'MessagesError',
+  RC_ERR_MESSAGES_PERMISSION_ERROR: 'MessagesError',
+  RC_ERR_MESSAGES_NOT_FOUND_ERROR: 'MessagesError',
+  RC_ERR_MESSAGES_REQUEST_TOO_LARGE: 'MessagesError',
+  RC_ERR_MESSAGES_RATE_LIMIT_ERROR: 'MessagesError',
+  RC_ERR_MESSAGES_API_ERROR: 'MessagesError',
+  RC_ERR_MESSAGES_OVERLOADED_ERROR: 'MessagesError',
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
 
 export type ChatErrorType =
   | 'invalid_request_error'
@@ -48,35 +103,36 @@ function canned(status: number, message: string, type: ChatErrorType, code: stri
 
 /** The gateway's fixed errors. `code` values are stable; see gateway/README.md. */
 export const ERRORS = {
-  missingKey: canned(401, 'Unauthorized: No API key provided.', 'authentication_error', 'missing_api_key'),
-  invalidKey: canned(401, 'Invalid bearer token', 'authentication_error', 'invalid_api_key'),
-  invalidSession: canned(401, 'Invalid or expired session, or missing x-csrf-token', 'authentication_error', 'invalid_session'),
-  accountNotVerified: canned(403, 'Your account is under review; shared model access needs a verified account', 'invalid_request_error', 'account_not_verified'),
-  invalidJson: canned(400, 'Request body is not valid JSON', 'invalid_request_error', 'invalid_json'),
-  notAnObject: canned(400, 'Request body must be a JSON object', 'invalid_request_error', 'invalid_json'),
-  tooDeep: canned(400, 'Request body nests too deeply', 'invalid_request_error', 'invalid_json'),
-  modelMissing: canned(400, 'model is required and must be a string', 'invalid_request_error', 'invalid_model', 'model'),
-  unavailable: canned(502, 'Model gateway is unavailable', 'api_error', 'upstream_unavailable'),
-  upstreamTimeout: canned(502, 'Model gateway is unavailable', 'api_error', 'upstream_timeout'),
-  poolExhausted: canned(503, 'Model gateway connection pool exhausted', 'api_error', 'pool_exhausted', null, { 'retry-after': '5' }),
-  methodNotAllowed: canned(405, 'Method not allowed on this path', 'invalid_request_error', 'method_not_allowed'),
+  missingKey: canned(401, 'Unauthorized: No API key provided.', 'authentication_error', CHAT_CODES.missingKey),
+  invalidKey: canned(401, 'Invalid bearer token', 'authentication_error', CHAT_CODES.invalidKey),
+  invalidSession: canned(401, 'Invalid or expired session, or missing x-csrf-token', 'authentication_error', CHAT_CODES.invalidSession),
+  accountNotVerified: canned(403, 'Your account is under review; shared model access needs a verified account', 'invalid_request_error', CHAT_CODES.accountNotVerified),
+  invalidJson: canned(400, 'Request body is not valid JSON', 'invalid_request_error', CHAT_CODES.invalidJson),
+  notAnObject: canned(400, 'Request body must be a JSON object', 'invalid_request_error', CHAT_CODES.invalidJson),
+  tooDeep: canned(400, 'Request body nests too deeply', 'invalid_request_error', CHAT_CODES.invalidJson),
+  modelMissing: canned(400, 'model is required and must be a string', 'invalid_request_error', CHAT_CODES.invalidModel, 'model'),
+  unavailable: canned(502, 'Model gateway is unavailable', 'api_error', CHAT_CODES.upstreamUnavailable),
+  upstreamTimeout: canned(502, 'Model gateway is unavailable', 'api_error', CHAT_CODES.upstreamTimeout),
+  poolExhausted: canned(503, 'Model gateway connection pool exhausted', 'api_error', CHAT_CODES.poolExhausted, null, { 'retry-after': '5' }),
+  gateUnavailable: canned(503, 'Model gateway is unavailable', 'api_error', CHAT_CODES.gateUnavailable, null, { 'retry-after': '5' }),
+  methodNotAllowed: canned(405, 'Method not allowed on this path', 'invalid_request_error', CHAT_CODES.methodNotAllowed),
 } as const;
 
 /** 400 for a model name absent from the catalog (the name is echoed, cut to 256 characters). */
 export function unknownModel(name: string): GatewayError {
   const shown = name.length > 256 ? `${name.slice(0, 256)}...` : name;
-  return new GatewayError('model_not_found', `Requested model ${shown} not supported`, 400, 'invalid_request_error', 'model');
+  return new GatewayError(CHAT_CODES.modelNotFound, `Requested model ${shown} not supported`, 400, 'invalid_request_error', 'model');
 }
 
 /** 404 for a path the gateway does not serve (embeddings included). */
 export function notFound(path: string): GatewayError {
   const shown = path.length > 256 ? `${path.slice(0, 256)}...` : path;
-  return new GatewayError('not_found', `Unknown path ${shown}: not served by the model gateway`, 404, 'not_found_error');
+  return new GatewayError(CHAT_CODES.notFound, `Unknown path ${shown}: not served by the model gateway`, 404, 'not_found_error');
 }
 
 /** 429 when a gate refuses; `code` names the gate. */
 export function rateLimited(code: string, retryAfterSec: number, headers: Record<string, string>): GatewayError {
-  return new GatewayError(code, 'Model API rate limit exceeded; please retry later', 429, 'rate_limit_error', null, {
+  return new GatewayError(code, RATE_LIMIT_MESSAGE, 429, 'rate_limit_error', null, {
     ...headers,
     'retry-after': String(Math.max(1, Math.ceil(retryAfterSec))),
   });
@@ -84,8 +140,8 @@ export function rateLimited(code: string, retryAfterSec: number, headers: Record
 
 /** Maps an error from lib/http.ts readBody (413, bad length) to the chat shape. */
 export function fromBodyError(err: RcError): GatewayError {
-  if (err.status === 413) return new GatewayError('body_too_large', err.message, 413, 'invalid_request_error');
-  return new GatewayError('invalid_body', err.message, err.status >= 400 && err.status < 500 ? err.status : 400, 'invalid_request_error');
+  if (err.status === 413) return new GatewayError(CHAT_CODES.bodyTooLarge, err.message, 413, 'invalid_request_error');
+  return new GatewayError(CHAT_CODES.invalidBody, err.message, err.status >= 400 && err.status < 500 ? err.status : 400, 'invalid_request_error');
 }
 
 export function sendCanned(res: Res, e: CannedError): void {
@@ -95,3 +151,9 @@ export function sendCanned(res: Res, e: CannedError): void {
 export function sendError(res: Res, e: GatewayError): void {
   sendJson(res, e.status, e.body(), e.headers);
 }
+
+/** Answers a refusal of admission (gateway/admit.ts) in the chat shape. */
+export const refuseChat: RefusalReply = (res, r) => {
+  if (r.kind === 'rate_limited') sendError(res, rateLimited(r.code, r.retryAfterSec, r.headers));
+  else sendCanned(res, r.kind === 'pool_exhausted' ? ERRORS.poolExhausted : ERRORS.gateUnavailable);
+};

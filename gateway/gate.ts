@@ -10,6 +10,17 @@ export interface GateRequest {
   model: string;
   /** Estimated input tokens (from the body) plus the output reservation (max_tokens or a default). */
   estimatedTokens: number;
+  /**
+   * The input part of `estimatedTokens`. When given, the gate also bounds the output: it reports
+   * in `maxOutputTokens` how many tokens the account has left (daily cap and token bucket, after
+   * this input), and refuses when nothing is left. Absent: only the estimate is checked.
+   */
+  inputTokens?: number | undefined;
+  /**
+   * The output part is a default (the request gave no max_tokens): the gate may reserve less,
+   * down to what is left, instead of refusing.
+   */
+  defaultOutput?: boolean | undefined;
 }
 
 export type GateDecision =
@@ -19,6 +30,14 @@ export type GateDecision =
       headers: Record<string, string>;
       /** Opaque state that settle() needs (what was reserved, where). */
       reservation: unknown;
+      /**
+       * When the request gave `inputTokens`: the most output tokens it may generate (what the
+       * account has left in the daily cap and the token bucket after its input). The route
+       * lowers max_tokens to it before forwarding.
+       */
+      maxOutputTokens?: number | undefined;
+      /** Tokens reserved (the estimate, possibly lowered to what was left); charged when an aborted request's usage is unknown. */
+      reservedTokens?: number | undefined;
     }
   | {
       allowed: false;

@@ -1,6 +1,7 @@
 // API keys on the gateway: resolved in memory, never through SQLite or the control plane per
 // request. A KeyDirectory is loaded once from a KeySource (a snapshot) and kept current by bus
 // events: `key.issued` adds a hash, `key.revoked` removes it.
+import type { ErrorCode } from './errors.js';
 import * as crypto from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
@@ -189,7 +190,7 @@ export type KeysFileEntry = z.output<typeof keysFileSchema>[number];
 
 /** The keys file of a standalone gateway is missing or malformed. */
 export class KeysFileError extends RcError {
-  constructor(message: string) { super('RC_ERR_KEYS_FILE', message, 500); }
+  constructor(message: string) { super('RC_ERR_KEYS_FILE' satisfies ErrorCode, message, 500); }
 }
 
 /** Reads and validates a keys file `[{keyHash, accountId, limits?}]` (`rc gateway --keys-file`). */

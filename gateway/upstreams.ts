@@ -2,6 +2,7 @@
 // upstream per request (sticky by user, else fewest in flight), passive health (a backend that
 // refuses connections or fails repeatedly is taken out for a while), and one exchange per
 // request that reports the response to an UpstreamHandler with backpressure and abort.
+import type { ErrorCode } from './errors.js';
 import { performance } from 'node:perf_hooks';
 import { RcError } from '../lib/errors.js';
 import type { ModelState } from './catalog.js';
@@ -32,10 +33,19 @@ export const DEFAULT_UPSTREAM_OPTIONS: UpstreamOptions = {
 
 export type UpstreamErrorKind = 'unavailable' | 'timeout' | 'idle' | 'reset' | 'aborted';
 
+/** The error code of each kind (gateway/errors.ts ERROR_CODES). */
+const UPSTREAM_CODES: Record<UpstreamErrorKind, ErrorCode> = {
+  unavailable: 'RC_ERR_UPSTREAM_UNAVAILABLE',
+  timeout: 'RC_ERR_UPSTREAM_TIMEOUT',
+  idle: 'RC_ERR_UPSTREAM_IDLE',
+  reset: 'RC_ERR_UPSTREAM_RESET',
+  aborted: 'RC_ERR_UPSTREAM_ABORTED',
+};
+
 /** A backend exchange failed. `headSeen`: the response head had arrived (so part of it may be relayed). */
 export class UpstreamError extends RcError {
   constructor(readonly kind: UpstreamErrorKind, message: string, readonly headSeen: boolean, cause?: unknown) {
-    super(`RC_ERR_UPSTREAM_${kind.toUpperCase()}`, message, 502, { cause });
+    super(UPSTREAM_CODES[kind], message, 502, { cause });
   }
 }
 

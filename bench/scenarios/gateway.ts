@@ -8,8 +8,9 @@ import { generateKey, hashKey } from '../../lib/keys.js';
 import { compare, spawnRc, type LoadRequest } from '../load.js';
 import type { LoadScenario } from './scenario.js';
 
-const MODEL = 'bench-model';
-const completion = (stream: boolean, key?: string): LoadRequest => ({
+export const MODEL = 'bench-model';
+/** A chat completion of 20 tokens (`key`: through the gateway). */
+export const completion = (stream: boolean, key?: string): LoadRequest => ({
   method: 'POST',
   path: '/v1/chat/completions',
   headers: key ? { authorization: `Bearer ${key}` } : {},
@@ -17,7 +18,7 @@ const completion = (stream: boolean, key?: string): LoadRequest => ({
 });
 
 /** The messages protocol, streamed: translated by the gateway onto the same chat backend. */
-const messagesStream = (key: string): LoadRequest => ({
+export const messagesStream = (key: string): LoadRequest => ({
   method: 'POST',
   path: '/v1/messages',
   headers: { 'x-api-key': key },

@@ -2,8 +2,10 @@
 import type { LoadScenario } from './scenario.js';
 import { simScenarios } from './sim.js';
 import { gatewayScenarios } from './gateway.js';
+import { referenceScenarios } from './reference.js';
 
 export const LOAD_SCENARIOS: LoadScenario[] = [
   ...simScenarios,
   ...gatewayScenarios,
+  ...referenceScenarios,
 ];

@@ -3,120 +3,119 @@
 // arrive. Used by the dedicated endpoints, the instance proxy and (ResponseRelay alone) the
 // tunnel broker.
 //
-// - Body chunks are written inside res.cork as they arrive; when uWS cannot take more (write
-//   returns false) the source is paused and resumed from onWritable.
+// - Writes go through the gateway's response writer (gateway/response-writer.ts): the chunks of
+//   one read in one corked write; when uWS cannot take more the source is paused and resumed
+//   from onWritable; a client that goes away aborts the upstream exchange.
 // - A body that arrives whole with its Content-Length is written in one corked end() (so the
 //   client sees the length); otherwise the response is chunked.
-// - A client that goes away aborts the upstream exchange.
-import type { Dispatcher } from 'undici';
-import { Pool } from 'undici';
 import type { Res } from '../../lib/http.js';
-import { statusLine } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
 import { forwardableRequestHeader, isPlatformSetCookie } from '../../lib/instance-credentials.js';
 
-/** Status recorded when the client went away before its response ended (nginx's convention). */
-export const CLIENT_CLOSED = 499;
+import { HttpPool, type PoolError, type ResponseHandler } from '../http-pool.js';
+import { CLIENT_CLOSED } from '../metrics.js';
+import { contentLengthOf, headerNameIs, ResponseWriter, type HeaderFilter, type HeaderName, type WriterHooks } from '../response-writer.js';
 
-const HOP_BY_HOP_RESPONSE = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets', 'proxy-connection']);
-/** Request headers never forwarded: framing (undici writes its own) and what undici refuses. */
+const SET_COOKIE = Buffer.from('set-cookie');
+
+/** An instance never sets, replaces or clears a platform cookie (lib/instance-credentials.ts). */
+function isPlatformCookieSetter(name: HeaderName, value: HeaderName): boolean {
+  return headerNameIs(name, SET_COOKIE) && isPlatformSetCookie(value.toString());
+}
+
+/** Request headers never forwarded: framing (the backend client writes its own) and hop-by-hop ones. */
 const HOP_BY_HOP_REQUEST = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect', 'content-length',
   'proxy-authorization', 'http2-settings',
 ]);
 
 const noop = (): void => {};
-const JSON_TYPE = 'application/json';
 
 /**
- * Writes one response to a uWS client from any source (undici, tunnel frames). The source calls
- * head(), then data() per chunk (false: pause until `resume` is called), then end() or fail().
+ * Writes one response to a uWS client from any source (undici, tunnel frames), verbatim, through
+ * the gateway's one response writer (gateway/response-writer.ts: cork batching, backpressure,
+ * abort, finish once, hop-by-hop filtering). The source calls head(), then data() per chunk
+ * (false: pause until `resume` is called), then end() or fail().
  */
-export class ResponseRelay {
+export class ResponseRelay implements WriterHooks {
   /** Set by the source: called when a paused body may flow again. */
   resume: () => void = noop;
   /** Set by the source: called when the client goes away. */
   abortSource: () => void = noop;
   status = 0;
-  private headers: readonly (string | Buffer)[] = [];
+  private readonly out: ResponseWriter;
   private contentLength = -1;
-  private headWritten = false;
   private held: Buffer | undefined;
   private done = false;
-  private pending: Buffer | undefined;
-  private writeOk = true;
-  private readonly corkedWrite = (): void => {
-    if (!this.headWritten) this.writeHead();
-    this.writeOk = this.res.write(this.pending!);
-  };
-  private readonly onWritable = (): boolean => {
-    this.resume();
-    return true;
-  };
 
   constructor(
-    private readonly res: Res,
+    res: Res,
     /** Request method (HEAD responses have no body). */
     private readonly method: string,
     /** Called once when the response has ended, failed or was abandoned by the client. */
-    private readonly onFinish: (status: number) => void = noop,
+    private readonly onEnded: (status: number) => void = noop,
+    /** The route's own response header rule (true drops the header), after the hop-by-hop list. */
+    dropHeader?: HeaderFilter,
   ) {
-    res.onAbort = () => {
-      this.abortSource();
-      this.finish(CLIENT_CLOSED);
-    };
+    const drop: HeaderFilter = dropHeader
+      ? (name, value) => isPlatformCookieSetter(name, value) || dropHeader(name, value)
+      : isPlatformCookieSetter;
+    this.out = new ResponseWriter(res, this, { dropHeader: drop });
   }
 
   get finished(): boolean {
     return this.done;
   }
 
+  // WriterHooks
+
+  onAbort(): void {
+    this.abortSource();
+    this.out.finish(CLIENT_CLOSED, undefined);
+  }
+
+  onDrain(): void {
+    this.resume();
+  }
+
+  onFinish(status: number): void {
+    this.done = true;
+    this.onEnded(status);
+  }
+
+  // The source's calls
+
   /** The response head: status and a flat name, value, name, value... list. */
   head(status: number, headers: readonly (string | Buffer)[]): void {
     this.status = status;
-    this.headers = headers;
-    for (let i = 0; i + 1 < headers.length; i += 2) {
-      const name = headers[i]!;
-      if (name.length === 14 && name.toString().toLowerCase() === 'content-length') {
-        this.contentLength = Number(headers[i + 1]!.toString());
-        break;
-      }
-    }
+    this.contentLength = contentLengthOf(headers);
+    this.out.head(status, headers);
   }
 
   /** One body chunk (kept by reference until written). Returns false when the source should pause. */
   data(chunk: Buffer): boolean {
-    if (this.done || this.res.aborted) return true;
-    if (!this.headWritten && this.held === undefined && chunk.length === this.contentLength) {
+    const out = this.out;
+    if (this.done || out.isClosed) return true;
+    if (!out.started && this.held === undefined && chunk.length === this.contentLength) {
       this.held = chunk;
       return true;
     }
     if (this.held) {
-      const held = this.held;
+      out.write(this.held);
       this.held = undefined;
-      this.write(held);
     }
-    return this.write(chunk);
+    return out.write(chunk) || out.pauseSource();
   }
 
   end(): void {
     if (this.done) return;
-    const res = this.res;
-    if (!res.aborted) {
-      const held = this.held;
-      res.cork(() => {
-        if (!this.headWritten) {
-          this.writeHead();
-          if (held === undefined && (this.method === 'HEAD' || this.status === 204 || this.status === 304)) {
-            res.endWithoutBody(this.contentLength >= 0 && this.method === 'HEAD' ? this.contentLength : undefined);
-            return;
-          }
-        }
-        if (held) res.end(held);
-        else res.end();
-      });
+    const out = this.out;
+    if (this.held === undefined && !out.started && (this.method === 'HEAD' || this.status === 204 || this.status === 304)) {
+      out.endWithoutBody(this.contentLength >= 0 && this.method === 'HEAD' ? this.contentLength : undefined);
+    } else {
+      out.end(this.held);
     }
-    this.finish(this.status);
+    out.finish(this.status, undefined);
   }
 
   /**
@@ -125,52 +124,14 @@ export class ResponseRelay {
    */
   fail(status: number, detail: string): void {
     if (this.done) return;
-    const res = this.res;
-    if (!res.aborted) {
-      if (!this.headWritten) {
-        res.cork(() => {
-          res.writeStatus(statusLine(status));
-          res.writeHeader('content-type', JSON_TYPE);
-          res.end(JSON.stringify({ detail }));
-        });
-        this.finish(status);
-        return;
-      }
-      res.close();
+    const out = this.out;
+    if (!out.started) {
+      out.reply(status, JSON.stringify({ detail }));
+      out.finish(status, undefined);
+      return;
     }
-    this.finish(this.status);
-  }
-
-  private finish(status: number): void {
-    if (this.done) return;
-    this.done = true;
-    this.res.onAbort = undefined;
-    this.res.aborted = true; // the response is over: later writes are no-ops
-    this.onFinish(status);
-  }
-
-  private writeHead(): void {
-    const res = this.res;
-    this.headWritten = true;
-    res.writeStatus(statusLine(this.status));
-    const h = this.headers;
-    for (let i = 0; i + 1 < h.length; i += 2) {
-      const name = h[i]!;
-      const lower = name.toString().toLowerCase();
-      if (HOP_BY_HOP_RESPONSE.has(lower)) continue;
-      // An instance never sets, replaces or clears a platform cookie (lib/instance-credentials.ts).
-      if (lower === 'set-cookie' && isPlatformSetCookie(h[i + 1]!.toString())) continue;
-      res.writeHeader(name, h[i + 1]!);
-    }
-  }
-
-  private write(chunk: Buffer): boolean {
-    this.pending = chunk;
-    this.res.cork(this.corkedWrite);
-    this.pending = undefined;
-    if (this.writeOk) return true;
-    this.res.onWritable(this.onWritable);
-    return false;
+    out.cut();
+    out.finish(this.status, undefined);
   }
 }
 
@@ -201,27 +162,25 @@ export interface PoolOptions {
 
 export const DEFAULT_POOL_OPTIONS: PoolOptions = { connections: 64, headersTimeoutMs: 300_000, idleTimeoutMs: 300_000, connectTimeoutMs: 5_000 };
 
-/** One undici Pool per instance address (`host:port`), created on first use. */
+/** One pool of the gateway's backend client (gateway/http-pool.ts) per instance address (`host:port`), created on first use. */
 export class InstancePools {
-  private readonly pools = new Map<string, Pool>();
+  private readonly pools = new Map<string, HttpPool>();
   readonly opts: PoolOptions;
 
   constructor(opts: Partial<PoolOptions> = {}) {
     this.opts = { ...DEFAULT_POOL_OPTIONS, ...opts };
   }
 
-  get(address: string): Pool {
+  get(address: string): HttpPool {
     let p = this.pools.get(address);
     if (!p) {
-      p = new Pool(`http://${address}`, {
+      p = new HttpPool(`http://${address}`, {
         connections: this.opts.connections,
-        pipelining: 1,
-        headersTimeout: this.opts.headersTimeoutMs,
-        bodyTimeout: this.opts.idleTimeoutMs,
-        connectTimeout: this.opts.connectTimeoutMs,
-        keepAliveTimeout: 30_000,
+        headersTimeoutMs: this.opts.headersTimeoutMs,
+        bodyTimeoutMs: this.opts.idleTimeoutMs,
+        connectTimeoutMs: this.opts.connectTimeoutMs,
+        keepAliveTimeoutMs: 30_000,
       });
-      p.on('connectionError', noop);
       this.pools.set(address, p);
     }
     return p;
@@ -253,49 +212,36 @@ export interface ForwardRequest {
 
 /** Sends `request` to the instance at `address` and relays the response to `relay`. */
 export function forward(pools: InstancePools, address: string, request: ForwardRequest, relay: ResponseRelay): void {
-  const handler = new UndiciSource(relay);
-  pools.get(address).dispatch(
-    { origin: undefined, path: request.path, method: request.method as Dispatcher.HttpMethod, headers: request.headers, body: request.body ?? null },
-    handler,
-  );
+  const source = new PoolSource(relay);
+  const call = pools.get(address).send(request.method, request.path, request.headers, request.body, source);
+  relay.resume = () => call.resume();
+  relay.abortSource = () => {
+    source.cancelled = true;
+    call.abort();
+  };
 }
 
-/** undici's dispatch handler feeding a ResponseRelay. */
-class UndiciSource implements Dispatcher.DispatchHandler {
-  private abortFn: ((err?: Error) => void) | undefined;
-  private cancelled = false;
+/** The backend client's response handler feeding a ResponseRelay. */
+class PoolSource implements ResponseHandler {
+  cancelled = false;
 
-  constructor(private readonly relay: ResponseRelay) {
-    relay.abortSource = () => {
-      this.cancelled = true;
-      this.abortFn?.(new Error('client went away'));
-    };
-  }
+  constructor(private readonly relay: ResponseRelay) {}
 
-  onConnect(abort: (err?: Error) => void): void {
-    if (this.cancelled) abort(new Error('client went away'));
-    else this.abortFn = abort;
-  }
-
-  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    if (status < 200) return true; // informational
-    this.relay.resume = resume;
+  onHead(status: number, rawHeaders: Buffer[]): void {
     this.relay.head(status, rawHeaders);
-    return true;
   }
 
   onData(chunk: Buffer): boolean {
     return this.relay.data(chunk);
   }
 
-  onComplete(): void {
+  onEnd(): void {
     this.relay.end();
   }
 
-  onError(err: Error): void {
+  onError(err: PoolError): void {
     if (this.cancelled) return; // the relay finished already (client closed)
-    const code = (err as { code?: string }).code ?? '';
-    const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+    const timeout = err.failure === 'headers-timeout' || err.failure === 'body-timeout';
     this.relay.fail(timeout ? 504 : 502, timeout ? 'The instance did not answer in time' : 'The instance is unreachable');
   }
 }

@@ -17,3 +17,14 @@ export type GateCode = (typeof GATE_CODES)[keyof typeof GATE_CODES];
 
 /** The message of every gate 429 (SPEC "Specific cases"). */
 export const RATE_LIMIT_MESSAGE = 'Model API rate limit exceeded; please retry later';
+
+/**
+ * The gates' internal error codes (`RcError.code`) with their class. The table "Internal error
+ * codes" of gateway/gates/README.md lists the same (test/gateway/error-codes.test.ts).
+ */
+export const GATE_ERROR_CODES = {
+  RC_ERR_INVALID_DAY: 'InvalidDayError',
+  RC_ERR_GATE_REDIS: 'GateRedisError',
+} as const;
+
+export type GateErrorCode = keyof typeof GATE_ERROR_CODES;

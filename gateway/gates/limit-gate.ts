@@ -4,7 +4,7 @@ import type { GateDecision, GateRequest, GateUsage, RequestGate } from '../gate.
 import { systemClock, type Clock } from '../../lib/clock.js';
 import { RcError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
-import { GATE_CODES, GateKind } from './codes.js';
+import { GATE_CODES, GateKind, type GateErrorCode } from './codes.js';
 import type { Limits, LimitsSource } from './limits.js';
 import { DAY_MS, dayIndex, dayString, formatDuration, normalizeEstimate, parseDay, retryAfterSeconds, type Outcome } from './math.js';
 import { MemoryGateStore } from './memory-store.js';
@@ -15,7 +15,7 @@ import type { AdmitInput, GateStore } from './store.js';
 /** A `day` argument that is not a `YYYY-MM-DD` calendar date. */
 export class InvalidDayError extends RcError {
   constructor(day: string) {
-    super('RC_ERR_INVALID_DAY', `day must be a date as YYYY-MM-DD, got ${JSON.stringify(day)}`, 400);
+    super('RC_ERR_INVALID_DAY' satisfies GateErrorCode, `day must be a date as YYYY-MM-DD, got ${JSON.stringify(day)}`, 400);
   }
 }
 
@@ -86,6 +86,8 @@ export class LimitGate implements RequestGate {
       accountId: req.accountId,
       model: req.model,
       estimate: normalizeEstimate(req.estimatedTokens),
+      input: req.inputTokens === undefined ? -1 : normalizeEstimate(req.inputTokens),
+      defaultOutput: req.defaultOutput === true,
       limits,
       day,
       msToNextDay: (day + 1) * DAY_MS - now,
@@ -174,8 +176,8 @@ export class LimitGate implements RequestGate {
     };
     if (o.gate === GateKind.None) {
       counters.admitted++;
-      const reservation: Reservation = { store, estimate: input.estimate, day: input.day, limits: l, settled: false };
-      return { allowed: true, headers, reservation };
+      const reservation: Reservation = { store, estimate: o.estimate, day: input.day, limits: l, settled: false };
+      return { allowed: true, headers, reservation, maxOutputTokens: o.maxOutput >= 0 ? o.maxOutput : undefined, reservedTokens: o.estimate };
     }
     if (o.gate === GateKind.Requests) counters.deniedRequests++;
     else if (o.gate === GateKind.Tokens) counters.deniedTokens++;

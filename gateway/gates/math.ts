@@ -76,4 +76,11 @@ export interface Outcome {
   /** Milliseconds until each bucket is full again. */
   resetRequestsMs: number;
   resetTokensMs: number;
+  /**
+   * With a split estimate (input given): the output tokens left for this request, that is
+   * min(token bucket level, daily cap - used - reserved) - input, before this admission; -1 otherwise.
+   */
+  maxOutput: number;
+  /** The tokens reserved (the estimate, lowered to input + maxOutput when its output part was a default). */
+  estimate: number;
 }

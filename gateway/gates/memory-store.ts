@@ -25,11 +25,23 @@ export class MemoryGateStore implements GateStore {
   private readonly days = new Map<number, Map<number, DayUsage>>();
 
   admit(i: AdmitInput): Outcome {
-    const { limits, estimate } = i;
+    const { limits } = i;
     const now = i.nowMs ?? Date.now();
     const b = this.refilled(i.accountId, limits, now);
     const d = this.days.get(i.accountId)?.get(i.day);
     const used = d ? d.tokens + d.reserved : 0;
+
+    // What is left for output after the input (exact caps: the route bounds max_tokens to it).
+    let estimate = i.estimate;
+    let maxOutput = -1;
+    if (i.input >= 0) {
+      const dailyRoom = limits.dailyTokens - used - i.input;
+      maxOutput = Math.min(Math.floor(b.t / SCALE) - i.input, dailyRoom);
+      // A default output shrinks to what is left (to the day's room when the bucket is what is
+      // short: the bucket then refuses with its own, shorter wait).
+      const room = maxOutput >= 1 ? maxOutput : dailyRoom;
+      if (i.defaultOutput && room >= 1 && estimate - i.input > room) estimate = i.input + room;
+    }
 
     let gate: number = GateKind.None;
     let waitMs = 0;
@@ -37,17 +49,28 @@ export class MemoryGateStore implements GateStore {
       gate = GateKind.Requests;
       waitMs = Math.ceil((SCALE - b.r) / limits.rpm);
     }
+    // An estimate of 0 (count_tokens) meets the request bucket only.
     const needT = Math.min(estimate, limits.tpm) * SCALE;
-    if (b.t < needT) {
+    if (estimate > 0 && b.t < needT) {
       const w = Math.ceil((needT - b.t) / limits.tpm);
       if (w >= waitMs) {
         gate = GateKind.Tokens;
         waitMs = w;
       }
     }
-    if (used + Math.min(estimate, limits.dailyTokens) > limits.dailyTokens) {
+    if (estimate > 0 && used + Math.min(estimate, limits.dailyTokens) > limits.dailyTokens) {
       gate = GateKind.Daily;
       if (i.msToNextDay > waitMs) waitMs = i.msToNextDay;
+    }
+    if (gate === GateKind.None && i.input >= 0 && maxOutput < 1) {
+      // Nothing left for output: refused before the backend is reached.
+      if (limits.dailyTokens - used - i.input < 1) {
+        gate = GateKind.Daily;
+        waitMs = i.msToNextDay;
+      } else {
+        gate = GateKind.Tokens;
+        waitMs = Math.ceil(((i.input + 1) * SCALE - b.t) / limits.tpm);
+      }
     }
     if (gate === GateKind.None) {
       b.r -= SCALE;
@@ -57,7 +80,7 @@ export class MemoryGateStore implements GateStore {
       day.requests += 1;
       this.model(day, i.model).requests += 1;
     }
-    return outcome(gate, waitMs, b, limits);
+    return outcome(gate, waitMs, b, limits, maxOutput, estimate);
   }
 
   settle(i: SettleInput): void {
@@ -139,8 +162,10 @@ export class MemoryGateStore implements GateStore {
   }
 }
 
-function outcome(gate: number, waitMs: number, b: Buckets, l: Limits): Outcome {
+function outcome(gate: number, waitMs: number, b: Buckets, l: Limits, maxOutput: number, estimate: number): Outcome {
   return {
+    maxOutput,
+    estimate,
     gate,
     waitMs,
     remainingRequests: Math.floor(b.r / SCALE),

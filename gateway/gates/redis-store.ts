@@ -2,6 +2,7 @@
 // NOSCRIPT) per admission and one per reconciliation. A call that has not answered within the
 // timeout is abandoned: the caller falls back to the in-memory gates, and if the abandoned
 // admission did pass later, its reservation is handed back.
+import type { GateErrorCode } from './codes.js';
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { RcError } from '../../lib/errors.js';
@@ -14,7 +15,7 @@ import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, SettleInput } from
 /** A gate call to Redis failed or timed out. */
 export class GateRedisError extends RcError {
   constructor(message: string, cause?: unknown) {
-    super('RC_ERR_GATE_REDIS', message, 503, { cause });
+    super('RC_ERR_GATE_REDIS' satisfies GateErrorCode, message, 503, { cause });
   }
 }
 
@@ -86,6 +87,7 @@ export class RedisGateStore implements GateStore {
       i.nowMs === undefined ? '' : String(i.nowMs),
       String(i.limits.rpm), String(i.limits.tpm), String(i.limits.dailyTokens),
       String(i.estimate), i.model, String(i.msToNextDay), DAY_TTL_SEC,
+      String(i.input), i.defaultOutput ? '1' : '0',
     ];
     const call = this.run(ADMIT, this.bucketKey(i.accountId), this.dayKey(i.accountId, i.day), args);
     return new Promise<Outcome>((resolve, reject) => {
@@ -100,8 +102,9 @@ export class RedisGateStore implements GateStore {
         (reply) => {
           if (settled) {
             // Too late: the caller went to the in-memory gates. Hand the reservation back.
-            if (Array.isArray(reply) && reply[0] === GateKind.None) {
-              this.settle({ ...i, inputTokens: 0, outputTokens: 0, cachedTokens: 0 });
+            const late = toOutcome(reply);
+            if (late && late.gate === GateKind.None) {
+              this.settle({ ...i, estimate: late.estimate, inputTokens: 0, outputTokens: 0, cachedTokens: 0 });
             }
             return;
           }
@@ -221,9 +224,12 @@ export class RedisGateStore implements GateStore {
 }
 
 function toOutcome(reply: unknown): Outcome | undefined {
-  if (!Array.isArray(reply) || reply.length !== 6 || !reply.every((v) => typeof v === 'number')) return undefined;
-  const [gate, waitMs, remainingRequests, remainingTokens, resetRequestsMs, resetTokensMs] = reply as number[];
-  return { gate: gate!, waitMs: waitMs!, remainingRequests: remainingRequests!, remainingTokens: remainingTokens!, resetRequestsMs: resetRequestsMs!, resetTokensMs: resetTokensMs! };
+  if (!Array.isArray(reply) || reply.length !== 8 || !reply.every((v) => typeof v === 'number')) return undefined;
+  const [gate, waitMs, remainingRequests, remainingTokens, resetRequestsMs, resetTokensMs, maxOutput, estimate] = reply as number[];
+  return {
+    gate: gate!, waitMs: waitMs!, remainingRequests: remainingRequests!, remainingTokens: remainingTokens!,
+    resetRequestsMs: resetRequestsMs!, resetTokensMs: resetTokensMs!, maxOutput: maxOutput!, estimate: estimate!,
+  };
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

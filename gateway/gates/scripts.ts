@@ -41,14 +41,24 @@ end
 `;
 
 /**
- * ARGV: now ('' = Redis TIME), rpm, tpm, dailyTokens, estimate, model, msToNextDay, dayTtlSec.
- * Returns {gate, waitMs, remainingRequests, remainingTokens, resetRequestsMs, resetTokensMs}.
+ * ARGV: now ('' = Redis TIME), rpm, tpm, dailyTokens, estimate, model, msToNextDay, dayTtlSec,
+ * input (-1: not split), defaultOutput (0/1).
+ * Returns {gate, waitMs, remainingRequests, remainingTokens, resetRequestsMs, resetTokensMs, maxOutput, estimate}.
  */
 export const ADMIT_SCRIPT = `${CLOCK_AND_REFILL}
 local cap = tonumber(ARGV[4])
 local est = tonumber(ARGV[5])
+local input = tonumber(ARGV[9])
 local d = redis.call('HMGET', KEYS[2], 'tokens', 'reserved')
 local used = (tonumber(d[1]) or 0) + (tonumber(d[2]) or 0)
+local maxOut = -1
+if input >= 0 then
+  local dailyRoom = cap - used - input
+  maxOut = math.min(math.floor(t / S) - input, dailyRoom)
+  local room = maxOut
+  if room < 1 then room = dailyRoom end
+  if ARGV[10] == '1' and room >= 1 and est - input > room then est = input + room end
+end
 local gate = 0
 local wait = 0
 if r < S then
@@ -56,14 +66,23 @@ if r < S then
   wait = math.ceil((S - r) / rpm)
 end
 local needT = math.min(est, tpm) * S
-if t < needT then
+if est > 0 and t < needT then
   local w = math.ceil((needT - t) / tpm)
   if w >= wait then gate = 2; wait = w end
 end
-if used + math.min(est, cap) > cap then
+if est > 0 and used + math.min(est, cap) > cap then
   gate = 3
   local w = tonumber(ARGV[7])
   if w > wait then wait = w end
+end
+if gate == 0 and input >= 0 and maxOut < 1 then
+  if cap - used - input < 1 then
+    gate = 3
+    wait = tonumber(ARGV[7])
+  else
+    gate = 2
+    wait = math.ceil(((input + 1) * S - t) / tpm)
+  end
 end
 if gate == 0 then
   r = r - S
@@ -74,7 +93,7 @@ if gate == 0 then
   redis.call('HINCRBY', KEYS[2], 'n:' .. ARGV[6], 1)
   redis.call('EXPIRE', KEYS[2], ARGV[8])
 end
-return {gate, wait, math.floor(r / S), math.floor(t / S), math.ceil((rCap - r) / rpm), math.ceil((tCap - t) / tpm)}
+return {gate, wait, math.floor(r / S), math.floor(t / S), math.ceil((rCap - r) / rpm), math.ceil((tCap - t) / tpm), maxOut, est}
 `;
 
 /**

@@ -8,6 +8,10 @@ export interface AdmitInput {
   model: string;
   /** Whole tokens to reserve (normalizeEstimate). */
   estimate: number;
+  /** The input part of the estimate, or -1: when given, the output is bounded by what is left (see math.ts `Outcome.maxOutput`). */
+  input: number;
+  /** The output part of the estimate is a default that may shrink to what is left. */
+  defaultOutput: boolean;
   limits: Limits;
   /** UTC day index the daily cap counts in (the gateway's clock). */
   day: number;

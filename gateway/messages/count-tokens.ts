@@ -8,7 +8,7 @@ import { parseTokenizeResponse } from '../context-fit.js';
 import { requestUpstream, UpstreamError } from '../upstreams.js';
 import { backendError, MessagesError } from './errors.js';
 import { estimateInputTokens, type PreparedRequest } from './request.js';
-import { poolExhausted, sendError } from './reply.js';
+import { sendError } from './reply.js';
 
 export const TOKEN_COUNT_HEADER = 'x-rc-token-count';
 const EXACT = { [TOKEN_COUNT_HEADER]: 'exact' };
@@ -16,17 +16,13 @@ const ESTIMATE = { [TOKEN_COUNT_HEADER]: 'estimate' };
 const NO_TOKENIZE = new Set([404, 405, 501]);
 const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
-export async function countTokens(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest): Promise<void> {
+/** Counts the request's tokens; the caller has admitted it (slot and gate) and releases both. */
+export async function countTokens(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, gateHeaders: Record<string, string>): Promise<void> {
   const chat = p.chat;
   const body: Record<string, unknown> = { model: chat.model, messages: chat.messages };
   if (chat.tools) body.tools = chat.tools;
   if (chat.chat_template_kwargs) body.chat_template_kwargs = chat.chat_template_kwargs;
   const json = JSON.stringify(body);
-  // Counting spends no tokens: no gate, but it holds an in-flight slot like any backend call.
-  if (!ctx.admission.tryEnter()) {
-    sendError(res, ctx, route, p.model.name, poolExhausted());
-    return;
-  }
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
   try {
@@ -38,11 +34,11 @@ export async function countTokens(res: Res, ctx: GatewayContext, route: string, 
         return;
       }
       ctx.metrics.request(route, p.model.name, 200);
-      sendJson(res, 200, `{"input_tokens":${count}}`, EXACT);
+      sendJson(res, 200, `{"input_tokens":${count}}`, { ...gateHeaders, ...EXACT });
     } else if (NO_TOKENIZE.has(up.status)) {
       const estimate = estimateInputTokens(JSON.stringify(chat.messages), chat.tools && JSON.stringify(chat.tools));
       ctx.metrics.request(route, p.model.name, 200);
-      sendJson(res, 200, `{"input_tokens":${estimate}}`, ESTIMATE);
+      sendJson(res, 200, `{"input_tokens":${estimate}}`, { ...gateHeaders, ...ESTIMATE });
     } else {
       sendError(res, ctx, route, p.model.name, backendError(up.status, up.body.toString('utf8'), up.headers['retry-after']));
     }
@@ -52,6 +48,5 @@ export async function countTokens(res: Res, ctx: GatewayContext, route: string, 
     } else throw err;
   } finally {
     res.onAbort = undefined;
-    ctx.admission.leave();
   }
 }

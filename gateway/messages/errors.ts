@@ -1,6 +1,7 @@
 // Errors on the messages routes. Their body is the protocol's own:
 // `{"type":"error","error":{"type":...,"message":...}}`, with the HTTP status of the failure.
 import { RcError } from '../../lib/errors.js';
+import type { ErrorCode } from '../errors.js';
 
 /** The protocol's error types. */
 export type MessagesErrorType =
@@ -26,13 +27,25 @@ export function errorTypeForStatus(status: number): MessagesErrorType {
   }
 }
 
+/** The error code of each protocol error type (gateway/errors.ts ERROR_CODES). */
+const MESSAGES_CODES: Record<MessagesErrorType, ErrorCode> = {
+  invalid_request_error: 'RC_ERR_MESSAGES_INVALID_REQUEST_ERROR',
+  authentication_error: 'RC_ERR_MESSAGES_AUTHENTICATION_ERROR',
+  permission_error: 'RC_ERR_MESSAGES_PERMISSION_ERROR',
+  not_found_error: 'RC_ERR_MESSAGES_NOT_FOUND_ERROR',
+  request_too_large: 'RC_ERR_MESSAGES_REQUEST_TOO_LARGE',
+  rate_limit_error: 'RC_ERR_MESSAGES_RATE_LIMIT_ERROR',
+  api_error: 'RC_ERR_MESSAGES_API_ERROR',
+  overloaded_error: 'RC_ERR_MESSAGES_OVERLOADED_ERROR',
+};
+
 /** A failure on a messages route, carrying its status and protocol error type. */
 export class MessagesError extends RcError {
   readonly type: MessagesErrorType;
   /** Extra response headers (Retry-After on 429/503, rate-limit headers). */
   readonly headers: Record<string, string> | undefined;
   constructor(status: number, message: string, headers?: Record<string, string>, type: MessagesErrorType = errorTypeForStatus(status)) {
-    super(`RC_ERR_MESSAGES_${type.toUpperCase()}`, message, status);
+    super(MESSAGES_CODES[type], message, status);
     this.type = type;
     this.headers = headers;
   }

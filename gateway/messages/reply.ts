@@ -1,6 +1,9 @@
-// Error replies on the messages routes: the protocol's error body, counted in the metrics.
+// The messages protocol's error mapper: error replies on every messages route, in the
+// protocol's error body, counted in the metrics.
 import { sendJson, type Res } from '../../lib/http.js';
+import type { RefusalReply } from '../admit.js';
 import type { GatewayContext } from '../context.js';
+import { RATE_LIMIT_MESSAGE } from '../gates/codes.js';
 import { UpstreamError } from '../upstreams.js';
 import { errorBody, MessagesError, toMessagesError } from './errors.js';
 
@@ -17,3 +20,13 @@ export function upstreamFailure(err: unknown): MessagesError {
 }
 
 export const poolExhausted = (): MessagesError => new MessagesError(503, 'Model gateway connection pool exhausted', { 'retry-after': '5' });
+
+/** Answers a refusal of admission in the messages shape. */
+export const refuseMessages: RefusalReply = (res, r) => {
+  const e = r.kind === 'pool_exhausted'
+    ? poolExhausted()
+    : r.kind === 'gate_unavailable'
+      ? new MessagesError(503, 'Model gateway is unavailable', { 'retry-after': '5' })
+      : new MessagesError(429, RATE_LIMIT_MESSAGE, { ...r.headers, 'retry-after': String(Math.max(1, Math.ceil(r.retryAfterSec))) });
+  sendJson(res, e.status, errorBody(e.type, e.message), e.headers);
+};

@@ -2,17 +2,19 @@
 // Register with `messagesRoutes(options)`, a RoutePlugin (gateway/context.ts).
 import type { Config } from '../../lib/config.js';
 import { sendJson, track, type Res } from '../../lib/http.js';
+import { admit, boundedMaxTokens, type Allowed } from '../admit.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
-import type { GateDecision, GateRequest, GateUsage } from '../gate.js';
-import { NO_MODEL } from '../metrics.js';
+import type { GateRequest, GateUsage } from '../gate.js';
+import { CLIENT_CLOSED, NO_MODEL } from '../metrics.js';
 import { requestUpstream, UpstreamError } from '../upstreams.js';
 import { countTokens } from './count-tokens.js';
 import { backendError, MessagesError, toMessagesError } from './errors.js';
-import { poolExhausted, sendError, upstreamFailure } from './reply.js';
+import { refuseMessages, sendError, upstreamFailure } from './reply.js';
 import { estimateInputTokens, prepare, type PreparedRequest } from './request.js';
 import { countTokensRequestSchema, messagesRequestSchema } from './schema.js';
 import { ThinkingSigner } from './signature.js';
+import { ZERO_USAGE } from '../usage.js';
 import { relayStream } from './stream-relay.js';
 import { gateUsage, toMessagesResponse, type ChatCompletion } from './translate-response.js';
 
@@ -42,52 +44,40 @@ export function messagesRoutes(options: MessagesRouteOptions = {}): RoutePlugin 
   };
 }
 
-/** Admission (an in-flight slot), then the gate. Returns the decision, or answers 503/429 and returns undefined. */
-async function admit(res: Res, ctx: GatewayContext, route: string, greq: GateRequest): Promise<(GateDecision & { allowed: true }) | undefined> {
-  if (!ctx.admission.tryEnter()) {
-    sendError(res, ctx, route, greq.model, poolExhausted());
-    return undefined;
-  }
-  let decision: GateDecision;
-  try {
-    decision = await ctx.gate.admit(greq);
-  } catch (err) {
-    ctx.admission.leave();
-    sendError(res, ctx, route, greq.model, toMessagesError(err));
-    return undefined;
-  }
-  if (!decision.allowed) {
-    ctx.admission.leave();
-    const headers = { ...decision.headers, 'retry-after': String(Math.max(1, Math.ceil(decision.retryAfterSec))) };
-    sendError(res, ctx, route, greq.model, new MessagesError(429, 'Model API rate limit exceeded; please retry later', headers));
-    return undefined;
-  }
-  if (res.aborted) {
-    // The client left while the gate decided: give everything back.
-    ctx.admission.leave();
-    ctx.gate.settle(greq, decision, undefined);
-    return undefined;
-  }
-  return decision;
-}
-
 function handleCreate(res: Res, req: HttpRequest, ctx: GatewayContext, signer: ThinkingSigner, pingIntervalMs: number): void {
   const route = 'messages';
   prepare(res, req, ctx, messagesRequestSchema, signer, (p) => {
-    void forward(res, ctx, route, p, signer, pingIntervalMs).catch((err: unknown) => {
-      ctx.logger.error('messages request failed', { err, model: p.model.name });
-      sendError(res, ctx, route, p.model.name, toMessagesError(err));
-    });
+    forward(res, ctx, route, p, signer, pingIntervalMs);
   }, (e) => sendError(res, ctx, route, NO_MODEL, e), true /* fit max_tokens into the context */);
 }
 
-async function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number): Promise<void> {
+function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number): void {
   const chat = p.chat;
   const messagesJson = JSON.stringify(chat.messages);
   const estimate = estimateInputTokens(messagesJson, chat.tools && JSON.stringify(chat.tools));
-  const greq: GateRequest = { accountId: p.accountId, model: p.model.name, estimatedTokens: estimate + (chat.max_tokens ?? ctx.limits.defaultMaxTokens) };
-  const decision = await admit(res, ctx, route, greq);
-  if (!decision) return;
+  const greq: GateRequest = {
+    accountId: p.accountId,
+    model: p.model.name,
+    estimatedTokens: estimate + (chat.max_tokens ?? ctx.limits.defaultMaxTokens),
+    inputTokens: estimate,
+    defaultOutput: chat.max_tokens === undefined,
+  };
+  admit(ctx, res, route, greq, refuseMessages, (decision) => {
+    const bound = boundedMaxTokens(decision, chat.max_tokens, p.model.entry.maxContext, estimate);
+    if (bound !== undefined) chat.max_tokens = bound; // no more than the account has left
+    void exchange(res, ctx, route, p, signer, pingIntervalMs, greq, decision, estimate).catch((err: unknown) => {
+      ctx.logger.error('messages request failed', { err, model: p.model.name });
+      sendError(res, ctx, route, p.model.name, toMessagesError(err));
+    });
+  });
+}
+
+/** The admitted exchange with the backend; settles the gate and the slot exactly once. */
+async function exchange(
+  res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number,
+  greq: GateRequest, decision: Allowed, estimate: number,
+): Promise<void> {
+  const chat = p.chat;
   let settled = false;
   const settle = (usage: GateUsage | undefined) => {
     if (settled) return;
@@ -140,6 +130,12 @@ async function forward(res: Res, ctx: GatewayContext, route: string, p: Prepared
   } catch (err) {
     // 'aborted' with the client still here: the response outgrew MAX_RESPONSE_BYTES.
     if (!(err instanceof UpstreamError && err.kind === 'aborted' && res.aborted)) sendError(res, ctx, route, p.model.name, upstreamFailure(err));
+    else {
+      // The client left before the answer: nothing relayed tells what the backend had generated
+      // when the abort reached it, so the whole reservation is charged.
+      ctx.metrics.request(route, p.model.name, CLIENT_CLOSED);
+      usage = { inputTokens: estimate, outputTokens: Math.max(0, (decision.reservedTokens ?? greq.estimatedTokens) - estimate) };
+    }
   } finally {
     res.onAbort = undefined;
     settle(usage);
@@ -149,9 +145,19 @@ async function forward(res: Res, ctx: GatewayContext, route: string, p: Prepared
 function handleCount(res: Res, req: HttpRequest, ctx: GatewayContext, signer: ThinkingSigner): void {
   const route = 'count_tokens';
   prepare(res, req, ctx, countTokensRequestSchema, signer, (p) => {
-    void countTokens(res, ctx, route, p).catch((err: unknown) => {
-      ctx.logger.error('count_tokens failed', { err, model: p.model.name });
-      sendError(res, ctx, route, p.model.name, toMessagesError(err));
+    // Counting spends no tokens but is a request: it meets the request-rate gate (an estimate of 0
+    // is checked against the request bucket only), and holds an in-flight slot like any backend call.
+    const greq: GateRequest = { accountId: p.accountId, model: p.model.name, estimatedTokens: 0 };
+    admit(ctx, res, route, greq, refuseMessages, (decision) => {
+      void countTokens(res, ctx, route, p, decision.headers)
+        .catch((err: unknown) => {
+          ctx.logger.error('count_tokens failed', { err, model: p.model.name });
+          sendError(res, ctx, route, p.model.name, toMessagesError(err));
+        })
+        .finally(() => {
+          ctx.admission.leave();
+          ctx.gate.settle(greq, decision, ZERO_USAGE);
+        });
     });
   }, (e) => sendError(res, ctx, route, NO_MODEL, e));
 }

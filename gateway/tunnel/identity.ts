@@ -1,6 +1,7 @@
 // Tunnel identities: the token provisioned into an instance at launch, verified by the broker
 // without any lookup (an HMAC of the instance id under a secret shared by the control plane and
 // the gateways), and the stable public tunnel id of an (instance, port).
+import type { ErrorCode } from '../errors.js';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,7 +29,7 @@ const MAC_LENGTH = 43;
 const INSTANCE_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 export class TunnelSecretError extends RcError {
-  constructor(message: string) { super('RC_ERR_TUNNEL_SECRET', message, 500); }
+  constructor(message: string) { super('RC_ERR_TUNNEL_SECRET' satisfies ErrorCode, message, 500); }
 }
 
 function mac(secret: string, purpose: string, value: string): Buffer {

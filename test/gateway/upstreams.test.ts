@@ -203,11 +203,13 @@ describe('gateway gate seam', () => {
       await waitFor(() => gate.settled.length === 2);
       assert.equal(gate.settled[1]!.usage!.outputTokens, 4);
 
-      // Aborted mid-stream: settled once, without usage.
+      // Aborted mid-stream: settled once, charged what was relayed (issue 14: an abort is not free).
       const s3 = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 200, stream: true, ignore_eos: true } as never) as unknown as Stream;
       for await (const _ of s3) break;
       await waitFor(() => gate.settled.length === 3);
-      assert.equal(gate.settled[2]!.usage, undefined);
+      const aborted = gate.settled[2]!.usage!;
+      assert.equal(aborted.inputTokens, gate.admitted[2]!.inputTokens);
+      assert.ok(aborted.outputTokens >= 1 && aborted.outputTokens < 200, `charged ${aborted.outputTokens} output tokens`);
 
       // Async admission works the same.
       gate.delayMs = 20;

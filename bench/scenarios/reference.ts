@@ -1,0 +1,176 @@
+// The gateway against nginx, the reference C relay, in one run, on the same backend and the same
+// load: CPU per request of each gateway setup as a ratio to nginx's (issue 16). Setups:
+// `rc gateway` with the in-memory gates, `rc gateway` with the gates in Redis (when Redis
+// answers at REDIS_URL, default redis://127.0.0.1:6379), and the whole `npm start` process
+// (`rc start`, whose embedded gateway is pointed at the same backend). Workloads: non-stream
+// completions (20 tokens), 20-chunk chat streams, 20-token messages streams (nginx relays the
+// chat stream there: it cannot translate), and paced streams (20 chunks 2 ms apart, as a GPU
+// streams tokens), reported per relayed chunk too.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { generateKey, hashKey } from '../../lib/keys.js';
+import { randomId } from '../../lib/ids.js';
+import { compare, RC_CLI, spawnRc, stopper, type Comparison, type LoadOptions, type LoadRequest, type SpawnedTarget, type Target } from '../load.js';
+import { startNginx } from '../nginx.js';
+import { completion, messagesStream, MODEL } from './gateway.js';
+import type { LoadScenario } from './scenario.js';
+
+const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const NO_LIMITS = { RC_MODEL_RPM: '1000000000', RC_MODEL_TPM: '100000000000', RC_MODEL_DAILY_TOKENS: '100000000000' };
+const chat = completion;
+const messages = messagesStream;
+
+interface Setup extends Target {
+  key: string;
+}
+
+/** `rc gateway` in front of `backend`, one key, no effective limits; gates in Redis when `redisPrefix` is given. */
+async function startGateway(label: string, dir: string, backend: string, key: string, redisPrefix?: string): Promise<SpawnedTarget> {
+  const keysFile = join(dir, 'keys.json');
+  writeFileSync(keysFile, JSON.stringify([{ keyHash: hashKey(key), accountId: 1 }]));
+  const config = join(dir, `config-${randomId('', 6)}.json`);
+  writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [backend] }] }));
+  const redis = redisPrefix ? { REDIS_URL, RC_GATE_KEY_PREFIX: redisPrefix } : { REDIS_URL: '' };
+  return spawnRc(label, ['gateway', '--port', '0', '--keys-file', keysFile], { cpu: 0, env: { RC_CONFIG: config, ...NO_LIMITS, ...redis } });
+}
+
+/** The whole platform (`rc start`, what `npm start` runs) with the shared catalog on `backend`; a key made with `rc account create`. */
+async function startPlatform(label: string, dir: string, backend: string): Promise<(SpawnedTarget & { key: string }) | undefined> {
+  const config = join(dir, 'platform-config.json');
+  writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [backend] }] }));
+  const env = {
+    ...process.env, ...NO_LIMITS,
+    RC_DATA_DIR: join(dir, 'platform'), RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
+    RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: config,
+  };
+  const child = spawn('taskset', ['-c', '0', process.execPath, RC_CLI, 'start'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = stopper(child, exited, 10_000);
+  const url = await new Promise<string | undefined>((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), 60_000);
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const m = /model gateway\s+(http:\/\/\S+)\/v1/.exec(line);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    child.once('exit', () => resolve(undefined));
+  });
+  if (!url) {
+    await stop();
+    return undefined;
+  }
+  // Wait until the control plane accepts admin commands, then make a key.
+  let key: string | undefined;
+  for (let i = 0; i < 50 && !key; i++) {
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, [RC_CLI, 'account', 'create', '--email', `bench-${randomId('', 6)}@example.com`, '--verified'], { env });
+      key = (JSON.parse(stdout) as { api_token: string }).api_token;
+    } catch {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  if (!key) {
+    await stop();
+    return undefined;
+  }
+  return { label, url, pid: child.pid!, child, key, stop };
+}
+
+async function redisAnswers(): Promise<Redis | undefined> {
+  const r = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000 });
+  r.on('error', () => {});
+  try {
+    await r.connect();
+    await r.ping();
+    return r;
+  } catch {
+    r.disconnect();
+    return undefined;
+  }
+}
+
+/** Runs `request(setup)` against every setup and `nginxRequest` against nginx; nginx is the baseline. */
+async function versusNginx(name: string, setups: Setup[], nginx: Target, request: (s: Setup) => LoadRequest, nginxRequest: LoadRequest, options: LoadOptions, chunks?: number): Promise<Comparison> {
+  const rows = [];
+  for (const s of setups) rows.push(...(await compare({ name, request: request(s), targets: [s], options })).results);
+  const base = (await compare({ name, request: nginxRequest, targets: [nginx], options })).results[0]!;
+  rows.push(base);
+  return {
+    name,
+    request: nginxRequest,
+    results: rows,
+    baseline: base.label,
+    ratios: Object.fromEntries(rows.map((r) => [r.label, base.rps > 0 ? r.rps / base.rps : NaN])),
+    cpuRatios: Object.fromEntries(rows.map((r) => [r.label, r.cpuUsPerRequest !== null && base.cpuUsPerRequest ? r.cpuUsPerRequest / base.cpuUsPerRequest : NaN])),
+    ...(chunks ? { chunks } : {}),
+  };
+}
+
+export const referenceScenarios: LoadScenario[] = [{
+  name: 'gateway-vs-nginx',
+  async run(options) {
+    const dir = mkdtempSync(join(tmpdir(), 'rc-bench-ref-'));
+    const stops: (() => Promise<void>)[] = [];
+    let redis: Redis | undefined;
+    const prefix = `rcbench:${randomId('', 8)}:`;
+    try {
+      const sim = await spawnRc('backend (sim)', ['sim', '--fast', '--port', '0', '--model', MODEL], { cpu: 1 });
+      stops.push(() => sim.stop());
+      // 20 chunks 2 ms apart, first at once: token pacing of a GPU backend.
+      const paced = await spawnRc('paced backend', ['sim', '--ttft-ms', '0', '--tokens-per-second', '500', '--port', '0', '--model', MODEL], { cpu: 1 });
+      stops.push(() => paced.stop());
+      const nginx = await startNginx('nginx (1 process, proxy_pass)', sim.url, { cpu: 0 });
+      if (!nginx) {
+        process.stdout.write('nginx cannot run here: gateway-vs-nginx skipped\n');
+        return [];
+      }
+      stops.push(() => nginx.stop());
+      const nginxPaced = await startNginx('nginx (1 process, proxy_pass)', paced.url, { cpu: 0 });
+      stops.push(() => nginxPaced!.stop());
+
+      const key = generateKey();
+      const setups: Setup[] = [];
+      const memory = await startGateway('rc gateway (memory gates)', dir, sim.url, key);
+      stops.push(() => memory.stop());
+      setups.push({ ...memory, key });
+      redis = await redisAnswers();
+      if (redis) {
+        const withRedis = await startGateway('rc gateway (Redis gates)', dir, sim.url, key, prefix);
+        stops.push(() => withRedis.stop());
+        setups.push({ ...withRedis, key });
+      } else process.stdout.write(`no Redis at ${REDIS_URL}: the Redis-gates row is left out\n`);
+      const platform = await startPlatform('npm start (whole platform)', dir, sim.url);
+      if (platform) {
+        stops.push(() => platform.stop());
+        setups.push(platform);
+      } else process.stdout.write('rc start did not come up: the npm start row is left out\n');
+
+      const pacedGateway = await startGateway('rc gateway (memory gates)', dir, paced.url, key);
+      stops.push(() => pacedGateway.stop());
+
+      return [
+        await versusNginx('chat non-stream (20 tokens)', setups, nginx, (s) => chat(false, s.key), chat(false), options),
+        await versusNginx('chat stream (20 chunks)', setups, nginx, (s) => chat(true, s.key), chat(true), options, 20),
+        await versusNginx('messages stream (20 tokens) vs nginx chat stream', setups, nginx, (s) => messages(s.key), chat(true), options, 20),
+        await versusNginx('paced chat stream (20 chunks, 2 ms apart)', [{ ...pacedGateway, key }], nginxPaced!, (s) => chat(true, s.key), chat(true), options, 20),
+        await versusNginx('paced messages stream (20 tokens, 2 ms apart)', [{ ...pacedGateway, key }], nginxPaced!, (s) => messages(s.key), chat(true), options, 20),
+      ];
+    } finally {
+      for (const stop of stops.reverse()) await stop();
+      if (redis) {
+        const keys = await redis.keys(`${prefix}*`);
+        if (keys.length) await redis.del(...keys);
+        redis.disconnect();
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+}];

@@ -1,0 +1,102 @@
+// The way into a backend for every shared model route (chat, messages, count_tokens): an
+// in-flight slot (admission), then the gate. Each route answers a refusal in its protocol's shape
+// through the `refuse` callback it passes (its error mapper); what is refused and when is the
+// same on every route.
+import type { Res } from '../lib/http.js';
+import type { GatewayContext } from './context.js';
+import type { GateDecision, GateRequest } from './gate.js';
+import { CLIENT_CLOSED } from './metrics.js';
+import { ZERO_USAGE } from './usage.js';
+
+export type Allowed = GateDecision & { allowed: true };
+
+/** Why a request was not forwarded. */
+export type Refusal =
+  /** Every in-flight slot is taken: 503 with Retry-After: 5. */
+  | { readonly kind: 'pool_exhausted' }
+  /** A gate refused: 429 with the gate's code, Retry-After and headers. */
+  | { readonly kind: 'rate_limited'; readonly code: string; readonly retryAfterSec: number; readonly headers: Record<string, string> }
+  /** The gate threw: 503 with Retry-After: 5. */
+  | { readonly kind: 'gate_unavailable' };
+
+export const POOL_EXHAUSTED: Refusal = Object.freeze({ kind: 'pool_exhausted' });
+export const GATE_UNAVAILABLE: Refusal = Object.freeze({ kind: 'gate_unavailable' });
+
+/** A protocol's answer to a refusal (its error shape); one static function per protocol. */
+export type RefusalReply = (res: Res, r: Refusal) => void;
+
+/** The HTTP status of a refusal. */
+export function refusalStatus(r: Refusal): number {
+  return r.kind === 'rate_limited' ? 429 : 503;
+}
+
+/**
+ * Takes an in-flight slot, then asks the gate. Calls `forward` with the allowed decision, or
+ * answers the refusal with `reply` (after releasing the slot; the metrics count it). Whoever `forward` hands the request to releases the slot
+ * (`ctx.admission.leave()`) and settles the gate exactly once when it ends. A client that left
+ * while the gate decided is neither forwarded nor refused: its reservation is returned at once.
+ */
+export function admit(
+  ctx: GatewayContext,
+  res: Res,
+  route: string,
+  gateRequest: GateRequest,
+  reply: RefusalReply,
+  forward: (decision: Allowed) => void,
+): void {
+  const refuse = (r: Refusal): void => {
+    ctx.metrics.request(route, gateRequest.model, refusalStatus(r));
+    reply(res, r);
+  };
+  if (!ctx.admission.tryEnter()) {
+    refuse(POOL_EXHAUSTED);
+    return;
+  }
+  const onDecision = (d: GateDecision): void => {
+    if (!d.allowed) {
+      ctx.admission.leave();
+      refuse({ kind: 'rate_limited', code: d.code, retryAfterSec: d.retryAfterSec, headers: d.headers });
+      return;
+    }
+    if (res.aborted) {
+      // The client left while the gate decided: nothing was forwarded, nothing was used.
+      ctx.admission.leave();
+      ctx.metrics.request(route, gateRequest.model, CLIENT_CLOSED);
+      ctx.gate.settle(gateRequest, d, ZERO_USAGE);
+      return;
+    }
+    forward(d);
+  };
+  const failed = (err: unknown): void => {
+    ctx.admission.leave();
+    ctx.logger.error('gate admit failed', { err, route, model: gateRequest.model });
+    refuse(GATE_UNAVAILABLE);
+  };
+  let decision: GateDecision | Promise<GateDecision>;
+  try {
+    decision = ctx.gate.admit(gateRequest);
+  } catch (err) {
+    failed(err);
+    return;
+  }
+  if (decision instanceof Promise) decision.then(onDecision, failed);
+  else onDecision(decision);
+}
+
+/**
+ * The max_tokens to forward so that the request cannot generate more than its account has
+ * left, or undefined to leave the request's own. `requested` is the request's max_tokens
+ * (undefined when it gave none); `maxContext` the model's context window (without max_tokens a
+ * backend generates at most that much, so a larger allowance needs no bound);
+ * `inputTokens` the gateway's input estimate.
+ */
+export function boundedMaxTokens(decision: Allowed, requested: number | undefined, maxContext: number | undefined, inputTokens: number): number | undefined {
+  const left = decision.maxOutputTokens;
+  if (left === undefined) return undefined;
+  if (requested !== undefined) return requested > left ? left : undefined;
+  // Without a known context (the catalog gives none) nothing bounds the backend but the allowance.
+  if (maxContext === undefined) return left;
+  if (left >= maxContext) return undefined;
+  // Also keep within the context after the input, so a backend does not refuse the value.
+  return Math.max(1, Math.min(left, maxContext - inputTokens));
+}

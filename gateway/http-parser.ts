@@ -1,0 +1,166 @@
+// The HTTP/1.1 response parsing of the backend client (gateway/http-pool.ts): byte-level
+// helpers, the parser states of a connection, the head and the chunk-size line. Pure functions
+// over Buffers: no strings are made for the headers, values stay slices of the read buffer.
+export const CRLF2 = Buffer.from('\r\n\r\n');
+export const LF = 0x0a;
+export const CR = 0x0d;
+
+
+/** ASCII case-insensitive equality of `buf[start, end)` with a lower-case name. */
+export function asciiLowerEquals(buf: Buffer, lower: Buffer, start = 0, end = buf.length): boolean {
+  const n = lower.length;
+  if (end - start !== n) return false;
+  // `| 0x20` lower-cases letters; the other bytes of our names ('-') are unchanged by it.
+  for (let i = 0; i < n; i++) if ((buf[start + i]! | 0x20) !== lower[i]) return false;
+  return true;
+}
+
+/** True when the comma-separated `value` lists `token` (case-insensitive). */
+export function hasToken(value: Buffer, token: Buffer): boolean {
+  let start = 0;
+  const n = value.length;
+  while (start < n) {
+    let end = value.indexOf(0x2c, start); // ','
+    if (end < 0) end = n;
+    let a = start;
+    let b = end;
+    while (a < b && (value[a] === 0x20 || value[a] === 0x09)) a++;
+    while (b > a && (value[b - 1] === 0x20 || value[b - 1] === 0x09)) b--;
+    if (asciiLowerEquals(value, token, a, b)) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+/** The decimal value of `buf[start, end)`, or -1 when it is not a plain non-negative integer. */
+export function decimal(buf: Buffer, start: number, end: number): number {
+  if (end <= start || end - start > 15) return -1;
+  let n = 0;
+  for (let i = start; i < end; i++) {
+    const d = buf[i]! - 0x30;
+    if (d < 0 || d > 9) return -1;
+    n = n * 10 + d;
+  }
+  return n;
+}
+
+const CONTENT_LENGTH = Buffer.from('content-length');
+const TRANSFER_ENCODING = Buffer.from('transfer-encoding');
+const CONNECTION = Buffer.from('connection');
+const CHUNKED = Buffer.from('chunked');
+const CLOSE = Buffer.from('close');
+const KEEP_ALIVE = Buffer.from('keep-alive');
+
+// Parser states of a connection.
+export const IDLE = 0;
+export const HEAD = 1;
+export const LENGTH = 2;
+export const CHUNK_SIZE = 3;
+export const CHUNK_DATA = 4;
+export const CHUNK_END = 5;
+export const TRAILERS = 6;
+export const UNTIL_CLOSE = 7;
+
+/** The hex size at the start of the line `b[start, end)` (extensions after ';' ignored), or -1. */
+export function chunkSize(b: Buffer, start: number, end: number): number {
+  let size = 0;
+  let digits = 0;
+  let k = start;
+  for (; k < end; k++) {
+    const c = b[k]!;
+    let v: number;
+    if (c >= 0x30 && c <= 0x39) v = c - 0x30;
+    else if (c >= 0x61 && c <= 0x66) v = c - 0x57;
+    else if (c >= 0x41 && c <= 0x46) v = c - 0x37;
+    else break;
+    if (++digits > 12) return -1;
+    size = size * 16 + v;
+  }
+  if (digits === 0) return -1;
+  for (; k < end; k++) {
+    const c = b[k]!;
+    if (c === 0x3b) break; // ';' chunk extension
+    if (c !== 0x20 && c !== 0x09) return -1;
+  }
+  return size;
+}
+
+/** What a response head says about its body and connection (one per connection, reused). */
+export interface ParsedHead {
+  status: number;
+  keepAlive: boolean;
+  /** The body state to parse next: IDLE (no body), LENGTH, CHUNK_SIZE or UNTIL_CLOSE. */
+  state: number;
+  /** Content-Length (LENGTH). */
+  length: number;
+  /** name, value, name, value... (slices of `buf`). */
+  raw: Buffer[];
+}
+
+/**
+ * Parses the head in buf[start, end) (end: the index of its CRLF CRLF) into `out`. Returns an
+ * error message for a malformed head, else undefined. A 1xx status sets only `out.status`.
+ */
+export function parseHead(buf: Buffer, start: number, end: number, out: ParsedHead): string | undefined {
+  // Status line: HTTP/1.x SSS reason
+  if (end - start < 12 || buf[start] !== 0x48 || buf[start + 4] !== 0x2f || buf[start + 5] !== 0x31 || buf[start + 6] !== 0x2e || buf[start + 8] !== 0x20) {
+    return 'bad status line';
+  }
+  const status = decimal(buf, start + 9, start + 12);
+  if (status < 100 || status > 999 || status === 101) return 'bad status';
+  out.status = status;
+  if (status < 200) return undefined;
+  let keepAlive = buf[start + 7] === 0x31; // HTTP/1.1 keeps the connection by default, 1.0 does not
+  let length = -1;
+  let chunked = false;
+  let encoded = false;
+  const raw: Buffer[] = [];
+  let p = buf.indexOf(LF, start) + 1;
+  const stop = end + 2; // every header line ends with CRLF; the blank line is not included
+  while (p < stop) {
+    const lf = buf.indexOf(LF, p);
+    const lineEnd = buf[lf - 1] === CR ? lf - 1 : lf;
+    const colon = buf.indexOf(0x3a, p);
+    if (colon < 0 || colon >= lineEnd || colon === p) return 'bad header line';
+    let a = colon + 1;
+    let b = lineEnd;
+    while (a < b && (buf[a] === 0x20 || buf[a] === 0x09)) a++;
+    while (b > a && (buf[b - 1] === 0x20 || buf[b - 1] === 0x09)) b--;
+    const name = buf.subarray(p, colon);
+    const value = buf.subarray(a, b);
+    raw.push(name, value);
+    const n = colon - p;
+    if (n === 14 && asciiLowerEquals(name, CONTENT_LENGTH)) {
+      const v = decimal(buf, a, b);
+      if (v < 0 || (length >= 0 && v !== length)) return 'bad content-length';
+      length = v;
+    } else if (n === 17 && asciiLowerEquals(name, TRANSFER_ENCODING)) {
+      encoded = true;
+      chunked = hasToken(value, CHUNKED);
+    } else if (n === 10 && asciiLowerEquals(name, CONNECTION)) {
+      if (hasToken(value, CLOSE)) keepAlive = false;
+      else if (hasToken(value, KEEP_ALIVE)) keepAlive = true;
+    }
+    p = lf + 1;
+  }
+  let state: number;
+  if (encoded) {
+    // Transfer-Encoding wins over Content-Length; a coding other than chunked runs to the close.
+    if (length >= 0) keepAlive = false;
+    state = chunked ? CHUNK_SIZE : UNTIL_CLOSE;
+    if (!chunked) keepAlive = false;
+  } else if (status === 204 || status === 304 || length === 0) {
+    state = IDLE;
+  } else if (length > 0) {
+    state = LENGTH;
+  } else {
+    state = UNTIL_CLOSE;
+    keepAlive = false;
+  }
+  if (status === 204 || status === 304) state = IDLE;
+  out.keepAlive = keepAlive;
+  out.state = state;
+  out.length = length;
+  out.raw = raw;
+  return undefined;
+}
