@@ -3,8 +3,9 @@
 // through the `refuse` callback it passes (its error mapper); what is refused and when is the
 // same on every route.
 import type { Res } from '../lib/http.js';
+import type { ModelState } from './catalog.js';
 import type { GatewayContext } from './context.js';
-import type { GateDecision, GateRequest } from './gate.js';
+import type { GateDecision, GateRequest, GateUsage } from './gate.js';
 import { CLIENT_CLOSED } from './metrics.js';
 import { ZERO_USAGE } from './usage.js';
 
@@ -99,4 +100,28 @@ export function boundedMaxTokens(decision: Allowed, requested: number | undefine
   if (left >= maxContext) return undefined;
   // Also keep within the context after the input, so a backend does not refuse the value.
   return Math.max(1, Math.min(left, maxContext - inputTokens));
+}
+
+/**
+ * The way out of a request that `admit` forwarded through the chat relay (chat completions,
+ * /v1/responses), to be called exactly once: the in-flight slot, the model's usage series, the
+ * metrics and the gate's settlement.
+ */
+export function settlement(
+  ctx: GatewayContext,
+  route: string,
+  model: ModelState,
+  gateRequest: GateRequest,
+  decision: Allowed,
+): (status: number, usage: GateUsage | undefined) => void {
+  return (status, usage) => {
+    ctx.admission.leave();
+    if (usage && usage !== ZERO_USAGE) model.series.tokens(usage.inputTokens, usage.outputTokens);
+    ctx.metrics.request(route, model.name, status);
+    try {
+      ctx.gate.settle(gateRequest, decision, usage);
+    } catch (err) {
+      ctx.logger.error('gate settle failed', { err, route });
+    }
+  };
 }

@@ -6,7 +6,7 @@
 // served model name) -> relay the response as bytes.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { declaredLength, readBody, sendJson, track, type Res } from '../lib/http.js';
-import { admit, boundedMaxTokens } from './admit.js';
+import { admit, boundedMaxTokens, settlement } from './admit.js';
 import type { ModelState } from './catalog.js';
 import type { GatewayContext, RoutePlugin } from './context.js';
 import { ERRORS, fromBodyError, refuseChat, sendCanned, sendError, unknownModel, type CannedError } from './errors.js';
@@ -190,17 +190,7 @@ function forwardCompletion(ctx: GatewayContext, res: Res, accountId: number, f: 
       inputTokens: f.inputTokens,
       reservedTokens: decision.reservedTokens ?? f.estimatedTokens,
       headers: decision.headers,
-      // The way out, once: slot, usage series, metrics, gate.
-      onFinish: (status, usage) => {
-        ctx.admission.leave();
-        if (usage && usage !== ZERO_USAGE) model.series.tokens(usage.inputTokens, usage.outputTokens);
-        ctx.metrics.request(CHAT_ROUTE, model.name, status);
-        try {
-          ctx.gate.settle(gateRequest, decision, usage);
-        } catch (err) {
-          ctx.logger.error('gate settle failed', { err });
-        }
-      },
+      onFinish: settlement(ctx, CHAT_ROUTE, model, gateRequest, decision),
     });
     relay.call = ctx.upstreams.send(model, f.user, body, relay);
   });

@@ -9,14 +9,16 @@
 // bytes by gateway/usage.ts. Streams need no stream_options: the backend always puts the usage
 // in response.completed.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
-import { readBody, track, type Res } from '../../lib/http.js';
-import { admit, authenticateRequest, modelRequest, outputReservation, reject } from '../chat.js';
+import { declaredLength, readBody, track, type Res } from '../../lib/http.js';
+import { admit, boundedMaxTokens, settlement } from '../admit.js';
+import { authenticateRequest, modelRequest, reject, requestedMaxTokens } from '../chat.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { resolveEffort } from '../effort.js';
-import { ERRORS, fromBodyError, GatewayError, sendError } from '../errors.js';
+import { ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError } from '../errors.js';
 import type { GateRequest } from '../gate.js';
 import { NO_MODEL } from '../metrics.js';
 import { ChatRelay } from '../relay.js';
+import { ZERO_USAGE } from '../usage.js';
 
 export const RESPONSES_ROUTE = 'responses';
 export const RESPONSES_PATH = '/v1/responses';
@@ -27,7 +29,7 @@ export const responsesRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayCont
     const r = track(res);
     const accountId = authenticateRequest(ctx, r, req, RESPONSES_ROUTE);
     if (accountId === undefined) return;
-    readBody(r, req.getHeader('content-length'), ctx.limits.maxBodyBytes, (body) => create(ctx, r, accountId, body), (err) => {
+    readBody(r, declaredLength(req), ctx.limits.maxBodyBytes, (body) => create(ctx, r, accountId, body), (err) => {
       ctx.metrics.request(RESPONSES_ROUTE, NO_MODEL, err.status);
       sendError(r, fromBodyError(err));
     });
@@ -79,10 +81,37 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): 
   const stream = o.stream === true;
   // Sticky routing keeps a conversation on one backend's prefix cache: prompt_cache_key is meant for it.
   const sticky = [o.prompt_cache_key, o.user, o.safety_identifier].find((v): v is string => typeof v === 'string' && v !== '');
-  const estimatedTokens = Math.ceil(raw.length / 4) + outputReservation({ max_tokens: o.max_output_tokens }, ctx.limits.defaultMaxTokens);
-  const gateRequest: GateRequest = { accountId, model: model.name, estimatedTokens };
-  admit(ctx, res, RESPONSES_ROUTE, gateRequest, (decision) => {
-    const relay = new ChatRelay(res, ctx, model, { route: RESPONSES_ROUTE, stream, stripUsage: false, gateRequest, decision });
+  const inputTokens = Math.ceil(raw.length / 4);
+  const maxTokens = requestedMaxTokens({ max_tokens: o.max_output_tokens });
+  const gateRequest: GateRequest = {
+    accountId,
+    model: model.name,
+    estimatedTokens: inputTokens + (maxTokens ?? ctx.limits.defaultMaxTokens),
+    inputTokens,
+    defaultOutput: maxTokens === undefined,
+  };
+  admit(ctx, res, RESPONSES_ROUTE, gateRequest, refuseChat, (decision) => {
+    const finish = settlement(ctx, RESPONSES_ROUTE, model, gateRequest, decision);
+    // Exact caps, as on chat completions: max_output_tokens lowered to what the account has left.
+    const bound = boundedMaxTokens(decision, maxTokens, model.entry.maxContext, inputTokens);
+    if (bound !== undefined) {
+      o.max_output_tokens = bound;
+      try {
+        body = JSON.stringify(o);
+      } catch {
+        finish(ERRORS.tooDeep.status, ZERO_USAGE);
+        sendCanned(res, ERRORS.tooDeep);
+        return;
+      }
+    }
+    const relay = new ChatRelay(res, ctx, {
+      stream,
+      stripUsage: false,
+      inputTokens,
+      reservedTokens: decision.reservedTokens ?? gateRequest.estimatedTokens,
+      headers: decision.headers,
+      onFinish: finish,
+    });
     relay.call = ctx.upstreams.send(model, sticky, body, relay, RESPONSES_PATH);
   });
 }
