@@ -91,12 +91,10 @@ export function admit(
  * backend generates at most that much, so a larger allowance needs no bound);
  * `inputTokens` the gateway's input estimate.
  */
-export function boundedMaxTokens(decision: Allowed, requested: number | undefined, maxContext: number | undefined, inputTokens: number): number | undefined {
+export function boundedMaxTokens(decision: Allowed, requested: number | undefined, maxContext: number, inputTokens: number): number | undefined {
   const left = decision.maxOutputTokens;
   if (left === undefined) return undefined;
   if (requested !== undefined) return requested > left ? left : undefined;
-  // Without a known context (the catalog gives none) nothing bounds the backend but the allowance.
-  if (maxContext === undefined) return left;
   if (left >= maxContext) return undefined;
   // Also keep within the context after the input, so a backend does not refuse the value.
   return Math.max(1, Math.min(left, maxContext - inputTokens));

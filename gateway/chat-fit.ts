@@ -7,7 +7,7 @@ import type { Res } from '../lib/http.js';
 import type { ChatFields } from './chat.js';
 import type { GatewayContext } from './context.js';
 import { fitMaxTokens, promptTooLongMessage } from './context-fit.js';
-import { GatewayError, sendError } from './errors.js';
+import { CHAT_CODES, GatewayError, sendError } from './errors.js';
 
 export const FIT_HEADER = 'x-rc-fit-max-tokens';
 
@@ -38,7 +38,7 @@ export function fitChat(ctx: GatewayContext, res: Res, route: string, f: ChatFie
     if (res.aborted) return;
     if (r.kind === 'too-long') {
       ctx.metrics.request(route, f.model.name, 400);
-      sendError(res, new GatewayError('context_length_exceeded', promptTooLongMessage(r), 400, 'invalid_request_error', 'messages'));
+      sendError(res, new GatewayError(CHAT_CODES.contextLengthExceeded, promptTooLongMessage(r), 400, 'invalid_request_error', 'messages'));
       return;
     }
     if (r.kind === 'lowered' && field) {

@@ -4,6 +4,7 @@
 // JSON object with a string `model` -> catalog -> admission slot (503) -> gate (429) ->
 // forward the body as received (rewritten only to add stream_options.include_usage or the
 // served model name) -> relay the response as bytes.
+import { boundingContext } from './context-fit.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { declaredLength, readBody, sendJson, track, type Res } from '../lib/http.js';
 import { admit, boundedMaxTokens, settlement } from './admit.js';
@@ -170,7 +171,7 @@ function forwardCompletion(ctx: GatewayContext, res: Res, accountId: number, f: 
   };
   admit(ctx, res, CHAT_ROUTE, gateRequest, refuseChat, (decision) => {
     let body = f.body;
-    const bound = boundedMaxTokens(decision, f.maxTokens, f.model.entry.maxContext, f.inputTokens);
+    const bound = boundedMaxTokens(decision, f.maxTokens, boundingContext(f.model), f.inputTokens);
     if (bound !== undefined) {
       // The account has less left than the request could generate: it may generate no more.
       const rewritten = withMaxTokens(f.obj, bound);

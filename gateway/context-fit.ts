@@ -61,6 +61,14 @@ export function contextWindow(model: ModelState): number | undefined {
   return model.entry.maxContext ?? learned.get(model);
 }
 
+/** The context assumed for bounding max_tokens to an account's allowance when none is known (vLLM's common default). */
+export const ASSUMED_CONTEXT = 32768;
+
+/** The context the exact caps bound max_tokens within (admit.ts boundedMaxTokens). */
+export function boundingContext(model: ModelState): number {
+  return contextWindow(model) ?? ASSUMED_CONTEXT;
+}
+
 /** The message of the prompt-too-long refusal (the messages protocol's wording). */
 export function promptTooLongMessage(r: { promptTokens: number; maximum: number }): string {
   return `prompt is too long: ${r.promptTokens} tokens > ${r.maximum} maximum`;

@@ -31,6 +31,10 @@ export const CHAT_CODES = {
   gateUnavailable: 'gate_unavailable',
   /** An account under review whose shared model access is off (RC_MODEL_UNVERIFIED_DAILY_TOKENS=0). */
   accountNotVerified: 'account_not_verified',
+  /** Chat completions with max_tokens fitting on: the prompt alone fills the context (chat-fit.ts). */
+  contextLengthExceeded: 'context_length_exceeded',
+  /** /v1/responses: a reasoning.effort tier the model cannot take (effort.ts). */
+  invalidEffort: 'invalid_effort',
 } as const;
 
 /**
@@ -46,6 +50,7 @@ export const ERROR_CODES = {
   RC_ERR_UPSTREAM_ABORTED: 'UpstreamError',
   RC_ERR_KEYS_FILE: 'KeysFileError',
   RC_ERR_TUNNEL_SECRET: 'TunnelSecretError',
+  RC_ERR_GATEWAY_SNAPSHOT: 'SnapshotError',
   RC_ERR_MESSAGES_INVALID_REQUEST_ERROR: 'MessagesError',
   RC_ERR_MESSAGES_AUTHENTICATION_ERROR: 'MessagesError',
   RC_ERR_MESSAGES_PERMISSION_ERROR: 'MessagesError',

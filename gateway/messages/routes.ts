@@ -1,5 +1,6 @@
 // POST /v1/messages and /v1/messages/count_tokens (and their /api/v1/... twins) on the gateway.
 // Register with `messagesRoutes(options)`, a RoutePlugin (gateway/context.ts).
+import { boundingContext } from '../context-fit.js';
 import type { Config } from '../../lib/config.js';
 import { sendJson, track, type Res } from '../../lib/http.js';
 import { admit, boundedMaxTokens, type Allowed } from '../admit.js';
@@ -63,7 +64,7 @@ function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedReques
     defaultOutput: chat.max_tokens === undefined,
   };
   admit(ctx, res, route, greq, refuseMessages, (decision) => {
-    const bound = boundedMaxTokens(decision, chat.max_tokens, p.model.entry.maxContext, estimate);
+    const bound = boundedMaxTokens(decision, chat.max_tokens, boundingContext(p.model), estimate);
     if (bound !== undefined) chat.max_tokens = bound; // no more than the account has left
     void exchange(res, ctx, route, p, signer, pingIntervalMs, greq, decision, estimate).catch((err: unknown) => {
       ctx.logger.error('messages request failed', { err, model: p.model.name });

@@ -8,13 +8,14 @@
 // `usage` (`input_tokens`, `output_tokens`, `input_tokens_details.cached_tokens`), found in the
 // bytes by gateway/usage.ts. Streams need no stream_options: the backend always puts the usage
 // in response.completed.
+import { boundingContext } from '../context-fit.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import { declaredLength, readBody, track, type Res } from '../../lib/http.js';
 import { admit, boundedMaxTokens, settlement } from '../admit.js';
 import { authenticateRequest, modelRequest, reject, requestedMaxTokens } from '../chat.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { resolveEffort } from '../effort.js';
-import { ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError } from '../errors.js';
+import { CHAT_CODES, ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError } from '../errors.js';
 import type { GateRequest } from '../gate.js';
 import { NO_MODEL } from '../metrics.js';
 import { ChatRelay } from '../relay.js';
@@ -56,7 +57,7 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): 
       if (decision.kind === 'refuse') {
         ctx.metrics.request(RESPONSES_ROUTE, model.name, 400);
         const message = `reasoning.effort: ${JSON.stringify(rs.effort)} is not supported by model ${model.name} (accepted: ${decision.accepted.join(', ')})`;
-        sendError(res, new GatewayError('invalid_effort', message, 400, 'invalid_request_error', 'reasoning.effort'));
+        sendError(res, new GatewayError(CHAT_CODES.invalidEffort, message, 400, 'invalid_request_error', 'reasoning.effort'));
         return;
       }
       if (decision.kind === 'ignore') {
@@ -93,7 +94,7 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): 
   admit(ctx, res, RESPONSES_ROUTE, gateRequest, refuseChat, (decision) => {
     const finish = settlement(ctx, RESPONSES_ROUTE, model, gateRequest, decision);
     // Exact caps, as on chat completions: max_output_tokens lowered to what the account has left.
-    const bound = boundedMaxTokens(decision, maxTokens, model.entry.maxContext, inputTokens);
+    const bound = boundedMaxTokens(decision, maxTokens, boundingContext(model), inputTokens);
     if (bound !== undefined) {
       o.max_output_tokens = bound;
       try {
