@@ -14,7 +14,7 @@ export function modelRoutes(deps: ApiDeps): Route[] {
         return {
           body: {
             models: mergedCatalog(deps.configuredModels, deps.store).map((m) => ({
-              name: m.name, tools: m.tools, reasoning: m.reasoning, efforts: m.efforts, max_context: m.maxContext,
+              name: m.name, tools: m.tools, reasoning: m.reasoning, efforts: m.efforts, max_context: m.maxContext ?? null, // null: the backend's max_model_len applies
             })),
             openai_base_url: gateway && `${gateway}/v1`,
             anthropic_base_url: gateway && `${gateway}/api`,

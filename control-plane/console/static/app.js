@@ -470,7 +470,7 @@ async function modelsPage() {
     h('h2', {}, 'Catalog'),
     h('div', { class: 'table' }, h('table', {}, h('thead', {}, h('tr', {}, ['Model', 'Tools', 'Reasoning', 'Context'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, cat.models.map((m) => h('tr', {}, h('td', {}, h('code', {}, m.name)), h('td', {}, m.tools ? 'yes' : 'no'),
-        h('td', {}, m.reasoning ? `yes${m.efforts.length ? ` (${m.efforts.join(', ')})` : ''}` : 'no'), h('td', { class: 'num' }, m.max_context.toLocaleString())))))),
+        h('td', {}, m.reasoning ? `yes${m.efforts.length ? ` (${m.efforts.join(', ')})` : ''}` : 'no'), h('td', { class: 'num' }, m.max_context == null ? 'from the backend' : m.max_context.toLocaleString())))))),
     h('h2', {}, 'Base URLs'),
     h('dl', { class: 'facts' }, h('dt', {}, 'Chat completions'), h('dd', {}, h('code', {}, openai)), h('dt', {}, 'Messages protocol'), h('dd', {}, h('code', {}, anthropic))),
     h('h3', {}, 'openai'),
