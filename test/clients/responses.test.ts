@@ -115,7 +115,12 @@ test('a client that leaves mid-stream aborts the backend request; the gate is se
   const stream = await fx.client.responses.create({ model: 'slow', input: 'Talk for a while', max_output_tokens: 400, stream: true }, { signal: ac.signal });
   let deltas = 0;
   try {
-    for await (const e of stream) if (e.type === 'response.output_text.delta' && ++deltas === 3) ac.abort();
+    for await (const e of stream) {
+      if (e.type === 'response.output_text.delta' && ++deltas === 3) {
+        ac.abort();
+        break; // events already buffered would otherwise still be counted
+      }
+    }
   } catch {
     // the abort may surface as an error
   }
