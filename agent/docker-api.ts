@@ -47,6 +47,15 @@ export function negotiateApiVersion(serverVersion: string | undefined): string |
   return compareVersions(serverVersion, MAX_API_VERSION) > 0 ? MAX_API_VERSION : serverVersion.replace(/^v/, '');
 }
 
+/** The first host address of an IPv4 subnet ("172.17.0.0/16" -> "172.17.0.1"). */
+export function firstHostAddress(subnet: string): string {
+  const [ip, bits] = subnet.split('/');
+  const n = ip!.split('.').reduce((a, o) => a * 256 + Number(o), 0);
+  const mask = 2 ** 32 - 2 ** (32 - Number(bits ?? 32));
+  const v = ((n & mask) >>> 0) + 1;
+  return [24, 16, 8, 0].map((s) => Math.floor(v / 2 ** s) % 256).join('.');
+}
+
 export function containerName(instanceId: string): string {
   return `rc-${instanceId}`;
 }

@@ -6,7 +6,8 @@
 // Readiness probes the container's own address; output is copied into the instance log file, so
 // logs work the same way as in the process runtime. Stop means stopped and removed.
 import { createWriteStream, existsSync, statSync } from 'node:fs';
-import { availableParallelism, networkInterfaces } from 'node:os';
+import { isIPv4 } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Pool, type Dispatcher } from 'undici';
@@ -134,18 +135,19 @@ export class DockerRuntime implements Runtime {
     const backing = status.find(([k]) => k === 'Backing Filesystem')?.[1] ?? '';
     this.diskQuota = this.opts.diskQuota === 'auto' && (QUOTA_DRIVERS.has(driver) || (driver === 'overlay2' && backing === 'xfs'));
     this.bridgeGateway = await this.findBridgeGateway();
-    this.opts.logger.info('docker engine', { apiVersion: version, storageDriver: driver, backingFilesystem: backing, diskQuota: this.diskQuota, bridgeGateway: this.bridgeGateway });
+    this.opts.logger.info('docker engine', { apiVersion: version, storageDriver: driver, backingFilesystem: backing, diskQuota: this.diskQuota, bridgeGateway: this.bridgeGateway ?? null });
+    if (!this.bridgeGateway) this.opts.logger.warn('no address of the default bridge found: a loopback tunnel broker is unreachable from containers');
   }
 
   /** The host's address on the default bridge (what host-gateway resolves to in containers). */
   private async findBridgeGateway(): Promise<string | undefined> {
     const net = await this.call(api.networkInspectRequest('bridge'));
-    const j = net.json as { IPAM?: { Config?: { Gateway?: string }[] }; Options?: Record<string, string> } | undefined;
+    const j = net.json as { IPAM?: { Config?: { Gateway?: string; Subnet?: string }[] } } | undefined;
     const configured = j?.IPAM?.Config?.find((c) => c.Gateway)?.Gateway;
     if (configured) return configured;
-    // Engines that leave the gateway implicit: the bridge interface's own IPv4 address.
-    const ifname = j?.Options?.['com.docker.network.bridge.name'] ?? 'docker0';
-    return networkInterfaces()[ifname]?.find((a) => a.family === 'IPv4')?.address;
+    // Engines that leave the gateway implicit use the subnet's first address (172.17.0.1).
+    const subnet = j?.IPAM?.Config?.find((c) => c.Subnet && isIPv4(c.Subnet.split('/')[0]!))?.Subnet;
+    return subnet ? api.firstHostAddress(subnet) : undefined;
   }
 
   /** The negotiated Engine API version (after init). */

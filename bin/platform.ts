@@ -26,7 +26,8 @@ import { AccountLimits, createGate } from '../gateway/gates/index.js';
 import { createGateway, type Gateway } from '../gateway/server.js';
 import { gatewayOptionsFromConfig } from '../gateway/cli.js';
 import { startAgent, type AgentHandle } from '../agent/server.js';
-import { agentOptionsFromConfig } from '../agent/cli.js';
+import { agentOptionsFromConfig, chooseRuntime } from '../agent/cli.js';
+import { ensureLocalImage } from '../agent/images/catalog.js';
 
 const LOCAL_AGENT_ID = 'local';
 
@@ -81,6 +82,18 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     closers.push(() => gate.close());
 
     const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
+    // Containers when an engine answers (the seeded templates' images are built locally on first
+    // use), else host processes, with a warning: that mode is for one trusted user.
+    agentOptions.runtime = await chooseRuntime(config.agentRuntime, config.agentDockerSocket);
+    if (agentOptions.runtime === 'docker') {
+      agentOptions.docker = {
+        ...agentOptions.docker,
+        buildLocalImage: (image, onProgress) => ensureLocalImage(config.agentDockerSocket, image, (line) => {
+          const step = /^Step \d+\/\d+/.exec(line);
+          if (step) onProgress(`building image: ${step[0].toLowerCase()}`);
+        }),
+      };
+    }
     mkdirSync(agentOptions.dataDir, { recursive: true });
     const agent = await startAgent(agentOptions);
     closers.push(() => agent.close());
@@ -96,7 +109,8 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     const secret = tunnelSecret(config.tunnelSecret, dataDir);
     const proxy = await startInstanceProxyServer({ store, routes, logger, host: config.host, port: config.proxyPort });
     closers.push(() => proxy.close(1000));
-    const broker = createTunnelBroker({ routes, secret, publicUrl: config.instancePublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+    const brokerOptions = { routes, secret, publicUrl: config.instancePublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes };
+    const broker = createTunnelBroker(brokerOptions);
     const dedicated = createDedicatedEndpoints({ routes, proxyUrl: config.proxyPublicUrl || proxy.url, maxBodyBytes: config.gatewayMaxBodyBytes });
     closers.push(() => dedicated.close());
 
@@ -123,6 +137,9 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Pla
     // agent keeps the id `local` across restarts: instances remember their host by it.
     const settings = { ...config, instancePublicUrl: config.instancePublicUrl || gateway.url, proxyPublicUrl: config.proxyPublicUrl || proxy.url };
     const brokerUrl = publicUrls(resolveInstanceSettings(settings)).gateway;
+    // Public tunnel URLs name the gateway as it listens, not the Host a tunnel dialled it by
+    // (containers reach the broker through host.docker.internal); the broker reads this per connection.
+    brokerOptions.publicUrl ??= brokerUrl;
     instances = createInstances({
       store, bus, logger, settings,
       agents: [{ id: LOCAL_AGENT_ID, address: agent.address, token: agentOptions.token }],

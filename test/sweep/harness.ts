@@ -36,7 +36,7 @@ export async function startSweepPlatform(extraEnv: Record<string, string> = {}):
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-sweep-'));
   const config = loadConfig({
     RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
-    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', ...extraEnv,
+    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_RUNTIME: 'process', ...extraEnv,
   });
   const platform = await startPlatform(config, createLogger());
   const admin = { store: platform.controlPlane.store, publish: (e: never) => platform.bus.publish(e), configuredModels: config.models };
