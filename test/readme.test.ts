@@ -19,10 +19,12 @@ test('every setting is in the README with its environment variable', () => {
   assert.deepEqual(missing, []);
 });
 
-test('.ci/run installs, makes sure Redis answers, and runs npm test with Redis required', () => {
+test('.ci/run installs, makes sure Redis and a Docker engine answer, builds the images, and runs npm test with both required', () => {
   const ci = readFileSync('.ci/run', 'utf8');
   assert.match(ci, /set -euo pipefail/);
   assert.match(ci, /npm ci/);
   assert.match(ci, /redis-server/);
-  assert.match(ci, /RC_REQUIRE_REDIS=1 npm test/);
+  assert.match(ci, /dockerd --iptables=false --ip6tables=false --ip-forward=false/);
+  assert.match(ci, /scripts\/build-images\.mjs/);
+  assert.match(ci, /RC_REQUIRE_REDIS=1 RC_REQUIRE_DOCKER=1 npm test/);
 });
