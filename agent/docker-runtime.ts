@@ -206,28 +206,20 @@ export class DockerRuntime implements Runtime {
       throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${message.trim().slice(0, 2000)}`);
     }
     const progress = new api.PullProgress();
-    let rest = '';
     let last = 0;
-    for await (const chunk of res.body) {
-      rest += (chunk as Buffer).toString('utf8');
-      let nl: number;
-      while ((nl = rest.indexOf('\n')) >= 0) {
-        const line = rest.slice(0, nl).trim();
-        rest = rest.slice(nl + 1);
-        if (!line) continue;
-        let parsed: api.PullLine;
-        try {
-          parsed = JSON.parse(line) as api.PullLine;
-        } catch {
-          continue;
-        }
-        const p = progress.push(parsed);
-        if (typeof p !== 'string') throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${p.error}`);
-        // At most a few status changes per second: each one is an event and a state-file write.
-        if (Date.now() - last >= 500) {
-          last = Date.now();
-          ctx.onProgress(p);
-        }
+    for await (const line of api.streamLines(res.body)) {
+      let parsed: api.PullLine;
+      try {
+        parsed = JSON.parse(line) as api.PullLine;
+      } catch {
+        continue;
+      }
+      const p = progress.push(parsed);
+      if (typeof p !== 'string') throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${p.error}`);
+      // At most a few status changes per second: each one is an event and a state-file write.
+      if (Date.now() - last >= 500) {
+        last = Date.now();
+        ctx.onProgress(p);
       }
     }
   }
