@@ -7,7 +7,7 @@ import { mkdtempSync, mkdirSync, readdirSync, realpathSync, rmSync, symlinkSync,
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { Client } from 'undici';
-import { buildImage } from './build.js';
+import { buildImage, LABEL_IMAGE } from './build.js';
 import { addBinary, addTree, busyboxRoot } from './rootfs.js';
 
 interface ImageDefinition {
@@ -115,4 +115,16 @@ export async function ensureLocalImage(socketPath: string, tag: string, onOutput
   if (!LOCAL_IMAGES[tag]) return false;
   if (!(await imagePresent(socketPath, tag))) await buildLocalImage(socketPath, tag, onOutput);
   return true;
+}
+
+/** Removes untagged leftovers of earlier builds of the project's images (label rc.local-image), nothing else. */
+export async function pruneLocalImages(socketPath: string): Promise<void> {
+  const client = new Client('http://localhost', { socketPath });
+  try {
+    const filters = encodeURIComponent(JSON.stringify({ dangling: ['true'], label: [LABEL_IMAGE] }));
+    const res = await client.request({ method: 'POST', path: `/images/prune?filters=${filters}` });
+    await res.body.dump();
+  } finally {
+    await client.close();
+  }
 }
