@@ -2,6 +2,7 @@
 // asks of the engine is unit-tested without an engine. Paths carry no version: the runtime
 // prefixes the version it negotiated with the engine (negotiateApiVersion). API reference:
 // docs.docker.com/engine/api (v1.41 is the oldest we speak: Debian's docker.io 20.10).
+import { StringDecoder } from 'node:string_decoder';
 import type { LaunchSpec } from './types.js';
 
 /** Oldest Engine API we speak (Docker 20.10) and the newest we were written against. */
@@ -45,6 +46,15 @@ export function negotiateApiVersion(serverVersion: string | undefined): string |
   if (!serverVersion || versionParts(serverVersion)[0] === 0) return MIN_API_VERSION; // engines before 1.25 send none
   if (compareVersions(serverVersion, MIN_API_VERSION) < 0) return undefined;
   return compareVersions(serverVersion, MAX_API_VERSION) > 0 ? MAX_API_VERSION : serverVersion.replace(/^v/, '');
+}
+
+/** The first host address of an IPv4 subnet ("172.17.0.0/16" -> "172.17.0.1"). */
+export function firstHostAddress(subnet: string): string {
+  const [ip, bits] = subnet.split('/');
+  const n = ip!.split('.').reduce((a, o) => a * 256 + Number(o), 0);
+  const mask = 2 ** 32 - 2 ** (32 - Number(bits ?? 32));
+  const v = ((n & mask) >>> 0) + 1;
+  return [24, 16, 8, 0].map((s) => Math.floor(v / 2 ** s) % 256).join('.');
 }
 
 export function containerName(instanceId: string): string {
@@ -279,6 +289,23 @@ export class PullProgress {
     }
     return `pulling image: ${done}/${n} layers` + (total ? `, ${formatBytes(current)} of ${formatBytes(total)}` : '');
   }
+}
+
+/** The non-empty lines of a streamed engine answer (pull and build progress are one JSON object per line). */
+export async function* streamLines(body: AsyncIterable<Buffer | string>): AsyncGenerator<string> {
+  const decoder = new StringDecoder('utf8');
+  let rest = '';
+  for await (const chunk of body) {
+    rest += typeof chunk === 'string' ? chunk : decoder.write(chunk);
+    let nl: number;
+    while ((nl = rest.indexOf('\n')) >= 0) {
+      const line = rest.slice(0, nl).trim();
+      rest = rest.slice(nl + 1);
+      if (line) yield line;
+    }
+  }
+  rest += decoder.end();
+  if (rest.trim()) yield rest.trim();
 }
 
 /**

@@ -6,7 +6,8 @@
 // Readiness probes the container's own address; output is copied into the instance log file, so
 // logs work the same way as in the process runtime. Stop means stopped and removed.
 import { createWriteStream, existsSync, statSync } from 'node:fs';
-import { availableParallelism, networkInterfaces } from 'node:os';
+import { isIPv4 } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Pool, type Dispatcher } from 'undici';
@@ -134,18 +135,19 @@ export class DockerRuntime implements Runtime {
     const backing = status.find(([k]) => k === 'Backing Filesystem')?.[1] ?? '';
     this.diskQuota = this.opts.diskQuota === 'auto' && (QUOTA_DRIVERS.has(driver) || (driver === 'overlay2' && backing === 'xfs'));
     this.bridgeGateway = await this.findBridgeGateway();
-    this.opts.logger.info('docker engine', { apiVersion: version, storageDriver: driver, backingFilesystem: backing, diskQuota: this.diskQuota, bridgeGateway: this.bridgeGateway });
+    this.opts.logger.info('docker engine', { apiVersion: version, storageDriver: driver, backingFilesystem: backing, diskQuota: this.diskQuota, bridgeGateway: this.bridgeGateway ?? null });
+    if (!this.bridgeGateway) this.opts.logger.warn('no address of the default bridge found: a loopback tunnel broker is unreachable from containers');
   }
 
   /** The host's address on the default bridge (what host-gateway resolves to in containers). */
   private async findBridgeGateway(): Promise<string | undefined> {
     const net = await this.call(api.networkInspectRequest('bridge'));
-    const j = net.json as { IPAM?: { Config?: { Gateway?: string }[] }; Options?: Record<string, string> } | undefined;
+    const j = net.json as { IPAM?: { Config?: { Gateway?: string; Subnet?: string }[] } } | undefined;
     const configured = j?.IPAM?.Config?.find((c) => c.Gateway)?.Gateway;
     if (configured) return configured;
-    // Engines that leave the gateway implicit: the bridge interface's own IPv4 address.
-    const ifname = j?.Options?.['com.docker.network.bridge.name'] ?? 'docker0';
-    return networkInterfaces()[ifname]?.find((a) => a.family === 'IPv4')?.address;
+    // Engines that leave the gateway implicit use the subnet's first address (172.17.0.1).
+    const subnet = j?.IPAM?.Config?.find((c) => c.Subnet && isIPv4(c.Subnet.split('/')[0]!))?.Subnet;
+    return subnet ? api.firstHostAddress(subnet) : undefined;
   }
 
   /** The negotiated Engine API version (after init). */
@@ -204,28 +206,20 @@ export class DockerRuntime implements Runtime {
       throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${message.trim().slice(0, 2000)}`);
     }
     const progress = new api.PullProgress();
-    let rest = '';
     let last = 0;
-    for await (const chunk of res.body) {
-      rest += (chunk as Buffer).toString('utf8');
-      let nl: number;
-      while ((nl = rest.indexOf('\n')) >= 0) {
-        const line = rest.slice(0, nl).trim();
-        rest = rest.slice(nl + 1);
-        if (!line) continue;
-        let parsed: api.PullLine;
-        try {
-          parsed = JSON.parse(line) as api.PullLine;
-        } catch {
-          continue;
-        }
-        const p = progress.push(parsed);
-        if (typeof p !== 'string') throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${p.error}`);
-        // At most a few status changes per second: each one is an event and a state-file write.
-        if (Date.now() - last >= 500) {
-          last = Date.now();
-          ctx.onProgress(p);
-        }
+    for await (const line of api.streamLines(res.body)) {
+      let parsed: api.PullLine;
+      try {
+        parsed = JSON.parse(line) as api.PullLine;
+      } catch {
+        continue;
+      }
+      const p = progress.push(parsed);
+      if (typeof p !== 'string') throw new StartFailure(FailureReason.pullFailed, `Pulling ${image} failed: ${p.error}`);
+      // At most a few status changes per second: each one is an event and a state-file write.
+      if (Date.now() - last >= 500) {
+        last = Date.now();
+        ctx.onProgress(p);
       }
     }
   }

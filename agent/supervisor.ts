@@ -125,7 +125,7 @@ export class Supervisor {
       }
       this.gpus.claim(info.instanceId, info.gpus);
       this.ports.claim(info.endpoints.map((e) => e.hostPort));
-      await this.runtime.resume?.(info.spec, rec.ref!);
+      await this.runtime.resume?.(info.spec, rec.ref!).catch((err: unknown) => this.log.warn('resuming an adopted instance failed', { instanceId: info.instanceId, err }));
       const live = this.newLive(info.instanceId);
       this.watch(rec, live);
       this.log.info('adopted instance', { instanceId: info.instanceId, state: info.state, runtimeId: info.runtimeId });
@@ -253,7 +253,15 @@ export class Supervisor {
       const serving = SERVING_TYPES.has(spec.instanceType);
       this.transition(rec, 'pending', 'waiting for port');
       // The app itself, not the published port: a proxy in front of it accepts before it listens.
-      const target = await this.runtime.probeAddress(rec.ref!, main.port, main.hostPort);
+      let target: { host: string; port: number };
+      try {
+        target = await this.runtime.probeAddress(rec.ref!, main.port, main.hostPort);
+      } catch (err) {
+        if (rec.info.state === 'pending' && !live.failing) {
+          await this.fail(rec, live, 'Instance failed to start', FailureReason.startFailed, `Could not find the instance's address: ${(err as Error).message}`);
+        }
+        return;
+      }
       const result = await waitReady({
         host: target.host, port: target.port, http: serving, signal: live.abort.signal,
         timeoutMs: spec.readyTimeoutMs || (serving ? this.opts.servingReadyTimeoutMs : this.opts.readyTimeoutMs),

@@ -31,7 +31,8 @@ import { AccountLimits, createGate } from '../gateway/gates/index.js';
 import { createGateway, type Gateway } from '../gateway/server.js';
 import { gatewayOptionsFromConfig } from '../gateway/cli.js';
 import { startAgent, type AgentHandle } from '../agent/server.js';
-import { agentOptionsFromConfig } from '../agent/cli.js';
+import { agentOptionsFromConfig, chooseRuntime } from '../agent/cli.js';
+import { ensureLocalImage } from '../agent/images/catalog.js';
 
 const LOCAL_AGENT_ID = 'local';
 
@@ -111,6 +112,18 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     let agentToken = '';
     if (parts.agent) {
       const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
+      // Containers when an engine answers (the seeded templates' images are built locally on first
+      // use), else host processes, with a warning: that mode is for one trusted user.
+      agentOptions.runtime = await chooseRuntime(config.agentRuntime, config.agentDockerSocket);
+      if (agentOptions.runtime === 'docker') {
+        agentOptions.docker = {
+          ...agentOptions.docker,
+          buildLocalImage: (image, onProgress) => ensureLocalImage(config.agentDockerSocket, image, (line) => {
+            const step = /^Step \d+\/\d+/.exec(line);
+            if (step) onProgress(`building image: ${step[0].toLowerCase()}`);
+          }),
+        };
+      }
       mkdirSync(agentOptions.dataDir, { recursive: true });
       agent = await startAgent(agentOptions);
       agentToken = agentOptions.token;

@@ -53,7 +53,8 @@ export const startCommand: Command = {
     out.write(`  model gateway  ${p.gateway.url}/v1   (messages protocol: ${p.gateway.url}/api)\n`);
     out.write(`  instance proxy ${p.proxy.url}/instances/<id>/   (browser access, sign-in session)\n`);
     out.write(`  tunnels        ${p.tunnels.url}/t/<tunnel id>/   (rc-tunnel public URLs)\n`);
-    out.write(`  host agent     ${p.agent.address} (gRPC, ${config.agentRuntime} runtime)\n`);
+    const runtime = p.agent.supervisor.host().runtime;
+    out.write(`  host agent     ${p.agent.address} (gRPC, ${runtime} runtime${runtime === 'process' ? ': instances run as host processes, for one trusted user on this machine' : ': instances run as containers'})\n`);
     for (const s of p.sims) out.write(`  sim backend    ${s.url}/v1   model ${s.model}\n`);
     out.write(`  data           ${config.dataDir}\n`);
     out.write('\nGet an API key (in another terminal):\n');

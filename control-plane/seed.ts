@@ -1,6 +1,5 @@
 // First-start seed: a default image catalog and a few public platform templates. Runs once per
 // database (recorded in the meta table), so an operator's later edits are never undone.
-import { fileURLToPath } from 'node:url';
 import type { Store } from './store.js';
 import { templateInputSchema } from './templates.js';
 
@@ -10,14 +9,15 @@ export const DEFAULT_IMAGES: readonly { name: string; image: string }[] = [
   { name: 'Streamlit', image: 'rc/streamlit:latest' },
   { name: 'ComfyUI', image: 'rc/comfyui:latest' },
   { name: 'vLLM', image: 'vllm/vllm-openai:latest' },
+  { name: 'vLLM demo (simulated backend)', image: 'rc/vllm-sim:latest' },
   { name: 'SGLang', image: 'lmsysorg/sglang:latest' },
 ];
 
-/** `rc sim` as an absolute command, so an instance's shell finds it whatever its working directory. */
-function simCommand(): string {
-  const rc = fileURLToPath(new URL('../bin/rc.js', import.meta.url));
-  return `"${process.execPath}" "${rc}" sim --port $PORT --model demo`;
-}
+/**
+ * The demo endpoint's command: `rc` is on every instance's PATH (the agent's toolbox in
+ * containers, a wrapper in the process runtime), and a dedicated endpoint binds 0.0.0.0 (SPEC).
+ */
+const SIM_COMMAND = 'rc sim --host 0.0.0.0 --port $PORT --model demo';
 
 export function seedOnce(store: Store): void {
   const db = store.db;
@@ -34,9 +34,9 @@ export function seedOnce(store: Store): void {
       description: 'A tiny web app on the routed Gradio port.', tags: ['demo'], start_command: 'python3 -m http.server $PORT', sort_order: 20,
     });
     seed({
-      title: 'vLLM dedicated endpoint (demo model)', slug: 'vllm-demo', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000,
+      title: 'vLLM dedicated endpoint (demo model)', slug: 'vllm-demo', image: 'rc/vllm-sim:latest', instance_type: 'vllm', app_port: 8000,
       category: 'serving', description: 'An OpenAI-compatible endpoint serving the model "demo" (simulated backend).', tags: ['llm', 'demo'],
-      start_command: simCommand(), sort_order: 30,
+      start_command: SIM_COMMAND, sort_order: 30,
     });
     db.prepare("INSERT INTO meta (key, value) VALUES ('seeded', ?)").run(new Date(store.clock.now()).toISOString());
   });

@@ -1,7 +1,7 @@
 // Builds the images the project makes from local files (agent/images/catalog.ts): the test images
 // and the seeded templates' images. No registry is used. `--missing` builds only absent ones.
 // Prints one line per image with its build time. Needs a build (dist/) and a Docker engine.
-import { buildLocalImage, ensureLocalImage, LOCAL_IMAGES } from '../dist/agent/images/catalog.js';
+import { buildLocalImage, ensureLocalImage, LOCAL_IMAGES, pruneLocalImages } from '../dist/agent/images/catalog.js';
 
 const socket = process.env.DOCKER_HOST?.startsWith('unix://') ? process.env.DOCKER_HOST.slice(7) : '/var/run/docker.sock';
 const missingOnly = process.argv.includes('--missing');
@@ -12,4 +12,5 @@ for (const tag of Object.keys(LOCAL_IMAGES)) {
   else await buildLocalImage(socket, tag);
   console.log(`image ${tag}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
+await pruneLocalImages(socket); // the untagged images of earlier builds
 console.log(`images: ${((Date.now() - started) / 1000).toFixed(1)} s in total`);

@@ -31,4 +31,5 @@ test('.ci/run installs and starts what the suite needs, and runs npm test with a
   for (const flag of ['RC_REQUIRE_REDIS=1', 'RC_REQUIRE_DOCKER=1', 'RC_REQUIRE_NETNS=1', 'RC_REQUIRE_BROWSER=1']) {
     assert.ok(testLine.includes(flag), `npm test runs with ${flag}`);
   }
+  assert.match(ci, /scripts\/build-images\.mjs/);
 });

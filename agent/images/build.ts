@@ -2,6 +2,7 @@
 // system's tar), the build output is followed and an error line fails the build.
 import { spawn } from 'node:child_process';
 import { Client } from 'undici';
+import { streamLines } from '../docker-api.js';
 /** Label on every image the project builds (value: its tag), so they are easy to find and remove. */
 export const LABEL_IMAGE = 'rc.local-image';
 
@@ -24,26 +25,20 @@ export async function buildImage(o: BuildOptions): Promise<void> {
       method: 'POST', path: `/build?${params}`, body: tar.stdout!, headers: { 'content-type': 'application/x-tar' },
       headersTimeout: 600_000, bodyTimeout: 600_000,
     });
-    let rest = '';
     let error: string | undefined;
-    for await (const chunk of res.body) {
-      rest += (chunk as Buffer).toString('utf8');
-      let nl: number;
-      while ((nl = rest.indexOf('\n')) >= 0) {
-        const line = rest.slice(0, nl).trim();
-        rest = rest.slice(nl + 1);
-        if (!line) continue;
-        try {
-          const j = JSON.parse(line) as { stream?: string; error?: string; message?: string };
-          if (j.error) error = j.error;
-          else if (j.message && res.statusCode >= 400) error = j.message;
-          else if (j.stream?.trim()) o.onOutput?.(j.stream.trim());
-        } catch {
-          if (res.statusCode >= 400) error = line;
-        }
+    let last = '';
+    for await (const line of streamLines(res.body)) {
+      last = line;
+      try {
+        const j = JSON.parse(line) as { stream?: string; error?: string; message?: string };
+        if (j.error) error = j.error;
+        else if (j.message && res.statusCode >= 400) error = j.message;
+        else if (j.stream?.trim()) o.onOutput?.(j.stream.trim());
+      } catch {
+        if (res.statusCode >= 400) error = line;
       }
     }
-    if (res.statusCode >= 400 && !error) error = `status ${res.statusCode} ${rest}`;
+    if (res.statusCode >= 400 && !error) error = `status ${res.statusCode} ${last}`;
     if (error) throw new Error(`Building ${o.tag} failed: ${error}${tarErr ? ` (tar: ${tarErr.trim()})` : ''}`);
   } finally {
     tar.kill();

@@ -2,11 +2,12 @@
 // base, python3, Debian's sshd, and the images of the seeded templates. `ensureLocalImage`
 // builds one when the engine lacks it; the docker runtime calls it for a missing image it knows
 // (npm start), the test suites for their images, and .ci/run builds them all up front.
-import { mkdtempSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { Client } from 'undici';
-import { buildImage } from './build.js';
+import { buildImage, LABEL_IMAGE } from './build.js';
 import { addBinary, addTree, busyboxRoot } from './rootfs.js';
 
 interface ImageDefinition {
@@ -21,13 +22,17 @@ interface ImageDefinition {
 const PATH_ENV = 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 const PYTHON = '/usr/bin/python3';
-const PYTHON_LIB = '/usr/lib/python3.11';
 
 function python(root: string): void {
   busyboxRoot(root);
-  addBinary(root, PYTHON);
-  addTree(root, PYTHON_LIB, ['test', 'config-3.11-x86_64-linux-gnu', 'idlelib', 'tkinter', 'ensurepip', 'lib2to3', 'pydoc_data', 'turtledemo']);
-  const dynload = join(PYTHON_LIB, 'lib-dynload');
+  const binary = realpathSync(PYTHON);
+  addBinary(root, binary);
+  symlinkSync(basename(binary), join(root, 'usr/bin/python3'));
+  // The standard library where this python has it (/usr/lib/python3.X on Debian), without tests and tools.
+  const stdlib = execFileSync(binary, ['-c', 'import sysconfig; print(sysconfig.get_paths()["stdlib"])'], { encoding: 'utf8' }).trim();
+  const skip = readdirSync(stdlib).filter((n) => n.startsWith('config-'));
+  addTree(root, stdlib, [...skip, 'test', 'idlelib', 'tkinter', 'ensurepip', 'lib2to3', 'pydoc_data', 'turtledemo']);
+  const dynload = join(stdlib, 'lib-dynload');
   for (const f of readdirSync(dynload)) if (f.endsWith('.so')) addBinary(root, join(dynload, f));
   mkdirSync(join(root, 'usr/local/bin'), { recursive: true });
 }
@@ -110,4 +115,16 @@ export async function ensureLocalImage(socketPath: string, tag: string, onOutput
   if (!LOCAL_IMAGES[tag]) return false;
   if (!(await imagePresent(socketPath, tag))) await buildLocalImage(socketPath, tag, onOutput);
   return true;
+}
+
+/** Removes untagged leftovers of earlier builds of the project's images (label rc.local-image), nothing else. */
+export async function pruneLocalImages(socketPath: string): Promise<void> {
+  const client = new Client('http://localhost', { socketPath });
+  try {
+    const filters = encodeURIComponent(JSON.stringify({ dangling: ['true'], label: [LABEL_IMAGE] }));
+    const res = await client.request({ method: 'POST', path: `/images/prune?filters=${filters}` });
+    await res.body.dump();
+  } finally {
+    await client.close();
+  }
 }

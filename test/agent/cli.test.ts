@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createAgentClient } from '../../agent/client.js';
 import { RC_JS, spawnAgent, tempDir } from './harness.js';
+import { chooseRuntime } from '../../agent/cli.js';
+import { DOCKER_SOCKET, dockerAvailable } from '../helpers.js';
 
 const rc = (args: string[], env: Record<string, string> = {}) =>
   spawnSync(process.execPath, [RC_JS, 'agent', ...args], { encoding: 'utf8', env: { ...process.env, RC_LOG_LEVEL: 'silent', ...env }, timeout: 20_000 });
@@ -41,4 +43,13 @@ test('without RC_AGENT_TOKEN the agent generates a token file (mode 0600) that c
   const client = createAgentClient({ address, token: readFileSync(tokenFile, 'utf8').trim() });
   t.after(() => client.close());
   assert.equal((await client.getHost()).gpus.length, 4);
+});
+
+test('runtime auto: docker when an engine answers, else process with the warning that it is for one trusted user', async (t) => {
+  const warnings: string[] = [];
+  assert.equal(await chooseRuntime('auto', join(tempDir(t), 'no-engine.sock'), (m) => warnings.push(m)), 'process');
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0]!, /host processes.*one trusted user/);
+  assert.equal(await chooseRuntime('docker', '/nonexistent.sock', (m) => warnings.push(m)), 'docker', 'an explicit choice is kept');
+  if (await dockerAvailable(t)) assert.equal(await chooseRuntime('auto', DOCKER_SOCKET, (m) => warnings.push(m)), 'docker');
 });

@@ -16,7 +16,11 @@ import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/catalog.js';
 import type { AgentOptions } from '../../agent/server.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
-import { killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
+import { collectEvents, killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
+import { busyboxRoot } from '../../agent/images/rootfs.js';
+import { createHash } from 'node:crypto';
+import { createServer as createHttpServer } from 'node:http';
+import { gzipSync } from 'node:zlib';
 
 const BUSYBOX = 'rc-test/busybox:1';
 const SSHD = 'rc-test/sshd:1';
@@ -185,6 +189,75 @@ test('pull failures: a missing image with pull policy never, and a registry that
   const f2 = await waitForState(client, `dk-pull-${process.pid}`, 'failed', 60_000);
   assert.equal(f2.reason, 'pull_failed');
   assert.match(f2.detail, /Pulling 127\.0\.0\.1:\d+\/rc-test\/absent:1 failed: \S+/);
+});
+
+/**
+ * A minimal registry (Docker Registry HTTP API v2, plain HTTP on loopback, which the engine
+ * allows) serving one image: busybox in one gzipped layer, sent slowly so the pull's progress shows.
+ */
+async function startSlowRegistry(t: TestContext): Promise<{ image: string }> {
+  const root = tempDir(t, 'rc-registry-');
+  busyboxRoot(join(root, 'fs'));
+  const tarball = (await run('tar', ['-C', join(root, 'fs'), '-c', '.'], { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 })).stdout as Buffer;
+  const layer = gzipSync(tarball);
+  const sha = (b: Buffer | string) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+  const config = Buffer.from(JSON.stringify({
+    architecture: 'amd64', os: 'linux', config: { Env: ['PATH=/bin'], Cmd: ['/bin/sh'] },
+    rootfs: { type: 'layers', diff_ids: [sha(tarball)] }, history: [{ created_by: 'rc test registry' }],
+  }));
+  const manifest = Buffer.from(JSON.stringify({
+    schemaVersion: 2, mediaType: 'application/vnd.docker.distribution.manifest.v2+json',
+    config: { mediaType: 'application/vnd.docker.container.image.v1+json', size: config.length, digest: sha(config) },
+    layers: [{ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', size: layer.length, digest: sha(layer) }],
+  }));
+  const blobs = new Map([[sha(config), config], [sha(layer), layer]]);
+  const server = createHttpServer((req, res) => {
+    res.setHeader('docker-distribution-api-version', 'registry/2.0');
+    const url = req.url ?? '';
+    if (url === '/v2/') return res.end('{}');
+    if (/\/manifests\//.test(url)) {
+      res.writeHead(200, { 'content-type': 'application/vnd.docker.distribution.manifest.v2+json', 'docker-content-digest': sha(manifest), 'content-length': manifest.length });
+      return res.end(req.method === 'HEAD' ? undefined : manifest);
+    }
+    const blob = blobs.get(url.split('/blobs/')[1] ?? '');
+    if (!blob) {
+      res.writeHead(404);
+      return res.end();
+    }
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': blob.length });
+    if (req.method === 'HEAD') return res.end();
+    let at = 0;
+    const timer = setInterval(() => {
+      res.write(blob.subarray(at, at + 32 * 1024));
+      at += 32 * 1024;
+      if (at >= blob.length) {
+        clearInterval(timer);
+        res.end();
+      }
+    }, 60);
+    res.on('close', () => clearInterval(timer));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  const image = `127.0.0.1:${(server.address() as { port: number }).port}/rc-test/pulled:1`;
+  t.after(() => engine('DELETE', `/images/${encodeURIComponent(image)}?force=true`));
+  return { image };
+}
+
+test('a real pull: layers and bytes in the pending message, then the pulled image runs', async (t) => {
+  if (!(await needEngine(t))) return;
+  const { image } = await startSlowRegistry(t);
+  const { client } = await dockerAgent(t);
+  const id = `dk-pulled-${process.pid}`;
+  const messages = new Set<string>();
+  const watch = collectEvents(client);
+  t.after(watch.stop);
+  await client.start({ instanceId: id, image, startCommand: 'exec httpd -f -p $PORT', ports: [8000] });
+  await waitForState(client, id, 'ready', 90_000);
+  for (const e of watch.events()) if (e.instanceId === id) messages.add(e.message);
+  const progress = [...messages].filter((m) => m.startsWith('pulling image: '));
+  t.diagnostic(progress.join(' | '));
+  assert.ok(progress.some((m) => /^pulling image: [01]\/1 layers, [\d.]+ [kMG]?B of [\d.]+ [kMG]?B$/.test(m)), [...messages].join(' | '));
 });
 
 test('stop and remove within the grace period even when PID 1 ignores SIGTERM; the next launch starts', async (t) => {

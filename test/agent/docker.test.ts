@@ -27,6 +27,11 @@ test('API version negotiation: the newer of both, never below 1.41', () => {
   assert.equal(api.negotiateApiVersion(undefined), '1.41');
 });
 
+test('the bridge gateway of an implicit IPAM config is the subnet\'s first address', () => {
+  assert.equal(api.firstHostAddress('172.17.0.0/16'), '172.17.0.1');
+  assert.equal(api.firstHostAddress('10.213.5.0/24'), '10.213.5.1');
+});
+
 test('pull policy: a present image is used as it is unless the policy is always', () => {
   assert.equal(api.shouldPull('if-not-present', true), false);
   assert.equal(api.shouldPull('if-not-present', false), true);

@@ -51,7 +51,7 @@ test('seed runs once: the catalog and public templates survive an operator disab
     assert.ok(images >= 4);
     assert.ok(s1.templates.listPublic().length >= 2);
     const vllm = s1.templates.listPublic().find((t) => t.instance_type === 'vllm')!;
-    assert.match(vllm.start_command!, / sim --port \$PORT --model demo$/);
+    assert.equal(vllm.start_command, 'rc sim --host 0.0.0.0 --port $PORT --model demo');
     s1.images.disable('rc/gradio:latest');
     s1.close();
     const s2 = new Store({ dataDir: dir });

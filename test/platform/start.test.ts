@@ -20,7 +20,7 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const env = {
     ...process.env,
     RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '', RC_INSTANCE_LAUNCH_RATE: '60:5',
+    RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '', RC_INSTANCE_LAUNCH_RATE: '60:5', RC_AGENT_RUNTIME: 'process',
   };
   const child = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

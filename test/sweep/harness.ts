@@ -38,7 +38,7 @@ export async function startSweepPlatform(extraEnv: Record<string, string> = {}):
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-sweep-'));
   const config = loadConfig({
     RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured',
+    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_RUNTIME: 'process',
     // The sweep sends thousands of requests from one address: the sign-in limits are tested apart
     // (test/control-plane/sign-in-attacks.test.ts).
     RC_LOGIN_PER_ADDRESS_PER_MINUTE: '1000000', RC_SIGNUP_PER_ADDRESS_PER_HOUR: '1000000', ...extraEnv,

@@ -1,0 +1,110 @@
+// npm start with a Docker engine: the embedded agent picks the docker runtime, the seeded
+// templates run as containers from locally built images (built on first use), the demo endpoint
+// answers through the gateway, and rc-tunnel inside a container exposes its app through the
+// real broker. Launch-to-ready times are reported (never asserted).
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import OpenAI from 'openai';
+import { Client } from 'undici';
+import { startPlatform } from '../../bin/platform.js';
+import { loadConfig } from '../../lib/config.js';
+import { createLogger } from '../../lib/log.js';
+import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
+
+const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
+
+async function removeAgentContainers(agentId: string): Promise<void> {
+  const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
+  try {
+    const filters = encodeURIComponent(JSON.stringify({ label: [`rc.agent-id=${agentId}`] }));
+    const res = await client.request({ method: 'GET', path: `/v1.41/containers/json?all=true&filters=${filters}` });
+    for (const c of (await res.body.json()) as { Id: string }[]) {
+      const r = await client.request({ method: 'DELETE', path: `/v1.41/containers/${c.Id}?force=true` });
+      await r.body.dump();
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+test('npm start with an engine: seeded templates as containers, the demo endpoint, rc-tunnel through the broker', { timeout: 600_000 }, async (t) => {
+  if (!(await dockerAvailable(t))) return;
+  const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-docker-'));
+  const env = {
+    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
+    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_RUNTIME: 'auto', RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET,
+    RC_INSTANCE_LAUNCH_RATE: '1:100', RC_AGENT_STOP_GRACE_MS: '2000', RC_AGENT_MEMORY_MB_PER_GPU: '1024', RC_AGENT_CPUS_PER_GPU: '1',
+  };
+  const p = await startPlatform(loadConfig(env), createLogger('warn'));
+  t.after(async () => {
+    await p.close();
+    await removeAgentContainers(p.agent.agentId);
+    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(`${dataDir}-instances`, { recursive: true, force: true });
+  });
+  assert.equal(p.agent.supervisor.host().runtime, 'docker', 'an engine answers: containers');
+  const api = p.controlPlane.url;
+  const gateway = p.gateway.url;
+  const { stdout } = await promisify(execFile)(process.execPath, [RC, 'account', 'create', '--email', 'docker@example.com', '--verified', '--credits', '20'], { env: { ...process.env, ...env } });
+  const key = (JSON.parse(stdout) as { api_token: string }).api_token;
+  const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  const status = async () => (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as Record<string, any>;
+  const templates = ((await (await fetch(`${api}/api/templates`)).json()) as { templates: { id: number; slug: string }[] }).templates;
+
+  const launchToReady = async (templateId: number): Promise<{ st: Record<string, any>; ms: number }> => {
+    const t0 = Date.now();
+    const r = await fetch(`${api}/api/templates/${templateId}/launch`, { method: 'POST', headers: auth, body: '{"gpu_count":1}' });
+    assert.equal(r.status, 200, await r.clone().text());
+    const st = await waitFor(async () => {
+      const s = await status();
+      assert.notEqual(s.status, 'failed', JSON.stringify(s));
+      return s.status === 'ready' ? s : undefined;
+    }, 300_000, 100);
+    return { st, ms: Date.now() - t0 };
+  };
+  const destroy = async () => {
+    assert.equal((await fetch(`${api}/api/notebook/current`, { method: 'DELETE', headers: auth })).status, 200);
+    await waitFor(async () => (await status()).status === 'stopped', 60_000, 100);
+  };
+
+  for (const slug of ['vllm-demo', 'gradio-demo', 'jupyter']) {
+    const tpl = templates.find((x) => x.slug === slug)!;
+    const { st, ms } = await launchToReady(tpl.id);
+    t.diagnostic(`${slug}: launch to ready ${ms} ms in docker (image built on first use when missing)`);
+    if (slug === 'vllm-demo') {
+      const dedicated = new OpenAI({ baseURL: st.dedicated_base_url, apiKey: key });
+      const served = await dedicated.chat.completions.create({ model: 'demo', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+      assert.equal(served.model, 'demo');
+    }
+    await destroy();
+  }
+
+  // rc-tunnel inside a container: the identity and broker provisioned at launch, the broker on the
+  // host's loopback reached through host.docker.internal, the public URL serving the app.
+  const created = await fetch(`${api}/api/profile/templates`, {
+    method: 'POST', headers: auth,
+    body: JSON.stringify({
+      title: 'Tunnel app', image: 'rc/gradio:latest', instance_type: 'gradio', app_port: 7860,
+      start_command: 'mkdir -p /srv && echo tunnelled > /srv/hello && rc-tunnel expose --port $PORT --detach && cd /srv && exec python3 -m http.server $PORT',
+    }),
+  });
+  assert.equal(created.status, 200, await created.clone().text());
+  const { st } = await launchToReady(((await created.json()) as { id: number }).id);
+  const home = join(`${dataDir}-instances`, 'homes', st.instance_id as string);
+  const publicUrl = await waitFor(async () => {
+    const out = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env: { ...process.env, RC_INSTANCE_DIR: home, RC_TUNNEL_BROKER: gateway } });
+    return (JSON.parse(out.stdout) as { tunnels: { state: string; public_url: string | null }[] }).tunnels.find((x) => x.state === 'connected')?.public_url ?? undefined;
+  }, 60_000, 200).catch(async (err: unknown) => {
+    const logs = await promisify(execFile)('sh', ['-c', `ls -la ${home} ${home}/.rc-tunnel; ls -la ${home}/.rc-tunnel-state; tail -n 20 ${home}/.rc-tunnel-state/*; docker logs rc-${st.instance_id} 2>&1 | tail -20`]).catch((e: { stdout: string }) => e);
+    throw new Error(`${(err as Error).message}\n${logs.stdout}`);
+  });
+  assert.ok(publicUrl.startsWith(`${gateway}/t/`), publicUrl);
+  assert.equal(await (await fetch(`${publicUrl.replace(/\/$/, '')}/hello`)).text(), 'tunnelled\n');
+  await destroy();
+});
