@@ -32,7 +32,10 @@ process.on('exit', () => {
 /** Spawns `rc <args>` (behind `prefix`, e.g. ['ip', 'netns', 'exec', ns]) and waits for its first stdout line (JSON). */
 export async function spawnRc(t: TestContext, args: string[], env: Record<string, string>, prefix: string[] = []): Promise<RcProcess> {
   const argv = [...prefix, process.execPath, RC_JS, ...args];
-  const child = spawn(argv[0]!, argv.slice(1), { env: { ...process.env, RC_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // The fleet's test hosts run instances as processes (the sim), trusted: what is tested here is
+  // the fleet, not the runtime (the docker runtime has its own suites, test/agent/docker*).
+  const agentEnv = args[0] === 'agent' ? { RC_AGENT_RUNTIME: 'process', RC_AGENT_PROCESS_UNTRUSTED: 'allow' } : {};
+  const child = spawn(argv[0]!, argv.slice(1), { env: { ...process.env, RC_LOG_LEVEL: 'warn', ...agentEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   started.add(child);
   child.once('exit', () => started.delete(child));
   t.after(() => {
