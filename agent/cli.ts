@@ -3,7 +3,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join, resolve } from 'node:path';
-import { numberOption, parse, untilSignal, UsageError, type Command } from '../bin/cli.js';
+import { numberOption, parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
 import { loadConfig, type Config } from '../lib/config.js';
 import { generateKey } from '../lib/keys.js';
 import { createLogger, type Logger } from '../lib/log.js';
@@ -127,8 +127,7 @@ export const agentCommand: Command = {
       return 0;
     }
     const config = loadConfig();
-    const port = numberOption('port', values.port, { integer: true, min: 0 }) ?? config.agentPort;
-    if (port > 65535) throw new UsageError('--port must be at most 65535');
+    const port = portOption(values.port) ?? config.agentPort;
     const gpuCount = numberOption('gpus', values.gpus, { integer: true, min: 0 }) ?? config.agentGpus;
     const setting = values.runtime ?? config.agentRuntime;
     if (setting !== 'process' && setting !== 'docker' && setting !== 'auto') throw new UsageError(`--runtime must be auto, process or docker, got ${JSON.stringify(setting)}`);

@@ -1,5 +1,5 @@
 // `rc`: the platform's command line. Each subcommand lives in its part and is loaded on demand.
-import { UsageError, type Command } from './cli.js';
+import { UsageError, type Command } from '../lib/cli.js';
 import { RcError } from '../lib/errors.js';
 
 type Loader = () => Promise<Command>;

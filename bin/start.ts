@@ -2,7 +2,7 @@
 // `rc control-plane`: the same without the embedded gateway and agent, for a fleet. Gateways run
 // apart (`rc gateway` with RC_CONTROL_PLANE_URL, RC_INTERNAL_TOKEN and REDIS_URL) and GPU hosts
 // run `rc agent`, registered with `rc host add`.
-import { parse, untilSignal, type Command } from './cli.js';
+import { parse, untilSignal, type Command } from '../lib/cli.js';
 import { loadConfig, type Config } from '../lib/config.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { startControlPlane, startPlatform, type ControlPlaneParts } from './platform.js';

@@ -2,7 +2,7 @@
 // to one admin operation (admin.ts) and prints the result as JSON.
 import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
-import { numberOption, parse, printJson, UsageError, type Command } from '../bin/cli.js';
+import { numberOption, parse, printJson, UsageError, type Command } from '../lib/cli.js';
 import { loadConfig } from '../lib/config.js';
 import type { AdminOpName } from './admin.js';
 import { callAdmin } from './admin-client.js';

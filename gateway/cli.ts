@@ -5,7 +5,7 @@
 // file changes.
 import { readFileSync } from 'node:fs';
 import { watch, type FSWatcher } from 'node:fs';
-import { parse, numberOption, untilSignal, UsageError, type Command } from '../bin/cli.js';
+import { parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
 import { RedisBus, type Bus } from '../lib/bus.js';
 import { loadConfig, type Config } from '../lib/config.js';
 import { createLogger, type LogLevel } from '../lib/log.js';
@@ -59,8 +59,7 @@ export const gatewayCommand: Command = {
       return 0;
     }
     const config = loadConfig();
-    const port = numberOption('port', values.port, { integer: true, min: 0 }) ?? config.gatewayPort;
-    if (port > 65535) throw new UsageError(`--port must be at most 65535, got ${port}`);
+    const port = portOption(values.port) ?? config.gatewayPort;
     const host = values.host ?? config.host;
     const logger = createLogger(config.logLevel as LogLevel, { part: 'gateway' });
     const keysFile = values['keys-file'];

@@ -1,6 +1,6 @@
 // `rc sim`: runs the simulated serving backend in the foreground until SIGINT/SIGTERM.
 // Prints one JSON line on stdout once listening: {"url": ..., "model": ..., "pid": ...}.
-import { numberOption, parse, untilSignal, UsageError, type Command } from '../bin/cli.js';
+import { numberOption, parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
 import { FAULT_KINDS, parseFault } from './faults.js';
 
 const HELP = `Usage: rc sim --model NAME [options]
@@ -49,8 +49,7 @@ export const simCommand: Command = {
     }
     if (!values.model) throw new UsageError('--model is required');
     if (values.host === '') throw new UsageError('--host must not be empty');
-    const port = numberOption('port', values.port, { integer: true, min: 0 }) ?? 8000;
-    if (port > 65535) throw new UsageError(`--port must be <= 65535, got ${port}`);
+    const port = portOption(values.port) ?? 8000;
     const tokensPerSecond = numberOption('tokens-per-second', values['tokens-per-second'], { min: 0 });
     if (tokensPerSecond === 0) throw new UsageError('--tokens-per-second must be > 0');
     const fault = values.fault === undefined ? undefined : parseFault(values.fault);

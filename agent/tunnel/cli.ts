@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { numberOption, parse, printJson, UsageError, untilSignal, type Command } from '../../bin/cli.js';
+import { numberOption, parse, printJson, UsageError, untilSignal, type Command, portOption } from '../../lib/cli.js';
 import { RcError } from '../../lib/errors.js';
 import { TunnelClient, type TunnelStatus } from './client.js';
 import { readIdentity, stateDir } from './identity.js';
@@ -74,9 +74,8 @@ async function expose(argv: string[], fullArgv: readonly string[]): Promise<numb
     process.stdout.write(TUNNEL_HELP);
     return 0;
   }
-  const port = numberOption('port', values.port, { integer: true, min: 1 });
+  const port = portOption(values.port, { min: 1 });
   if (port === undefined) throw new UsageError('--port is required (the local port to expose)');
-  if (port > 65535) throw new UsageError(`--port must be at most 65535, got ${port}`);
   const identity = readIdentity();
   const dir = stateDir();
   mkdirSync(dir, { recursive: true });

@@ -1,5 +1,5 @@
 // The `rc-tunnel` executable (bin/rc-tunnel.js loads this): the same commands as `rc tunnel`.
-import { UsageError } from '../../bin/cli.js';
+import { UsageError } from '../../lib/cli.js';
 import { RcError } from '../../lib/errors.js';
 import { runTunnel } from './cli.js';
 

@@ -34,7 +34,7 @@ test('rc sim: bad options exit 2 with a clear message; --help exits 0', () => {
   const run = (...args: string[]) => spawnSync(process.execPath, [RC, 'sim', ...args], { env, encoding: 'utf8', timeout: 20_000 });
   const cases: [string[], RegExp][] = [
     [['--port', 'abc', '--model', 'm'], /--port must be an integer/],
-    [['--port', '70000', '--model', 'm'], /--port must be <= 65535/],
+    [['--port', '70000', '--model', 'm'], /--port must be at most 65535/],
     [['--port', '0'], /--model is required/],
     [['--model', 'm', '--bogus'], /Unknown option/i],
     [['--model', 'm', '--tokens-per-second', '0'], /--tokens-per-second must be > 0/],

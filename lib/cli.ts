@@ -1,4 +1,5 @@
-// Shared plumbing of the rc subcommands: argument parsing with clear errors, JSON output.
+// Shared plumbing of the rc subcommands (every part adds its own): argument parsing with clear
+// errors, JSON output, waiting for a signal. In lib/ because every part's CLI uses it.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 /** Bad command-line input: printed with the command's usage, exit code 2. */
@@ -30,6 +31,13 @@ export function numberOption(name: string, value: string | undefined, { integer 
     throw new UsageError(`--${name} must be ${integer ? 'an integer' : 'a number'}${min > -Infinity ? ` >= ${min}` : ''}, got ${JSON.stringify(value)}`);
   }
   return n;
+}
+
+/** A TCP port option: absent gives `undefined`; anything but an integer in [min, 65535] is a UsageError. */
+export function portOption(value: string | undefined, { name = 'port', min = 0 } = {}): number | undefined {
+  const port = numberOption(name, value, { integer: true, min });
+  if (port !== undefined && port > 65535) throw new UsageError(`--${name} must be at most 65535, got ${port}`);
+  return port;
 }
 
 export function printJson(value: unknown): void {

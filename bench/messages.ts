@@ -1,5 +1,5 @@
-// Benchmark of the messages translation (issue #4). Run: `node dist/gateway/messages/bench.js`
-// (or from a private build folder). Prints a table and writes JSON (path: argv[2], default
+// Benchmark of the messages translation (issue #4). Run: `node dist/bench/messages.js` after a
+// build. Prints a table and writes JSON (path: argv[2], default
 // messages-bench.json in the working directory).
 //
 // 1. tinybench, pure CPU: one upstream chunk through SseParser + StreamTranslator, and a whole
@@ -11,16 +11,16 @@
 import { writeFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import { request } from 'undici';
-import { modelEntrySchema } from '../../lib/config.js';
-import { generateKey, hashKey } from '../../lib/keys.js';
-import { createLogger } from '../../lib/log.js';
-import { startSim } from '../../sim/server.js';
-import { memoryKeySource } from '../keys.js';
-import { createGateway } from '../server.js';
-import { messagesRoutes } from './routes.js';
-import { ThinkingSigner } from './signature.js';
-import { SseParser } from './sse.js';
-import { StreamTranslator } from './stream.js';
+import { modelEntrySchema } from '../lib/config.js';
+import { generateKey, hashKey } from '../lib/keys.js';
+import { createLogger } from '../lib/log.js';
+import { startSim } from '../sim/server.js';
+import { memoryKeySource } from '../gateway/keys.js';
+import { createGateway } from '../gateway/server.js';
+import { messagesRoutes } from '../gateway/messages/routes.js';
+import { ThinkingSigner } from '../gateway/messages/signature.js';
+import { SseParser } from '../gateway/messages/sse.js';
+import { StreamTranslator } from '../gateway/messages/stream.js';
 
 const CHUNKS = 20;
 
