@@ -38,7 +38,7 @@ test('Claude Code, unmodified and with its defaults, on both models of the defau
   const home = join(dataDir, 'home');
   const env = {
     ...process.env,
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
+    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
     RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '',
   };
   const platform = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -47,6 +47,7 @@ test('Claude Code, unmodified and with its defaults, on both models of the defau
   t.after(() => {
     platform.kill('SIGTERM');
     rmSync(dataDir, { recursive: true, force: true });
+    rmSync(`${dataDir}-instances`, { recursive: true, force: true });
   });
   await waitFor(() => /sim backend .*sim-reasoner/.test(out) || platform.exitCode !== null, 60_000);
   const gateway = /model gateway\s+(http:\/\/\S+)\/v1/.exec(out)?.[1];

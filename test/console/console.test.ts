@@ -55,7 +55,7 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   mkdirSync(OUTPUT_DIR, { recursive: true });
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-console-'));
   const env = {
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
+    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0', RC_AGENT_RUNTIME: 'process',
     RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', RC_INSTANCE_LAUNCH_RATE: '1:100', RC_LOG_LEVEL: 'silent',
   };
   const platform = await startPlatform(loadConfig(env), createLogger('silent'));
@@ -63,6 +63,7 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
     await platform.close();
     killAgentProcesses(platform.agent.agentId);
     rmSync(dataDir, { recursive: true, force: true });
+    rmSync(`${dataDir}-instances`, { recursive: true, force: true });
   });
   const api = platform.controlPlane.url;
   const rc = async (...args: string[]) =>

@@ -37,7 +37,7 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
   if (!(await dockerAvailable(t))) return;
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-docker-'));
   const env = {
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
+    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
     RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_RUNTIME: 'auto', RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET,
     RC_INSTANCE_LAUNCH_RATE: '1:100', RC_AGENT_STOP_GRACE_MS: '2000', RC_AGENT_MEMORY_MB_PER_GPU: '1024', RC_AGENT_CPUS_PER_GPU: '1',
   };
