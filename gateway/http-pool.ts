@@ -88,14 +88,7 @@ export class HttpPool {
 
   /** POSTs `body` (JSON) to `path` and reports the response to `handler`. */
   request(path: string, body: Buffer | string, handler: ResponseHandler): PoolRequest {
-    const req = new PoolRequest(this, 'POST ' + path + this.headTail, body, handler);
-    if (this.closing) {
-      req.finished = true;
-      queueMicrotask(() => handler.onError(new PoolError('pool-closed', 'The upstream pool is closed')));
-      return req;
-    }
-    this.dispatch(req);
-    return req;
+    return this.submit(new PoolRequest(this, 'POST ' + path + this.headTail, body, handler));
   }
 
   /**
@@ -113,10 +106,14 @@ export class HttpPool {
     }
     if (!host) head += 'host: ' + this.hostHeader + '\r\n';
     // A Buffer body (empty when none): the head then goes out as latin1, byte for byte as uWS read it.
-    const req = new PoolRequest(this, head + 'content-length: ', body ?? EMPTY, handler, method === 'HEAD');
+    return this.submit(new PoolRequest(this, head + 'content-length: ', body ?? EMPTY, handler, method === 'HEAD'));
+  }
+
+  /** Dispatches a new request, or fails it (asynchronously) when the pool is closing. */
+  private submit(req: PoolRequest): PoolRequest {
     if (this.closing) {
       req.finished = true;
-      queueMicrotask(() => handler.onError(new PoolError('pool-closed', 'The upstream pool is closed')));
+      queueMicrotask(() => req.handler.onError(new PoolError('pool-closed', 'The upstream pool is closed')));
       return req;
     }
     this.dispatch(req);

@@ -124,7 +124,8 @@ test('a stream the client cuts short gives back what it did not use', async (t) 
   } catch {
     // the abort may surface as an error or as the end of the iteration
   }
-  assert.equal(chunks, 3);
+  // At least 3: an event that arrived in the same read as the third is yielded before the abort bites.
+  assert.ok(chunks >= 3, `read ${chunks} chunks`);
   const u = await waitFor(async () => {
     const x = await gate.readUsage(f.accountId);
     return x.tokens_reserved === 0 ? x : undefined;
