@@ -41,7 +41,7 @@ test('the writer relays the head minus hop-by-hop and filtered headers, once, in
     }, 5);
   });
   route('/unfiltered', (r) => {
-    r.head(200, BACKEND_HEADERS);
+    r.head(200, [...BACKEND_HEADERS, 'Set-Cookie', 'app=1']);
     r.end();
   }, false);
   route('/head', (r) => {
@@ -67,7 +67,9 @@ test('the writer relays the head minus hop-by-hop and filtered headers, once, in
 
   const unfiltered = await fetch(`${server.url}/unfiltered`);
   await unfiltered.text();
-  assert.equal(unfiltered.headers.get('set-cookie'), 'rc_session=stolen', 'without a route filter only hop-by-hop headers go');
+  // Without a route filter only hop-by-hop headers go, and an instance's platform cookie
+  // (lib/instance-credentials.ts: no instance sets or clears rc_*); the app's own cookie passes.
+  assert.equal(unfiltered.headers.get('set-cookie'), 'app=1');
 
   const head = await fetch(`${server.url}/head`, { method: 'HEAD' });
   assert.equal(head.status, 200);

@@ -2,6 +2,7 @@
 // templates run as containers from locally built images (built on first use), the demo endpoint
 // answers through the gateway, and rc-tunnel inside a container exposes its app through the
 // real broker. Launch-to-ready times are reported (never asserted).
+import { issueTunnelToken, tunnelSecret } from '../../gateway/tunnel/identity.js';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -98,13 +99,16 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
   const { st } = await launchToReady(((await created.json()) as { id: number }).id);
   const home = join(`${dataDir}-instances`, 'homes', st.instance_id as string);
   const publicUrl = await waitFor(async () => {
-    const out = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env: { ...process.env, RC_INSTANCE_DIR: home, RC_TUNNEL_BROKER: gateway } });
+    // `status` runs here, outside the container: give it what the instance has (its token is in its environment only).
+    const env = { ...process.env, RC_INSTANCE_DIR: home, RC_TUNNEL_BROKER: gateway, RC_TUNNEL_TOKEN: issueTunnelToken(tunnelSecret('', dataDir), st.instance_id as string) };
+    const out = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env });
     return (JSON.parse(out.stdout) as { tunnels: { state: string; public_url: string | null }[] }).tunnels.find((x) => x.state === 'connected')?.public_url ?? undefined;
   }, 60_000, 200).catch(async (err: unknown) => {
     const logs = await promisify(execFile)('sh', ['-c', `ls -la ${home} ${home}/.rc-tunnel; ls -la ${home}/.rc-tunnel-state; tail -n 20 ${home}/.rc-tunnel-state/*; docker logs rc-${st.instance_id} 2>&1 | tail -20`]).catch((e: { stdout: string }) => e);
     throw new Error(`${(err as Error).message}\n${logs.stdout}`);
   });
-  assert.ok(publicUrl.startsWith(`${gateway}/t/`), publicUrl);
+  // Tunnels have an origin of their own (the tunnels listener), not the gateway's.
+  assert.ok(publicUrl.startsWith(`${p.tunnels.url}/t/`), publicUrl);
   assert.equal(await (await fetch(`${publicUrl.replace(/\/$/, '')}/hello`)).text(), 'tunnelled\n');
   await destroy();
 });
