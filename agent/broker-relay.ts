@@ -27,19 +27,23 @@ export class BrokerRelays {
       for (const s of [client, upstream]) {
         this.sockets.add(s);
         s.on('close', () => this.sockets.delete(s));
-        s.on('error', () => { client.destroy(); upstream.destroy(); });
+        s.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
       }
       client.pipe(upstream);
       upstream.pipe(client);
     });
-    const listen = (port: number) => new Promise<number>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, listenIp, () => {
-        server.off('error', reject);
-        const a = server.address();
-        resolve(typeof a === 'object' && a ? a.port : port);
+    const listen = (port: number) =>
+      new Promise<number>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, listenIp, () => {
+          server.off('error', reject);
+          const a = server.address();
+          resolve(typeof a === 'object' && a ? a.port : port);
+        });
       });
-    });
     // The same port as the target when free, so the URL stays the same across agent restarts.
     const port = await listen(targetPort).catch(() => listen(0));
     this.relays.set(key, { server, port });

@@ -89,7 +89,10 @@ export function dockerAnswers(socketPath: string, timeoutMs = 2000): Promise<boo
       resolve(res.statusCode === 200);
     });
     req.on('error', () => resolve(false));
-    req.on('timeout', () => { req.destroy(); resolve(false); });
+    req.on('timeout', () => {
+      req.destroy();
+      resolve(false);
+    });
     req.end();
   });
 }
@@ -101,7 +104,11 @@ export const PROCESS_RUNTIME_WARNING =
  * The runtime to use: `auto` is docker when an engine answers on the socket, else process, with
  * the warning printed to stderr (the process runtime is for one trusted user on their own machine).
  */
-export async function chooseRuntime(setting: Config['agentRuntime'], socketPath: string, warn: (message: string) => void = (m) => process.stderr.write(`warning: ${m}\n`)): Promise<RuntimeKind> {
+export async function chooseRuntime(
+  setting: Config['agentRuntime'],
+  socketPath: string,
+  warn: (message: string) => void = (m) => process.stderr.write(`warning: ${m}\n`),
+): Promise<RuntimeKind> {
   if (setting === 'docker' || setting === 'process') {
     if (setting === 'process') warn(PROCESS_RUNTIME_WARNING.replace('No Docker engine answers: instances', 'RC_AGENT_RUNTIME=process: instances'));
     return setting;
@@ -130,7 +137,8 @@ export const agentCommand: Command = {
     const port = portOption(values.port) ?? config.agentPort;
     const gpuCount = numberOption('gpus', values.gpus, { integer: true, min: 0 }) ?? config.agentGpus;
     const setting = values.runtime ?? config.agentRuntime;
-    if (setting !== 'process' && setting !== 'docker' && setting !== 'auto') throw new UsageError(`--runtime must be auto, process or docker, got ${JSON.stringify(setting)}`);
+    if (setting !== 'process' && setting !== 'docker' && setting !== 'auto')
+      throw new UsageError(`--runtime must be auto, process or docker, got ${JSON.stringify(setting)}`);
     if (values['data-dir']) config.dataDir = values['data-dir'];
     let tokenFile: string | undefined;
     if (values['token-file']) {

@@ -60,12 +60,18 @@ export function createAgentClient(options: AgentClientOptions): AgentClient {
 
   function unary<Req, Res>(m: grpc.MethodDefinition<Req, Res>, req: Req): Promise<Res> {
     return new Promise((resolve, reject) => {
-      client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, req, metadata(), { deadline: Date.now() + timeoutMs },
-        (err, res) => (err ? reject(new AgentCallError(err)) : resolve(res!)));
+      client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, req, metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+        err ? reject(new AgentCallError(err)) : resolve(res!),
+      );
     });
   }
 
-  async function* stream<Req, Res, Out>(m: grpc.MethodDefinition<Req, Res>, req: Req, signal: AbortSignal | undefined, map: (r: Res) => Iterable<Out>): AsyncGenerator<Out> {
+  async function* stream<Req, Res, Out>(
+    m: grpc.MethodDefinition<Req, Res>,
+    req: Req,
+    signal: AbortSignal | undefined,
+    map: (r: Res) => Iterable<Out>,
+  ): AsyncGenerator<Out> {
     const call = client.makeServerStreamRequest(m.path, m.requestSerialize, m.responseDeserialize, req, metadata());
     const onAbort = () => call.cancel();
     signal?.addEventListener('abort', onAbort, { once: true });

@@ -12,9 +12,7 @@ const STATE_TO_PB: Record<t.InstanceState, pb.InstanceState> = {
   stopped: pb.InstanceState.STOPPED,
   removed: pb.InstanceState.REMOVED,
 };
-const STATE_FROM_PB = new Map<pb.InstanceState, t.InstanceState>(
-  Object.entries(STATE_TO_PB).map(([k, v]) => [v, k as t.InstanceState]),
-);
+const STATE_FROM_PB = new Map<pb.InstanceState, t.InstanceState>(Object.entries(STATE_TO_PB).map(([k, v]) => [v, k as t.InstanceState]));
 
 export const stateToPb = (s: t.InstanceState): pb.InstanceState => STATE_TO_PB[s];
 export const stateFromPb = (s: pb.InstanceState): t.InstanceState => STATE_FROM_PB.get(s) ?? 'failed';
@@ -132,9 +130,13 @@ export function hostFromPb(m: pb.HostInfo): t.HostInfo {
 
 export function watchItemFromPb(m: pb.WatchEventsResponse): t.WatchItem | undefined {
   switch (m.kind.case) {
-    case 'event': return { kind: 'event', event: eventFromPb(m.kind.value) };
-    case 'heartbeat': return { kind: 'heartbeat', heartbeat: { timeMs: Number(m.kind.value.timeMs), seq: Number(m.kind.value.seq) } };
-    case 'host': return { kind: 'host', host: hostFromPb(m.kind.value) };
-    default: return undefined;
+    case 'event':
+      return { kind: 'event', event: eventFromPb(m.kind.value) };
+    case 'heartbeat':
+      return { kind: 'heartbeat', heartbeat: { timeMs: Number(m.kind.value.timeMs), seq: Number(m.kind.value.seq) } };
+    case 'host':
+      return { kind: 'host', host: hostFromPb(m.kind.value) };
+    default:
+      return undefined;
   }
 }

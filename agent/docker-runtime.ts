@@ -79,10 +79,13 @@ export class DockerRuntime implements Runtime {
   private async call(req: api.DockerRequest, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<DockerResponse> {
     try {
       const res = await this.client.request({
-        method: req.method, path: this.path(req), signal: options.signal,
+        method: req.method,
+        path: this.path(req),
+        signal: options.signal,
         headers: req.body === undefined ? {} : { 'content-type': 'application/json' },
         body: req.body === undefined ? undefined : JSON.stringify(req.body),
-        headersTimeout: options.timeoutMs ?? 300_000, bodyTimeout: options.timeoutMs ?? 300_000,
+        headersTimeout: options.timeoutMs ?? 300_000,
+        bodyTimeout: options.timeoutMs ?? 300_000,
       });
       const text = await res.body.text();
       let json: unknown;
@@ -101,13 +104,19 @@ export class DockerRuntime implements Runtime {
    * A request on its own connection, closed when the response ends: a long poll or a stream must
    * not hold up the short calls queued behind it.
    */
-  private async longLived(req: api.DockerRequest, options: { signal?: AbortSignal; headersTimeoutMs?: number }): Promise<Dispatcher.ResponseData & { close(): void }> {
+  private async longLived(
+    req: api.DockerRequest,
+    options: { signal?: AbortSignal; headersTimeoutMs?: number },
+  ): Promise<Dispatcher.ResponseData & { close(): void }> {
     const client = new Client('http://localhost', { socketPath: this.opts.socketPath });
     const close = () => void client.close().catch(() => undefined);
     try {
       const res = await client.request({
-        method: req.method, path: this.path(req), signal: options.signal,
-        headersTimeout: options.headersTimeoutMs ?? 300_000, bodyTimeout: 0,
+        method: req.method,
+        path: this.path(req),
+        signal: options.signal,
+        headersTimeout: options.headersTimeoutMs ?? 300_000,
+        bodyTimeout: 0,
       });
       res.body.once('close', close);
       return Object.assign(res, { close });
@@ -135,7 +144,13 @@ export class DockerRuntime implements Runtime {
     const backing = status.find(([k]) => k === 'Backing Filesystem')?.[1] ?? '';
     this.diskQuota = this.opts.diskQuota === 'auto' && (QUOTA_DRIVERS.has(driver) || (driver === 'overlay2' && backing === 'xfs'));
     this.bridgeGateway = await this.findBridgeGateway();
-    this.opts.logger.info('docker engine', { apiVersion: version, storageDriver: driver, backingFilesystem: backing, diskQuota: this.diskQuota, bridgeGateway: this.bridgeGateway ?? null });
+    this.opts.logger.info('docker engine', {
+      apiVersion: version,
+      storageDriver: driver,
+      backingFilesystem: backing,
+      diskQuota: this.diskQuota,
+      bridgeGateway: this.bridgeGateway ?? null,
+    });
     if (!this.bridgeGateway) this.opts.logger.warn('no address of the default bridge found: a loopback tunnel broker is unreachable from containers');
   }
 
@@ -173,9 +188,11 @@ export class DockerRuntime implements Runtime {
     }
     if (env === undefined && this.opts.buildLocalImage) {
       ctx.onProgress('building image');
-      if (await this.opts.buildLocalImage(image, ctx.onProgress).catch((err: unknown) => {
-        throw new StartFailure(FailureReason.pullFailed, `Building ${image} failed: ${(err as Error).message}`);
-      })) {
+      if (
+        await this.opts.buildLocalImage(image, ctx.onProgress).catch((err: unknown) => {
+          throw new StartFailure(FailureReason.pullFailed, `Building ${image} failed: ${(err as Error).message}`);
+        })
+      ) {
         return (await this.imageEnv(image)) ?? [];
       }
     }
@@ -266,8 +283,14 @@ export class DockerRuntime implements Runtime {
     ctx.onProgress('starting');
     const authorizedKeys = join(ctx.homeDir, '.ssh', 'authorized_keys');
     const options: api.CreateOptions = {
-      spec, agentId: this.opts.agentId, gpus: ctx.gpus, gpuDeviceIds: ctx.gpuDeviceIds, hostPorts: ctx.hostPorts,
-      bindIp: this.opts.publishHost, homeDir: ctx.homeDir, volume: await this.volume(ctx),
+      spec,
+      agentId: this.opts.agentId,
+      gpus: ctx.gpus,
+      gpuDeviceIds: ctx.gpuDeviceIds,
+      hostPorts: ctx.hostPorts,
+      bindIp: this.opts.publishHost,
+      homeDir: ctx.homeDir,
+      volume: await this.volume(ctx),
       authorizedKeysFile: spec.sshPublicKey && existsSync(authorizedKeys) ? authorizedKeys : undefined,
       toolbox: this.opts.toolbox,
       imagePath: imageEnv.find((e) => e.startsWith('PATH='))?.slice(5),
@@ -314,7 +337,10 @@ export class DockerRuntime implements Runtime {
   private async state(ref: RuntimeRef): Promise<ContainerState | undefined> {
     const r = await this.call(api.inspectRequest(String(ref.containerId)));
     if (r.status === 404) return undefined;
-    const j = r.json as { State?: { Running?: boolean; ExitCode?: number }; NetworkSettings?: { IPAddress?: string; Networks?: Record<string, { IPAddress?: string }> } };
+    const j = r.json as {
+      State?: { Running?: boolean; ExitCode?: number };
+      NetworkSettings?: { IPAddress?: string; Networks?: Record<string, { IPAddress?: string }> };
+    };
     const ip = j.NetworkSettings?.Networks?.bridge?.IPAddress || j.NetworkSettings?.IPAddress || '';
     return { running: Boolean(j.State?.Running), exitCode: j.State?.ExitCode ?? null, ip };
   }
@@ -334,13 +360,16 @@ export class DockerRuntime implements Runtime {
     void (async () => {
       for (;;) {
         // The long poll ends when the container stops; an engine hiccup is retried.
-        const status = await this.longLived(api.waitRequest(id), { signal: controller.signal, headersTimeoutMs: 0 }).then(async (r) => {
-          await r.body.dump({ limit: 1 << 20 }).catch(() => undefined);
-          return r.statusCode;
-        }, (err: unknown) => {
-          if (!controller.signal.aborted) this.opts.logger.warn('docker wait failed', { err });
-          return undefined;
-        });
+        const status = await this.longLived(api.waitRequest(id), { signal: controller.signal, headersTimeoutMs: 0 }).then(
+          async (r) => {
+            await r.body.dump({ limit: 1 << 20 }).catch(() => undefined);
+            return r.statusCode;
+          },
+          (err: unknown) => {
+            if (!controller.signal.aborted) this.opts.logger.warn('docker wait failed', { err });
+            return undefined;
+          },
+        );
         if (controller.signal.aborted) return;
         if (status === 200 || status === 404) break;
         await sleep(1000, undefined, { signal: controller.signal });
@@ -370,9 +399,13 @@ export class DockerRuntime implements Runtime {
       const res = await this.longLived(req, { signal: controller.signal, headersTimeoutMs: 60_000 });
       const demux = new api.LogDemuxer();
       for await (const chunk of res.body) for (const payload of demux.push(chunk as Buffer)) out.write(payload);
-    })().catch(() => undefined).then(() => new Promise<void>((resolve) => out.end(resolve)));
+    })()
+      .catch(() => undefined)
+      .then(() => new Promise<void>((resolve) => out.end(resolve)));
     this.logCopies.set(id, copy);
-    void copy.finally(() => { if (this.logCopies.get(id) === copy) this.logCopies.delete(id); });
+    void copy.finally(() => {
+      if (this.logCopies.get(id) === copy) this.logCopies.delete(id);
+    });
     return () => controller.abort();
   }
 

@@ -14,17 +14,23 @@ export class AgentError extends RcError {
 
 /** The call carried no token or a wrong one. */
 export class AgentUnauthenticatedError extends AgentError {
-  constructor() { super('RC_ERR_AGENT_UNAUTHENTICATED', 'Missing or invalid agent token', GrpcStatus.UNAUTHENTICATED); }
+  constructor() {
+    super('RC_ERR_AGENT_UNAUTHENTICATED', 'Missing or invalid agent token', GrpcStatus.UNAUTHENTICATED);
+  }
 }
 
 /** A request field is invalid (the message names it). */
 export class AgentInvalidArgumentError extends AgentError {
-  constructor(message: string) { super('RC_ERR_AGENT_INVALID_ARGUMENT', message, GrpcStatus.INVALID_ARGUMENT); }
+  constructor(message: string) {
+    super('RC_ERR_AGENT_INVALID_ARGUMENT', message, GrpcStatus.INVALID_ARGUMENT);
+  }
 }
 
 /** No instance with this id. */
 export class AgentInstanceNotFoundError extends AgentError {
-  constructor(id: string) { super('RC_ERR_AGENT_NOT_FOUND', `No instance ${id} on this host`, GrpcStatus.NOT_FOUND); }
+  constructor(id: string) {
+    super('RC_ERR_AGENT_NOT_FOUND', `No instance ${id} on this host`, GrpcStatus.NOT_FOUND);
+  }
 }
 
 /** StartInstance repeated under the same id with a different spec. */
@@ -36,7 +42,9 @@ export class AgentSpecMismatchError extends AgentError {
 
 /** The agent is shutting down. */
 export class AgentClosingError extends AgentError {
-  constructor() { super('RC_ERR_AGENT_CLOSING', 'The agent is shutting down', GrpcStatus.UNAVAILABLE); }
+  constructor() {
+    super('RC_ERR_AGENT_CLOSING', 'The agent is shutting down', GrpcStatus.UNAVAILABLE);
+  }
 }
 
 /** Another agent holds this data directory. */
@@ -48,20 +56,30 @@ export class AgentDataDirLockedError extends AgentError {
 
 /** A runtime (process spawn, Docker Engine API) call failed. */
 export class RuntimeError extends AgentError {
-  constructor(message: string, options?: { cause?: unknown }) { super('RC_ERR_AGENT_RUNTIME', message, GrpcStatus.INTERNAL, options); }
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('RC_ERR_AGENT_RUNTIME', message, GrpcStatus.INTERNAL, options);
+  }
 }
 
 function grpcToHttp(code: GrpcStatus): number {
   switch (code) {
-    case GrpcStatus.UNAUTHENTICATED: return 401;
-    case GrpcStatus.PERMISSION_DENIED: return 403;
-    case GrpcStatus.INVALID_ARGUMENT: return 400;
-    case GrpcStatus.NOT_FOUND: return 404;
+    case GrpcStatus.UNAUTHENTICATED:
+      return 401;
+    case GrpcStatus.PERMISSION_DENIED:
+      return 403;
+    case GrpcStatus.INVALID_ARGUMENT:
+      return 400;
+    case GrpcStatus.NOT_FOUND:
+      return 404;
     case GrpcStatus.ALREADY_EXISTS:
-    case GrpcStatus.FAILED_PRECONDITION: return 409;
-    case GrpcStatus.UNAVAILABLE: return 503;
-    case GrpcStatus.DEADLINE_EXCEEDED: return 504;
-    default: return 500;
+    case GrpcStatus.FAILED_PRECONDITION:
+      return 409;
+    case GrpcStatus.UNAVAILABLE:
+      return 503;
+    case GrpcStatus.DEADLINE_EXCEEDED:
+      return 504;
+    default:
+      return 500;
   }
 }
 

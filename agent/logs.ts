@@ -103,7 +103,7 @@ function completeLinesEnd(path: string): number {
   try {
     const size = fstatSync(fd).size;
     const chunk = Buffer.allocUnsafe(64 * 1024);
-    for (let end = size; end > 0;) {
+    for (let end = size; end > 0; ) {
       const from = Math.max(0, end - chunk.length);
       const n = readSync(fd, chunk, 0, end - from, from);
       const nl = chunk.subarray(0, n).lastIndexOf(10);
@@ -133,7 +133,11 @@ export class LogWatcher {
   private readonly buf = Buffer.allocUnsafe(64 * 1024);
 
   /** Starts at the current end of the file, after loading its last `ringSize` lines into the ring. */
-  constructor(readonly path: string, ringSize = 1000, pollMs = 200) {
+  constructor(
+    readonly path: string,
+    ringSize = 1000,
+    pollMs = 200,
+  ) {
     this.ring = new RingBuffer(ringSize);
     const end = completeLinesEnd(path);
     this.offset = end;

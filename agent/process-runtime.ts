@@ -55,7 +55,9 @@ export function lookupUser(name: string): InstanceUser {
     if (!Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error('unparsable id output');
     return { name, uid, gid };
   } catch {
-    throw new Error(`The process runtime runs instances as user ${JSON.stringify(name)} (RC_AGENT_PROCESS_USER) when the agent runs as root, and there is no such user: create it (e.g. useradd --system --no-create-home ${name}) or name another one`);
+    throw new Error(
+      `The process runtime runs instances as user ${JSON.stringify(name)} (RC_AGENT_PROCESS_USER) when the agent runs as root, and there is no such user: create it (e.g. useradd --system --no-create-home ${name}) or name another one`,
+    );
   }
 }
 
@@ -81,7 +83,10 @@ export interface ProcessRuntimeOptions {
 function writeCommands(binDir: string): void {
   mkdirSync(binDir, { recursive: true, mode: 0o755 });
   chmodSync(binDir, 0o755);
-  for (const [name, entry] of [['rc', 'dist/bin/rc.js'], ['rc-tunnel', 'dist/agent/tunnel/main.js']] as const) {
+  for (const [name, entry] of [
+    ['rc', 'dist/bin/rc.js'],
+    ['rc-tunnel', 'dist/agent/tunnel/main.js'],
+  ] as const) {
     writeFileSync(join(binDir, name), `#!/bin/sh\nexec "${process.execPath}" "${join(PROJECT_ROOT, entry)}" "$@"\n`, { mode: 0o755 });
   }
 }
@@ -122,7 +127,11 @@ export class ProcessRuntime implements Runtime {
     let child: ChildProcess;
     try {
       child = spawn('/bin/sh', ['-c', spec.startCommand], {
-        cwd: ctx.homeDir, env, detached: true, stdio: ['ignore', fd, fd], ...(user ? { uid: user.uid, gid: user.gid } : {}),
+        cwd: ctx.homeDir,
+        env,
+        detached: true,
+        stdio: ['ignore', fd, fd],
+        ...(user ? { uid: user.uid, gid: user.gid } : {}),
       });
     } catch (err) {
       throw new StartFailure('start_failed', `Could not start /bin/sh: ${(err as Error).message}`);

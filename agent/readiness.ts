@@ -66,6 +66,6 @@ export async function waitReady(check: ReadyCheck): Promise<ReadyResult> {
   const seconds = Math.round(check.timeoutMs / 100) / 10;
   const detail = !portOpen
     ? `Port ${check.port} did not accept connections within ${seconds} s`
-    : `GET /health did not answer 200 within ${seconds} s (last: ${typeof lastHttp === 'number' ? `status ${lastHttp}` : lastHttp ?? 'no answer'})`;
+    : `GET /health did not answer 200 within ${seconds} s (last: ${typeof lastHttp === 'number' ? `status ${lastHttp}` : (lastHttp ?? 'no answer')})`;
   return { ok: false, aborted: false, detail };
 }

@@ -34,7 +34,10 @@ export interface ExitInfo {
 
 /** A start failure with a stable reason (FailureReason) for the instance's status. */
 export class StartFailure extends Error {
-  constructor(readonly reason: string, readonly detail: string) {
+  constructor(
+    readonly reason: string,
+    readonly detail: string,
+  ) {
     super(detail);
   }
 }

@@ -176,24 +176,37 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
   if (runtimeKind === 'docker') {
     const d = { ...DOCKER_DEFAULTS, ...options.docker };
     runtime = new DockerRuntime({
-      agentId, socketPath: options.dockerSocket ?? '/var/run/docker.sock', logger: log,
-      publishHost: publishHostFor(d.publishHost, advertiseHost), pullPolicy: d.pullPolicy, limitsPerGpu: d.limitsPerGpu,
-      diskQuota: d.diskQuota, toolbox: d.toolbox ? prepareToolbox(join(dataDir, 'toolbox')) : undefined, buildLocalImage: d.buildLocalImage,
+      agentId,
+      socketPath: options.dockerSocket ?? '/var/run/docker.sock',
+      logger: log,
+      publishHost: publishHostFor(d.publishHost, advertiseHost),
+      pullPolicy: d.pullPolicy,
+      limitsPerGpu: d.limitsPerGpu,
+      diskQuota: d.diskQuota,
+      toolbox: d.toolbox ? prepareToolbox(join(dataDir, 'toolbox')) : undefined,
+      buildLocalImage: d.buildLocalImage,
     });
   } else {
     const loopback = isLoopbackHost(host);
-    const refusal = !loopback && options.processUntrusted !== 'allow'
-      ? `The process runtime runs instances as host processes (no isolation from the host network or each other) and this agent listens on ${host}, reachable from other machines: it starts nothing. Use the docker runtime, or set RC_AGENT_PROCESS_UNTRUSTED=allow if every account is trusted.`
-      : undefined;
+    const refusal =
+      !loopback && options.processUntrusted !== 'allow'
+        ? `The process runtime runs instances as host processes (no isolation from the host network or each other) and this agent listens on ${host}, reachable from other machines: it starts nothing. Use the docker runtime, or set RC_AGENT_PROCESS_UNTRUSTED=allow if every account is trusted.`
+        : undefined;
     if (refusal) log.warn(refusal);
     runtime = new ProcessRuntime({
-      agentId, refusal, binDir: join(instancesRoot, 'bin'),
+      agentId,
+      refusal,
+      binDir: join(instancesRoot, 'bin'),
       user: process.getuid?.() === 0 ? lookupUser(options.processUser ?? 'nobody') : undefined,
     });
   }
   const gpus = new GpuAllocator(detectGpus({ ...AGENT_DEFAULTS.gpus, ...options.gpus }));
   const supervisor = new Supervisor({
-    store, runtime, gpus, logger: log, clock,
+    store,
+    runtime,
+    gpus,
+    logger: log,
+    clock,
     advertiseHost,
     readyTimeoutMs: options.readyTimeoutMs ?? AGENT_DEFAULTS.readyTimeoutMs,
     servingReadyTimeoutMs: options.servingReadyTimeoutMs ?? AGENT_DEFAULTS.servingReadyTimeoutMs,
@@ -218,12 +231,17 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
   };
 
   /** A unary handler with auth and error mapping. */
-  const unary = <Req, Res>(handle: (req: Req) => Promise<Res> | Res): grpc.handleUnaryCall<Req, Res> => (call, callback) => {
-    (async () => {
-      authorize(call.metadata);
-      return handle(call.request);
-    })().then((res) => callback(null, res), (err: unknown) => callback(toServiceError(err, log)));
-  };
+  const unary =
+    <Req, Res>(handle: (req: Req) => Promise<Res> | Res): grpc.handleUnaryCall<Req, Res> =>
+    (call, callback) => {
+      (async () => {
+        authorize(call.metadata);
+        return handle(call.request);
+      })().then(
+        (res) => callback(null, res),
+        (err: unknown) => callback(toServiceError(err, log)),
+      );
+    };
 
   const streams = new Set<grpc.ServerWritableStream<unknown, unknown>>();
   const heartbeatMs = options.heartbeatMs ?? AGENT_DEFAULTS.heartbeatMs;
@@ -239,11 +257,14 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
       return create(pb.StopInstanceResponseSchema, { instance: infoToPb(info) });
     }),
     removeInstance: unary<pb.RemoveInstanceRequest, pb.RemoveInstanceResponse>(async (req) =>
-      create(pb.RemoveInstanceResponseSchema, { removed: await supervisor.remove(req.instanceId, req.graceMs || undefined) })),
+      create(pb.RemoveInstanceResponseSchema, { removed: await supervisor.remove(req.instanceId, req.graceMs || undefined) }),
+    ),
     listInstances: unary<pb.ListInstancesRequest, pb.ListInstancesResponse>(() =>
-      create(pb.ListInstancesResponseSchema, { instances: supervisor.list().map(infoToPb) })),
+      create(pb.ListInstancesResponseSchema, { instances: supervisor.list().map(infoToPb) }),
+    ),
     reconcile: unary<pb.ReconcileRequest, pb.ReconcileResponse>(async (req) =>
-      create(pb.ReconcileResponseSchema, await supervisor.reconcile(req.wantedInstanceIds))),
+      create(pb.ReconcileResponseSchema, await supervisor.reconcile(req.wantedInstanceIds)),
+    ),
     getHost: unary<pb.GetHostRequest, pb.GetHostResponse>(() => create(pb.GetHostResponseSchema, { host: hostToPb(supervisor.host()) })),
 
     watchEvents: (call: grpc.ServerWritableStream<pb.WatchEventsRequest, pb.WatchEventsResponse>) => {
@@ -292,9 +313,14 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
         const follow = call.request.follow;
         const follower = follow
           ? {
-            onLines: (lines: string[]) => { if (!call.cancelled) call.write(create(pb.StreamLogsResponseSchema, { lines })); },
-            onEnd: () => { streams.delete(call as grpc.ServerWritableStream<unknown, unknown>); call.end(); },
-          }
+              onLines: (lines: string[]) => {
+                if (!call.cancelled) call.write(create(pb.StreamLogsResponseSchema, { lines }));
+              },
+              onEnd: () => {
+                streams.delete(call as grpc.ServerWritableStream<unknown, unknown>);
+                call.end();
+              },
+            }
           : undefined;
         result = supervisor.logs(call.request.instanceId, tail, follower);
       } catch (err) {
@@ -326,7 +352,8 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
   let port: number;
   try {
     port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`${bindHost}:${options.port ?? 0}`, credentials, (err, p) => (err ? reject(err) : resolve(p))));
+      server.bindAsync(`${bindHost}:${options.port ?? 0}`, credentials, (err, p) => (err ? reject(err) : resolve(p))),
+    );
   } catch (err) {
     supervisor.close();
     unlock();
@@ -336,14 +363,20 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
   // The control plane is "present" while it calls or keeps a watch stream open.
   const graceMs = options.lostControlPlaneGraceMs ?? AGENT_DEFAULTS.lostControlPlaneGraceMs;
   let stoppingAll = false;
-  const lostTimer = graceMs > 0
-    ? setInterval(() => {
-      if (stoppingAll || openWatches > 0 || clock.now() - lastContact <= graceMs || !supervisor.hasActive()) return;
-      stoppingAll = true;
-      log.warn('control plane lost: stopping every instance', { silentMs: clock.now() - lastContact });
-      void supervisor.stopAll(StopReason.controlPlaneLost).finally(() => { stoppingAll = false; });
-    }, Math.max(50, Math.min(1000, Math.floor(graceMs / 4))))
-    : undefined;
+  const lostTimer =
+    graceMs > 0
+      ? setInterval(
+          () => {
+            if (stoppingAll || openWatches > 0 || clock.now() - lastContact <= graceMs || !supervisor.hasActive()) return;
+            stoppingAll = true;
+            log.warn('control plane lost: stopping every instance', { silentMs: clock.now() - lastContact });
+            void supervisor.stopAll(StopReason.controlPlaneLost).finally(() => {
+              stoppingAll = false;
+            });
+          },
+          Math.max(50, Math.min(1000, Math.floor(graceMs / 4))),
+        )
+      : undefined;
   lostTimer?.unref();
 
   log.info('agent listening', { address: `${bindHost}:${port}`, runtime: runtimeKind, agentId, gpus: gpus.total, gpuSource: gpus.inventory.source });
@@ -354,16 +387,23 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
     port,
     agentId,
     supervisor,
-    close: () => (closing ??= (async () => {
-      if (lostTimer) clearInterval(lostTimer);
-      for (const s of streams) s.end();
-      streams.clear();
-      await new Promise<void>((resolve) => {
-        const force = setTimeout(() => { server.forceShutdown(); resolve(); }, 2000);
-        server.tryShutdown(() => { clearTimeout(force); resolve(); });
-      });
-      supervisor.close();
-      unlock();
-    })()),
+    close: () =>
+      (closing ??= (async () => {
+        if (lostTimer) clearInterval(lostTimer);
+        for (const s of streams) s.end();
+        streams.clear();
+        await new Promise<void>((resolve) => {
+          const force = setTimeout(() => {
+            server.forceShutdown();
+            resolve();
+          }, 2000);
+          server.tryShutdown(() => {
+            clearTimeout(force);
+            resolve();
+          });
+        });
+        supervisor.close();
+        unlock();
+      })()),
   };
 }

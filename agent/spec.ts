@@ -26,15 +26,28 @@ const launchSpecSchema = z.object({
   env: z
     .record(z.string().regex(ENV_NAME, 'env names must match [A-Za-z_][A-Za-z0-9_]*'), z.string().max(128 * 1024))
     .refine((e) => Object.keys(e).length <= 256, 'at most 256 env variables'),
-  ports: z.array(z.number().int().min(1).max(65535)).max(16).refine((p) => new Set(p).size === p.length, 'ports must be distinct'),
+  ports: z
+    .array(z.number().int().min(1).max(65535))
+    .max(16)
+    .refine((p) => new Set(p).size === p.length, 'ports must be distinct'),
   gpuCount: z.number().int().min(0).max(64),
   diskGb: z.number().int().min(0).max(100_000),
-  sshPublicKey: z.string().max(8192).refine((k) => !/[\r\n]/.test(k), 'ssh_public_key must be one line'),
-  volume: z.string().max(4096).refine((v) => v === '' || isAbsolute(v) || VOLUME_NAME.test(v), 'volume must be an absolute path or a name of [A-Za-z0-9_.-]'),
+  sshPublicKey: z
+    .string()
+    .max(8192)
+    .refine((k) => !/[\r\n]/.test(k), 'ssh_public_key must be one line'),
+  volume: z
+    .string()
+    .max(4096)
+    .refine((v) => v === '' || isAbsolute(v) || VOLUME_NAME.test(v), 'volume must be an absolute path or a name of [A-Za-z0-9_.-]'),
   files: z
     .record(z.string().refine(isSafeRelativePath, 'files paths must be relative and stay inside the instance directory'), z.instanceof(Uint8Array))
     .refine((f) => Object.values(f).reduce((n, c) => n + c.byteLength, 0) <= MAX_FILES_BYTES, `files total at most ${MAX_FILES_BYTES} bytes`),
-  readyTimeoutMs: z.number().int().min(0).max(24 * 3600 * 1000),
+  readyTimeoutMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(24 * 3600 * 1000),
 });
 
 /** Throws AgentInvalidArgumentError naming the first bad field. */
@@ -50,11 +63,25 @@ export function validateSpec(spec: LaunchSpec): LaunchSpec {
 /** A hash of everything in the spec (file contents included), independent of key order. */
 export function specHash(spec: LaunchSpec): string {
   const h = createHash('sha256');
-  const sorted = (o: Record<string, unknown>) => Object.keys(o).sort().map((k) => [k, o[k]]);
-  h.update(JSON.stringify([
-    spec.instanceId, spec.image, spec.instanceType, spec.startCommand, sorted(spec.env), spec.ports, spec.gpuCount,
-    spec.diskGb, spec.sshPublicKey, spec.volume, spec.readyTimeoutMs,
-  ]));
+  const sorted = (o: Record<string, unknown>) =>
+    Object.keys(o)
+      .sort()
+      .map((k) => [k, o[k]]);
+  h.update(
+    JSON.stringify([
+      spec.instanceId,
+      spec.image,
+      spec.instanceType,
+      spec.startCommand,
+      sorted(spec.env),
+      spec.ports,
+      spec.gpuCount,
+      spec.diskGb,
+      spec.sshPublicKey,
+      spec.volume,
+      spec.readyTimeoutMs,
+    ]),
+  );
   for (const path of Object.keys(spec.files).sort()) {
     h.update(`\0${path}\0${spec.files[path]!.byteLength}\0`);
     h.update(spec.files[path]!);

@@ -73,7 +73,10 @@ export class StateStore {
   readonly state: AgentState;
 
   /** Loads `<dir>/state.json`, or starts an empty state with a new agent id. A corrupt file stops start-up. */
-  constructor(readonly dir: string, newAgentId: () => string) {
+  constructor(
+    readonly dir: string,
+    newAgentId: () => string,
+  ) {
     mkdirSync(dir, { recursive: true });
     this.path = join(dir, 'state.json');
     if (existsSync(this.path)) {
@@ -88,7 +91,10 @@ export class StateStore {
 
   save(): void {
     const tmp = `${this.path}.${process.pid}.tmp`;
-    writeFileSync(tmp, JSON.stringify(this.state, (_k, v: unknown) => (v instanceof Uint8Array ? '' : v)));
+    writeFileSync(
+      tmp,
+      JSON.stringify(this.state, (_k, v: unknown) => (v instanceof Uint8Array ? '' : v)),
+    );
     renameSync(tmp, this.path);
   }
 }

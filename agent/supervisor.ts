@@ -118,14 +118,20 @@ export class Supervisor {
       const running = rec.ref ? await this.runtime.isRunning(rec.ref) : false;
       if (!running) {
         if (rec.ref) await this.runtime.stop(rec.ref, 0); // leftovers of its process group
-        this.transition(rec, info.state === 'stopping' ? 'stopped' : 'failed', info.state === 'stopping' ? '' : 'Instance is no longer running',
+        this.transition(
+          rec,
+          info.state === 'stopping' ? 'stopped' : 'failed',
+          info.state === 'stopping' ? '' : 'Instance is no longer running',
           info.state === 'stopping' ? '' : FailureReason.lost,
-          info.state === 'stopping' ? '' : 'The instance was not running when the agent restarted');
+          info.state === 'stopping' ? '' : 'The instance was not running when the agent restarted',
+        );
         continue;
       }
       this.gpus.claim(info.instanceId, info.gpus);
       this.ports.claim(info.endpoints.map((e) => e.hostPort));
-      await this.runtime.resume?.(info.spec, rec.ref!).catch((err: unknown) => this.log.warn('resuming an adopted instance failed', { instanceId: info.instanceId, err }));
+      await this.runtime
+        .resume?.(info.spec, rec.ref!)
+        .catch((err: unknown) => this.log.warn('resuming an adopted instance failed', { instanceId: info.instanceId, err }));
       const live = this.newLive(info.instanceId);
       this.watch(rec, live);
       this.log.info('adopted instance', { instanceId: info.instanceId, state: info.state, runtimeId: info.runtimeId });
@@ -165,15 +171,31 @@ export class Supervisor {
     const rec: InstanceRecord = {
       specHash: hash,
       info: {
-        instanceId: spec.instanceId, state: 'pending', message: 'starting', reason: '', detail: '', seq: 0,
-        createdAtMs: now, updatedAtMs: now, runtime: this.runtime.kind, gpus: [], endpoints: [], spec: redactSpec(spec), runtimeId: '',
+        instanceId: spec.instanceId,
+        state: 'pending',
+        message: 'starting',
+        reason: '',
+        detail: '',
+        seq: 0,
+        createdAtMs: now,
+        updatedAtMs: now,
+        runtime: this.runtime.kind,
+        gpus: [],
+        endpoints: [],
+        spec: redactSpec(spec),
+        runtimeId: '',
       },
     };
     this.records[spec.instanceId] = rec;
     const gpus = this.gpus.allocate(spec.instanceId, spec.gpuCount);
     if (!gpus) {
-      this.transition(rec, 'failed', 'Not enough free GPUs', FailureReason.gpusUnavailable,
-        `Requested ${spec.gpuCount} GPUs; ${this.gpus.free} of ${this.gpus.total} are free`);
+      this.transition(
+        rec,
+        'failed',
+        'Not enough free GPUs',
+        FailureReason.gpusUnavailable,
+        `Requested ${spec.gpuCount} GPUs; ${this.gpus.free} of ${this.gpus.total} are free`,
+      );
       return { info: rec.info, created: true };
     }
     rec.info.gpus = gpus;
@@ -185,7 +207,15 @@ export class Supervisor {
   }
 
   private newLive(id: string): Live {
-    const live: Live = { abort: new AbortController(), launching: undefined, stopping: undefined, failing: undefined, cancelExitWatch: undefined, stopLogCopy: undefined, logs: undefined };
+    const live: Live = {
+      abort: new AbortController(),
+      launching: undefined,
+      stopping: undefined,
+      failing: undefined,
+      cancelExitWatch: undefined,
+      stopLogCopy: undefined,
+      logs: undefined,
+    };
     this.live.set(id, live);
     return live;
   }
@@ -217,8 +247,20 @@ export class Supervisor {
       if (live.abort.signal.aborted) return;
       const gpuList = rec.info.gpus.join(',');
       const ref = await this.runtime.start({
-        spec, gpus: rec.info.gpus, gpuDeviceIds: this.gpus.deviceIds(rec.info.gpus), hostPorts, instanceDir, homeDir, logFile: this.logFile(id), volumePath,
-        agentEnv: { RC_INSTANCE_ID: id, CUDA_VISIBLE_DEVICES: gpuList, NVIDIA_VISIBLE_DEVICES: gpuList || 'void', ...(spec.sshPublicKey ? { SSH_PUBLIC_KEY: spec.sshPublicKey } : {}) },
+        spec,
+        gpus: rec.info.gpus,
+        gpuDeviceIds: this.gpus.deviceIds(rec.info.gpus),
+        hostPorts,
+        instanceDir,
+        homeDir,
+        logFile: this.logFile(id),
+        volumePath,
+        agentEnv: {
+          RC_INSTANCE_ID: id,
+          CUDA_VISIBLE_DEVICES: gpuList,
+          NVIDIA_VISIBLE_DEVICES: gpuList || 'void',
+          ...(spec.sshPublicKey ? { SSH_PUBLIC_KEY: spec.sshPublicKey } : {}),
+        },
         onProgress: (message) => {
           if (rec.info.state === 'pending' && rec.info.message !== message) this.transition(rec, 'pending', message);
         },
@@ -263,9 +305,16 @@ export class Supervisor {
         return;
       }
       const result = await waitReady({
-        host: target.host, port: target.port, http: serving, signal: live.abort.signal,
+        host: target.host,
+        port: target.port,
+        http: serving,
+        signal: live.abort.signal,
         timeoutMs: spec.readyTimeoutMs || (serving ? this.opts.servingReadyTimeoutMs : this.opts.readyTimeoutMs),
-        onPortOpen: serving ? () => { if (rec.info.state === 'pending') this.transition(rec, 'pending', 'waiting for health'); } : undefined,
+        onPortOpen: serving
+          ? () => {
+              if (rec.info.state === 'pending') this.transition(rec, 'pending', 'waiting for health');
+            }
+          : undefined,
       });
       if (rec.info.state !== 'pending' || live.failing) return; // exited, stopped or failed meanwhile
       if (!result.ok) {
@@ -376,7 +425,9 @@ export class Supervisor {
 
   /** Stops every active instance (the control plane has been gone too long). */
   async stopAll(reason: string): Promise<string[]> {
-    const ids = Object.values(this.records).filter((r) => ACTIVE_STATES.has(r.info.state)).map((r) => r.info.instanceId);
+    const ids = Object.values(this.records)
+      .filter((r) => ACTIVE_STATES.has(r.info.state))
+      .map((r) => r.info.instanceId);
     await Promise.all(ids.map((id) => this.stop(id, this.opts.stopGraceMs, reason).catch(() => undefined)));
     return ids;
   }
@@ -388,7 +439,9 @@ export class Supervisor {
   // ---- reads --------------------------------------------------------------------------------
 
   list(): InstanceInfo[] {
-    return Object.values(this.records).map((r) => r.info).sort((a, b) => a.createdAtMs - b.createdAtMs || a.instanceId.localeCompare(b.instanceId));
+    return Object.values(this.records)
+      .map((r) => r.info)
+      .sort((a, b) => a.createdAtMs - b.createdAtMs || a.instanceId.localeCompare(b.instanceId));
   }
 
   get(id: string): InstanceInfo | undefined {
@@ -423,9 +476,17 @@ export class Supervisor {
    */
   watchEvents(afterSeq: number, listener: EventListener): { backlog: InstanceEvent[]; unsubscribe: () => void } {
     const replay = afterSeq > 0 ? (afterSeq >= this.seq ? [] : this.hub.since(afterSeq)) : undefined;
-    const backlog = replay ?? this.list().map((i) => ({
-      instanceId: i.instanceId, state: i.state, message: i.message, reason: i.reason, detail: i.detail, seq: i.seq, timeMs: i.updatedAtMs,
-    }));
+    const backlog =
+      replay ??
+      this.list().map((i) => ({
+        instanceId: i.instanceId,
+        state: i.state,
+        message: i.message,
+        reason: i.reason,
+        detail: i.detail,
+        seq: i.seq,
+        timeMs: i.updatedAtMs,
+      }));
     return { backlog, unsubscribe: this.hub.subscribe(listener) };
   }
 

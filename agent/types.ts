@@ -31,9 +31,10 @@ export interface LaunchSpec {
 }
 
 /** What callers may leave out of a LaunchSpec. */
-export type LaunchSpecInput = Pick<LaunchSpec, 'instanceId'> & Partial<Omit<LaunchSpec, 'files'>> & {
-  files?: Record<string, Uint8Array | string>;
-};
+export type LaunchSpecInput = Pick<LaunchSpec, 'instanceId'> &
+  Partial<Omit<LaunchSpec, 'files'>> & {
+    files?: Record<string, Uint8Array | string>;
+  };
 
 /** A routed port and where it is reachable. */
 export interface Endpoint {
@@ -95,10 +96,7 @@ export interface Heartbeat {
 }
 
 /** One item of the WatchEvents stream. */
-export type WatchItem =
-  | { kind: 'event'; event: InstanceEvent }
-  | { kind: 'heartbeat'; heartbeat: Heartbeat }
-  | { kind: 'host'; host: HostInfo };
+export type WatchItem = { kind: 'event'; event: InstanceEvent } | { kind: 'heartbeat'; heartbeat: Heartbeat } | { kind: 'host'; host: HostInfo };
 
 export interface ReconcileResult {
   removedInstanceIds: string[];

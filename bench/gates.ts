@@ -20,7 +20,12 @@ const usage: GateUsage = { inputTokens: 300, outputTokens: 200 };
 const requests: GateRequest[] = Array.from({ length: ACCOUNTS }, (_, i) => ({ accountId: i + 1, model: 'bench-model', estimatedTokens: 800 }));
 
 const config = (prefix: string, rpm = BIG): GateConfig => ({
-  modelRpm: rpm, modelTpm: BIG, modelDailyTokens: 1e15, redisUrl: '', gateRedisTimeoutMs: 1000, gateKeyPrefix: prefix,
+  modelRpm: rpm,
+  modelTpm: BIG,
+  modelDailyTokens: 1e15,
+  redisUrl: '',
+  gateRedisTimeoutMs: 1000,
+  gateKeyPrefix: prefix,
 });
 
 function admitAndSettle(gate: LimitGate, r: GateRequest): void {
@@ -82,22 +87,39 @@ export const gatesMicroSuite: MicroSuite = {
     };
     bench
       .add('gates: memory admit + settle', () => admitAndSettle(memory, requests[i++ & (ACCOUNTS - 1)]!), {
-        afterAll: (mode) => { if (mode === 'run') void memory.close(); },
+        afterAll: (mode) => {
+          if (mode === 'run') void memory.close();
+        },
       })
-      .add('gates: memory admit refused (429)', () => { refusing.admit(requests[0]!); }, {
-        afterAll: (mode) => { if (mode === 'run') void refusing.close(); },
-      })
+      .add(
+        'gates: memory admit refused (429)',
+        () => {
+          refusing.admit(requests[0]!);
+        },
+        {
+          afterAll: (mode) => {
+            if (mode === 'run') void refusing.close();
+          },
+        },
+      )
       .add('gates: Redis admit (+ settle sent)', () => redisAdmitAndSettle(s, j++), {
         beforeAll: () => s.open(),
         afterAll: async (mode) => {
-          if (mode === 'run' && s.requests) process.stdout.write(`gates: ${(s.calls / s.requests).toFixed(2)} Redis script calls per admitted request (admission + reconciliation)\n`);
+          if (mode === 'run' && s.requests)
+            process.stdout.write(`gates: ${(s.calls / s.requests).toFixed(2)} Redis script calls per admitted request (admission + reconciliation)\n`);
           await closeAfterRun(mode);
         },
       })
-      .add('gates: Redis PING (one round trip, baseline)', async () => { await s.client!.ping(); }, {
-        beforeAll: () => s.open(),
-        afterAll: closeAfterRun,
-      });
+      .add(
+        'gates: Redis PING (one round trip, baseline)',
+        async () => {
+          await s.client!.ping();
+        },
+        {
+          beforeAll: () => s.open(),
+          afterAll: closeAfterRun,
+        },
+      );
   },
 };
 
@@ -119,7 +141,9 @@ export async function runGatesBench(concurrency = 32, total = 20_000): Promise<G
   await bench.run();
   console.table(bench.table());
   const micro = bench.tasks.flatMap((t) =>
-    t.result.state === 'completed' ? [{ task: t.name, meanUs: t.result.latency.mean * 1000, p99Us: t.result.latency.p99 * 1000, opsPerSec: t.result.throughput.mean }] : [],
+    t.result.state === 'completed'
+      ? [{ task: t.name, meanUs: t.result.latency.mean * 1000, p99Us: t.result.latency.p99 * 1000, opsPerSec: t.result.throughput.mean }]
+      : [],
   );
   const out: GatesBenchResult = { micro };
   const admit = micro.find((m) => m.task.startsWith('gates: Redis admit'));
@@ -132,7 +156,11 @@ export async function runGatesBench(concurrency = 32, total = 20_000): Promise<G
     const rate = async (fn: (k: number) => Promise<unknown>) => {
       let next = 0;
       const t0 = performance.now();
-      await Promise.all(Array.from({ length: concurrency }, async () => { while (next < total) await fn(next++); }));
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (next < total) await fn(next++);
+        }),
+      );
       return (total / (performance.now() - t0)) * 1000;
     };
     const callsBefore = counters.redisCalls;
@@ -148,12 +176,14 @@ export async function runGatesBench(concurrency = 32, total = 20_000): Promise<G
     await s.close();
   }
   const r = out.redis;
-  console.table([{
-    'script calls per request': r.scriptCallsPerRequest,
-    'added latency over PING (µs, sequential)': Math.round(r.addedLatencyUs),
-    [`admissions/s (${concurrency} in flight)`]: Math.round(r.concurrent.admissionsPerSec),
-    [`PINGs/s (${concurrency} in flight)`]: Math.round(r.concurrent.pingsPerSec),
-  }]);
+  console.table([
+    {
+      'script calls per request': r.scriptCallsPerRequest,
+      'added latency over PING (µs, sequential)': Math.round(r.addedLatencyUs),
+      [`admissions/s (${concurrency} in flight)`]: Math.round(r.concurrent.admissionsPerSec),
+      [`PINGs/s (${concurrency} in flight)`]: Math.round(r.concurrent.pingsPerSec),
+    },
+  ]);
   return out;
 }
 

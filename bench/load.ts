@@ -102,7 +102,11 @@ export function hasWrk(): boolean {
 let clockTicks: number | undefined;
 function ticksPerSecond(): number {
   if (clockTicks === undefined) {
-    try { clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100; } catch { clockTicks = 100; }
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
   }
   return clockTicks;
 }
@@ -120,7 +124,13 @@ export function processCpuUs(pid: number): number | null {
 
 // ---- load generators ------------------------------------------------------------------------
 
-interface RawResult { requests: number; durationS: number; p50Ms: number; p99Ms: number; errors: number }
+interface RawResult {
+  requests: number;
+  durationS: number;
+  p50Ms: number;
+  p99Ms: number;
+  errors: number;
+}
 
 const luaString = (s: string) => `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
 
@@ -129,8 +139,11 @@ async function runWrk(url: string, req: LoadRequest, connections: number, durati
   try {
     const script = join(dir, 'req.lua');
     const headers = Object.entries({ 'content-type': 'application/json', ...req.headers })
-      .map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`).join('\n');
-    writeFileSync(script, `wrk.method = "${req.method}"
+      .map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`)
+      .join('\n');
+    writeFileSync(
+      script,
+      `wrk.method = "${req.method}"
 ${req.body !== undefined ? `wrk.body = ${luaString(req.body)}` : ''}
 ${headers}
 done = function(summary, latency, requests)
@@ -139,7 +152,8 @@ done = function(summary, latency, requests)
     summary.requests, summary.duration, e.connect + e.read + e.write + e.status + e.timeout,
     latency:percentile(50), latency:percentile(99)))
 end
-`);
+`,
+    );
     const out = await runProcess('wrk', ['-t1', `-c${connections}`, `-d${durationS}s`, '--timeout', '10s', '-s', script, url + req.path]);
     const line = out.split('\n').find((l) => l.startsWith('RCBENCH '));
     if (!line) throw new Error(`wrk printed no summary:\n${out}`);
@@ -157,7 +171,12 @@ async function runAutocannon(url: string, req: LoadRequest, connections: number,
   if (req.body !== undefined) args.push('-b', req.body);
   const out = await runProcess(process.execPath, [...args, url + req.path]);
   const j = JSON.parse(out.slice(out.indexOf('{'))) as {
-    requests: { total: number }; duration: number; latency: { p50: number; p99: number }; non2xx: number; errors: number; timeouts: number;
+    requests: { total: number };
+    duration: number;
+    latency: { p50: number; p99: number };
+    non2xx: number;
+    errors: number;
+    timeouts: number;
   };
   return { requests: j.requests.total, durationS: j.duration, p50Ms: j.latency.p50, p99Ms: j.latency.p99, errors: j.non2xx + j.errors + j.timeouts };
 }
@@ -167,8 +186,12 @@ function runProcess(cmd: string, args: string[]): Promise<string> {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
-    child.stdout.on('data', (d: Buffer) => { out += d; });
-    child.stderr.on('data', (d: Buffer) => { err += d; });
+    child.stdout.on('data', (d: Buffer) => {
+      out += d;
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      err += d;
+    });
     child.on('error', reject);
     child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} exited with ${code}: ${err || out}`))));
   });
@@ -216,16 +239,24 @@ export async function compare(spec: { name: string; request: LoadRequest; target
 /** Prints comparisons as one table. */
 export function printComparisons(comparisons: Comparison[], write: (s: string) => void = (s) => process.stdout.write(s)): void {
   const head = ['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'CPU us/req', 'cores', 'errors', 'vs base', 'CPU x base', 'us/chunk'];
-  const rows = comparisons.flatMap((c) => c.results.map((r) => {
-    const cpuRatio = c.cpuRatios?.[r.label];
-    return [
-      c.name, r.label, r.rps.toFixed(0), r.p50Ms.toFixed(2), r.p99Ms.toFixed(2),
-      r.cpuUsPerRequest === null ? 'n/a' : r.cpuUsPerRequest.toFixed(1), r.cpuCores === null ? 'n/a' : r.cpuCores.toFixed(2),
-      String(r.errors), c.results.length > 1 ? `${(c.ratios[r.label]! * 100).toFixed(0)}%` : '-',
-      cpuRatio === undefined || Number.isNaN(cpuRatio) ? '-' : `${cpuRatio.toFixed(2)}x`,
-      c.chunks && r.cpuUsPerRequest !== null ? (r.cpuUsPerRequest / c.chunks).toFixed(2) : '-',
-    ];
-  }));
+  const rows = comparisons.flatMap((c) =>
+    c.results.map((r) => {
+      const cpuRatio = c.cpuRatios?.[r.label];
+      return [
+        c.name,
+        r.label,
+        r.rps.toFixed(0),
+        r.p50Ms.toFixed(2),
+        r.p99Ms.toFixed(2),
+        r.cpuUsPerRequest === null ? 'n/a' : r.cpuUsPerRequest.toFixed(1),
+        r.cpuCores === null ? 'n/a' : r.cpuCores.toFixed(2),
+        String(r.errors),
+        c.results.length > 1 ? `${(c.ratios[r.label]! * 100).toFixed(0)}%` : '-',
+        cpuRatio === undefined || Number.isNaN(cpuRatio) ? '-' : `${cpuRatio.toFixed(2)}x`,
+        c.chunks && r.cpuUsPerRequest !== null ? (r.cpuUsPerRequest / c.chunks).toFixed(2) : '-',
+      ];
+    }),
+  );
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ') + '\n';
   write(line(head));
@@ -273,7 +304,12 @@ export function stopper(child: ChildProcess, exited: Promise<void>, graceMs = 50
 let tasksetOnPath: boolean | undefined;
 function hasTaskset(): boolean {
   if (tasksetOnPath === undefined) {
-    try { execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' }); tasksetOnPath = true; } catch { tasksetOnPath = false; }
+    try {
+      execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
+      tasksetOnPath = true;
+    } catch {
+      tasksetOnPath = false;
+    }
   }
   return tasksetOnPath;
 }

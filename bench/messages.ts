@@ -24,7 +24,10 @@ import { StreamTranslator } from '../gateway/messages/stream.js';
 
 const CHUNKS = 20;
 
-interface HttpRun { msPerStream: number; cpuUsPerStream: number }
+interface HttpRun {
+  msPerStream: number;
+  cpuUsPerStream: number;
+}
 
 export interface MessagesBenchResult {
   perChunkUs: number;
@@ -53,7 +56,10 @@ export async function runMessagesBench(streams = 300): Promise<MessagesBenchResu
   try {
     // A real upstream stream, as the bytes arrived.
     const chatBody = JSON.stringify({
-      model: 'bench-model', max_tokens: CHUNKS, stream: true, ignore_eos: true,
+      model: 'bench-model',
+      max_tokens: CHUNKS,
+      stream: true,
+      ignore_eos: true,
       stream_options: { include_usage: true, continuous_usage_stats: true },
       messages: [{ role: 'user', content: 'Write a story about a lighthouse keeper.' }],
     });
@@ -61,7 +67,10 @@ export async function runMessagesBench(streams = 300): Promise<MessagesBenchResu
     const r = await request(`${sim.url}/v1/chat/completions`, { method: 'POST', body: chatBody, headers: { 'content-type': 'application/json' } });
     for await (const c of r.body) captured.push(c as Buffer);
     const whole = Buffer.concat(captured);
-    const events = whole.toString('utf8').split('\n\n').filter((e) => e.startsWith('data: {'));
+    const events = whole
+      .toString('utf8')
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: {'));
     const oneChunk = Buffer.from(`${events[Math.min(5, events.length - 1)]!}\n\n`);
 
     const signer = new ThinkingSigner('bench');
@@ -69,13 +78,17 @@ export async function runMessagesBench(streams = 300): Promise<MessagesBenchResu
     const bench = new Bench({ time: 500, warmup: true });
     bench.add('translate one chunk (parse SSE + JSON + emit events)', () => {
       const t = new StreamTranslator({ model: 'bench-model', signer });
-      const p = new SseParser((d) => { sink += t.pushData(d).length; });
+      const p = new SseParser((d) => {
+        sink += t.pushData(d).length;
+      });
       p.push(oneChunk);
     });
     bench.add(`translate a ${events.length}-event stream (${CHUNKS} tokens)`, () => {
       const t = new StreamTranslator({ model: 'bench-model', signer });
       let out = 0;
-      const p = new SseParser((d) => { out += t.pushData(d).length; });
+      const p = new SseParser((d) => {
+        out += t.pushData(d).length;
+      });
       for (const c of captured) p.push(c);
       p.end();
       sink += out;
@@ -87,7 +100,12 @@ export async function runMessagesBench(streams = 300): Promise<MessagesBenchResu
       return (r.latency?.mean ?? r.mean ?? NaN) * 1000;
     };
 
-    const messagesBody = JSON.stringify({ model: 'bench-model', max_tokens: CHUNKS, stream: true, messages: [{ role: 'user', content: 'Write a story about a lighthouse keeper.' }] });
+    const messagesBody = JSON.stringify({
+      model: 'bench-model',
+      max_tokens: CHUNKS,
+      stream: true,
+      messages: [{ role: 'user', content: 'Write a story about a lighthouse keeper.' }],
+    });
     const run = async (url: string, body: string, headers: Record<string, string>) => {
       for (let i = 0; i < 20; i++) await drain(url, body, headers); // warm up
       const cpu0 = process.cpuUsage();
@@ -111,8 +129,10 @@ export async function runMessagesBench(streams = 300): Promise<MessagesBenchResu
       'gateway /v1/chat/completions': { 'ms/stream': viaChat.msPerStream.toFixed(3), 'CPU µs/stream': viaChat.cpuUsPerStream.toFixed(1) },
       'gateway /v1/messages': { 'ms/stream': viaGateway.msPerStream.toFixed(3), 'CPU µs/stream': viaGateway.cpuUsPerStream.toFixed(1) },
     });
-    console.log(`translation CPU per ${CHUNKS}-chunk stream: ${result.perStreamUs.toFixed(1)} µs (goal ≤ ${result.goalUs} µs); ` +
-      `whole gateway CPU per stream over HTTP: ${result.http.gatewayCpuUsPerStream.toFixed(1)} µs (sink ${sink > 0 ? 'ok' : 'empty'})`);
+    console.log(
+      `translation CPU per ${CHUNKS}-chunk stream: ${result.perStreamUs.toFixed(1)} µs (goal ≤ ${result.goalUs} µs); ` +
+        `whole gateway CPU per stream over HTTP: ${result.http.gatewayCpuUsPerStream.toFixed(1)} µs (sink ${sink > 0 ? 'ok' : 'empty'})`,
+    );
     return result;
   } finally {
     await gw.close();
@@ -123,7 +143,9 @@ export async function runMessagesBench(streams = 300): Promise<MessagesBenchResu
 async function drain(url: string, body: string, headers: Record<string, string>): Promise<void> {
   const r = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
   if (r.statusCode !== 200) throw new Error(`${url}: ${r.statusCode} ${await r.body.text()}`);
-  for await (const _ of r.body) { /* drain */ }
+  for await (const _ of r.body) {
+    /* drain */
+  }
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

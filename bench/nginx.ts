@@ -17,7 +17,10 @@ export function findNginx(): string | undefined {
   if (found) return found;
   try {
     process.stdout.write('nginx not found: installing nginx-light with apt-get\n');
-    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'nginx-light'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'nginx-light'], {
+      stdio: 'inherit',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
   } catch {
     return undefined;
   }
@@ -90,7 +93,10 @@ export async function startNginx(label: string, backendUrl: string, opts: { cpu?
   }
   const stop = stopper(child, exited);
   return {
-    label, url, pid: child.pid!, child,
+    label,
+    url,
+    pid: child.pid!,
+    child,
     async stop() {
       await stop();
       rmSync(dir, { recursive: true, force: true });

@@ -18,7 +18,14 @@ const filter = process.env.RC_BENCH_FILTER ?? '';
 const microTimeMs = Number(process.env.RC_BENCH_MICRO_TIME_MS) || 300;
 const selected = <T extends { name: string }>(items: T[]) => items.filter((i) => i.name.includes(filter));
 
-interface MicroRow { suite: string; task: string; opsPerSec: number; meanNs: number; p99Ns: number; samples: number }
+interface MicroRow {
+  suite: string;
+  task: string;
+  opsPerSec: number;
+  meanNs: number;
+  p99Ns: number;
+  samples: number;
+}
 
 async function runMicro(): Promise<MicroRow[]> {
   const rows: MicroRow[] = [];
@@ -35,7 +42,12 @@ async function runMicro(): Promise<MicroRow[]> {
         continue;
       }
       rows.push({
-        suite: suite.name, task: task.name, opsPerSec: r.throughput.mean, meanNs: r.latency.mean * 1e6, p99Ns: r.latency.p99 * 1e6, samples: r.latency.samplesCount,
+        suite: suite.name,
+        task: task.name,
+        opsPerSec: r.throughput.mean,
+        meanNs: r.latency.mean * 1e6,
+        p99Ns: r.latency.p99 * 1e6,
+        samples: r.latency.samplesCount,
       });
     }
   }
@@ -61,7 +73,20 @@ const load = only === 'micro' ? [] : await runLoadScenarios();
 const dir = resolve(process.env.RC_BENCH_RESULTS_DIR ?? 'bench/results');
 mkdirSync(dir, { recursive: true });
 const file = join(dir, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-writeFileSync(file, JSON.stringify({
-  date: new Date().toISOString(), node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model, wrk: hasWrk(), micro, load,
-}, null, 2) + '\n');
+writeFileSync(
+  file,
+  JSON.stringify(
+    {
+      date: new Date().toISOString(),
+      node: process.version,
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model,
+      wrk: hasWrk(),
+      micro,
+      load,
+    },
+    null,
+    2,
+  ) + '\n',
+);
 process.stdout.write(`\nresults: ${file}\n`);

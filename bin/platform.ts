@@ -60,7 +60,10 @@ export interface Platform extends ControlPlaneParts {
 }
 
 /** Which parts run in this process besides the control plane. */
-interface Parts { gateway: boolean; agent: boolean }
+interface Parts {
+  gateway: boolean;
+  agent: boolean;
+}
 
 /** The catalog with each upstream-less model pointed at its embedded sim. */
 function withSimUpstreams(models: readonly ModelEntry[], sims: Map<string, SimServer>): ModelEntry[] {
@@ -94,8 +97,12 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     closers.push(() => bus.close());
 
     const simsByModel = await startCatalogSims(config.models, {
-      host: config.host, portBase: config.simPortBase, ttftMs: config.simTtftMs,
-      tokensPerSecond: config.simTokensPerSecond, fast: config.simFast, logger,
+      host: config.host,
+      portBase: config.simPortBase,
+      ttftMs: config.simTtftMs,
+      tokensPerSecond: config.simTokensPerSecond,
+      fast: config.simFast,
+      logger,
     });
     const sims = [...simsByModel.values()];
     for (const s of sims) closers.push(() => s.close());
@@ -118,10 +125,11 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       if (agentOptions.runtime === 'docker') {
         agentOptions.docker = {
           ...agentOptions.docker,
-          buildLocalImage: (image, onProgress) => ensureLocalImage(config.agentDockerSocket, image, (line) => {
-            const step = /^Step \d+\/\d+/.exec(line);
-            if (step) onProgress(`building image: ${step[0].toLowerCase()}`);
-          }),
+          buildLocalImage: (image, onProgress) =>
+            ensureLocalImage(config.agentDockerSocket, image, (line) => {
+              const step = /^Step \d+\/\d+/.exec(line);
+              if (step) onProgress(`building image: ${step[0].toLowerCase()}`);
+            }),
         };
       }
       mkdirSync(agentOptions.dataDir, { recursive: true });
@@ -181,7 +189,10 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     const settings = { ...config, instancePublicUrl: config.instancePublicUrl || gateway?.url || '', proxyPublicUrl: proxyUrl };
     const brokerUrl = config.tunnelBrokers || publicUrls(resolveInstanceSettings(settings)).gateway;
     instances = createInstances({
-      store, bus, logger, settings,
+      store,
+      bus,
+      logger,
+      settings,
       agents: agent ? [{ id: LOCAL_AGENT_ID, address: agent.address, token: agentToken }] : [],
       provision: (instanceId) => tunnelProvisioning(secret, instanceId, brokerUrl),
     });
@@ -200,7 +211,10 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       routes: (deps) => [
         ...instances!.routes(deps),
         ...internalRoutes({
-          store, catalog, instanceRoutes: () => instances!.service.allRoutes(), tunnel: { secret, proxyUrl },
+          store,
+          catalog,
+          instanceRoutes: () => instances!.service.allRoutes(),
+          tunnel: { secret, proxyUrl },
         }),
       ],
       internalToken: token,

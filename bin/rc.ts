@@ -7,16 +7,25 @@ type Loader = () => Promise<Command>;
 /** Subcommands: name -> loader. Parts add their own line here. */
 const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   start: { summary: 'Run the whole platform on embedded defaults', load: async () => (await import('./start.js')).startCommand },
-  'control-plane': { summary: 'Run the control plane alone (gateways and agents run apart)', load: async () => (await import('./start.js')).controlPlaneCommand },
+  'control-plane': {
+    summary: 'Run the control plane alone (gateways and agents run apart)',
+    load: async () => (await import('./start.js')).controlPlaneCommand,
+  },
   sim: { summary: 'Run the simulated OpenAI-compatible serving backend', load: async () => (await import('../sim/cli.js')).simCommand },
   agent: { summary: 'Run the host agent (gRPC) that starts and stops instances', load: async () => (await import('../agent/cli.js')).agentCommand },
   gateway: { summary: 'Run the shared model gateway on its own', load: async () => (await import('../gateway/cli.js')).gatewayCommand },
-  account: { summary: 'Manage accounts (create, verify, list, grant-credits, set-limits)', load: async () => (await import('../control-plane/cli.js')).accountCommand },
+  account: {
+    summary: 'Manage accounts (create, verify, list, grant-credits, set-limits)',
+    load: async () => (await import('../control-plane/cli.js')).accountCommand,
+  },
   coupon: { summary: 'Manage coupons (create, list)', load: async () => (await import('../control-plane/cli.js')).couponCommand },
   image: { summary: 'Manage the image catalog (add, disable, list)', load: async () => (await import('../control-plane/cli.js')).imageCommand },
   model: { summary: 'Manage the shared model catalog (add, remove, list)', load: async () => (await import('../control-plane/cli.js')).modelCommand },
   host: { summary: 'Manage the GPU hosts (add, list, drain, resume, remove)', load: async () => (await import('../control-plane/cli.js')).hostCommand },
-  tunnel: { summary: 'Expose a local service of this instance on a public URL (rc-tunnel)', load: async () => (await import('../agent/tunnel/cli.js')).tunnelCommand },
+  tunnel: {
+    summary: 'Expose a local service of this instance on a public URL (rc-tunnel)',
+    load: async () => (await import('../agent/tunnel/cli.js')).tunnelCommand,
+  },
 };
 
 function help(): string {

@@ -25,7 +25,11 @@ Prints {"api","proxy","internal_token_file","pid"} as one JSON line on stdout wh
 `;
 
 /** A command that starts parts, announces them, and runs until SIGINT or SIGTERM. */
-function serve<P extends ControlPlaneParts>(help: string, start: (config: Config, logger: Logger) => Promise<P>, announce: (p: P, config: Config, logger: Logger) => void): Command['run'] {
+function serve<P extends ControlPlaneParts>(
+  help: string,
+  start: (config: Config, logger: Logger) => Promise<P>,
+  announce: (p: P, config: Config, logger: Logger) => void,
+): Command['run'] {
   return async (argv) => {
     const { values } = parse(argv, {});
     if (values.help) {
@@ -54,7 +58,9 @@ export const startCommand: Command = {
     out.write(`  instance proxy ${p.proxy.url}/instances/<id>/   (browser access, sign-in session)\n`);
     out.write(`  tunnels        ${p.tunnels.url}/t/<tunnel id>/   (rc-tunnel public URLs)\n`);
     const runtime = p.agent.supervisor.host().runtime;
-    out.write(`  host agent     ${p.agent.address} (gRPC, ${runtime} runtime${runtime === 'process' ? ': instances run as host processes, for one trusted user on this machine' : ': instances run as containers'})\n`);
+    out.write(
+      `  host agent     ${p.agent.address} (gRPC, ${runtime} runtime${runtime === 'process' ? ': instances run as host processes, for one trusted user on this machine' : ': instances run as containers'})\n`,
+    );
     for (const s of p.sims) out.write(`  sim backend    ${s.url}/v1   model ${s.model}\n`);
     out.write(`  data           ${config.dataDir}\n`);
     out.write('\nGet an API key (in another terminal):\n');
@@ -67,8 +73,13 @@ export const controlPlaneCommand: Command = {
   summary: 'Run the control plane alone (gateways and agents run apart)',
   run: serve(CONTROL_PLANE_HELP, startControlPlane, (p, config, logger) => {
     if (!config.redisUrl) logger.warn('REDIS_URL is not set: gateways in other processes get no events (they resync every RC_GATEWAY_RESYNC_MS)');
-    process.stdout.write(JSON.stringify({
-      api: p.controlPlane.url, proxy: p.proxy.url, internal_token_file: config.internalToken ? null : `${config.dataDir}/internal.token`, pid: process.pid,
-    }) + '\n');
+    process.stdout.write(
+      JSON.stringify({
+        api: p.controlPlane.url,
+        proxy: p.proxy.url,
+        internal_token_file: config.internalToken ? null : `${config.dataDir}/internal.token`,
+        pid: process.pid,
+      }) + '\n',
+    );
   }),
 };

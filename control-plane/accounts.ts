@@ -18,13 +18,25 @@ export interface Account {
 }
 
 interface AccountRow {
-  id: number; email: string; provider: string; verified: number; is_editor: number;
-  ssh_public_key: string | null; launch_verification: number; created_at: number;
+  id: number;
+  email: string;
+  provider: string;
+  verified: number;
+  is_editor: number;
+  ssh_public_key: string | null;
+  launch_verification: number;
+  created_at: number;
 }
 
 const toAccount = (r: AccountRow): Account => ({
-  id: r.id, email: r.email, provider: r.provider, verified: r.verified === 1, isEditor: r.is_editor === 1,
-  sshPublicKey: r.ssh_public_key, launchVerification: r.launch_verification === 1, createdAt: r.created_at,
+  id: r.id,
+  email: r.email,
+  provider: r.provider,
+  verified: r.verified === 1,
+  isEditor: r.is_editor === 1,
+  sshPublicKey: r.ssh_public_key,
+  launchVerification: r.launch_verification === 1,
+  createdAt: r.created_at,
 });
 
 const ACCOUNT_COLUMNS = 'id, email, provider, verified, is_editor, ssh_public_key, launch_verification, created_at';
@@ -48,7 +60,10 @@ export class Accounts {
   private readonly setSshStmt;
   private readonly setPasswordStmt;
 
-  constructor(db: Db, private readonly clock: Clock) {
+  constructor(
+    db: Db,
+    private readonly clock: Clock,
+  ) {
     this.insert = db.prepare<[string, string, string | null, number, number, number]>(
       'INSERT INTO accounts (email, provider, password_hash, verified, is_editor, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING',
     );
@@ -67,7 +82,12 @@ export class Accounts {
   /** Creates an account; 409 when the e-mail is taken. */
   create(a: NewAccount): Account {
     const r = this.insert.run(
-      a.email.toLowerCase(), a.provider ?? 'password', a.passwordHash ?? null, a.verified ? 1 : 0, a.isEditor ? 1 : 0, this.clock.now(),
+      a.email.toLowerCase(),
+      a.provider ?? 'password',
+      a.passwordHash ?? null,
+      a.verified ? 1 : 0,
+      a.isEditor ? 1 : 0,
+      this.clock.now(),
     );
     if (r.changes === 0) throw conflict('An account with this e-mail already exists', 'email_taken');
     return this.byId(Number(r.lastInsertRowid))!;
@@ -93,10 +113,18 @@ export class Accounts {
     return this.listStmt.all().map(toAccount);
   }
 
-  setVerified(id: number, verified: boolean): void { this.setVerifiedStmt.run(verified ? 1 : 0, id); }
-  setEditor(id: number, isEditor: boolean): void { this.setEditorStmt.run(isEditor ? 1 : 0, id); }
-  setSshPublicKey(id: number, key: string | null): void { this.setSshStmt.run(key, id); }
-  setPasswordHash(id: number, hash: string | null): void { this.setPasswordStmt.run(hash, id); }
+  setVerified(id: number, verified: boolean): void {
+    this.setVerifiedStmt.run(verified ? 1 : 0, id);
+  }
+  setEditor(id: number, isEditor: boolean): void {
+    this.setEditorStmt.run(isEditor ? 1 : 0, id);
+  }
+  setSshPublicKey(id: number, key: string | null): void {
+    this.setSshStmt.run(key, id);
+  }
+  setPasswordHash(id: number, hash: string | null): void {
+    this.setPasswordStmt.run(hash, id);
+  }
 }
 
 export interface IssuedKey {
@@ -116,7 +144,11 @@ export class ApiKeys {
   private readonly allStmt;
   private readonly issueTx;
 
-  constructor(private readonly db: Db, private readonly clock: Clock, private readonly sealKey: Buffer) {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly sealKey: Buffer,
+  ) {
     this.insert = db.prepare<[string, number, string, number]>('INSERT INTO api_keys (key_hash, account_id, key_sealed, created_at) VALUES (?, ?, ?, ?)');
     this.deleteStmt = db.prepare<[number]>('DELETE FROM api_keys WHERE account_id = ?');
     this.hashOf = db.prepare<[number], { key_hash: string }>('SELECT key_hash FROM api_keys WHERE account_id = ?');
@@ -141,11 +173,13 @@ export class ApiKeys {
 
   /** Removes the account's key; returns its hash when there was one. */
   revoke(accountId: number): string | undefined {
-    return this.db.transaction(() => {
-      const old = this.hashOf.get(accountId)?.key_hash;
-      this.deleteStmt.run(accountId);
-      return old;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const old = this.hashOf.get(accountId)?.key_hash;
+        this.deleteStmt.run(accountId);
+        return old;
+      })
+      .immediate();
   }
 
   /** The account a key hash belongs to (primary-key lookup: a rotated key is refused at once). */
@@ -156,7 +190,7 @@ export class ApiKeys {
   /** The account's current key in clear, or null when it has none. */
   current(accountId: number): string | null {
     const row = this.sealedOf.get(accountId);
-    return row ? unseal(this.sealKey, row.key_sealed) ?? null : null;
+    return row ? (unseal(this.sealKey, row.key_sealed) ?? null) : null;
   }
 
   all(): { keyHash: string; accountId: number }[] {
@@ -179,7 +213,6 @@ export function csrfTokenFor(sessionToken: string): string {
   return createHmac('sha256', sessionToken).update('rc-csrf').digest('base64url');
 }
 
-
 /** Browser sessions. The cookie carries a random token; the table holds only its hash. */
 export class Sessions {
   private readonly insert;
@@ -188,7 +221,10 @@ export class Sessions {
   private readonly purge;
   private readonly all;
 
-  constructor(db: Db, private readonly clock: Clock) {
+  constructor(
+    db: Db,
+    private readonly clock: Clock,
+  ) {
     this.insert = db.prepare<[string, number, string, number, number]>(
       'INSERT INTO sessions (token_hash, account_id, csrf_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
     );

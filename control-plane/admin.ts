@@ -31,7 +31,9 @@ const ZERO_MICROS = `credits must not be 0 (the smallest amount is ${1 / MICROS}
 const limit = z.number().int().positive().max(1e15).nullable().optional();
 const hostName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'name must be 1-63 letters, digits, ".", "_" or "-"');
 /** host:port of an agent's gRPC server; IPv6 addresses in brackets. */
-const hostAddress = z.string().regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([1-9][0-9]{0,4})$/, 'address must be host:port')
+const hostAddress = z
+  .string()
+  .regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([1-9][0-9]{0,4})$/, 'address must be host:port')
   .refine((a) => Number(a.slice(a.lastIndexOf(':') + 1)) <= 65535, 'address port must be at most 65535');
 const agentToken = z.string().min(16, 'token must have at least 16 characters').max(512).regex(/^\S+$/, 'token must not contain spaces');
 const fleet = (ctx: AdminContext): FleetControl => ctx.fleet ?? new StoredFleet(ctx.store);
@@ -70,7 +72,8 @@ export const ADMIN_OPS = {
       const { store } = ctx;
       const account = store.transaction(() => {
         const a = store.accounts.create({ email: i.email, passwordHash, verified: i.verified, isEditor: i.editor });
-        if (i.credits > 0) store.ledger.append({ accountId: a.id, kind: 'grant', credits: i.credits, idempotencyKey: `grant:signup:${a.id}`, ref: 'rc account create' });
+        if (i.credits > 0)
+          store.ledger.append({ accountId: a.id, kind: 'grant', credits: i.credits, idempotencyKey: `grant:signup:${a.id}`, ref: 'rc account create' });
         return a;
       });
       if (account.verified) await ensureKey(ctx, account.id);
@@ -99,22 +102,28 @@ export const ADMIN_OPS = {
       return { email: a.email, credits_added: r.applied ? i.credits : 0, credits: r.credits, applied: r.applied, idempotency_key: key };
     },
   ),
-  'account.set-limits': op(
-    z.strictObject({ email, rpm: limit, tpm: limit, daily_tokens: limit, clear: z.boolean().default(false) }),
-    async (ctx, i) => {
-      const a = accountByEmail(ctx, i.email);
-      const old = i.clear ? undefined : ctx.store.limits.get(a.id);
-      const pick = (v: number | null | undefined, prev: number | null | undefined) => (v !== undefined ? v : prev ?? null);
-      const l = ctx.store.limits.set({ accountId: a.id, rpm: pick(i.rpm, old?.rpm), tpm: pick(i.tpm, old?.tpm), dailyTokens: pick(i.daily_tokens, old?.dailyTokens) });
-      await ctx.publish({ type: 'account.changed', accountId: a.id, limits: { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens } });
-      return { email: a.email, limits: { rpm: l.rpm, tpm: l.tpm, daily_tokens: l.dailyTokens } };
-    },
-  ),
+  'account.set-limits': op(z.strictObject({ email, rpm: limit, tpm: limit, daily_tokens: limit, clear: z.boolean().default(false) }), async (ctx, i) => {
+    const a = accountByEmail(ctx, i.email);
+    const old = i.clear ? undefined : ctx.store.limits.get(a.id);
+    const pick = (v: number | null | undefined, prev: number | null | undefined) => (v !== undefined ? v : (prev ?? null));
+    const l = ctx.store.limits.set({
+      accountId: a.id,
+      rpm: pick(i.rpm, old?.rpm),
+      tpm: pick(i.tpm, old?.tpm),
+      dailyTokens: pick(i.daily_tokens, old?.dailyTokens),
+    });
+    await ctx.publish({ type: 'account.changed', accountId: a.id, limits: { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens } });
+    return { email: a.email, limits: { rpm: l.rpm, tpm: l.tpm, daily_tokens: l.dailyTokens } };
+  }),
   'coupon.create': op(
     z.strictObject({
       credits: z.number().finite().positive('credits must be positive').max(1e9).refine(notZeroMicros, ZERO_MICROS),
       email: email.optional(),
-      code: z.string().trim().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{3,63}$/, 'code must be 4-64 letters, digits, - or _').optional(),
+      code: z
+        .string()
+        .trim()
+        .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{3,63}$/, 'code must be 4-64 letters, digits, - or _')
+        .optional(),
     }),
     (ctx, i) => {
       const accountId = i.email ? accountByEmail(ctx, i.email).id : null;
@@ -123,8 +132,9 @@ export const ADMIN_OPS = {
     },
   ),
   'coupon.list': op(z.strictObject({}), (ctx) => ({ coupons: ctx.store.coupons.list() })),
-  'image.add': op(z.strictObject({ name: z.string().trim().min(1).max(200), image: z.string().trim().min(1).max(512).regex(/^\S+$/, 'image must not contain spaces') }), (ctx, i) =>
-    ctx.store.images.add(i.name, i.image),
+  'image.add': op(
+    z.strictObject({ name: z.string().trim().min(1).max(200), image: z.string().trim().min(1).max(512).regex(/^\S+$/, 'image must not contain spaces') }),
+    (ctx, i) => ctx.store.images.add(i.name, i.image),
   ),
   'image.disable': op(z.strictObject({ image: z.string().trim().min(1) }), (ctx, i) => {
     if (!ctx.store.images.disable(i.image)) throw notFound(`No image ${i.image} in the catalog`);

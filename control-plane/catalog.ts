@@ -17,13 +17,18 @@ export class Images {
   private readonly enabledStmt;
   private readonly getStmt;
 
-  constructor(db: Db, private readonly clock: Clock) {
+  constructor(
+    db: Db,
+    private readonly clock: Clock,
+  ) {
     this.upsert = db.prepare<[string, string, number]>(
       'INSERT INTO images (name, image, enabled, created_at) VALUES (?, ?, 1, ?) ON CONFLICT (image) DO UPDATE SET name = excluded.name, enabled = 1',
     );
     this.setEnabled = db.prepare<[number, string]>('UPDATE images SET enabled = ? WHERE image = ?');
     this.listStmt = db.prepare<[], { name: string; image: string; enabled: number }>('SELECT name, image, enabled FROM images ORDER BY id');
-    this.enabledStmt = db.prepare<[], { name: string; image: string; enabled: number }>('SELECT name, image, enabled FROM images WHERE enabled = 1 ORDER BY id');
+    this.enabledStmt = db.prepare<[], { name: string; image: string; enabled: number }>(
+      'SELECT name, image, enabled FROM images WHERE enabled = 1 ORDER BY id',
+    );
     this.getStmt = db.prepare<[string], { name: string; image: string; enabled: number }>('SELECT name, image, enabled FROM images WHERE image = ?');
   }
 
@@ -63,7 +68,10 @@ export class Models {
   private readonly del;
   private readonly listStmt;
 
-  constructor(db: Db, private readonly clock: Clock) {
+  constructor(
+    db: Db,
+    private readonly clock: Clock,
+  ) {
     this.upsert = db.prepare<[string, string, number]>(
       'INSERT INTO models (name, entry, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET entry = excluded.entry',
     );

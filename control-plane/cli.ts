@@ -31,7 +31,12 @@ function required(v: Values, name: string): string {
 }
 /** A `rc host <sub> N` subcommand whose only input is the host name. */
 const byName = (summary: string, op: AdminOpName): Sub => ({
-  summary, usage: 'N', options: { name: { type: 'string' } }, op, positional: true, input: (v, p) => ({ name: hostName(v, p) }),
+  summary,
+  usage: 'N',
+  options: { name: { type: 'string' } },
+  op,
+  positional: true,
+  input: (v, p) => ({ name: hostName(v, p) }),
 });
 /** The host name of `rc host <sub> N` (or --name N). */
 function hostName(v: Values, positional: string | undefined): string {
@@ -63,9 +68,22 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
       create: {
         summary: 'Create an account; prints it with api_token (null when unverified)',
         usage: '--email E [--credits N] [--verified] [--editor] [--password P]',
-        options: { email: { type: 'string' }, credits: { type: 'string' }, verified: { type: 'boolean' }, editor: { type: 'boolean' }, password: { type: 'string' } },
+        options: {
+          email: { type: 'string' },
+          credits: { type: 'string' },
+          verified: { type: 'boolean' },
+          editor: { type: 'boolean' },
+          password: { type: 'string' },
+        },
         op: 'account.create',
-        input: (v) => defined({ email: required(v, 'email'), credits: num(v, 'credits', { min: 0 }), verified: v.verified, editor: v.editor, password: str(v, 'password') }),
+        input: (v) =>
+          defined({
+            email: required(v, 'email'),
+            credits: num(v, 'credits', { min: 0 }),
+            verified: v.verified,
+            editor: v.editor,
+            password: str(v, 'password'),
+          }),
       },
       verify: {
         summary: 'Mark an account verified (clears review) and issue its API key',
@@ -89,7 +107,13 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
       'set-limits': {
         summary: 'Override the model API gates of an account (omitted: unchanged; --clear: back to defaults first)',
         usage: '--email E [--rpm N] [--tpm N] [--daily-tokens N] [--clear]',
-        options: { email: { type: 'string' }, rpm: { type: 'string' }, tpm: { type: 'string' }, 'daily-tokens': { type: 'string' }, clear: { type: 'boolean' } },
+        options: {
+          email: { type: 'string' },
+          rpm: { type: 'string' },
+          tpm: { type: 'string' },
+          'daily-tokens': { type: 'string' },
+          clear: { type: 'boolean' },
+        },
         op: 'account.set-limits',
         input: (v) => {
           const o = defined({
@@ -173,17 +197,27 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
         summary: 'Add or replace a model served by OpenAI-compatible upstreams',
         usage: '--name N --upstream URL [--upstream URL...] [--served-name S] [--reasoning] [--no-tools] [--effort TIER...] [--max-context N] [--owned-by O]',
         options: {
-          name: { type: 'string' }, upstream: { type: 'string', multiple: true }, 'served-name': { type: 'string' },
-          reasoning: { type: 'boolean' }, 'no-tools': { type: 'boolean' }, effort: { type: 'string', multiple: true },
-          'max-context': { type: 'string' }, 'owned-by': { type: 'string' },
+          name: { type: 'string' },
+          upstream: { type: 'string', multiple: true },
+          'served-name': { type: 'string' },
+          reasoning: { type: 'boolean' },
+          'no-tools': { type: 'boolean' },
+          effort: { type: 'string', multiple: true },
+          'max-context': { type: 'string' },
+          'owned-by': { type: 'string' },
         },
         op: 'model.add',
         input: (v) => {
           const upstreams = (v.upstream as string[] | undefined) ?? [];
           if (!upstreams.length) throw new UsageError('--upstream is required (repeat it for several backends)');
           return defined({
-            name: required(v, 'name'), upstreams, servedName: str(v, 'served-name'), reasoning: v.reasoning,
-            tools: v['no-tools'] ? false : undefined, efforts: v.effort, maxContext: num(v, 'max-context', { integer: true, min: 1 }),
+            name: required(v, 'name'),
+            upstreams,
+            servedName: str(v, 'served-name'),
+            reasoning: v.reasoning,
+            tools: v['no-tools'] ? false : undefined,
+            efforts: v.effort,
+            maxContext: num(v, 'max-context', { integer: true, min: 1 }),
             ownedBy: str(v, 'owned-by'),
           });
         },

@@ -5,15 +5,26 @@ import type { Logger } from '../lib/log.js';
 import type { Store } from './store.js';
 
 /** The settings the control plane reads (lib/config.ts SETTINGS). */
-export type ControlPlaneSettings = Pick<
-  Config,
-  (typeof KEYS)[number]
->;
+export type ControlPlaneSettings = Pick<Config, (typeof KEYS)[number]>;
 
 const KEYS = [
-  'apiMaxBodyBytes', 'sessionTtlHours', 'cookieSecure', 'signup', 'couponRedemption', 'couponRetryAfterSec', 'modelRpm', 'modelTpm', 'modelDailyTokens',
-  'trustProxy', 'loginPerAddressPerMinute', 'signupPerAddressPerHour', 'modelUnverifiedDailyTokens',
-  'emailVerification', 'smtpUrl', 'mailFrom', 'apiPublicUrl',
+  'apiMaxBodyBytes',
+  'sessionTtlHours',
+  'cookieSecure',
+  'signup',
+  'couponRedemption',
+  'couponRetryAfterSec',
+  'modelRpm',
+  'modelTpm',
+  'modelDailyTokens',
+  'trustProxy',
+  'loginPerAddressPerMinute',
+  'signupPerAddressPerHour',
+  'modelUnverifiedDailyTokens',
+  'emailVerification',
+  'smtpUrl',
+  'mailFrom',
+  'apiPublicUrl',
 ] as const;
 
 /** The documented defaults, overridden by `given`. */

@@ -38,8 +38,13 @@ export interface LedgerEntry {
 type LedgerRow = { id: number; account_id: number; kind: LedgerKind; amount_micros: number; idempotency_key: string; ref: string | null; created_at: number };
 
 const entryOf = (r: LedgerRow): LedgerEntry => ({
-  id: r.id, accountId: r.account_id, kind: r.kind, credits: toCredits(r.amount_micros),
-  idempotencyKey: r.idempotency_key, ref: r.ref, createdAt: r.created_at,
+  id: r.id,
+  accountId: r.account_id,
+  kind: r.kind,
+  credits: toCredits(r.amount_micros),
+  idempotencyKey: r.idempotency_key,
+  ref: r.ref,
+  createdAt: r.created_at,
 });
 
 export class Ledger {
@@ -48,7 +53,10 @@ export class Ledger {
   private readonly list;
   private readonly pageStmt;
 
-  constructor(db: Db, private readonly clock: Clock) {
+  constructor(
+    db: Db,
+    private readonly clock: Clock,
+  ) {
     this.insert = db.prepare<[number, string, number, string, string | null, number]>(
       'INSERT INTO ledger (account_id, kind, amount_micros, idempotency_key, ref, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING',
     );
@@ -117,7 +125,11 @@ export class Coupons {
   private readonly listStmt;
   private readonly redeemTx;
 
-  constructor(db: Db, private readonly clock: Clock, private readonly ledger: Ledger) {
+  constructor(
+    db: Db,
+    private readonly clock: Clock,
+    private readonly ledger: Ledger,
+  ) {
     // Codes are stored only as SHA-256 hex (like keys): the database alone redeems nothing.
     this.insert = db.prepare<[string, number, number | null, number]>(
       'INSERT INTO coupons (code_hash, credits_micros, account_id, created_at) VALUES (?, ?, ?, ?)',
@@ -158,7 +170,11 @@ export class Coupons {
 
   list(): Coupon[] {
     return this.listStmt.all().map((c) => ({
-      id: couponId(c.code_hash), credits: toCredits(c.credits_micros), accountId: c.account_id, redeemedBy: c.redeemed_by, redeemedAt: c.redeemed_at,
+      id: couponId(c.code_hash),
+      credits: toCredits(c.credits_micros),
+      accountId: c.account_id,
+      redeemedBy: c.redeemed_by,
+      redeemedAt: c.redeemed_at,
     }));
   }
 }

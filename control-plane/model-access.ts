@@ -17,6 +17,7 @@ export function hasSharedModelAccess(verified: boolean, s: ModelAccessSettings):
 
 /** The gate overrides the gateway applies: the stored ones; under review, the daily cap bounded by the setting. */
 export function effectiveOverrides(stored: LimitOverrides | null | undefined, verified: boolean, s: ModelAccessSettings): LimitOverrides | null {
-  if (verified || stored?.dailyTokens != null || s.modelUnverifiedDailyTokens === 0 || s.modelUnverifiedDailyTokens >= s.modelDailyTokens) return stored ?? null;
+  if (verified || stored?.dailyTokens != null || s.modelUnverifiedDailyTokens === 0 || s.modelUnverifiedDailyTokens >= s.modelDailyTokens)
+    return stored ?? null;
   return { ...stored, dailyTokens: s.modelUnverifiedDailyTokens };
 }

@@ -49,22 +49,22 @@ const SUMMARIES: Record<string, string> = {
   'POST /api/auth/signup': 'Create an account (unverified) and sign in: session cookie and CSRF token',
   'POST /api/auth/login': 'Sign in with e-mail and password: session cookie and CSRF token',
   'POST /api/auth/logout': 'End the browser session',
-  'GET /api/auth/session': 'The caller, how they are signed in, and the session\'s CSRF token',
+  'GET /api/auth/session': "The caller, how they are signed in, and the session's CSRF token",
   'GET /api/me': 'The account profile; `credits` is the live balance',
   'POST /api/profile/ssh-key': 'Set (or with "" remove) the SSH public key for instances launched afterwards',
   'POST /api/profile/api-token': 'Issue a new API key; the old one stops at once',
   'POST /api/credits/redeem': 'Redeem a coupon',
   'GET /api/profile/model-usage': 'Shared model API usage today against the daily cap',
-  'GET /api/profile/templates': 'The caller\'s templates and the selectable images',
-  'GET /api/profile/templates/:id': 'One of the caller\'s templates, in full',
+  'GET /api/profile/templates': "The caller's templates and the selectable images",
+  'GET /api/profile/templates/:id': "One of the caller's templates, in full",
   'POST /api/profile/templates': 'Create a template',
   'PUT /api/profile/templates/:id': 'Replace a template (omitted fields take their defaults)',
   'DELETE /api/profile/templates/:id': 'Delete a template (running instances keep their copy)',
-  'GET /api/templates': 'Published templates, plus the caller\'s own with a credential',
+  'GET /api/templates': "Published templates, plus the caller's own with a credential",
   'POST /api/templates/:id/launch': 'Launch an instance from a template',
   'POST /api/notebook/request': 'Launch an instance (template in the body)',
-  'GET /api/notebook/status': 'The status object of the caller\'s latest instance',
-  'DELETE /api/notebook/current': 'Destroy the caller\'s active instance; billing stops now',
+  'GET /api/notebook/status': "The status object of the caller's latest instance",
+  'DELETE /api/notebook/current': "Destroy the caller's active instance; billing stops now",
   'POST /api/profile/launch-verification': 'Turn launch verification on (key or session) or off (session only)',
   'POST /api/profile/launch-verification-token': 'A single-use launch verification token (browser session only)',
   'POST /api/admin/:op': 'Operator actions of the rc CLI',
@@ -111,7 +111,7 @@ export function openApiDocument(routes: readonly Route[]): JsonSchema {
       version: '0.1.0',
       description:
         'Accounts, credits, templates and instances. Bodies are JSON objects; errors are `{ detail }`. ' +
-        'Writes made with the session cookie need the session\'s CSRF token in `x-csrf-token` (from sign-in or GET /api/auth/session).',
+        "Writes made with the session cookie need the session's CSRF token in `x-csrf-token` (from sign-in or GET /api/auth/session).",
     },
     paths,
     components: {
@@ -119,7 +119,12 @@ export function openApiDocument(routes: readonly Route[]): JsonSchema {
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key `rc-...` (GET /api/me `api_token`)' },
         session: { type: 'apiKey', in: 'cookie', name: 'rc_session', description: 'Browser session from POST /api/auth/login or /signup' },
         adminToken: { type: 'apiKey', in: 'header', name: 'x-rc-admin-token', description: 'Operator token from the data dir (the rc CLI)' },
-        internalToken: { type: 'apiKey', in: 'header', name: 'x-rc-internal-token', description: 'Internal token of the gateways learning from the control plane (internal API)' },
+        internalToken: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'x-rc-internal-token',
+          description: 'Internal token of the gateways learning from the control plane (internal API)',
+        },
       },
     },
   };
@@ -129,7 +134,10 @@ export function openApiDocument(routes: readonly Route[]): JsonSchema {
 export function openApiRoute(routes: readonly Route[]): Route {
   let json: unknown;
   return route({
-    method: 'get', path: '/api/openapi.json', access: 'none', summary: 'This document (OpenAPI 3.1)',
+    method: 'get',
+    path: '/api/openapi.json',
+    access: 'none',
+    summary: 'This document (OpenAPI 3.1)',
     handle: () => ({ body: (json ??= openApiDocument(routes)) }),
   });
 }

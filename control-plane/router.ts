@@ -45,7 +45,11 @@ export interface RequestInfo<B, Q = undefined> {
   clientAddress: string;
 }
 
-export interface Route<S extends z.ZodType | undefined = z.ZodType | undefined, A extends Access = Access, Q extends z.ZodType | undefined = z.ZodType | undefined> {
+export interface Route<
+  S extends z.ZodType | undefined = z.ZodType | undefined,
+  A extends Access = Access,
+  Q extends z.ZodType | undefined = z.ZodType | undefined,
+> {
   method: Method;
   path: string;
   access: A;
@@ -186,11 +190,14 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
       const address = clientAddress(uwsRes, req, deps.trustProxy === true);
       const originHeaders: OriginHeaders | undefined = r.sameOriginJson
         ? {
-          origin: req.getHeader('origin'), contentType: req.getHeader('content-type'), secFetchSite: req.getHeader('sec-fetch-site'),
-          host: req.getHeader('host'), forwardedHost: deps.trustProxy ? req.getHeader('x-forwarded-host') : '',
-        }
+            origin: req.getHeader('origin'),
+            contentType: req.getHeader('content-type'),
+            secFetchSite: req.getHeader('sec-fetch-site'),
+            host: req.getHeader('host'),
+            forwardedHost: deps.trustProxy ? req.getHeader('x-forwarded-host') : '',
+          }
         : undefined;
-      const rawQuery = r.query ? req.getQuery() ?? '' : '';
+      const rawQuery = r.query ? (req.getQuery() ?? '') : '';
       const run = (raw: Buffer | undefined) => {
         try {
           if (originHeaders) checkSameOriginJson(originHeaders, r.body !== undefined && !r.optionalBody);
@@ -209,7 +216,11 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
           const body = r.body && raw ? parseInput(r.body, raw.length === 0 && r.optionalBody ? {} : parseBody(raw)) : undefined;
           const query = r.query ? parseInput(r.query, queryObject(rawQuery)) : undefined;
           const out = r.handle({ params, body, query, forwardedProto, clientAddress: address } as RequestInfo<never, never>, caller as Caller);
-          if (out instanceof Promise) out.then((o) => reply(res, o), (err) => fail(res, err, deps.logger));
+          if (out instanceof Promise)
+            out.then(
+              (o) => reply(res, o),
+              (err) => fail(res, err, deps.logger),
+            );
           else reply(res, out);
         } catch (err) {
           fail(res, err, deps.logger);

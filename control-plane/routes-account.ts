@@ -32,11 +32,15 @@ export function accountRoutes(deps: ApiDeps): Route[] {
   const { store, bus } = deps;
   return [
     route({
-      method: 'get', path: '/api/me', access: 'required',
+      method: 'get',
+      path: '/api/me',
+      access: 'required',
       handle: (_req, caller: Caller) => ({ body: profile(store, caller.account) }),
     }),
     route({
-      method: 'post', path: '/api/profile/ssh-key', access: 'required',
+      method: 'post',
+      path: '/api/profile/ssh-key',
+      access: 'required',
       body: z.strictObject({ ssh_public_key: z.string() }),
       handle({ body }, caller: Caller) {
         let key: string | null = null;
@@ -50,7 +54,9 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       },
     }),
     route({
-      method: 'post', path: '/api/profile/api-token', access: 'required',
+      method: 'post',
+      path: '/api/profile/api-token',
+      access: 'required',
       async handle(_req, caller: Caller) {
         if (!caller.account.verified) throw accountNotVerified();
         const accountId = caller.account.id;
@@ -61,7 +67,9 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       },
     }),
     route({
-      method: 'post', path: '/api/credits/redeem', access: 'required',
+      method: 'post',
+      path: '/api/credits/redeem',
+      access: 'required',
       body: z.strictObject({ coupon: z.string().trim().min(1, 'coupon must not be empty').max(128) }),
       handle({ body }, caller: Caller) {
         if (deps.settings.couponRedemption !== 'open') throw unavailable(REDEMPTION_CLOSED, deps.settings.couponRetryAfterSec, 'redemption_closed');
@@ -69,7 +77,9 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       },
     }),
     route({
-      method: 'get', path: '/api/profile/model-usage', access: 'required',
+      method: 'get',
+      path: '/api/profile/model-usage',
+      access: 'required',
       async handle(_req, caller: Caller) {
         const id = caller.account.id;
         return { body: deps.modelUsage ? await deps.modelUsage(id) : emptyUsage(deps, id) };

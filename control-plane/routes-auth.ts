@@ -24,8 +24,7 @@ export const LOGIN_FAILED = 'Invalid e-mail or password';
 export const TOO_MANY_SIGN_INS = 'Too many sign-in attempts; retry after the Retry-After delay';
 export const TOO_MANY_SIGN_UPS = 'Too many sign-ups from this address; retry after the Retry-After delay';
 
-const tooMany = (detail: string, waitMs: number, code: string) =>
-  new ApiError(429, code, detail, { 'retry-after': String(retryAfterSeconds(waitMs)) });
+const tooMany = (detail: string, waitMs: number, code: string) => new ApiError(429, code, detail, { 'retry-after': String(retryAfterSeconds(waitMs)) });
 
 function secure(deps: ApiDeps, forwardedProto: string): boolean {
   const mode = deps.settings.cookieSecure;
@@ -41,7 +40,11 @@ function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, stat
   const modelAccess = hasSharedModelAccess(account.verified, deps.settings);
   void deps.bus
     .publish({
-      type: 'session.started', tokenHash: hashKey(s.token), csrfHash: s.csrfHash, accountId, expiresAt: s.expiresAt,
+      type: 'session.started',
+      tokenHash: hashKey(s.token),
+      csrfHash: s.csrfHash,
+      accountId,
+      expiresAt: s.expiresAt,
       ...(modelAccess ? {} : { modelAccess: false }),
     })
     .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
@@ -65,7 +68,11 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
   const verifyEmail = deps.settings.emailVerification === 'required';
   return [
     route({
-      method: 'post', path: '/api/auth/signup', access: 'none', body: credentials, sameOriginJson: true,
+      method: 'post',
+      path: '/api/auth/signup',
+      access: 'none',
+      body: credentials,
+      sameOriginJson: true,
       async handle({ body, forwardedProto, clientAddress }) {
         if (deps.settings.signup !== 'open') throw forbidden('Sign-up is closed', 'signup_closed');
         // Each open sign-up is an account with its own daily model cap: one address cannot mint many.
@@ -79,7 +86,8 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
         });
         // Its daily cap is the one of accounts under review; the gateway hears it before the session.
         const limits = effectiveOverrides(null, false, deps.settings);
-        if (limits) await deps.bus.publish({ type: 'account.changed', accountId: a.id, limits }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
+        if (limits)
+          await deps.bus.publish({ type: 'account.changed', accountId: a.id, limits }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
         if (verifyEmail) {
           // No session until the address is verified: the link comes by mail.
           email.sendLink(a.id, a.email);
@@ -89,7 +97,11 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
       },
     }),
     route({
-      method: 'post', path: '/api/auth/login', access: 'none', body: credentials, sameOriginJson: true,
+      method: 'post',
+      path: '/api/auth/login',
+      access: 'none',
+      body: credentials,
+      sameOriginJson: true,
       async handle({ body, forwardedProto, clientAddress }) {
         // Limits first: a refused attempt costs no scrypt and checks no password (auth/rate-limit.ts).
         const wait = signIns.admit(body.email, clientAddress);
@@ -107,17 +119,24 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
       },
     }),
     route({
-      method: 'post', path: '/api/auth/logout', access: 'required', sameOriginJson: true,
+      method: 'post',
+      path: '/api/auth/logout',
+      access: 'required',
+      sameOriginJson: true,
       handle({ forwardedProto }, caller: Caller) {
         if (caller.session) {
           store.sessions.delete(caller.session.token);
-          void deps.bus.publish({ type: 'session.ended', tokenHash: hashKey(caller.session.token) }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
+          void deps.bus
+            .publish({ type: 'session.ended', tokenHash: hashKey(caller.session.token) })
+            .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
         }
         return { body: { success: true }, cookies: [clearSessionCookie(secure(deps, forwardedProto))] };
       },
     }),
     route({
-      method: 'get', path: '/api/auth/session', access: 'required',
+      method: 'get',
+      path: '/api/auth/session',
+      access: 'required',
       handle(_req, caller: Caller) {
         return {
           body: {

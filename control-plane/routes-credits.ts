@@ -9,7 +9,10 @@ export const LEDGER_MAX_LIMIT = 200;
 
 /** A decimal integer query value within [min, max]. */
 const intParam = (name: string, min: number, max: number) =>
-  z.string().regex(/^[0-9]{1,16}$/, `${name} must be a whole number`).transform(Number)
+  z
+    .string()
+    .regex(/^[0-9]{1,16}$/, `${name} must be a whole number`)
+    .transform(Number)
     .pipe(z.number().int().min(min, `${name} must be at least ${min}`).max(max, `${name} must be at most ${max}`));
 
 export const ledgerQuery = z.object({
@@ -23,8 +26,11 @@ export function creditRoutes(deps: ApiDeps): Route[] {
   const { store } = deps;
   return [
     route({
-      method: 'get', path: '/api/credits/ledger', access: 'required', query: ledgerQuery,
-      summary: 'The caller\'s credit ledger, newest first; page with `before` = the previous page\'s `next_before`',
+      method: 'get',
+      path: '/api/credits/ledger',
+      access: 'required',
+      query: ledgerQuery,
+      summary: "The caller's credit ledger, newest first; page with `before` = the previous page's `next_before`",
       handle({ query }, caller: Caller) {
         const limit = query.limit ?? LEDGER_DEFAULT_LIMIT;
         // One more than asked tells whether another page exists.

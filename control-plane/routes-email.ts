@@ -29,11 +29,18 @@ export function linkSender(deps: ApiDeps, verifications: EmailVerifications, mai
   };
 }
 
-export function emailRoutes(deps: ApiDeps, verifications: EmailVerifications, sendLink: (accountId: number, email: string) => void, perAddress: KeyedBuckets): Route[] {
+export function emailRoutes(
+  deps: ApiDeps,
+  verifications: EmailVerifications,
+  sendLink: (accountId: number, email: string) => void,
+  perAddress: KeyedBuckets,
+): Route[] {
   return [
     route({
       // The link from the mail, opened in a browser: a GET, single use, no sign-in.
-      method: 'get', path: '/api/auth/verify-email', access: 'none', // VERIFY_PATH
+      method: 'get',
+      path: '/api/auth/verify-email',
+      access: 'none', // VERIFY_PATH
       summary: 'Verify an e-mail address with the single-use link a sign-up mailed',
       query: z.object({ token: z.string().optional() }),
       handle({ query }) {
@@ -44,12 +51,18 @@ export function emailRoutes(deps: ApiDeps, verifications: EmailVerifications, se
       },
     }),
     route({
-      method: 'post', path: '/api/auth/verify-email/resend', access: 'none', sameOriginJson: true,
+      method: 'post',
+      path: '/api/auth/verify-email/resend',
+      access: 'none',
+      sameOriginJson: true,
       summary: 'Mail a new verification link (the same answer for every address)',
       body: z.strictObject({ email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')) }),
       handle({ body, clientAddress }) {
         const wait = perAddress.take(addressKey(clientAddress));
-        if (wait > 0) throw new ApiError(429, 'signup_rate_limited', 'Too many requests from this address; retry after the Retry-After delay', { 'retry-after': String(retryAfterSeconds(wait)) });
+        if (wait > 0)
+          throw new ApiError(429, 'signup_rate_limited', 'Too many requests from this address; retry after the Retry-After delay', {
+            'retry-after': String(retryAfterSeconds(wait)),
+          });
         const a = deps.store.accounts.byEmail(body.email);
         // The same answer whether or not the address exists or waits: nothing is learnt about accounts.
         if (a && deps.settings.emailVerification === 'required' && !verifications.isVerified(a.id)) sendLink(a.id, a.email);

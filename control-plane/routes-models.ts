@@ -7,14 +7,20 @@ import { mergedCatalog } from './sources.js';
 export function modelRoutes(deps: ApiDeps): Route[] {
   return [
     route({
-      method: 'get', path: '/api/models', access: 'required',
+      method: 'get',
+      path: '/api/models',
+      access: 'required',
       summary: 'The shared model catalog and the gateway base URLs (chat completions and messages protocol)',
       handle() {
         const gateway = deps.gatewayUrl ?? null;
         return {
           body: {
             models: mergedCatalog(deps.configuredModels, deps.store).map((m) => ({
-              name: m.name, tools: m.tools, reasoning: m.reasoning, efforts: m.efforts, max_context: m.maxContext ?? null, // null: the backend's max_model_len applies
+              name: m.name,
+              tools: m.tools,
+              reasoning: m.reasoning,
+              efforts: m.efforts,
+              max_context: m.maxContext ?? null, // null: the backend's max_model_len applies
             })),
             openai_base_url: gateway && `${gateway}/v1`,
             anthropic_base_url: gateway && `${gateway}/api`,

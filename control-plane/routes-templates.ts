@@ -20,13 +20,17 @@ export function templateRoutes(deps: ApiDeps): Route[] {
   };
   return [
     route({
-      method: 'get', path: '/api/profile/templates', access: 'required',
+      method: 'get',
+      path: '/api/profile/templates',
+      access: 'required',
       handle: (_req, caller: Caller) => ({
         body: { templates: store.templates.listOwned(caller.account.id).map(toListItem), images: store.images.enabled() },
       }),
     }),
     route({
-      method: 'get', path: '/api/profile/templates/:id', access: 'required',
+      method: 'get',
+      path: '/api/profile/templates/:id',
+      access: 'required',
       handle({ params }, caller: Caller) {
         const id = templateId(params[0]);
         if (store.templates.ownerOf(id) !== caller.account.id) throw notFound(TEMPLATE_NOT_FOUND);
@@ -34,14 +38,20 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       },
     }),
     route({
-      method: 'post', path: '/api/profile/templates', access: 'required', body: templateInputSchema,
+      method: 'post',
+      path: '/api/profile/templates',
+      access: 'required',
+      body: templateInputSchema,
       handle({ body }, caller: Caller) {
         checkImage(body);
         return { body: store.templates.create(caller.account.id, body, caller.account.isEditor) };
       },
     }),
     route({
-      method: 'put', path: '/api/profile/templates/:id', access: 'required', body: templateInputSchema,
+      method: 'put',
+      path: '/api/profile/templates/:id',
+      access: 'required',
+      body: templateInputSchema,
       handle({ params, body }, caller: Caller) {
         const id = templateId(params[0]);
         if (store.templates.ownerOf(id) !== caller.account.id) throw notFound(TEMPLATE_NOT_FOUND);
@@ -52,7 +62,9 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       },
     }),
     route({
-      method: 'del', path: '/api/profile/templates/:id', access: 'required',
+      method: 'del',
+      path: '/api/profile/templates/:id',
+      access: 'required',
       handle({ params }, caller: Caller) {
         const id = templateId(params[0]);
         if (!store.templates.delete(caller.account.id, id)) throw notFound(TEMPLATE_NOT_FOUND);
@@ -60,7 +72,9 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       },
     }),
     route({
-      method: 'get', path: '/api/templates', access: 'optional',
+      method: 'get',
+      path: '/api/templates',
+      access: 'optional',
       handle: (_req, caller) => ({ body: { templates: store.templates.listPublic(caller?.account.id) } }),
     }),
   ];

@@ -46,7 +46,10 @@ export function internalToken(dataDir: string, configured = ''): string {
 /** The 32-byte sealing key of a data dir (created on first use). */
 export function sealKey(dataDir: string): Buffer {
   mkdirSync(dataDir, { recursive: true });
-  return Buffer.from(readOrCreateSecret(join(dataDir, SEAL_KEY_FILE), () => randomBytes(32).toString('hex')), 'hex');
+  return Buffer.from(
+    readOrCreateSecret(join(dataDir, SEAL_KEY_FILE), () => randomBytes(32).toString('hex')),
+    'hex',
+  );
 }
 
 /** AES-256-GCM: base64url(iv | tag | ciphertext). */

@@ -26,17 +26,38 @@ export function seedOnce(store: Store): void {
     for (const i of DEFAULT_IMAGES) store.images.add(i.name, i.image);
     const seed = (t: Record<string, unknown>) => store.templates.create(null, templateInputSchema.parse({ enabled: true, ...t }), true);
     seed({
-      title: 'Jupyter notebook', slug: 'jupyter', image: 'rc/jupyter-pytorch:latest', instance_type: 'jupyter', category: 'notebooks',
-      description: 'A JupyterLab environment with PyTorch.', tags: ['notebook'], sort_order: 10,
+      title: 'Jupyter notebook',
+      slug: 'jupyter',
+      image: 'rc/jupyter-pytorch:latest',
+      instance_type: 'jupyter',
+      category: 'notebooks',
+      description: 'A JupyterLab environment with PyTorch.',
+      tags: ['notebook'],
+      sort_order: 10,
     });
     seed({
-      title: 'Gradio demo', slug: 'gradio-demo', image: 'rc/gradio:latest', instance_type: 'gradio', app_port: 7860, category: 'apps',
-      description: 'A tiny web app on the routed Gradio port.', tags: ['demo'], start_command: 'python3 -m http.server $PORT', sort_order: 20,
+      title: 'Gradio demo',
+      slug: 'gradio-demo',
+      image: 'rc/gradio:latest',
+      instance_type: 'gradio',
+      app_port: 7860,
+      category: 'apps',
+      description: 'A tiny web app on the routed Gradio port.',
+      tags: ['demo'],
+      start_command: 'python3 -m http.server $PORT',
+      sort_order: 20,
     });
     seed({
-      title: 'vLLM dedicated endpoint (demo model)', slug: 'vllm-demo', image: 'rc/vllm-sim:latest', instance_type: 'vllm', app_port: 8000,
-      category: 'serving', description: 'An OpenAI-compatible endpoint serving the model "demo" (simulated backend).', tags: ['llm', 'demo'],
-      start_command: SIM_COMMAND, sort_order: 30,
+      title: 'vLLM dedicated endpoint (demo model)',
+      slug: 'vllm-demo',
+      image: 'rc/vllm-sim:latest',
+      instance_type: 'vllm',
+      app_port: 8000,
+      category: 'serving',
+      description: 'An OpenAI-compatible endpoint serving the model "demo" (simulated backend).',
+      tags: ['llm', 'demo'],
+      start_command: SIM_COMMAND,
+      sort_order: 30,
     });
     db.prepare("INSERT INTO meta (key, value) VALUES ('seeded', ?)").run(new Date(store.clock.now()).toISOString());
   });

@@ -31,7 +31,10 @@ import { Store } from './store.js';
 
 /** Written into the data dir while a control plane listens; read by `rc` to reach it. */
 export const RUNTIME_FILE = 'control-plane.json';
-export interface RuntimeInfo { url: string; pid: number }
+export interface RuntimeInfo {
+  url: string;
+  pid: number;
+}
 
 export interface ControlPlaneOptions {
   host?: string;
@@ -99,7 +102,10 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     ...templateRoutes(deps),
     route({
       // Operator actions for the rc CLI; the body is validated per operation (admin.ts).
-      method: 'post', path: '/api/admin/:op', access: 'admin', body: z.record(z.string(), z.unknown()),
+      method: 'post',
+      path: '/api/admin/:op',
+      access: 'admin',
+      body: z.record(z.string(), z.unknown()),
       async handle({ params, body }) {
         return { body: await runAdminOp(admin, params[0]!, body) };
       },

@@ -5,9 +5,21 @@ import { effectiveOverrides, hasSharedModelAccess, type ModelAccessSettings } fr
 import type { Store } from './store.js';
 
 /** Structurally identical to gateway/keys.ts KeySource (kept local so this part compiles alone). */
-export interface KeyRecord { keyHash: string; accountId: number }
-export interface SessionRecord { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number; modelAccess?: boolean }
-export interface KeySource { load(): Promise<Iterable<KeyRecord>>; loadSessions?(): Promise<Iterable<SessionRecord>> }
+export interface KeyRecord {
+  keyHash: string;
+  accountId: number;
+}
+export interface SessionRecord {
+  tokenHash: string;
+  csrfHash: string;
+  accountId: number;
+  expiresAt: number;
+  modelAccess?: boolean;
+}
+export interface KeySource {
+  load(): Promise<Iterable<KeyRecord>>;
+  loadSessions?(): Promise<Iterable<SessionRecord>>;
+}
 
 /**
  * A KeySource over the database: every live key (one per verified account) and every live browser

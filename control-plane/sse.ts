@@ -59,7 +59,9 @@ export function openSse(res: Res, requestId: string | undefined, heartbeatMs = H
   const write = (chunk: string): boolean => {
     if (!open || res.aborted) return false;
     let ok = true;
-    res.cork(() => { ok = res.write(chunk); });
+    res.cork(() => {
+      ok = res.write(chunk);
+    });
     if (!ok) backpressured = true;
     return ok;
   };

@@ -21,7 +21,11 @@ export const templateInputSchema = z
     image: z.string().trim().min(1, 'image must not be empty').max(512),
     instance_type: z.enum(INSTANCE_TYPES).default('jupyter'),
     description: text(10_000),
-    slug: z.string().max(100).regex(/^[a-z0-9]+(?:-[a-z0-9]+)*$/, 'slug must be lowercase letters, digits and single hyphens').nullish(),
+    slug: z
+      .string()
+      .max(100)
+      .regex(/^[a-z0-9]+(?:-[a-z0-9]+)*$/, 'slug must be lowercase letters, digits and single hyphens')
+      .nullish(),
     category: text(100),
     tags: z.array(z.string().min(1).max(64)).max(50).default([]),
     repo_url: text(2048),
@@ -76,28 +80,84 @@ export interface Template {
 export type TemplateListItem = Pick<Template, 'id' | 'title' | 'slug' | 'image' | 'instance_type' | 'ssh_enabled' | 'enabled' | 'sort_order'>;
 
 export const toListItem = (t: Template): TemplateListItem => ({
-  id: t.id, title: t.title, slug: t.slug, image: t.image, instance_type: t.instance_type,
-  ssh_enabled: t.ssh_enabled, enabled: t.enabled, sort_order: t.sort_order,
+  id: t.id,
+  title: t.title,
+  slug: t.slug,
+  image: t.image,
+  instance_type: t.instance_type,
+  ssh_enabled: t.ssh_enabled,
+  enabled: t.enabled,
+  sort_order: t.sort_order,
 });
 
 interface Row {
-  id: number; account_id: number | null; title: string; image: string; instance_type: InstanceType; description: string | null;
-  slug: string | null; category: string | null; tags: string; repo_url: string | null; branch: string; notebook_path: string | null;
-  start_command: string | null; app_port: number | null; ssh_enabled: number; cover_url: string | null; sort_order: number;
-  enabled: number; persistent_storage: number; disk_gb: number; created_at: number; updated_at: number;
+  id: number;
+  account_id: number | null;
+  title: string;
+  image: string;
+  instance_type: InstanceType;
+  description: string | null;
+  slug: string | null;
+  category: string | null;
+  tags: string;
+  repo_url: string | null;
+  branch: string;
+  notebook_path: string | null;
+  start_command: string | null;
+  app_port: number | null;
+  ssh_enabled: number;
+  cover_url: string | null;
+  sort_order: number;
+  enabled: number;
+  persistent_storage: number;
+  disk_gb: number;
+  created_at: number;
+  updated_at: number;
 }
 
 const toTemplate = (r: Row): Template => ({
-  id: r.id, title: r.title, slug: r.slug, image: r.image, instance_type: r.instance_type, description: r.description,
-  category: r.category, tags: JSON.parse(r.tags) as string[], repo_url: r.repo_url, branch: r.branch, notebook_path: r.notebook_path,
-  start_command: r.start_command, app_port: r.app_port, ssh_enabled: r.ssh_enabled === 1, cover_url: r.cover_url,
-  sort_order: r.sort_order, enabled: r.enabled === 1, persistent_storage: r.persistent_storage === 1, disk_gb: r.disk_gb,
-  created_at: new Date(r.created_at).toISOString(), updated_at: new Date(r.updated_at).toISOString(),
+  id: r.id,
+  title: r.title,
+  slug: r.slug,
+  image: r.image,
+  instance_type: r.instance_type,
+  description: r.description,
+  category: r.category,
+  tags: JSON.parse(r.tags) as string[],
+  repo_url: r.repo_url,
+  branch: r.branch,
+  notebook_path: r.notebook_path,
+  start_command: r.start_command,
+  app_port: r.app_port,
+  ssh_enabled: r.ssh_enabled === 1,
+  cover_url: r.cover_url,
+  sort_order: r.sort_order,
+  enabled: r.enabled === 1,
+  persistent_storage: r.persistent_storage === 1,
+  disk_gb: r.disk_gb,
+  created_at: new Date(r.created_at).toISOString(),
+  updated_at: new Date(r.updated_at).toISOString(),
 });
 
 const FIELDS = [
-  'title', 'image', 'instance_type', 'description', 'slug', 'category', 'tags', 'repo_url', 'branch', 'notebook_path',
-  'start_command', 'app_port', 'ssh_enabled', 'cover_url', 'sort_order', 'enabled', 'persistent_storage', 'disk_gb',
+  'title',
+  'image',
+  'instance_type',
+  'description',
+  'slug',
+  'category',
+  'tags',
+  'repo_url',
+  'branch',
+  'notebook_path',
+  'start_command',
+  'app_port',
+  'ssh_enabled',
+  'cover_url',
+  'sort_order',
+  'enabled',
+  'persistent_storage',
+  'disk_gb',
 ] as const;
 
 type Values = (string | number | null)[];
@@ -105,9 +165,24 @@ type Values = (string | number | null)[];
 /** Column values in FIELDS order. `enabled` is forced false unless the owner is an editor. */
 function values(t: TemplateInput, isEditor: boolean): Values {
   return [
-    t.title, t.image, t.instance_type, t.description ?? null, t.slug ?? null, t.category ?? null, JSON.stringify(t.tags),
-    t.repo_url ?? null, t.branch, t.notebook_path ?? null, t.start_command ?? null, t.app_port ?? null, t.ssh_enabled ? 1 : 0,
-    t.cover_url ?? null, t.sort_order, t.enabled && isEditor ? 1 : 0, t.persistent_storage ? 1 : 0, t.disk_gb,
+    t.title,
+    t.image,
+    t.instance_type,
+    t.description ?? null,
+    t.slug ?? null,
+    t.category ?? null,
+    JSON.stringify(t.tags),
+    t.repo_url ?? null,
+    t.branch,
+    t.notebook_path ?? null,
+    t.start_command ?? null,
+    t.app_port ?? null,
+    t.ssh_enabled ? 1 : 0,
+    t.cover_url ?? null,
+    t.sort_order,
+    t.enabled && isEditor ? 1 : 0,
+    t.persistent_storage ? 1 : 0,
+    t.disk_gb,
   ];
 }
 
@@ -120,7 +195,10 @@ export class Templates {
   private readonly published;
   private readonly publishedAndOwned;
 
-  constructor(db: Db, private readonly clock: Clock) {
+  constructor(
+    db: Db,
+    private readonly clock: Clock,
+  ) {
     this.insert = db.prepare<[number | null, ...Values, number, number]>(
       `INSERT INTO templates (account_id, ${FIELDS.join(', ')}, created_at, updated_at) VALUES (?, ${FIELDS.map(() => '?').join(', ')}, ?, ?)`,
     );

@@ -37,14 +37,7 @@ export function refusalStatus(r: Refusal): number {
  * (`ctx.admission.leave()`) and settles the gate exactly once when it ends. A client that left
  * while the gate decided is neither forwarded nor refused: its reservation is returned at once.
  */
-export function admit(
-  ctx: GatewayContext,
-  res: Res,
-  route: string,
-  gateRequest: GateRequest,
-  reply: RefusalReply,
-  forward: (decision: Allowed) => void,
-): void {
+export function admit(ctx: GatewayContext, res: Res, route: string, gateRequest: GateRequest, reply: RefusalReply, forward: (decision: Allowed) => void): void {
   const refuse = (r: Refusal): void => {
     ctx.metrics.request(route, gateRequest.model, refusalStatus(r));
     reply(res, r);

@@ -20,7 +20,10 @@ export class Catalog {
   /** First time each name was seen: the `created` of /v1/models stays stable across reloads. */
   private readonly created = new Map<string, number>();
 
-  constructor(private readonly registry: UpstreamRegistry, private readonly metrics: GatewayMetrics) {}
+  constructor(
+    private readonly registry: UpstreamRegistry,
+    private readonly metrics: GatewayMetrics,
+  ) {}
 
   /** The model state for a client-supplied name, or undefined when not in the catalog. */
   get(name: string): ModelState | undefined {

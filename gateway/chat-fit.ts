@@ -29,33 +29,37 @@ export function fitChat(ctx: GatewayContext, res: Res, route: string, f: ChatFie
     model: o.model as string,
     messages,
     tools: Array.isArray(o.tools) ? o.tools : undefined,
-    chat_template_kwargs: o.chat_template_kwargs !== null && typeof o.chat_template_kwargs === 'object' ? (o.chat_template_kwargs as Record<string, unknown>) : undefined,
+    chat_template_kwargs:
+      o.chat_template_kwargs !== null && typeof o.chat_template_kwargs === 'object' ? (o.chat_template_kwargs as Record<string, unknown>) : undefined,
   };
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
-  fitMaxTokens(ctx, f.model, f.user, prompt, asked, ac.signal, Buffer.byteLength(f.body)).then((r) => {
-    res.onAbort = undefined;
-    if (res.aborted) return;
-    if (r.kind === 'too-long') {
-      ctx.metrics.request(route, f.model.name, 400);
-      sendError(res, new GatewayError(CHAT_CODES.contextLengthExceeded, promptTooLongMessage(r), 400, 'invalid_request_error', 'messages'));
-      return;
-    }
-    if (r.kind === 'lowered' && field) {
-      o[field] = r.maxTokens;
-      let body: string;
-      try {
-        body = JSON.stringify(o);
-      } catch {
-        next(f); // nests deeper than the stack allows: forwarded as it is, the backend judges
+  fitMaxTokens(ctx, f.model, f.user, prompt, asked, ac.signal, Buffer.byteLength(f.body)).then(
+    (r) => {
+      res.onAbort = undefined;
+      if (res.aborted) return;
+      if (r.kind === 'too-long') {
+        ctx.metrics.request(route, f.model.name, 400);
+        sendError(res, new GatewayError(CHAT_CODES.contextLengthExceeded, promptTooLongMessage(r), 400, 'invalid_request_error', 'messages'));
         return;
       }
-      next({ ...f, body, obj: o, maxTokens: r.maxTokens, estimatedTokens: f.estimatedTokens - (asked! - r.maxTokens) });
-      return;
-    }
-    next(f);
-  }, () => {
-    res.onAbort = undefined;
-    if (!res.aborted) next(f);
-  });
+      if (r.kind === 'lowered' && field) {
+        o[field] = r.maxTokens;
+        let body: string;
+        try {
+          body = JSON.stringify(o);
+        } catch {
+          next(f); // nests deeper than the stack allows: forwarded as it is, the backend judges
+          return;
+        }
+        next({ ...f, body, obj: o, maxTokens: r.maxTokens, estimatedTokens: f.estimatedTokens - (asked! - r.maxTokens) });
+        return;
+      }
+      next(f);
+    },
+    () => {
+      res.onAbort = undefined;
+      if (!res.aborted) next(f);
+    },
+  );
 }

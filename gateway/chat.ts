@@ -49,7 +49,14 @@ export interface ChatFields {
 export function authenticateRequest(ctx: GatewayContext, res: Res, req: HttpRequest, route: string): number | undefined {
   const auth = ctx.authenticateShared(req);
   if (typeof auth === 'number') return auth;
-  const e = auth === AUTH_MISSING ? ERRORS.missingKey : auth === AUTH_SESSION ? ERRORS.invalidSession : auth === AUTH_UNVERIFIED ? ERRORS.accountNotVerified : ERRORS.invalidKey;
+  const e =
+    auth === AUTH_MISSING
+      ? ERRORS.missingKey
+      : auth === AUTH_SESSION
+        ? ERRORS.invalidSession
+        : auth === AUTH_UNVERIFIED
+          ? ERRORS.accountNotVerified
+          : ERRORS.invalidKey;
   ctx.metrics.request(route, NO_MODEL, e.status);
   sendCanned(res, e);
   return undefined;
@@ -102,8 +109,10 @@ export function chatFields(ctx: GatewayContext, res: Res, raw: Buffer): ChatFiel
       else if (so === undefined) {
         body = spliceIncludeUsage(raw);
         o.stream_options = { include_usage: true }; // for a later rewrite (withMaxTokens)
+      } else {
+        o.stream_options = { include_usage: true };
+        rewrite = true;
       }
-      else { o.stream_options = { include_usage: true }; rewrite = true; }
     } else if (typeof so === 'object' && !Array.isArray(so) && (so as Record<string, unknown>).include_usage !== true) {
       stripUsage = true;
       o.stream_options = { ...(so as Record<string, unknown>), include_usage: true };
@@ -210,9 +219,15 @@ export const chatRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) 
     const accountId = authenticateRequest(ctx, r, req, CHAT_ROUTE);
     if (accountId === undefined) return;
     const fit = fitRequested(req.getHeader(FIT_HEADER));
-    readBody(r, declaredLength(req), ctx.limits.maxBodyBytes, (body) => completion(ctx, r, accountId, body, fit), (err) => {
-      ctx.metrics.request(CHAT_ROUTE, NO_MODEL, err.status);
-      sendError(r, fromBodyError(err));
-    });
+    readBody(
+      r,
+      declaredLength(req),
+      ctx.limits.maxBodyBytes,
+      (body) => completion(ctx, r, accountId, body, fit),
+      (err) => {
+        ctx.metrics.request(CHAT_ROUTE, NO_MODEL, err.status);
+        sendError(r, fromBodyError(err));
+      },
+    );
   });
 };

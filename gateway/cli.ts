@@ -139,7 +139,8 @@ function readInternalToken(file: string | undefined, configured: string): string
       throw new UsageError(`--internal-token-file: cannot read ${file}: ${(err as Error).message}`);
     }
   }
-  if (token.length < 16) throw new UsageError('a control plane needs its internal token: --internal-token-file F or RC_INTERNAL_TOKEN (at least 16 characters)');
+  if (token.length < 16)
+    throw new UsageError('a control plane needs its internal token: --internal-token-file F or RC_INTERNAL_TOKEN (at least 16 characters)');
   return token;
 }
 
@@ -194,5 +195,11 @@ function watchFile(path: string, onChange: () => void): { close(): void } {
     }
   };
   open();
-  return { close: () => { closed = true; clearTimeout(timer); w?.close(); } };
+  return {
+    close: () => {
+      closed = true;
+      clearTimeout(timer);
+      w?.close();
+    },
+  };
 }

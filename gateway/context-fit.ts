@@ -120,7 +120,13 @@ export async function fitMaxTokens(
 }
 
 /** The backend's /tokenize of `body`: count and max_model_len, or undefined when it cannot say. */
-async function tokenize(ctx: GatewayContext, model: ModelState, stickyKey: string | undefined, body: string, signal?: AbortSignal): Promise<{ count: number; maxModelLen: number | undefined } | undefined> {
+async function tokenize(
+  ctx: GatewayContext,
+  model: ModelState,
+  stickyKey: string | undefined,
+  body: string,
+  signal?: AbortSignal,
+): Promise<{ count: number; maxModelLen: number | undefined } | undefined> {
   try {
     const up = await requestUpstream(ctx.upstreams, model, stickyKey, body, { path: '/tokenize', signal, maxBytes: MAX_TOKENIZE_RESPONSE_BYTES });
     if (NO_TOKENIZE.has(up.status)) noTokenize.add(model);

@@ -14,10 +14,7 @@ export const EFFORT_TIERS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'
 /** Tiers every reasoning model accepts. */
 export const BASE_EFFORTS: readonly string[] = ['low', 'medium'];
 
-export type EffortResult =
-  | { kind: 'ignore' }
-  | { kind: 'send'; effort: string }
-  | { kind: 'refuse'; accepted: string[] };
+export type EffortResult = { kind: 'ignore' } | { kind: 'send'; effort: string } | { kind: 'refuse'; accepted: string[] };
 
 const RANK = new Map<string, number>(EFFORT_TIERS.map((t, i) => [t, i]));
 
@@ -34,7 +31,10 @@ export function resolveEffort(effort: string, model: { reasoning: boolean; effor
     const r = RANK.get(a);
     if (r === undefined) continue; // a custom tier in the catalog: only sent when asked by name
     const d = Math.abs(r - rank);
-    if (d < bestDistance || (d === bestDistance && r < RANK.get(best!)!)) { best = a; bestDistance = d; }
+    if (d < bestDistance || (d === bestDistance && r < RANK.get(best!)!)) {
+      best = a;
+      bestDistance = d;
+    }
   }
   return best === undefined ? { kind: 'refuse', accepted } : { kind: 'send', effort: best };
 }

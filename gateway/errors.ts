@@ -63,12 +63,7 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
-export type ChatErrorType =
-  | 'invalid_request_error'
-  | 'authentication_error'
-  | 'rate_limit_error'
-  | 'not_found_error'
-  | 'api_error';
+export type ChatErrorType = 'invalid_request_error' | 'authentication_error' | 'rate_limit_error' | 'not_found_error' | 'api_error';
 
 /** An error the gateway answers itself (not one passed through from a backend). */
 export class GatewayError extends RcError {
@@ -102,7 +97,14 @@ export interface CannedError {
   readonly headers: Record<string, string> | undefined;
 }
 
-function canned(status: number, message: string, type: ChatErrorType, code: string, param: string | null = null, headers?: Record<string, string>): CannedError {
+function canned(
+  status: number,
+  message: string,
+  type: ChatErrorType,
+  code: string,
+  param: string | null = null,
+  headers?: Record<string, string>,
+): CannedError {
   return Object.freeze({ status, code, body: chatErrorBody(message, type, param, code), headers });
 }
 
@@ -111,7 +113,12 @@ export const ERRORS = {
   missingKey: canned(401, 'Unauthorized: No API key provided.', 'authentication_error', CHAT_CODES.missingKey),
   invalidKey: canned(401, 'Invalid bearer token', 'authentication_error', CHAT_CODES.invalidKey),
   invalidSession: canned(401, 'Invalid or expired session, or missing x-csrf-token', 'authentication_error', CHAT_CODES.invalidSession),
-  accountNotVerified: canned(403, 'Your account is under review; shared model access needs a verified account', 'invalid_request_error', CHAT_CODES.accountNotVerified),
+  accountNotVerified: canned(
+    403,
+    'Your account is under review; shared model access needs a verified account',
+    'invalid_request_error',
+    CHAT_CODES.accountNotVerified,
+  ),
   invalidJson: canned(400, 'Request body is not valid JSON', 'invalid_request_error', CHAT_CODES.invalidJson),
   notAnObject: canned(400, 'Request body must be a JSON object', 'invalid_request_error', CHAT_CODES.invalidJson),
   tooDeep: canned(400, 'Request body nests too deeply', 'invalid_request_error', CHAT_CODES.invalidJson),

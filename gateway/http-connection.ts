@@ -4,7 +4,22 @@
 import { performance } from 'node:perf_hooks';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
-import { chunkSize, CHUNK_DATA, CHUNK_END, CHUNK_SIZE, CR, CRLF2, HEAD, IDLE, LENGTH, LF, parseHead, TRAILERS, UNTIL_CLOSE, type ParsedHead } from './http-parser.js';
+import {
+  chunkSize,
+  CHUNK_DATA,
+  CHUNK_END,
+  CHUNK_SIZE,
+  CR,
+  CRLF2,
+  HEAD,
+  IDLE,
+  LENGTH,
+  LF,
+  parseHead,
+  TRAILERS,
+  UNTIL_CLOSE,
+  type ParsedHead,
+} from './http-parser.js';
 import type { HttpPool } from './http-pool.js';
 
 /** Bodies up to this size are copied behind the head and sent in one write; larger ones in two. */
@@ -14,7 +29,12 @@ const COPY_BODY_LIMIT = 64 * 1024;
 export type PoolFailure = 'connect' | 'headers-timeout' | 'body-timeout' | 'closed' | 'protocol' | 'aborted' | 'pool-closed';
 
 export class PoolError extends Error {
-  constructor(readonly failure: PoolFailure, message: string, readonly code?: string, cause?: unknown) {
+  constructor(
+    readonly failure: PoolFailure,
+    message: string,
+    readonly code?: string,
+    cause?: unknown,
+  ) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = 'PoolError';
   }
@@ -92,7 +112,13 @@ export class Connection {
 
   constructor(private readonly pool: HttpPool) {
     const socket = pool.secure
-      ? tls.connect({ servername: net.isIP(pool.host) ? undefined : pool.host, ALPNProtocols: ['http/1.1'], ...pool.opts.tls, host: pool.host, port: pool.port })
+      ? tls.connect({
+          servername: net.isIP(pool.host) ? undefined : pool.host,
+          ALPNProtocols: ['http/1.1'],
+          ...pool.opts.tls,
+          host: pool.host,
+          port: pool.port,
+        })
       : net.connect({ host: pool.host, port: pool.port });
     this.socket = socket;
     socket.setNoDelay(true);
@@ -102,7 +128,9 @@ export class Connection {
     });
     socket.on('data', (buf: Buffer) => this.onBytes(buf));
     socket.on('end', () => this.onEnd());
-    socket.on('error', (err: Error) => { this.socketError ??= err; });
+    socket.on('error', (err: Error) => {
+      this.socketError ??= err;
+    });
     socket.on('close', () => this.onClose());
   }
 

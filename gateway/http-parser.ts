@@ -5,7 +5,6 @@ export const CRLF2 = Buffer.from('\r\n\r\n');
 export const LF = 0x0a;
 export const CR = 0x0d;
 
-
 /** ASCII case-insensitive equality of `buf[start, end)` with a lower-case name. */
 export function asciiLowerEquals(buf: Buffer, lower: Buffer, start = 0, end = buf.length): boolean {
   const n = lower.length;

@@ -70,7 +70,10 @@ export class HttpPool {
   private closed: Promise<void> | undefined;
   private onDrained: (() => void) | undefined;
 
-  constructor(origin: URL | string, readonly opts: HttpPoolOptions) {
+  constructor(
+    origin: URL | string,
+    readonly opts: HttpPoolOptions,
+  ) {
     const u = typeof origin === 'string' ? new URL(origin) : origin;
     this.secure = u.protocol === 'https:';
     this.host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
@@ -240,4 +243,3 @@ export class HttpPool {
     }
   }
 }
-

@@ -12,7 +12,10 @@ import { limitOverridesSchema } from './gates/limits.js';
 import type { SessionRecord } from './sessions.js';
 
 /** One live key: its SHA-256 hex hash and the account it belongs to. */
-export interface KeyRecord { keyHash: string; accountId: number }
+export interface KeyRecord {
+  keyHash: string;
+  accountId: number;
+}
 /**
  * Where the directory's snapshot comes from (control-plane/ implements it over SQLite), read once
  * at start; `loadSessions` also gives the live browser sessions (gateway/sessions.ts).
@@ -23,7 +26,9 @@ export interface KeySource {
 }
 
 /** Why a request carries no usable key. Constant objects: returning one allocates nothing. */
-export interface AuthFailure { readonly reason: 'missing' | 'invalid' | 'session' | 'unverified' }
+export interface AuthFailure {
+  readonly reason: 'missing' | 'invalid' | 'session' | 'unverified';
+}
 export const AUTH_MISSING: AuthFailure = Object.freeze({ reason: 'missing' });
 export const AUTH_INVALID: AuthFailure = Object.freeze({ reason: 'invalid' });
 
@@ -34,9 +39,7 @@ const BEARER_PREFIX = 'Bearer ';
  * Hex SHA-256 of a clear key, the same as lib/keys.ts hashKey. crypto.hash (Node >= 20.12) does it
  * in one native call, about three times faster than createHash().update().digest().
  */
-const sha256Hex: (key: string) => string = typeof crypto.hash === 'function'
-  ? (key) => crypto.hash('sha256', key, 'hex')
-  : hashKey;
+const sha256Hex: (key: string) => string = typeof crypto.hash === 'function' ? (key) => crypto.hash('sha256', key, 'hex') : hashKey;
 
 /**
  * Constant-time equality of two lower-case hex hashes of the same length: every character is
@@ -67,7 +70,9 @@ export class KeyDirectory {
   private pending: BusEvent[] | undefined;
   private unsubscribe: (() => void) | undefined;
 
-  get size(): number { return this.count; }
+  get size(): number {
+    return this.count;
+  }
 
   add(keyHash: string, accountId: number): void {
     const hash = keyHash.toLowerCase();
@@ -156,7 +161,12 @@ export class KeyDirectory {
   authenticate(authorization: string, xApiKey: string): number | AuthFailure {
     let key: string;
     const n = authorization.length;
-    if (n > BEARER_PREFIX.length && authorization.startsWith(BEARER_PREFIX) && isVisible(authorization.charCodeAt(BEARER_PREFIX.length)) && isVisible(authorization.charCodeAt(n - 1))) {
+    if (
+      n > BEARER_PREFIX.length &&
+      authorization.startsWith(BEARER_PREFIX) &&
+      isVisible(authorization.charCodeAt(BEARER_PREFIX.length)) &&
+      isVisible(authorization.charCodeAt(n - 1))
+    ) {
       // The usual form, `Bearer <key>`: no regex, no trim.
       key = authorization.slice(BEARER_PREFIX.length);
     } else if (authorization !== '') {
@@ -178,19 +188,23 @@ export function memoryKeySource(records: Iterable<KeyRecord>): KeySource {
   return { load: async () => records };
 }
 
-const keysFileSchema = z.array(z.strictObject({
-  keyHash: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be a 64-character hex SHA-256'),
-  accountId: z.number().int().nonnegative(),
-  /** The account's gate overrides (`rc account set-limits`), so a standalone gateway starts with them. */
-  limits: limitOverridesSchema.optional(),
-}));
+const keysFileSchema = z.array(
+  z.strictObject({
+    keyHash: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be a 64-character hex SHA-256'),
+    accountId: z.number().int().nonnegative(),
+    /** The account's gate overrides (`rc account set-limits`), so a standalone gateway starts with them. */
+    limits: limitOverridesSchema.optional(),
+  }),
+);
 
 /** One entry of a keys file. */
 export type KeysFileEntry = z.output<typeof keysFileSchema>[number];
 
 /** The keys file of a standalone gateway is missing or malformed. */
 export class KeysFileError extends RcError {
-  constructor(message: string) { super('RC_ERR_KEYS_FILE' satisfies ErrorCode, message, 500); }
+  constructor(message: string) {
+    super('RC_ERR_KEYS_FILE' satisfies ErrorCode, message, 500);
+  }
 }
 
 /** Reads and validates a keys file `[{keyHash, accountId, limits?}]` (`rc gateway --keys-file`). */

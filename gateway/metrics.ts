@@ -19,7 +19,11 @@ export class Histogram {
     this.sum += v;
     this.count++;
     const b = this.buckets;
-    for (let i = 0; i < b.length; i++) if (v <= b[i]!) { this.counts[i]!++; return; }
+    for (let i = 0; i < b.length; i++)
+      if (v <= b[i]!) {
+        this.counts[i]!++;
+        return;
+      }
   }
 }
 
@@ -108,7 +112,13 @@ export class GatewayMetrics {
     out.push('# TYPE rc_gateway_backpressure_pauses_total counter');
     out.push(`rc_gateway_backpressure_pauses_total ${this.backpressurePauses}`);
     histogram(out, 'rc_gateway_upstream_duration_seconds', 'Time from forwarding to the end of the backend response.', this.series, (s) => s.upstreamSeconds);
-    histogram(out, 'rc_gateway_upstream_ttfb_seconds', 'Time from forwarding to the first byte of the backend response body.', this.series, (s) => s.ttfbSeconds);
+    histogram(
+      out,
+      'rc_gateway_upstream_ttfb_seconds',
+      'Time from forwarding to the first byte of the backend response body.',
+      this.series,
+      (s) => s.ttfbSeconds,
+    );
     out.push('# HELP rc_gateway_tokens_total Tokens metered from backend usage, by model and direction.');
     out.push('# TYPE rc_gateway_tokens_total counter');
     for (const s of this.series.values()) {

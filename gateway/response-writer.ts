@@ -78,8 +78,12 @@ export interface WriterOptions {
 // around the synchronous cork call) so that no closure is made per write.
 let corking: ResponseWriter | undefined;
 let closing: Buffer | string | undefined;
-function corkedFlush(): void { corking!.writeQueued(); }
-function corkedEnd(): void { corking!.writeEnd(closing); }
+function corkedFlush(): void {
+  corking!.writeQueued();
+}
+function corkedEnd(): void {
+  corking!.writeEnd(closing);
+}
 
 export class ResponseWriter {
   private status = 0;
@@ -142,10 +146,12 @@ export class ResponseWriter {
     this.queue.push(chunk);
     if (!this.flushScheduled && !this.full) {
       this.flushScheduled = true;
-      queueMicrotask((this.flushTask ??= () => {
-        this.flushScheduled = false;
-        this.flush();
-      }));
+      queueMicrotask(
+        (this.flushTask ??= () => {
+          this.flushScheduled = false;
+          this.flush();
+        }),
+      );
     }
     return !this.full;
   }

@@ -15,7 +15,13 @@ export const SESSION_COOKIE = 'rc_session';
  * One live session, as the control plane announces it (SHA-256 hex of the cookie token and of the
  * CSRF token). `modelAccess` false: an account under review while their daily cap is 0.
  */
-export interface SessionRecord { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number; modelAccess?: boolean }
+export interface SessionRecord {
+  tokenHash: string;
+  csrfHash: string;
+  accountId: number;
+  expiresAt: number;
+  modelAccess?: boolean;
+}
 
 /** A cookie that names no live session, or a missing or wrong CSRF token. */
 export const AUTH_SESSION: AuthFailure = Object.freeze({ reason: 'session' });
@@ -37,7 +43,9 @@ export class SessionDirectory {
 
   constructor(private readonly clock: Clock = systemClock) {}
 
-  get size(): number { return this.byToken.size; }
+  get size(): number {
+    return this.byToken.size;
+  }
 
   /** Subscribes to `bus`, then loads the snapshot; events that arrive meanwhile win over it. */
   async start(load: (() => Promise<Iterable<SessionRecord>>) | undefined, bus?: Bus): Promise<void> {
@@ -65,7 +73,13 @@ export class SessionDirectory {
 
   private apply(ev: BusEvent): void {
     if (ev.type === 'session.started') {
-      this.byToken.set(ev.tokenHash, { tokenHash: ev.tokenHash, csrfHash: ev.csrfHash, accountId: ev.accountId, expiresAt: ev.expiresAt, modelAccess: ev.modelAccess });
+      this.byToken.set(ev.tokenHash, {
+        tokenHash: ev.tokenHash,
+        csrfHash: ev.csrfHash,
+        accountId: ev.accountId,
+        expiresAt: ev.expiresAt,
+        modelAccess: ev.modelAccess,
+      });
       if (this.byToken.size % 1024 === 0) this.purgeExpired();
     } else if (ev.type === 'session.ended') {
       this.byToken.delete(ev.tokenHash);

@@ -44,7 +44,12 @@ const UPSTREAM_CODES: Record<UpstreamErrorKind, ErrorCode> = {
 
 /** A backend exchange failed. `headSeen`: the response head had arrived (so part of it may be relayed). */
 export class UpstreamError extends RcError {
-  constructor(readonly kind: UpstreamErrorKind, message: string, readonly headSeen: boolean, cause?: unknown) {
+  constructor(
+    readonly kind: UpstreamErrorKind,
+    message: string,
+    readonly headSeen: boolean,
+    cause?: unknown,
+  ) {
     super(UPSTREAM_CODES[kind], message, 502, { cause });
   }
 }
@@ -83,7 +88,10 @@ export class Upstream {
   ejectedUntil = 0;
   private failures = 0;
 
-  constructor(readonly url: string, private readonly opts: UpstreamOptions) {
+  constructor(
+    readonly url: string,
+    private readonly opts: UpstreamOptions,
+  ) {
     const u = new URL(url);
     let path = u.pathname.replace(/\/+$/, '');
     if (path.endsWith('/v1')) path = path.slice(0, -3);
@@ -178,7 +186,10 @@ export class UpstreamRegistry {
         const u = ups[i]!;
         if (!u.healthy(now) || skip?.includes(u)) continue;
         const score = mix(h ^ u.seed);
-        if (score > bestScore) { bestScore = score; best = u; }
+        if (score > bestScore) {
+          bestScore = score;
+          best = u;
+        }
       }
     } else {
       const start = this.rotor++ % n;
@@ -353,29 +364,35 @@ export function requestUpstream(
     let size = 0;
     let call: UpstreamCall | undefined;
     const onAbort = () => call?.abort();
-    call = registry.send(model, sticky, body, {
-      onHead(s, raw) {
-        status = s;
-        for (let i = 0; i + 1 < raw.length; i += 2) headers[raw[i]!.toString('latin1').toLowerCase()] = raw[i + 1]!.toString('latin1');
-      },
-      onData(chunk) {
-        size += chunk.length;
-        if (opts.maxBytes !== undefined && size > opts.maxBytes) {
-          call?.abort();
+    call = registry.send(
+      model,
+      sticky,
+      body,
+      {
+        onHead(s, raw) {
+          status = s;
+          for (let i = 0; i + 1 < raw.length; i += 2) headers[raw[i]!.toString('latin1').toLowerCase()] = raw[i + 1]!.toString('latin1');
+        },
+        onData(chunk) {
+          size += chunk.length;
+          if (opts.maxBytes !== undefined && size > opts.maxBytes) {
+            call?.abort();
+            return true;
+          }
+          parts.push(chunk);
           return true;
-        }
-        parts.push(chunk);
-        return true;
+        },
+        onEnd() {
+          opts.signal?.removeEventListener('abort', onAbort);
+          resolve({ status, headers, body: parts.length === 1 ? parts[0]! : Buffer.concat(parts) });
+        },
+        onError(err) {
+          opts.signal?.removeEventListener('abort', onAbort);
+          reject(err);
+        },
       },
-      onEnd() {
-        opts.signal?.removeEventListener('abort', onAbort);
-        resolve({ status, headers, body: parts.length === 1 ? parts[0]! : Buffer.concat(parts) });
-      },
-      onError(err) {
-        opts.signal?.removeEventListener('abort', onAbort);
-        reject(err);
-      },
-    }, opts.path);
+      opts.path,
+    );
     if (opts.signal?.aborted) call.abort();
     else opts.signal?.addEventListener('abort', onAbort, { once: true });
   });

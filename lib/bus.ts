@@ -53,7 +53,10 @@ export class RedisBus implements Bus {
   private readonly local = new MemoryBus();
   private readonly ready: Promise<unknown>;
 
-  constructor(url: string, private readonly channel = BUS_CHANNEL) {
+  constructor(
+    url: string,
+    private readonly channel = BUS_CHANNEL,
+  ) {
     this.pub = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: true });
     this.sub = new Redis(url, { maxRetriesPerRequest: null });
     this.pub.on('error', () => {});

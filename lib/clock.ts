@@ -9,7 +9,13 @@ export const systemClock: Clock = { now: () => Date.now() };
 /** A clock that moves only when told to. */
 export class FakeClock implements Clock {
   constructor(private t = Date.UTC(2026, 0, 1)) {}
-  now(): number { return this.t; }
-  advance(ms: number): void { this.t += ms; }
-  set(ms: number): void { this.t = ms; }
+  now(): number {
+    return this.t;
+  }
+  advance(ms: number): void {
+    this.t += ms;
+  }
+  set(ms: number): void {
+    this.t = ms;
+  }
 }

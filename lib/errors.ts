@@ -14,25 +14,35 @@ export class RcError extends Error {
 
 /** A setting has a bad value; start-up stops with a message naming it. */
 export class ConfigError extends RcError {
-  constructor(message: string) { super('RC_ERR_CONFIG', message, 500); }
+  constructor(message: string) {
+    super('RC_ERR_CONFIG', message, 500);
+  }
 }
 
 /** The native uWebSockets.js binary did not load; we refuse the slow pure-JS fallback. */
 export class UwsNativeUnavailableError extends RcError {
-  constructor(message: string, cause?: unknown) { super('RC_ERR_UWS_NATIVE_UNAVAILABLE', message, 500, { cause }); }
+  constructor(message: string, cause?: unknown) {
+    super('RC_ERR_UWS_NATIVE_UNAVAILABLE', message, 500, { cause });
+  }
 }
 
 /** A request body exceeded its size limit. */
 export class BodyTooLargeError extends RcError {
-  constructor(limit: number) { super('RC_ERR_BODY_TOO_LARGE', `Request body exceeds ${limit} bytes`, 413); }
+  constructor(limit: number) {
+    super('RC_ERR_BODY_TOO_LARGE', `Request body exceeds ${limit} bytes`, 413);
+  }
 }
 
 /** A request body is not valid JSON, or not the JSON object a route expects. */
 export class InvalidJsonError extends RcError {
-  constructor(message = 'Request body is not valid JSON') { super('RC_ERR_INVALID_JSON', message, 400); }
+  constructor(message = 'Request body is not valid JSON') {
+    super('RC_ERR_INVALID_JSON', message, 400);
+  }
 }
 
 /** A server could not bind its port. */
 export class ListenError extends RcError {
-  constructor(host: string, port: number) { super('RC_ERR_LISTEN', `Could not listen on ${host}:${port}`, 500); }
+  constructor(host: string, port: number) {
+    super('RC_ERR_LISTEN', `Could not listen on ${host}:${port}`, 500);
+  }
 }

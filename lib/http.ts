@@ -30,13 +30,30 @@ export function track(res: HttpResponse): Res {
 }
 
 const STATUS_TEXT: Record<number, string> = {
-  200: '200 OK', 201: '201 Created', 202: '202 Accepted', 204: '204 No Content',
-  301: '301 Moved Permanently', 302: '302 Found', 304: '304 Not Modified',
-  400: '400 Bad Request', 401: '401 Unauthorized', 403: '403 Forbidden', 404: '404 Not Found',
-  405: '405 Method Not Allowed', 408: '408 Request Timeout', 409: '409 Conflict', 413: '413 Payload Too Large',
-  415: '415 Unsupported Media Type', 422: '422 Unprocessable Entity', 429: '429 Too Many Requests',
-  431: '431 Request Header Fields Too Large', 500: '500 Internal Server Error', 502: '502 Bad Gateway',
-  503: '503 Service Unavailable', 504: '504 Gateway Timeout', 529: '529 Site Overloaded',
+  200: '200 OK',
+  201: '201 Created',
+  202: '202 Accepted',
+  204: '204 No Content',
+  301: '301 Moved Permanently',
+  302: '302 Found',
+  304: '304 Not Modified',
+  400: '400 Bad Request',
+  401: '401 Unauthorized',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  405: '405 Method Not Allowed',
+  408: '408 Request Timeout',
+  409: '409 Conflict',
+  413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type',
+  422: '422 Unprocessable Entity',
+  429: '429 Too Many Requests',
+  431: '431 Request Header Fields Too Large',
+  500: '500 Internal Server Error',
+  502: '502 Bad Gateway',
+  503: '503 Service Unavailable',
+  504: '504 Gateway Timeout',
+  529: '529 Site Overloaded',
 };
 
 /** The status line uWS wants ("404 Not Found"); unknown codes get a bare number. */
@@ -92,13 +109,7 @@ export function declaredLength(req: HttpRequest): string {
  * BodyTooLargeError (413) or a 400 for a body shorter or longer than declared, for conflicting or
  * malformed Content-Length headers (declaredLength(); the connection is then closed after the reply).
  */
-export function readBody(
-  res: Res,
-  declaredLength: string,
-  limit: number,
-  onBody: (body: Buffer) => void,
-  onError: (err: RcError) => void,
-): void {
+export function readBody(res: Res, declaredLength: string, limit: number, onBody: (body: Buffer) => void, onError: (err: RcError) => void): void {
   if (declaredLength !== '' && !/^[0-9]{1,16}$/.test(declaredLength)) {
     // The framing cannot be trusted: reply 400 and close. The reply is deferred past this
     // handler on purpose: uWS parses the rest of a TCP read as the next request as soon as a

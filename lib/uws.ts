@@ -24,9 +24,7 @@ export function nativeBinaryPath(): string {
 export function loadNativeUws(binaryPath = nativeBinaryPath()): UwsModule {
   const flag = process.env.UWS_USE_FALLBACK;
   if (flag && /^(1|true)$/i.test(flag)) {
-    throw new UwsNativeUnavailableError(
-      'UWS_USE_FALLBACK is set: refusing the slow pure-JS uWebSockets.js fallback. Unset it to use the native server.',
-    );
+    throw new UwsNativeUnavailableError('UWS_USE_FALLBACK is set: refusing the slow pure-JS uWebSockets.js fallback. Unset it to use the native server.');
   }
   let mod: UwsModule;
   try {

@@ -21,17 +21,20 @@ export async function startCatalogSims(models: readonly ModelEntry[], o: Catalog
     let i = 0;
     for (const m of models) {
       if (m.upstreams.length) continue;
-      sims.set(m.name, await startSim({
-        host: o.host,
-        port: o.portBase === 0 ? 0 : o.portBase + i++,
-        model: m.servedName ?? m.name,
-        reasoning: m.reasoning,
-        maxModelLen: m.maxContext, // absent: the sim's default (32768)
-        ttftMs: o.ttftMs,
-        tokensPerSecond: o.tokensPerSecond,
-        fast: o.fast,
-        logger: o.logger,
-      }));
+      sims.set(
+        m.name,
+        await startSim({
+          host: o.host,
+          port: o.portBase === 0 ? 0 : o.portBase + i++,
+          model: m.servedName ?? m.name,
+          reasoning: m.reasoning,
+          maxModelLen: m.maxContext, // absent: the sim's default (32768)
+          ttftMs: o.ttftMs,
+          tokensPerSecond: o.tokensPerSecond,
+          fast: o.fast,
+          logger: o.logger,
+        }),
+      );
     }
   } catch (err) {
     await Promise.all([...sims.values()].map((s) => s.close()));

@@ -36,7 +36,10 @@ export function chooseTool(req: ChatRequest): NonNullable<ChatRequest['tools']>[
   // "required", the first tool otherwise; for "auto", none (a plain answer).
   let lastUser = '';
   for (let i = req.messages.length - 1; i >= 0; i--) {
-    if (req.messages[i]!.role === 'user') { lastUser = contentText(req.messages[i]!.content); break; }
+    if (req.messages[i]!.role === 'user') {
+      lastUser = contentText(req.messages[i]!.content);
+      break;
+    }
   }
   const mentioned = tools.find((t) => lastUser.includes(t.function.name));
   return mentioned ?? (choice === 'required' ? tools[0] : undefined);

@@ -10,7 +10,10 @@ export class PrefixCache {
   /** Block hash -> nothing; Map order is the recency order (oldest first). */
   private readonly blocks = new Map<string, true>();
 
-  constructor(readonly blockSize = 16, readonly capacityBlocks = 65_536) {}
+  constructor(
+    readonly blockSize = 16,
+    readonly capacityBlocks = 65_536,
+  ) {}
 
   /** Tokens of `tokens` served from the cache; then remembers its full blocks. */
   lookup(tokens: readonly number[]): number {

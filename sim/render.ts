@@ -96,9 +96,10 @@ export class StreamRenderer {
     } else if (plan.tool) {
       const j = i - r;
       const p = JSON.stringify(plan.tool.args[j]);
-      delta = j === 0
-        ? `{"tool_calls":[{"id":"${plan.tool.id}","type":"function","index":0,"function":{"name":${JSON.stringify(plan.tool.name)},"arguments":${p}}}]}`
-        : `{"tool_calls":[{"index":0,"function":{"arguments":${p}}}]}`;
+      delta =
+        j === 0
+          ? `{"tool_calls":[{"id":"${plan.tool.id}","type":"function","index":0,"function":{"name":${JSON.stringify(plan.tool.name)},"arguments":${p}}}]}`
+          : `{"tool_calls":[{"index":0,"function":{"arguments":${p}}}]}`;
     } else {
       delta = `{"content":${JSON.stringify(plan.content[i - r])}}`;
     }

@@ -22,7 +22,11 @@ export const vllmError = (status: number, message: string, param: string | null 
 /** A request the sim refuses, with its HTTP status and vLLM-shaped body. */
 export class SimRequestError extends Error {
   readonly code = 'RC_ERR_SIM_BAD_REQUEST';
-  constructor(readonly status: number, message: string, readonly param: string | null = null) {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly param: string | null = null,
+  ) {
     super(message);
   }
   body(): VllmError {
@@ -50,7 +54,10 @@ export const toolSchema = z.looseObject({
   type: z.literal('function').default('function'),
   function: z.looseObject({
     name: z.string().min(1).max(256),
-    description: z.string().nullish().transform((v) => v ?? undefined),
+    description: z
+      .string()
+      .nullish()
+      .transform((v) => v ?? undefined),
     parameters: z.record(z.string(), z.unknown()).optional(),
     strict: z.boolean().nullish(),
   }),
@@ -70,10 +77,12 @@ export const chatRequestSchema = z.looseObject({
   model: z.string().nullish(),
   messages: z.array(messageSchema).min(1),
   stream: z.boolean().nullish(),
-  stream_options: z.looseObject({
-    include_usage: z.boolean().nullish(),
-    continuous_usage_stats: z.boolean().nullish(),
-  }).nullish(),
+  stream_options: z
+    .looseObject({
+      include_usage: z.boolean().nullish(),
+      continuous_usage_stats: z.boolean().nullish(),
+    })
+    .nullish(),
   max_tokens: maxTokens,
   max_completion_tokens: maxTokens,
   min_tokens: z.number().int().min(0).nullish(),
@@ -135,7 +144,11 @@ export function checkChatRequest(req: ChatRequest): void {
   if (req.tool_choice != null && req.tool_choice !== 'none' && !req.tools?.length) {
     throw new SimRequestError(400, 'When using `tool_choice`, `tools` must be set.', 'tool_choice');
   }
-  if (typeof req.tool_choice === 'object' && req.tool_choice && !req.tools?.some((t) => t.function.name === (req.tool_choice as { function: { name: string } }).function.name)) {
+  if (
+    typeof req.tool_choice === 'object' &&
+    req.tool_choice &&
+    !req.tools?.some((t) => t.function.name === (req.tool_choice as { function: { name: string } }).function.name)
+  ) {
     throw new SimRequestError(400, `Tool choice function name '${req.tool_choice.function.name}' not found in tools`, 'tool_choice');
   }
   const max = req.max_completion_tokens ?? req.max_tokens;

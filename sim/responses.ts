@@ -52,8 +52,7 @@ export const responsesRequestSchema = z.looseObject({
 });
 export type ResponsesRequest = z.output<typeof responsesRequestSchema>;
 
-const textOf = (c: string | { text?: string | undefined }[]): string =>
-  typeof c === 'string' ? c : c.map((p) => p.text ?? '').join('');
+const textOf = (c: string | { text?: string | undefined }[]): string => (typeof c === 'string' ? c : c.map((p) => p.text ?? '').join(''));
 
 /** The chat request body a Responses request amounts to (then validated as any chat request). */
 export function responsesToChat(r: ResponsesRequest): Record<string, unknown> {
@@ -80,9 +79,13 @@ export function responsesToChat(r: ResponsesRequest): Record<string, unknown> {
   if (!messages.length) throw new SimRequestError(400, 'input: no message to answer', 'input');
   const chat: Record<string, unknown> = { model: r.model, messages };
   if (r.tools?.length) {
-    chat.tools = r.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description ?? undefined, parameters: t.parameters ?? undefined } }));
+    chat.tools = r.tools.map((t) => ({
+      type: 'function',
+      function: { name: t.name, description: t.description ?? undefined, parameters: t.parameters ?? undefined },
+    }));
   }
-  if (r.tool_choice != null) chat.tool_choice = typeof r.tool_choice === 'string' ? r.tool_choice : { type: 'function', function: { name: r.tool_choice.name } };
+  if (r.tool_choice != null)
+    chat.tool_choice = typeof r.tool_choice === 'string' ? r.tool_choice : { type: 'function', function: { name: r.tool_choice.name } };
   if (r.max_output_tokens != null) chat.max_tokens = r.max_output_tokens;
   if (r.reasoning?.effort) chat.reasoning_effort = r.reasoning.effort;
   if (r.seed != null) chat.seed = r.seed;
@@ -116,12 +119,29 @@ function items(plan: Plan): Items {
   };
 }
 
-const reasoningItemOf = (r: { id: string; text: string }, status: string) =>
-  ({ type: 'reasoning', id: r.id, summary: [], content: [{ type: 'reasoning_text', text: r.text }], encrypted_content: null, status });
-const messageItemOf = (m: { id: string; text: string }, status: string) =>
-  ({ type: 'message', id: m.id, role: 'assistant', status, content: [{ type: 'output_text', text: m.text, annotations: [], logprobs: [] }] });
-const callItemOf = (c: { id: string; callId: string; name: string; args: string }, status: string) =>
-  ({ type: 'function_call', id: c.id, call_id: c.callId, name: c.name, arguments: c.args, status });
+const reasoningItemOf = (r: { id: string; text: string }, status: string) => ({
+  type: 'reasoning',
+  id: r.id,
+  summary: [],
+  content: [{ type: 'reasoning_text', text: r.text }],
+  encrypted_content: null,
+  status,
+});
+const messageItemOf = (m: { id: string; text: string }, status: string) => ({
+  type: 'message',
+  id: m.id,
+  role: 'assistant',
+  status,
+  content: [{ type: 'output_text', text: m.text, annotations: [], logprobs: [] }],
+});
+const callItemOf = (c: { id: string; callId: string; name: string; args: string }, status: string) => ({
+  type: 'function_call',
+  id: c.id,
+  call_id: c.callId,
+  name: c.name,
+  arguments: c.args,
+  status,
+});
 
 function usage(plan: Plan, m: ResponseMeta) {
   return {
@@ -184,7 +204,10 @@ export class ResponsesStreamRenderer {
   private readonly it: Items;
   private readonly r: number;
 
-  constructor(private readonly meta: ResponseMeta, private readonly plan: Plan) {
+  constructor(
+    private readonly meta: ResponseMeta,
+    private readonly plan: Plan,
+  ) {
     this.it = items(plan);
     this.r = plan.reasoning.length;
     this.tokens = this.r + (plan.tool ? plan.tool.args.length : plan.content.length);
@@ -234,7 +257,12 @@ export class ResponsesStreamRenderer {
     const m = it.message!;
     if (j === 0) {
       out += this.event('response.output_item.added', { output_index: index, item: { ...messageItemOf(m, 'in_progress'), content: [] } });
-      out += this.event('response.content_part.added', { item_id: m.id, output_index: index, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } });
+      out += this.event('response.content_part.added', {
+        item_id: m.id,
+        output_index: index,
+        content_index: 0,
+        part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+      });
     }
     out += this.event('response.output_text.delta', { item_id: m.id, output_index: index, content_index: 0, delta: plan.content[j], logprobs: [] });
     if (last) {

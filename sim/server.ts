@@ -35,7 +35,11 @@ export const simOptionsSchema = z.object({
   /** Default seed (a request's `seed` overrides it). */
   seed: z.number().int().default(0),
   /** Largest request body (413 beyond). */
-  maxBodyBytes: z.number().int().positive().default(8 * 1024 * 1024),
+  maxBodyBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(8 * 1024 * 1024),
   /** Model vLLM's automatic prefix caching: repeated prompt prefixes are reported as cached_tokens. */
   prefixCaching: z.boolean().default(true),
   /** KV cache block size in tokens (vLLM's default: 16): cached tokens come in whole blocks. */
@@ -97,14 +101,33 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   const created = Math.floor(Date.now() / 1000);
   const modelsBody = JSON.stringify({
     object: 'list',
-    data: [{
-      id: opts.model, object: 'model', created, owned_by: 'vllm', root: opts.model, parent: null, max_model_len: opts.maxModelLen,
-      permission: [{
-        id: `modelperm-${randomUUID().replace(/-/g, '')}`, object: 'model_permission', created, allow_create_engine: false,
-        allow_sampling: true, allow_logprobs: true, allow_search_indices: false, allow_view: true, allow_fine_tuning: false,
-        organization: '*', group: null, is_blocking: false,
-      }],
-    }],
+    data: [
+      {
+        id: opts.model,
+        object: 'model',
+        created,
+        owned_by: 'vllm',
+        root: opts.model,
+        parent: null,
+        max_model_len: opts.maxModelLen,
+        permission: [
+          {
+            id: `modelperm-${randomUUID().replace(/-/g, '')}`,
+            object: 'model_permission',
+            created,
+            allow_create_engine: false,
+            allow_sampling: true,
+            allow_logprobs: true,
+            allow_search_indices: false,
+            allow_view: true,
+            allow_fine_tuning: false,
+            organization: '*',
+            group: null,
+            is_blocking: false,
+          },
+        ],
+      },
+    ],
   });
 
   const end = (call: Call, outcome: Outcome) => {
@@ -140,7 +163,9 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
 
   function recordHeaders(req: HttpRequest): void {
     const h: Record<string, string> = {};
-    req.forEach((k, v) => { h[k] = v; });
+    req.forEach((k, v) => {
+      h[k] = v;
+    });
     stats.lastHeaders = h;
   }
 
@@ -160,34 +185,40 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     r.onAbort = () => end(call, 'aborted');
     recordHeaders(req);
     const faultHeader = req.getHeader('x-sim-fault');
-    readBody(r, req.getHeader('content-length'), opts.maxBodyBytes, (buf) => {
-      let fault: Fault | undefined;
-      if (faultHeader) {
-        fault = parseFault(faultHeader);
-        if (!fault) return fail(call, new SimRequestError(400, `x-sim-fault: unknown fault ${JSON.stringify(faultHeader)}`, 'x-sim-fault'));
-      } else {
-        fault = faults.take();
-      }
-      const body = parseJsonObject(buf);
-      if (body) stats.lastBody = body;
-      if (fault) {
-        stats.faulted++;
-        if (fault.kind === '500') return fail(call, { status: 500, message: 'Simulated internal server error (sim fault 500)' });
-        if (fault.kind === '429') {
-          sendJson(r, 429, vllmError(429, 'Simulated rate limit (sim fault 429)'), { 'retry-after': String(fault.retryAfterS ?? DEFAULT_RETRY_AFTER_S) });
-          return end(call, 'completed');
+    readBody(
+      r,
+      req.getHeader('content-length'),
+      opts.maxBodyBytes,
+      (buf) => {
+        let fault: Fault | undefined;
+        if (faultHeader) {
+          fault = parseFault(faultHeader);
+          if (!fault) return fail(call, new SimRequestError(400, `x-sim-fault: unknown fault ${JSON.stringify(faultHeader)}`, 'x-sim-fault'));
+        } else {
+          fault = faults.take();
         }
-        if (fault.kind === 'stall-before') return; // never answers; ends when the client goes away
-      }
-      if (!body) return fail(call, new SimRequestError(400, NOT_AN_OBJECT, null));
-      try {
-        complete(call, body, fault, api);
-      } catch (err) {
-        if (err instanceof SimRequestError) return fail(call, err);
-        log.error('chat completion failed', { err });
-        fail(call, { status: 500, message: 'Internal error in the sim' });
-      }
-    }, (err) => fail(call, { status: err.status, message: err.message }));
+        const body = parseJsonObject(buf);
+        if (body) stats.lastBody = body;
+        if (fault) {
+          stats.faulted++;
+          if (fault.kind === '500') return fail(call, { status: 500, message: 'Simulated internal server error (sim fault 500)' });
+          if (fault.kind === '429') {
+            sendJson(r, 429, vllmError(429, 'Simulated rate limit (sim fault 429)'), { 'retry-after': String(fault.retryAfterS ?? DEFAULT_RETRY_AFTER_S) });
+            return end(call, 'completed');
+          }
+          if (fault.kind === 'stall-before') return; // never answers; ends when the client goes away
+        }
+        if (!body) return fail(call, new SimRequestError(400, NOT_AN_OBJECT, null));
+        try {
+          complete(call, body, fault, api);
+        } catch (err) {
+          if (err instanceof SimRequestError) return fail(call, err);
+          log.error('chat completion failed', { err });
+          fail(call, { status: 500, message: 'Internal error in the sim' });
+        }
+      },
+      (err) => fail(call, { status: err.status, message: err.message }),
+    );
   }
 
   function complete(call: Call, body: Record<string, unknown>, fault: Fault | undefined, api: Api): void {
@@ -203,12 +234,20 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     const promptIds = prefixCache ? encode(promptText) : undefined;
     const promptTokens = promptIds ? promptIds.length : countTokens(promptText);
     if (promptTokens >= opts.maxModelLen) {
-      throw new SimRequestError(400, `This model's maximum context length is ${opts.maxModelLen} tokens. However, your request has ${promptTokens} input tokens. Please reduce the length of the input messages.`, 'messages');
+      throw new SimRequestError(
+        400,
+        `This model's maximum context length is ${opts.maxModelLen} tokens. However, your request has ${promptTokens} input tokens. Please reduce the length of the input messages.`,
+        'messages',
+      );
     }
     const room = opts.maxModelLen - promptTokens;
     const maxTokens = req.max_completion_tokens ?? req.max_tokens;
     if (maxTokens != null && maxTokens > room) {
-      throw new SimRequestError(400, `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${opts.maxModelLen} tokens and your request has ${promptTokens} input tokens (${maxTokens} > ${opts.maxModelLen} - ${promptTokens}).`, 'max_tokens');
+      throw new SimRequestError(
+        400,
+        `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${opts.maxModelLen} tokens and your request has ${promptTokens} input tokens (${maxTokens} > ${opts.maxModelLen} - ${promptTokens}).`,
+        'max_tokens',
+      );
     }
     const plan = planOutput(req, { reasoningModel: opts.reasoning, limit: maxTokens ?? room, promptText, seed: opts.seed });
     // Prompt tokens served from the prefix cache (0 without it); the prompt's blocks are stored.
@@ -235,10 +274,13 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
         end(call, 'completed');
         return;
       }
-      call.timer = setTimeout(() => {
-        sendJson(r, 200, json);
-        end(call, 'completed');
-      }, opts.ttftMs + Math.max(0, plan.completionTokens - 1) * tokenDelayMs);
+      call.timer = setTimeout(
+        () => {
+          sendJson(r, 200, json);
+          end(call, 'completed');
+        },
+        opts.ttftMs + Math.max(0, plan.completionTokens - 1) * tokenDelayMs,
+      );
       return;
     }
 
@@ -278,7 +320,10 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     let i = 0;
     let waitingWritable = false;
     r.onWritable(() => {
-      if (waitingWritable) { waitingWritable = false; schedule(); }
+      if (waitingWritable) {
+        waitingWritable = false;
+        schedule();
+      }
       return true;
     });
     const schedule = () => {
@@ -295,7 +340,9 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
       let ok = true;
       if (i < n) {
         const chunk = stream.token(i++);
-        r.cork(() => { ok = r.write(chunk); });
+        r.cork(() => {
+          ok = r.write(chunk);
+        });
         if (i < n || stopAt === n) {
           if (ok) schedule();
           else waitingWritable = true;
@@ -313,34 +360,40 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     const r = track(res);
     stats.tokenizeRequests++;
     recordHeaders(req);
-    readBody(r, req.getHeader('content-length'), opts.maxBodyBytes, (buf) => {
-      const body = parseJsonObject(buf);
-      if (!body) return sendJson(r, 400, vllmError(400, NOT_AN_OBJECT));
-      stats.lastBody = body;
-      try {
-        let text: string;
-        let returnStrs: boolean | null | undefined;
-        if (body.messages !== undefined || body.prompt === undefined) {
-          const t = validate(tokenizeChatSchema, body);
-          const notFound = unknownModel(t.model);
-          if (notFound) throw notFound;
-          text = applyChatTemplate(t.messages, t.tools, t.add_generation_prompt);
-          returnStrs = t.return_token_strs;
-        } else {
-          const t = validate(tokenizePromptSchema, body);
-          const notFound = unknownModel(t.model);
-          if (notFound) throw notFound;
-          text = (t.add_special_tokens ? '<s>' : '') + t.prompt;
-          returnStrs = t.return_token_strs;
+    readBody(
+      r,
+      req.getHeader('content-length'),
+      opts.maxBodyBytes,
+      (buf) => {
+        const body = parseJsonObject(buf);
+        if (!body) return sendJson(r, 400, vllmError(400, NOT_AN_OBJECT));
+        stats.lastBody = body;
+        try {
+          let text: string;
+          let returnStrs: boolean | null | undefined;
+          if (body.messages !== undefined || body.prompt === undefined) {
+            const t = validate(tokenizeChatSchema, body);
+            const notFound = unknownModel(t.model);
+            if (notFound) throw notFound;
+            text = applyChatTemplate(t.messages, t.tools, t.add_generation_prompt);
+            returnStrs = t.return_token_strs;
+          } else {
+            const t = validate(tokenizePromptSchema, body);
+            const notFound = unknownModel(t.model);
+            if (notFound) throw notFound;
+            text = (t.add_special_tokens ? '<s>' : '') + t.prompt;
+            returnStrs = t.return_token_strs;
+          }
+          const tokens = encode(text);
+          sendJson(r, 200, { count: tokens.length, max_model_len: opts.maxModelLen, tokens, token_strs: returnStrs ? tokenize(text) : null });
+        } catch (err) {
+          if (err instanceof SimRequestError) return sendJson(r, err.status, err.body());
+          log.error('tokenize failed', { err });
+          sendJson(r, 500, vllmError(500, 'Internal error in the sim'));
         }
-        const tokens = encode(text);
-        sendJson(r, 200, { count: tokens.length, max_model_len: opts.maxModelLen, tokens, token_strs: returnStrs ? tokenize(text) : null });
-      } catch (err) {
-        if (err instanceof SimRequestError) return sendJson(r, err.status, err.body());
-        log.error('tokenize failed', { err });
-        sendJson(r, 500, vllmError(500, 'Internal error in the sim'));
-      }
-    }, (err) => sendJson(r, err.status, vllmError(err.status, err.message)));
+      },
+      (err) => sendJson(r, err.status, vllmError(err.status, err.message)),
+    );
   }
 
   const app = uws().App();
@@ -348,10 +401,20 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
   app.post('/v1/responses', responses);
   app.post('/tokenize', tokenizeRoute);
   app.get('/v1/models', (res) => {
-    res.cork(() => { res.writeHeader('content-type', 'application/json'); res.end(modelsBody); });
+    res.cork(() => {
+      res.writeHeader('content-type', 'application/json');
+      res.end(modelsBody);
+    });
   });
-  app.get('/health', (res) => { res.cork(() => res.end()); });
-  app.get('/version', (res) => { res.cork(() => { res.writeHeader('content-type', 'application/json'); res.end('{"version":"rc-sim"}'); }); });
+  app.get('/health', (res) => {
+    res.cork(() => res.end());
+  });
+  app.get('/version', (res) => {
+    res.cork(() => {
+      res.writeHeader('content-type', 'application/json');
+      res.end('{"version":"rc-sim"}');
+    });
+  });
   app.any('/*', (res, req) => {
     const known = ['/v1/chat/completions', '/v1/responses', '/tokenize', '/v1/models', '/health', '/version'].includes(req.getUrl());
     res.cork(() => {

@@ -86,7 +86,9 @@ export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   const obj = value as Record<string, unknown>;
-  const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
+  const keys = Object.keys(obj)
+    .filter((k) => obj[k] !== undefined)
+    .sort();
   return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
 }
 
@@ -109,11 +111,7 @@ function toolsBlock(tools: readonly ToolDefinition[]): string {
  * Renders messages (and tool definitions) into the prompt text the sim "sees". With
  * `addGenerationPrompt` (the default, as for a chat completion) it ends with an open assistant turn.
  */
-export function applyChatTemplate(
-  messages: readonly ChatMessage[],
-  tools?: readonly ToolDefinition[] | null,
-  addGenerationPrompt = true,
-): string {
+export function applyChatTemplate(messages: readonly ChatMessage[], tools?: readonly ToolDefinition[] | null, addGenerationPrompt = true): string {
   const { start, end } = SPECIAL;
   let out = SPECIAL.bos;
   let i = 0;

@@ -16,7 +16,8 @@ export async function redisAvailable(t: TestContext): Promise<boolean> {
     await r.ping();
     return true;
   } catch (err) {
-    if (process.env.RC_REQUIRE_REDIS === '1') throw new Error(`Redis is required (RC_REQUIRE_REDIS=1) but ${REDIS_URL} did not answer: ${(err as Error).message}`);
+    if (process.env.RC_REQUIRE_REDIS === '1')
+      throw new Error(`Redis is required (RC_REQUIRE_REDIS=1) but ${REDIS_URL} did not answer: ${(err as Error).message}`);
     t.skip(`Redis not reachable at ${REDIS_URL}`);
     return false;
   } finally {
@@ -50,7 +51,10 @@ export async function dockerAvailable(t: TestContext): Promise<boolean> {
       resolve(res.statusCode === 200 ? '' : `/_ping answered ${res.statusCode}`);
     });
     req.on('error', (err) => resolve(err.message));
-    req.on('timeout', () => { req.destroy(); resolve('no answer within 3 s'); });
+    req.on('timeout', () => {
+      req.destroy();
+      resolve('no answer within 3 s');
+    });
     req.end();
   });
   if (!why) return true;

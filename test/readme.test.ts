@@ -15,7 +15,9 @@ test('the quick start shows exactly the two commands, and both scripts exist', (
 });
 
 test('every setting is in the README with its environment variable', () => {
-  const missing = Object.values(SETTINGS).map((s) => s.env).filter((env) => !readme.includes(`\`${env}\``));
+  const missing = Object.values(SETTINGS)
+    .map((s) => s.env)
+    .filter((env) => !readme.includes(`\`${env}\``));
   assert.deepEqual(missing, []);
 });
 

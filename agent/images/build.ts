@@ -17,13 +17,19 @@ export async function buildImage(o: BuildOptions): Promise<void> {
   const client = new Client('http://localhost', { socketPath: o.socketPath });
   const tar = spawn('tar', ['-C', o.contextDir, '-c', '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let tarErr = '';
-  tar.stderr!.on('data', (d: Buffer) => { tarErr += d.toString(); });
+  tar.stderr!.on('data', (d: Buffer) => {
+    tarErr += d.toString();
+  });
   try {
     const params = new URLSearchParams({ t: o.tag, rm: 'true', forcerm: 'true', labels: JSON.stringify({ [LABEL_IMAGE]: o.tag }) });
     // Unversioned path: every engine since 1.24 accepts /build the same way.
     const res = await client.request({
-      method: 'POST', path: `/build?${params}`, body: tar.stdout!, headers: { 'content-type': 'application/x-tar' },
-      headersTimeout: 600_000, bodyTimeout: 600_000,
+      method: 'POST',
+      path: `/build?${params}`,
+      body: tar.stdout!,
+      headers: { 'content-type': 'application/x-tar' },
+      headersTimeout: 600_000,
+      bodyTimeout: 600_000,
     });
     let error: string | undefined;
     let last = '';

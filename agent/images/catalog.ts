@@ -78,7 +78,7 @@ export const LOCAL_IMAGES: Record<string, ImageDefinition> = {
     dockerfile: [PATH_ENV, 'WORKDIR /root', 'CMD ["/bin/sh", "-c", "exec python3 -m http.server ${PORT:-8888}"]'],
   },
   'rc/vllm-sim:latest': {
-    description: 'busybox; serves the simulated vLLM backend with the toolbox\'s rc (mounted at /opt/rc by the agent)',
+    description: "busybox; serves the simulated vLLM backend with the toolbox's rc (mounted at /opt/rc by the agent)",
     fill: busyboxRoot,
     dockerfile: [PATH_ENV, 'CMD ["/bin/sh", "-c", "exec rc sim --host 0.0.0.0 --port ${PORT:-8000} --model demo"]'],
   },

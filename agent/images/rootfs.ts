@@ -23,7 +23,10 @@ export function busyboxRoot(root: string): void {
   const applets = execFileSync(BUSYBOX, ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean);
   for (const a of applets) if (a !== 'busybox' && !existsSync(join(root, 'bin', a))) symlinkSync('busybox', join(root, 'bin', a));
   mkdirSync(join(root, 'etc'), { recursive: true });
-  writeFileSync(join(root, 'etc', 'passwd'), 'root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n');
+  writeFileSync(
+    join(root, 'etc', 'passwd'),
+    'root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n',
+  );
   writeFileSync(join(root, 'etc', 'group'), 'root:x:0:\nnogroup:x:65534:\n');
   for (const d of ['tmp', 'root', 'run', 'var/tmp']) mkdirSync(join(root, d), { recursive: true, mode: d.endsWith('tmp') ? 0o1777 : 0o755 });
 }

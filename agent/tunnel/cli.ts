@@ -95,7 +95,10 @@ async function expose(argv: string[], fullArgv: readonly string[]): Promise<numb
   let announced: string | undefined;
   // The broker setting may list several gateway replicas (comma-separated): one connection to
   // each, so the public URL answers through every replica. The status file shows the best one.
-  const brokers = identity.broker.split(',').map((b) => b.trim()).filter(Boolean);
+  const brokers = identity.broker
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
   const statuses = new Map<string, TunnelRecord>();
   const writeStatus = () => {
     const all = [...statuses.values()];
@@ -106,17 +109,20 @@ async function expose(argv: string[], fullArgv: readonly string[]): Promise<numb
       process.stdout.write(`Forwarding ${record.publicUrl} -> http://${values.host ?? '127.0.0.1'}:${port}\n`);
     }
   };
-  const clients = brokers.map((broker) => new TunnelClient({
-    broker,
-    token: identity.token,
-    port,
-    targetHost: values.host,
-    log,
-    onStatus(status) {
-      statuses.set(broker, { ...status, pid: process.pid });
-      writeStatus();
-    },
-  }));
+  const clients = brokers.map(
+    (broker) =>
+      new TunnelClient({
+        broker,
+        token: identity.token,
+        port,
+        targetHost: values.host,
+        log,
+        onStatus(status) {
+          statuses.set(broker, { ...status, pid: process.pid });
+          writeStatus();
+        },
+      }),
+  );
   log(`starting tunnel to ${brokers.join(', ')}`);
   for (const c of clients) c.start();
   const finished = Promise.all(clients.map((c) => c.finished));
@@ -178,7 +184,9 @@ async function status(argv: string[]): Promise<number> {
   const lines = [`Tunnel identity: ${identity.dir} (broker ${identity.broker})`];
   if (!tunnels.length) lines.push('No tunnel is running. Start one with: rc-tunnel expose --port <port>');
   for (const t of tunnels) {
-    lines.push(`port ${t.port}: ${t.state}${t.public_url ? ` ${t.public_url}` : ''}${t.running ? ` (pid ${t.pid}, since ${t.since})` : ''}${t.error && t.state !== 'connected' ? ` - ${t.error}` : ''}`);
+    lines.push(
+      `port ${t.port}: ${t.state}${t.public_url ? ` ${t.public_url}` : ''}${t.running ? ` (pid ${t.pid}, since ${t.since})` : ''}${t.error && t.state !== 'connected' ? ` - ${t.error}` : ''}`,
+    );
   }
   process.stdout.write(lines.join('\n') + '\n');
   return 0;

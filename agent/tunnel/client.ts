@@ -4,7 +4,16 @@
 import { Agent, request, type ClientRequest, type IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import { RcError } from '../../lib/errors.js';
-import { decodeFrame, encodeFrame, FrameType, isHeaderList, parseJson, type Hello, type RequestHead, type ResponseHead } from '../../gateway/tunnel/protocol.js';
+import {
+  decodeFrame,
+  encodeFrame,
+  FrameType,
+  isHeaderList,
+  parseJson,
+  type Hello,
+  type RequestHead,
+  type ResponseHead,
+} from '../../gateway/tunnel/protocol.js';
 import { CLOSE_INSTANCE_GONE } from '../../gateway/tunnel/broker.js';
 
 export type TunnelState = 'connecting' | 'connected' | 'disconnected' | 'failed' | 'stopped';
@@ -37,7 +46,9 @@ export interface TunnelClientOptions {
 
 /** The broker refused this instance's identity (no reconnect). */
 export class TunnelRefusedError extends RcError {
-  constructor(message: string) { super('RC_ERR_TUNNEL_REFUSED', message, 403); }
+  constructor(message: string) {
+    super('RC_ERR_TUNNEL_REFUSED', message, 403);
+  }
 }
 
 /** ws(s)://host/tunnel/connect?port=P from the broker setting. */
@@ -45,7 +56,8 @@ export function connectUrl(broker: string, port: number): string {
   const u = new URL(broker);
   if (u.protocol === 'http:') u.protocol = 'ws:';
   else if (u.protocol === 'https:') u.protocol = 'wss:';
-  else if (u.protocol !== 'ws:' && u.protocol !== 'wss:') throw new RcError('RC_ERR_TUNNEL_BROKER', `The broker setting must be an http(s) or ws(s) URL, got ${broker}`, 400);
+  else if (u.protocol !== 'ws:' && u.protocol !== 'wss:')
+    throw new RcError('RC_ERR_TUNNEL_BROKER', `The broker setting must be an http(s) or ws(s) URL, got ${broker}`, 400);
   u.pathname = u.pathname.replace(/\/+$/, '') + '/tunnel/connect';
   u.search = `?port=${port}`;
   return u.toString();
@@ -216,7 +228,9 @@ export class TunnelClient {
       });
       res.on('error', () => this.failStream(id, s, 'the local response failed'));
     });
-    req.on('error', (err) => this.failStream(id, s, `nothing answers on http://${host}:${this.o.port} (${(err as NodeJS.ErrnoException).code ?? err.message})`));
+    req.on('error', (err) =>
+      this.failStream(id, s, `nothing answers on http://${host}:${this.o.port} (${(err as NodeJS.ErrnoException).code ?? err.message})`),
+    );
   }
 
   private failStream(id: number, s: LocalStream | undefined, message: string): void {

@@ -55,7 +55,9 @@ export function readIdentity(env: NodeJS.ProcessEnv = process.env): TunnelIdenti
   let token = fromEnv;
   if (!token) {
     if (!dir || !existsSync(dir)) {
-      throw new TunnelNotProvisionedError(`No tunnel identity directory (${dir ? `${dir} does not exist` : `${IDENTITY_DIR_ENV} is not set`}) and no ${TOKEN_ENV}`);
+      throw new TunnelNotProvisionedError(
+        `No tunnel identity directory (${dir ? `${dir} does not exist` : `${IDENTITY_DIR_ENV} is not set`}) and no ${TOKEN_ENV}`,
+      );
     }
     token = readTokenFile(join(dir, TOKEN_FILE));
     if (!token) throw new TunnelNotProvisionedError(`The tunnel identity directory ${dir} holds no token`);

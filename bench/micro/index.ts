@@ -3,7 +3,4 @@ import type { MicroSuite } from './suite.js';
 import { simMicroSuite } from './sim.js';
 import { gatesMicroSuite } from '../gates.js';
 
-export const MICRO_SUITES: MicroSuite[] = [
-  simMicroSuite,
-  gatesMicroSuite,
-];
+export const MICRO_SUITES: MicroSuite[] = [simMicroSuite, gatesMicroSuite];

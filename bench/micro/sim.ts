@@ -6,8 +6,18 @@ import { applyChatTemplate, countChatTokens, countTokens, tokenize } from '../..
 import type { MicroSuite } from './suite.js';
 
 const tools = [
-  { type: 'function', function: { name: 'get_weather', description: 'Weather forecast for a city', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city'] } } },
-  { type: 'function', function: { name: 'search', description: 'Search the web', parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] } } },
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'Weather forecast for a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city'] },
+    },
+  },
+  {
+    type: 'function',
+    function: { name: 'search', description: 'Search the web', parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] } },
+  },
 ];
 const messages = [
   { role: 'system', content: 'You are a helpful assistant. Answer briefly and precisely.' },
@@ -21,13 +31,26 @@ export const simMicroSuite: MicroSuite = {
   name: 'sim',
   add(bench) {
     bench
-      .add('sim: countTokens 4 KB text', () => { countTokens(page); })
-      .add('sim: tokenize 4 KB text', () => { tokenize(page); })
-      .add('sim: chat template + count (system, user, 2 tools)', () => { countChatTokens(messages, tools); })
-      .add('sim: validate chat request (zod)', () => { chatRequestSchema.parse({ model: 'm', messages, max_tokens: 20 }); })
-      .add('sim: plan 20-token answer', () => { planOutput({ ...request, tools: undefined, tool_choice: undefined, max_tokens: 20 }, { reasoningModel: false, limit: 20, promptText, seed: 0 }); })
+      .add('sim: countTokens 4 KB text', () => {
+        countTokens(page);
+      })
+      .add('sim: tokenize 4 KB text', () => {
+        tokenize(page);
+      })
+      .add('sim: chat template + count (system, user, 2 tools)', () => {
+        countChatTokens(messages, tools);
+      })
+      .add('sim: validate chat request (zod)', () => {
+        chatRequestSchema.parse({ model: 'm', messages, max_tokens: 20 });
+      })
+      .add('sim: plan 20-token answer', () => {
+        planOutput({ ...request, tools: undefined, tool_choice: undefined, max_tokens: 20 }, { reasoningModel: false, limit: 20, promptText, seed: 0 });
+      })
       .add('sim: render 20 stream chunks', () => {
-        const plan = planOutput({ ...request, tools: undefined, tool_choice: undefined, max_tokens: 20, ignore_eos: true }, { reasoningModel: false, limit: 20, promptText, seed: 0 });
+        const plan = planOutput(
+          { ...request, tools: undefined, tool_choice: undefined, max_tokens: 20, ignore_eos: true },
+          { reasoningModel: false, limit: 20, promptText, seed: 0 },
+        );
         const s = new StreamRenderer('chatcmpl-x', 0, '"m"', plan, 40, true, false);
         let out = s.role();
         for (let i = 0; i < s.tokens; i++) out += s.token(i);

@@ -4,8 +4,4 @@ import { simScenarios } from './sim.js';
 import { gatewayScenarios } from './gateway.js';
 import { referenceScenarios } from './reference.js';
 
-export const LOAD_SCENARIOS: LoadScenario[] = [
-  ...simScenarios,
-  ...gatewayScenarios,
-  ...referenceScenarios,
-];
+export const LOAD_SCENARIOS: LoadScenario[] = [...simScenarios, ...gatewayScenarios, ...referenceScenarios];

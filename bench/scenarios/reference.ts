@@ -45,9 +45,18 @@ async function startPlatform(label: string, dir: string, backend: string): Promi
   const config = join(dir, 'platform-config.json');
   writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [backend] }] }));
   const env = {
-    ...process.env, ...NO_LIMITS,
-    RC_DATA_DIR: join(dir, 'platform'), RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0',
-    RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: config,
+    ...process.env,
+    ...NO_LIMITS,
+    RC_DATA_DIR: join(dir, 'platform'),
+    RC_API_PORT: '0',
+    RC_GATEWAY_PORT: '0',
+    RC_AGENT_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_PROXY_PORT: '0',
+    RC_SIM_FAST: '1',
+    RC_LOG_LEVEL: 'warn',
+    REDIS_URL: '',
+    RC_CONFIG: config,
   };
   const child = spawn('taskset', ['-c', '0', process.execPath, RC_CLI, 'start'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -71,7 +80,11 @@ async function startPlatform(label: string, dir: string, backend: string): Promi
   let key: string | undefined;
   for (let i = 0; i < 50 && !key; i++) {
     try {
-      const { stdout } = await promisify(execFile)(process.execPath, [RC_CLI, 'account', 'create', '--email', `bench-${randomId('', 6)}@example.com`, '--verified'], { env });
+      const { stdout } = await promisify(execFile)(
+        process.execPath,
+        [RC_CLI, 'account', 'create', '--email', `bench-${randomId('', 6)}@example.com`, '--verified'],
+        { env },
+      );
       key = (JSON.parse(stdout) as { api_token: string }).api_token;
     } catch {
       await new Promise((r) => setTimeout(r, 200));
@@ -98,7 +111,15 @@ async function redisAnswers(): Promise<Redis | undefined> {
 }
 
 /** Runs `request(setup)` against every setup and `nginxRequest` against nginx; nginx is the baseline. */
-async function versusNginx(name: string, setups: Setup[], nginx: Target, request: (s: Setup) => LoadRequest, nginxRequest: LoadRequest, options: LoadOptions, chunks?: number): Promise<Comparison> {
+async function versusNginx(
+  name: string,
+  setups: Setup[],
+  nginx: Target,
+  request: (s: Setup) => LoadRequest,
+  nginxRequest: LoadRequest,
+  options: LoadOptions,
+  chunks?: number,
+): Promise<Comparison> {
   const rows = [];
   for (const s of setups) rows.push(...(await compare({ name, request: request(s), targets: [s], options })).results);
   const base = (await compare({ name, request: nginxRequest, targets: [nginx], options })).results[0]!;
@@ -109,68 +130,88 @@ async function versusNginx(name: string, setups: Setup[], nginx: Target, request
     results: rows,
     baseline: base.label,
     ratios: Object.fromEntries(rows.map((r) => [r.label, base.rps > 0 ? r.rps / base.rps : NaN])),
-    cpuRatios: Object.fromEntries(rows.map((r) => [r.label, r.cpuUsPerRequest !== null && base.cpuUsPerRequest ? r.cpuUsPerRequest / base.cpuUsPerRequest : NaN])),
+    cpuRatios: Object.fromEntries(
+      rows.map((r) => [r.label, r.cpuUsPerRequest !== null && base.cpuUsPerRequest ? r.cpuUsPerRequest / base.cpuUsPerRequest : NaN]),
+    ),
     ...(chunks ? { chunks } : {}),
   };
 }
 
-export const referenceScenarios: LoadScenario[] = [{
-  name: 'gateway-vs-nginx',
-  async run(options) {
-    const dir = mkdtempSync(join(tmpdir(), 'rc-bench-ref-'));
-    const stops: (() => Promise<void>)[] = [];
-    let redis: Redis | undefined;
-    const prefix = `rcbench:${randomId('', 8)}:`;
-    try {
-      const sim = await spawnRc('backend (sim)', ['sim', '--fast', '--port', '0', '--model', MODEL], { cpu: 1 });
-      stops.push(() => sim.stop());
-      // 20 chunks 2 ms apart, first at once: token pacing of a GPU backend.
-      const paced = await spawnRc('paced backend', ['sim', '--ttft-ms', '0', '--tokens-per-second', '500', '--port', '0', '--model', MODEL], { cpu: 1 });
-      stops.push(() => paced.stop());
-      const nginx = await startNginx('nginx (1 process, proxy_pass)', sim.url, { cpu: 0 });
-      if (!nginx) {
-        process.stdout.write('nginx cannot run here: gateway-vs-nginx skipped\n');
-        return [];
+export const referenceScenarios: LoadScenario[] = [
+  {
+    name: 'gateway-vs-nginx',
+    async run(options) {
+      const dir = mkdtempSync(join(tmpdir(), 'rc-bench-ref-'));
+      const stops: (() => Promise<void>)[] = [];
+      let redis: Redis | undefined;
+      const prefix = `rcbench:${randomId('', 8)}:`;
+      try {
+        const sim = await spawnRc('backend (sim)', ['sim', '--fast', '--port', '0', '--model', MODEL], { cpu: 1 });
+        stops.push(() => sim.stop());
+        // 20 chunks 2 ms apart, first at once: token pacing of a GPU backend.
+        const paced = await spawnRc('paced backend', ['sim', '--ttft-ms', '0', '--tokens-per-second', '500', '--port', '0', '--model', MODEL], { cpu: 1 });
+        stops.push(() => paced.stop());
+        const nginx = await startNginx('nginx (1 process, proxy_pass)', sim.url, { cpu: 0 });
+        if (!nginx) {
+          process.stdout.write('nginx cannot run here: gateway-vs-nginx skipped\n');
+          return [];
+        }
+        stops.push(() => nginx.stop());
+        const nginxPaced = await startNginx('nginx (1 process, proxy_pass)', paced.url, { cpu: 0 });
+        stops.push(() => nginxPaced!.stop());
+
+        const key = generateKey();
+        const setups: Setup[] = [];
+        const memory = await startGateway('rc gateway (memory gates)', dir, sim.url, key);
+        stops.push(() => memory.stop());
+        setups.push({ ...memory, key });
+        redis = await redisAnswers();
+        if (redis) {
+          const withRedis = await startGateway('rc gateway (Redis gates)', dir, sim.url, key, prefix);
+          stops.push(() => withRedis.stop());
+          setups.push({ ...withRedis, key });
+        } else process.stdout.write(`no Redis at ${REDIS_URL}: the Redis-gates row is left out\n`);
+        const platform = await startPlatform('npm start (whole platform)', dir, sim.url);
+        if (platform) {
+          stops.push(() => platform.stop());
+          setups.push(platform);
+        } else process.stdout.write('rc start did not come up: the npm start row is left out\n');
+
+        const pacedGateway = await startGateway('rc gateway (memory gates)', dir, paced.url, key);
+        stops.push(() => pacedGateway.stop());
+
+        return [
+          await versusNginx('chat non-stream (20 tokens)', setups, nginx, (s) => chat(false, s.key), chat(false), options),
+          await versusNginx('chat stream (20 chunks)', setups, nginx, (s) => chat(true, s.key), chat(true), options, 20),
+          await versusNginx('messages stream (20 tokens) vs nginx chat stream', setups, nginx, (s) => messages(s.key), chat(true), options, 20),
+          await versusNginx(
+            'paced chat stream (20 chunks, 2 ms apart)',
+            [{ ...pacedGateway, key }],
+            nginxPaced!,
+            (s) => chat(true, s.key),
+            chat(true),
+            options,
+            20,
+          ),
+          await versusNginx(
+            'paced messages stream (20 tokens, 2 ms apart)',
+            [{ ...pacedGateway, key }],
+            nginxPaced!,
+            (s) => messages(s.key),
+            chat(true),
+            options,
+            20,
+          ),
+        ];
+      } finally {
+        for (const stop of stops.reverse()) await stop();
+        if (redis) {
+          const keys = await redis.keys(`${prefix}*`);
+          if (keys.length) await redis.del(...keys);
+          redis.disconnect();
+        }
+        rmSync(dir, { recursive: true, force: true });
       }
-      stops.push(() => nginx.stop());
-      const nginxPaced = await startNginx('nginx (1 process, proxy_pass)', paced.url, { cpu: 0 });
-      stops.push(() => nginxPaced!.stop());
-
-      const key = generateKey();
-      const setups: Setup[] = [];
-      const memory = await startGateway('rc gateway (memory gates)', dir, sim.url, key);
-      stops.push(() => memory.stop());
-      setups.push({ ...memory, key });
-      redis = await redisAnswers();
-      if (redis) {
-        const withRedis = await startGateway('rc gateway (Redis gates)', dir, sim.url, key, prefix);
-        stops.push(() => withRedis.stop());
-        setups.push({ ...withRedis, key });
-      } else process.stdout.write(`no Redis at ${REDIS_URL}: the Redis-gates row is left out\n`);
-      const platform = await startPlatform('npm start (whole platform)', dir, sim.url);
-      if (platform) {
-        stops.push(() => platform.stop());
-        setups.push(platform);
-      } else process.stdout.write('rc start did not come up: the npm start row is left out\n');
-
-      const pacedGateway = await startGateway('rc gateway (memory gates)', dir, paced.url, key);
-      stops.push(() => pacedGateway.stop());
-
-      return [
-        await versusNginx('chat non-stream (20 tokens)', setups, nginx, (s) => chat(false, s.key), chat(false), options),
-        await versusNginx('chat stream (20 chunks)', setups, nginx, (s) => chat(true, s.key), chat(true), options, 20),
-        await versusNginx('messages stream (20 tokens) vs nginx chat stream', setups, nginx, (s) => messages(s.key), chat(true), options, 20),
-        await versusNginx('paced chat stream (20 chunks, 2 ms apart)', [{ ...pacedGateway, key }], nginxPaced!, (s) => chat(true, s.key), chat(true), options, 20),
-        await versusNginx('paced messages stream (20 tokens, 2 ms apart)', [{ ...pacedGateway, key }], nginxPaced!, (s) => messages(s.key), chat(true), options, 20),
-      ];
-    } finally {
-      for (const stop of stops.reverse()) await stop();
-      if (redis) {
-        const keys = await redis.keys(`${prefix}*`);
-        if (keys.length) await redis.del(...keys);
-        redis.disconnect();
-      }
-      rmSync(dir, { recursive: true, force: true });
-    }
+    },
   },
-}];
+];

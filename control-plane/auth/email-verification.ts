@@ -26,10 +26,15 @@ export class EmailVerifications {
   private readonly find;
   private readonly dropForAccount;
 
-  constructor(private readonly db: Db, private readonly clock: Clock) {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {
     this.isVerifiedStmt = db.prepare<[number], { email_verified: number }>('SELECT email_verified FROM accounts WHERE id = ?');
     this.setStmt = db.prepare<[number, number]>('UPDATE accounts SET email_verified = ? WHERE id = ?');
-    this.insert = db.prepare<[string, number, number, number]>('INSERT INTO email_verifications (token_hash, account_id, expires_at, created_at) VALUES (?, ?, ?, ?)');
+    this.insert = db.prepare<[string, number, number, number]>(
+      'INSERT INTO email_verifications (token_hash, account_id, expires_at, created_at) VALUES (?, ?, ?, ?)',
+    );
     this.find = db.prepare<[string], { account_id: number; expires_at: number }>('SELECT account_id, expires_at FROM email_verifications WHERE token_hash = ?');
     this.dropForAccount = db.prepare<[number]>('DELETE FROM email_verifications WHERE account_id = ?');
   }
@@ -52,12 +57,14 @@ export class EmailVerifications {
 
   /** Verifies the account of a valid token (single use: every token of the account is dropped); undefined otherwise. */
   consume(token: string): number | undefined {
-    return this.db.transaction(() => {
-      const r = this.find.get(hashKey(token));
-      if (!r || r.expires_at <= this.clock.now()) return undefined;
-      this.setStmt.run(1, r.account_id);
-      this.dropForAccount.run(r.account_id);
-      return r.account_id;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const r = this.find.get(hashKey(token));
+        if (!r || r.expires_at <= this.clock.now()) return undefined;
+        this.setStmt.run(1, r.account_id);
+        this.dropForAccount.run(r.account_id);
+        return r.account_id;
+      })
+      .immediate();
   }
 }

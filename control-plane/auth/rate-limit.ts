@@ -41,7 +41,10 @@ export function addressKey(address: string): string {
   const left = head ? head.split(':') : [];
   const right = tail ? tail.split(':') : [];
   const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
-  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.replace(/^0+(?=.)/, ''))
+    .join(':')}::/64`;
 }
 
 /** Whole seconds to wait (at least 1), for Retry-After. */
@@ -52,7 +55,11 @@ export class KeyedBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
   private lastSweep = 0;
 
-  constructor(private readonly capacity: number, private readonly periodMs: number, private readonly clock: Clock = systemClock) {}
+  constructor(
+    private readonly capacity: number,
+    private readonly periodMs: number,
+    private readonly clock: Clock = systemClock,
+  ) {}
 
   private level(key: string, now: number): { tokens: number; at: number } {
     const b = this.buckets.get(key);

@@ -7,7 +7,7 @@
 import { ApiError } from '../errors.js';
 
 export const NOT_JSON = 'Content-Type must be application/json';
-export const CROSS_ORIGIN = 'Cross-origin request refused: sign in from the platform\'s own pages';
+export const CROSS_ORIGIN = "Cross-origin request refused: sign in from the platform's own pages";
 
 /** The request headers the check reads ('' when absent, as uWS gives them). */
 export interface OriginHeaders {

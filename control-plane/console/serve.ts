@@ -12,8 +12,18 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 
 /** Paths of the console's pages (client-side routes); each serves index.html. */
 export const CONSOLE_PAGES = [
-  '/', '/signin', '/signup', '/review', '/templates', '/templates/new', '/templates/:id/edit', '/launch/:id',
-  '/instance', '/credits', '/models', '/account',
+  '/',
+  '/signin',
+  '/signup',
+  '/review',
+  '/templates',
+  '/templates/new',
+  '/templates/:id/edit',
+  '/launch/:id',
+  '/instance',
+  '/credits',
+  '/models',
+  '/account',
 ] as const;
 
 /** Where the assets are served. */
@@ -63,7 +73,10 @@ export function loadAssets(dir = staticDir()): Map<string, Asset> {
     if (!type) continue;
     const raw = readFileSync(join(dir, name));
     out.set(name, {
-      type, raw, gzip: gzipSync(raw, { level: 9 }), br: brotliCompressSync(raw),
+      type,
+      raw,
+      gzip: gzipSync(raw, { level: 9 }),
+      br: brotliCompressSync(raw),
       etag: `"${createHash('sha256').update(raw).digest('base64url').slice(0, 22)}"`,
     });
   }

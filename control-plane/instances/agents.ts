@@ -61,7 +61,10 @@ export class AgentConnection {
   private current: AgentClient;
 
   constructor(
-    private readonly config: AgentConfig, private readonly clock: Clock, private readonly log: Logger, private readonly handlers: AgentHandlers,
+    private readonly config: AgentConfig,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly handlers: AgentHandlers,
     private readonly stallMs = DEFAULT_STALL_MS,
   ) {
     this.id = config.id;
@@ -111,7 +114,9 @@ export class AgentConnection {
     while (!this.closed) {
       const stream = (this.stream = new AbortController());
       let answered = false;
-      const dialTimer = setTimeout(() => { if (!answered) stream.abort(); }, DIAL_TIMEOUT_MS);
+      const dialTimer = setTimeout(() => {
+        if (!answered) stream.abort();
+      }, DIAL_TIMEOUT_MS);
       try {
         for await (const item of this.client.watch({ signal: stream.signal })) {
           answered = true;

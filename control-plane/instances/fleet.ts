@@ -77,7 +77,8 @@ export class LiveFleet implements FleetControl {
 
   add(input: HostInput): HostView {
     const existing = this.service.agents.get(input.name);
-    if (existing && !existing.registered) throw badRequest(`Host ${input.name} is configured at start (the embedded agent) and cannot be replaced`, 'host_static');
+    if (existing && !existing.registered)
+      throw badRequest(`Host ${input.name} is configured at start (the embedded agent) and cannot be replaced`, 'host_static');
     const stored = this.service.hosts.put(input.name, input.address, input.token);
     this.service.attachHost({ id: input.name, address: input.address, token: input.token, draining: stored.draining, registered: true });
     return this.view(input.name);
@@ -121,8 +122,17 @@ export class StoredFleet implements FleetControl {
 
   private view(h: HostRecord): HostView {
     return {
-      name: h.name, address: h.address, state: h.draining ? 'draining' : 'unknown', connected: null, draining: h.draining, registered: true,
-      gpus_total: null, gpus_free: null, gpu_model: null, unreachable_since: null, instances: instancesOf(this.instances.onAgent(h.name)),
+      name: h.name,
+      address: h.address,
+      state: h.draining ? 'draining' : 'unknown',
+      connected: null,
+      draining: h.draining,
+      registered: true,
+      gpus_total: null,
+      gpus_free: null,
+      gpu_model: null,
+      unreachable_since: null,
+      instances: instancesOf(this.instances.onAgent(h.name)),
     };
   }
 

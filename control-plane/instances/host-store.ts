@@ -14,7 +14,13 @@ export interface HostRecord {
   createdAt: number;
 }
 
-interface HostRow { name: string; address: string; token_sealed: string; draining: number; created_at: number }
+interface HostRow {
+  name: string;
+  address: string;
+  token_sealed: string;
+  draining: number;
+  created_at: number;
+}
 
 export class HostStore {
   private readonly listStmt;
@@ -23,7 +29,11 @@ export class HostStore {
   private readonly drainStmt;
   private readonly removeStmt;
 
-  constructor(db: Db, private readonly sealKey: Buffer, private readonly clock: Clock) {
+  constructor(
+    db: Db,
+    private readonly sealKey: Buffer,
+    private readonly clock: Clock,
+  ) {
     this.listStmt = db.prepare<[], HostRow>('SELECT * FROM hosts ORDER BY name');
     this.getStmt = db.prepare<[string], HostRow>('SELECT * FROM hosts WHERE name = ?');
     this.upsertStmt = db.prepare(

@@ -36,7 +36,7 @@ export function buildSpec(row: InstanceRow, t: TemplateSnapshot): LaunchSpecInpu
     ports,
     gpuCount: row.gpu_count,
     diskGb: row.disk_gb,
-    sshPublicKey: t.ssh_enabled ? t.ssh_public_key ?? '' : '',
+    sshPublicKey: t.ssh_enabled ? (t.ssh_public_key ?? '') : '',
     volume: t.persistent_storage ? volumeName(row.account_id) : '',
     readyTimeoutMs: 0,
   };

@@ -33,25 +33,39 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
   const ttlMs = () => service.settings.launchTokenTtlSec * 1000;
   return [
     route({
-      method: 'post', path: '/api/templates/:id/launch', access: 'required', body: launchBody, optionalBody: true,
+      method: 'post',
+      path: '/api/templates/:id/launch',
+      access: 'required',
+      body: launchBody,
+      optionalBody: true,
       handle: ({ params, body }, caller: Caller) => ({ body: service.launch(caller.account, templateId(params[0]), body) }),
     }),
     route({
-      method: 'post', path: '/api/notebook/request', access: 'required', body: requestBody,
+      method: 'post',
+      path: '/api/notebook/request',
+      access: 'required',
+      body: requestBody,
       handle: ({ body }, caller: Caller) => ({ body: service.launch(caller.account, body.template_id, body) }),
     }),
     route({
-      method: 'get', path: '/api/notebook/status', access: 'required',
+      method: 'get',
+      path: '/api/notebook/status',
+      access: 'required',
       handle: (_req, caller: Caller) => ({ body: service.status(caller.account.id) }),
     }),
     route({
-      method: 'del', path: '/api/notebook/current', access: 'required',
+      method: 'del',
+      path: '/api/notebook/current',
+      access: 'required',
       handle: async (_req, caller: Caller) => ({ body: await service.destroyCurrent(caller.account.id) }),
     }),
     route({
       // Turning launch verification on works with a key; turning it off needs a browser session,
       // so a leaked key can neither launch nor switch the protection off.
-      method: 'post', path: '/api/profile/launch-verification', access: 'required', body: z.strictObject({ enabled: z.boolean() }),
+      method: 'post',
+      path: '/api/profile/launch-verification',
+      access: 'required',
+      body: z.strictObject({ enabled: z.boolean() }),
       handle({ body }, caller: Caller) {
         if (!body.enabled && caller.via !== 'session') throw sessionRequired();
         service.instances.setLaunchVerification(caller.account.id, body.enabled);
@@ -59,7 +73,10 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
       },
     }),
     route({
-      method: 'post', path: '/api/profile/launch-verification-token', access: 'required', body: z.strictObject({}),
+      method: 'post',
+      path: '/api/profile/launch-verification-token',
+      access: 'required',
+      body: z.strictObject({}),
       handle(_req, caller: Caller) {
         if (caller.via !== 'session') throw sessionRequired();
         const t = service.instances.issueLaunchToken(caller.account.id, store.clock.now(), ttlMs());
@@ -68,7 +85,9 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
     }),
     route({
       // Operator: `rc launch-verification --email E [--enable|--disable] [--token]`.
-      method: 'post', path: '/api/admin/instances/launch-verification', access: 'admin',
+      method: 'post',
+      path: '/api/admin/instances/launch-verification',
+      access: 'admin',
       body: z.strictObject({ email: z.string().trim().min(1).max(254), enabled: z.boolean().optional(), issue_token: z.boolean().default(false) }),
       handle({ body }) {
         const account = store.accounts.byEmail(body.email.toLowerCase());

@@ -15,8 +15,15 @@ import { AgentConnection, type AgentConfig } from './agents.js';
 import { HostStore } from './host-store.js';
 import { MICROS_PER_CREDIT, pendingCharges, usageKey } from './billing.js';
 import {
-  diskTooLarge, gpuCountInvalid, insufficientCredits, launchRateLimited, launchTokenInvalid, launchVerificationRequired,
-  NO_ACTIVE_INSTANCE, noInstance, oneActiveInstance,
+  diskTooLarge,
+  gpuCountInvalid,
+  insufficientCredits,
+  launchRateLimited,
+  launchTokenInvalid,
+  launchVerificationRequired,
+  NO_ACTIVE_INSTANCE,
+  noInstance,
+  oneActiveInstance,
 } from './errors.js';
 import { buildSpec, mainPort, SSH_PORT } from './launch-spec.js';
 import { liveBalanceMicros } from './live-balance.js';
@@ -125,11 +132,17 @@ export class InstanceService {
 
   /** Adds a connection to a host (dialled now when the service runs); replaces one of the same name. */
   attachHost(config: AgentConfig): AgentConnection {
-    const conn = new AgentConnection(config, this.clock, this.log, {
-      onConnect: (c) => this.reconcile(c),
-      onEvent: (c, e) => this.onAgentEvent(c, e),
-      onHost: () => this.schedule(),
-    }, this.settings.instanceHostStallMs);
+    const conn = new AgentConnection(
+      config,
+      this.clock,
+      this.log,
+      {
+        onConnect: (c) => this.reconcile(c),
+        onEvent: (c, e) => this.onAgentEvent(c, e),
+        onHost: () => this.schedule(),
+      },
+      this.settings.instanceHostStallMs,
+    );
     const old = this.agents.get(config.id);
     this.agents.set(config.id, conn);
     if (old) void old.close();
@@ -216,9 +229,18 @@ export class InstanceService {
     const now = this.now();
     const id = randomId('inst_', 12);
     const snapshot: TemplateSnapshot = {
-      id: template.id, title: template.title, image: template.image, instance_type: template.instance_type, repo_url: template.repo_url,
-      branch: template.branch, notebook_path: template.notebook_path, start_command: template.start_command, app_port: template.app_port,
-      ssh_enabled: template.ssh_enabled, persistent_storage: template.persistent_storage, disk_gb: template.disk_gb,
+      id: template.id,
+      title: template.title,
+      image: template.image,
+      instance_type: template.instance_type,
+      repo_url: template.repo_url,
+      branch: template.branch,
+      notebook_path: template.notebook_path,
+      start_command: template.start_command,
+      app_port: template.app_port,
+      ssh_enabled: template.ssh_enabled,
+      persistent_storage: template.persistent_storage,
+      disk_gb: template.disk_gb,
       ssh_public_key: template.ssh_enabled ? account.sshPublicKey : null,
     };
     this.store.transaction(() => {
@@ -232,9 +254,15 @@ export class InstanceService {
       if (wait > 0) throw launchRateLimited(Math.max(1, Math.ceil(wait / 1000)));
       try {
         this.instances.insert({
-          id, accountId: account.id, templateId: template.id, template: snapshot, gpuCount: gpus, diskGb: template.disk_gb,
+          id,
+          accountId: account.id,
+          templateId: template.id,
+          template: snapshot,
+          gpuCount: gpus,
+          diskGb: template.disk_gb,
           microsPerHour: Math.round(this.settings.instanceCreditsPerGpuHour * gpus * MICROS_PER_CREDIT),
-          periodMs: this.settings.instanceBillingPeriodSec * 1000, now,
+          periodMs: this.settings.instanceBillingPeriodSec * 1000,
+          now,
         });
       } catch (err) {
         // The partial unique index: a concurrent launch of this account won.
@@ -294,15 +322,22 @@ export class InstanceService {
       return;
     }
     this.routes.set(r.id, {
-      instanceId: r.id, accountId: r.account_id, status: r.state, instanceType: snapshotOf(r).instance_type,
-      host: r.endpoint_host, port: r.endpoint_port, routedPort: mainPort(snapshotOf(r)) ?? null,
+      instanceId: r.id,
+      accountId: r.account_id,
+      status: r.state,
+      instanceType: snapshotOf(r).instance_type,
+      host: r.endpoint_host,
+      port: r.endpoint_port,
+      routedPort: mainPort(snapshotOf(r)) ?? null,
     });
   }
 
   /** After every change of an instance: the route cache and the bus. */
   private changed(r: InstanceRow): void {
     this.cacheRoute(r);
-    void this.bus.publish({ type: 'instance.changed', instanceId: r.id, route: this.routes.get(r.id) ?? null }).catch((err: unknown) => this.log.warn('bus publish failed', { err }));
+    void this.bus
+      .publish({ type: 'instance.changed', instanceId: r.id, route: this.routes.get(r.id) ?? null })
+      .catch((err: unknown) => this.log.warn('bus publish failed', { err }));
   }
 
   private transition(id: string, state: InstanceRow['state'], message: string, changes?: Changes): InstanceRow | undefined {
@@ -317,11 +352,18 @@ export class InstanceService {
     // timeout, host lost, destroyed while pending) costs nothing.
     if (r.ready_at === null) return;
     const { charges, billedPeriods } = pendingCharges(
-      { placedAt: r.ready_at, periodMs: r.period_ms, microsPerHour: r.micros_per_hour, billedPeriods: r.billed_periods }, until, final);
+      { placedAt: r.ready_at, periodMs: r.period_ms, microsPerHour: r.micros_per_hour, billedPeriods: r.billed_periods },
+      until,
+      final,
+    );
     if (billedPeriods === r.billed_periods && charges.length === 0) return;
     for (const c of charges) {
       this.store.ledger.append({
-        accountId: r.account_id, kind: 'instance_usage', credits: -c.micros / MICROS_PER_CREDIT, idempotencyKey: usageKey(r.id, c.period), ref: r.id,
+        accountId: r.account_id,
+        kind: 'instance_usage',
+        credits: -c.micros / MICROS_PER_CREDIT,
+        idempotencyKey: usageKey(r.id, c.period),
+        ref: r.id,
       });
     }
     this.instances.setBilledPeriods(r.id, r.billed_periods, billedPeriods);
@@ -426,7 +468,10 @@ export class InstanceService {
     const now = this.now();
     const spec = buildSpec(r, snapshotOf(r));
     const placed = this.transition(r.id, 'pending', 'starting', {
-      agent_id: conn.id, spec: JSON.stringify(spec), placed_at: now, expires_at: now + this.settings.instanceMaxLifetimeSec * 1000,
+      agent_id: conn.id,
+      spec: JSON.stringify(spec),
+      placed_at: now,
+      expires_at: now + this.settings.instanceMaxLifetimeSec * 1000,
     });
     if (!placed) return;
     this.log.info('instance placed', { instanceId: r.id, agent: conn.id });
@@ -488,7 +533,11 @@ export class InstanceService {
         const now = this.now();
         if (r.state === 'pending') {
           this.transition(r.id, 'ready', 'ready', {
-            ready_at: now, last_activity_at: now, endpoint_host: main?.host ?? null, endpoint_port: main?.hostPort ?? null, ssh_port: ssh?.hostPort ?? null,
+            ready_at: now,
+            last_activity_at: now,
+            endpoint_host: main?.host ?? null,
+            endpoint_port: main?.hostPort ?? null,
+            ssh_port: ssh?.hostPort ?? null,
           });
         } else if (r.message !== 'ready' || (main && main.hostPort !== r.endpoint_port)) {
           this.transition(r.id, 'ready', 'ready', main ? { endpoint_host: main.host, endpoint_port: main.hostPort, ssh_port: ssh?.hostPort ?? null } : {});
@@ -534,7 +583,10 @@ export class InstanceService {
         else if (r.state === 'pending') void this.sendStart(conn, r);
         else this.fail(r, 'Instance lost', EndReason.lost, 'Its host no longer had the instance when it reconnected');
       }
-      const wanted = this.instances.onAgent(conn.id).filter((r) => r.state !== 'stopping').map((r) => r.id);
+      const wanted = this.instances
+        .onAgent(conn.id)
+        .filter((r) => r.state !== 'stopping')
+        .map((r) => r.id);
       await conn.client.reconcile(wanted);
       for (const r of this.instances.onAgent(conn.id)) if (r.state === 'stopping') this.markStopped(r.id);
     } finally {
@@ -559,7 +611,9 @@ export class InstanceService {
    * queue. Runs every instanceTickMs; tests call it directly with a fake clock.
    */
   tick(): Promise<void> {
-    this.ticking ??= this.runTick().finally(() => { this.ticking = undefined; });
+    this.ticking ??= this.runTick().finally(() => {
+      this.ticking = undefined;
+    });
     return this.ticking;
   }
 

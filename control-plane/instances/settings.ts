@@ -2,9 +2,22 @@
 import { SETTINGS, type Config } from '../../lib/config.js';
 
 const KEYS = [
-  'host', 'gatewayPort', 'instanceCreditsPerGpuHour', 'instanceBillingPeriodSec', 'instanceMaxLifetimeSec', 'instanceIdleTimeoutSec',
-  'instanceLaunchRate', 'instanceSchedule', 'instanceTickMs', 'instanceHostUnreachableMs', 'instanceHostLostMs', 'instanceHostStallMs', 'instancePublicUrl',
-  'launchTokenTtlSec', 'proxyPort', 'proxyPublicUrl',
+  'host',
+  'gatewayPort',
+  'instanceCreditsPerGpuHour',
+  'instanceBillingPeriodSec',
+  'instanceMaxLifetimeSec',
+  'instanceIdleTimeoutSec',
+  'instanceLaunchRate',
+  'instanceSchedule',
+  'instanceTickMs',
+  'instanceHostUnreachableMs',
+  'instanceHostLostMs',
+  'instanceHostStallMs',
+  'instancePublicUrl',
+  'launchTokenTtlSec',
+  'proxyPort',
+  'proxyPublicUrl',
 ] as const;
 
 export type InstanceSettings = Pick<Config, (typeof KEYS)[number]>;
@@ -25,10 +38,13 @@ export interface RateWindow {
 
 /** Parses "60:1,600:3,3600:5" (seconds:launches). */
 export function parseRateWindows(spec: string): RateWindow[] {
-  return spec.split(',').filter(Boolean).map((w) => {
-    const [sec, max] = w.split(':').map(Number);
-    return { ms: sec! * 1000, max: max! };
-  });
+  return spec
+    .split(',')
+    .filter(Boolean)
+    .map((w) => {
+      const [sec, max] = w.split(':').map(Number);
+      return { ms: sec! * 1000, max: max! };
+    });
 }
 
 /** Public URLs of the two front doors of an instance, without a trailing slash. */

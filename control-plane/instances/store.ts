@@ -39,7 +39,18 @@ export interface InstanceRow {
 /** What an instance keeps of its template (the snapshot). */
 export type TemplateSnapshot = Pick<
   Template,
-  'id' | 'title' | 'image' | 'instance_type' | 'repo_url' | 'branch' | 'notebook_path' | 'start_command' | 'app_port' | 'ssh_enabled' | 'persistent_storage' | 'disk_gb'
+  | 'id'
+  | 'title'
+  | 'image'
+  | 'instance_type'
+  | 'repo_url'
+  | 'branch'
+  | 'notebook_path'
+  | 'start_command'
+  | 'app_port'
+  | 'ssh_enabled'
+  | 'persistent_storage'
+  | 'disk_gb'
 > & { ssh_public_key: string | null };
 
 export const snapshotOf = (r: InstanceRow): TemplateSnapshot => JSON.parse(r.template) as TemplateSnapshot;
@@ -57,9 +68,24 @@ export interface NewInstance {
 }
 
 /** Fields a state change may set besides state and message. */
-export type Changes = Partial<Pick<InstanceRow,
-  'reason' | 'detail' | 'agent_id' | 'spec' | 'endpoint_host' | 'endpoint_port' | 'ssh_port' | 'billed_periods' | 'placed_at' | 'ready_at' | 'ended_at' | 'expires_at' | 'last_activity_at'>>;
-
+export type Changes = Partial<
+  Pick<
+    InstanceRow,
+    | 'reason'
+    | 'detail'
+    | 'agent_id'
+    | 'spec'
+    | 'endpoint_host'
+    | 'endpoint_port'
+    | 'ssh_port'
+    | 'billed_periods'
+    | 'placed_at'
+    | 'ready_at'
+    | 'ended_at'
+    | 'expires_at'
+    | 'last_activity_at'
+  >
+>;
 
 export class InstanceStore {
   private readonly insertStmt;
@@ -93,8 +119,12 @@ export class InstanceStore {
     this.onAgentStmt = db.prepare<[string], InstanceRow>("SELECT * FROM instances WHERE agent_id = ? AND state IN ('pending', 'ready', 'stopping')");
     this.insertLaunch = db.prepare<[number, number]>('INSERT INTO instance_launches (account_id, at) VALUES (?, ?)');
     this.launchesSince = db.prepare<[number, number], { at: number }>('SELECT at FROM instance_launches WHERE account_id = ? AND at > ? ORDER BY at DESC');
-    this.touchStmt = db.prepare<[number, string, number]>("UPDATE instances SET last_activity_at = ? WHERE id = ? AND state = 'ready' AND (last_activity_at IS NULL OR last_activity_at < ?)");
-    this.insertToken = db.prepare<[string, number, number, number]>('INSERT INTO launch_tokens (token_hash, account_id, expires_at, created_at) VALUES (?, ?, ?, ?)');
+    this.touchStmt = db.prepare<[number, string, number]>(
+      "UPDATE instances SET last_activity_at = ? WHERE id = ? AND state = 'ready' AND (last_activity_at IS NULL OR last_activity_at < ?)",
+    );
+    this.insertToken = db.prepare<[string, number, number, number]>(
+      'INSERT INTO launch_tokens (token_hash, account_id, expires_at, created_at) VALUES (?, ?, ?, ?)',
+    );
     this.consumeToken = db.prepare<[string, number, number]>('DELETE FROM launch_tokens WHERE token_hash = ? AND account_id = ? AND expires_at > ?');
     this.setVerification = db.prepare<[number, number]>('UPDATE accounts SET launch_verification = ? WHERE id = ?');
     this.billedStmt = db.prepare<[number, string, number]>('UPDATE instances SET billed_periods = ? WHERE id = ? AND billed_periods = ?');

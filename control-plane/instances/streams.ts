@@ -25,8 +25,12 @@ import type { InstanceStatus } from './views.js';
 export const MAX_TAIL = 1000;
 
 export const logsQuery = z.object({
-  tail: z.string().regex(/^[0-9]{1,4}$/, 'tail must be a whole number').transform(Number)
-    .pipe(z.number().int().max(MAX_TAIL, `tail must be at most ${MAX_TAIL}`)).optional(),
+  tail: z
+    .string()
+    .regex(/^[0-9]{1,4}$/, 'tail must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().max(MAX_TAIL, `tail must be at most ${MAX_TAIL}`))
+    .optional(),
   follow: z.enum(['0', '1', 'true', 'false'], 'follow must be 1 or 0').optional(),
 });
 
@@ -79,7 +83,7 @@ async function pipeLogs(service: InstanceService, bus: Bus, first: InstanceRow, 
     if (!fromHost) {
       const saved = service.logTails.get(r.id);
       if (saved === undefined && r.agent_id !== null && !conn?.connected) {
-        sse.send('stream_error', { detail: 'The instance\'s host is not reachable; try again later' });
+        sse.send('stream_error', { detail: "The instance's host is not reachable; try again later" });
         return;
       }
       for (const line of tail === 0 ? [] : (saved ?? []).slice(-tail)) await send(line);
@@ -119,7 +123,8 @@ function followStatus(service: InstanceService, bus: Bus, accountId: number, sse
       current = service.instances.get(current.id);
     } else {
       const changed = service.instances.get(ev.instanceId);
-      if (changed?.account_id === accountId) current = changed; // a new launch
+      if (changed?.account_id === accountId)
+        current = changed; // a new launch
       // Another account's instance placed or ended: a queued one may have moved up.
       else if (!(current?.state === 'pending' && current.agent_id === null)) return;
     }
@@ -131,8 +136,12 @@ function followStatus(service: InstanceService, bus: Bus, accountId: number, sse
 export function streamRoutes(service: InstanceService, deps: ApiDeps): Route[] {
   return [
     route({
-      method: 'get', path: '/api/notebook/logs', access: 'required', query: logsQuery, stream: true,
-      summary: 'The current instance\'s logs as server-sent events (`log` per line, then `end`); `follow=1` keeps streaming until it ends',
+      method: 'get',
+      path: '/api/notebook/logs',
+      access: 'required',
+      query: logsQuery,
+      stream: true,
+      summary: "The current instance's logs as server-sent events (`log` per line, then `end`); `follow=1` keeps streaming until it ends",
       handle({ query }, caller: Caller) {
         const r = service.instances.latest(caller.account.id);
         if (!r) throw noInstance();
@@ -142,10 +151,12 @@ export function streamRoutes(service: InstanceService, deps: ApiDeps): Route[] {
       },
     }),
     route({
-      method: 'get', path: '/api/notebook/events', access: 'required', stream: true,
-      summary: 'Status changes of the caller\'s current instance as server-sent events (`status`, with queue_position)',
+      method: 'get',
+      path: '/api/notebook/events',
+      access: 'required',
+      stream: true,
+      summary: "Status changes of the caller's current instance as server-sent events (`status`, with queue_position)",
       handle: (_req, caller: Caller) => ({ sse: (sse) => followStatus(service, deps.bus, caller.account.id, sse) }),
     }),
   ];
 }
-

@@ -29,9 +29,7 @@ export const NOT_FOUND = 'Instance not found or not running';
 export const STARTING = 'Instance is still starting; retry after the Retry-After delay';
 
 const DROP_HEADERS: ReadonlySet<string> = new Set();
-const WS_DROP_HEADERS: ReadonlySet<string> = new Set([
-  'sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol',
-]);
+const WS_DROP_HEADERS: ReadonlySet<string> = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol']);
 
 export interface InstanceProxyOptions {
   /** Sessions and accounts (the control plane's store). */
@@ -129,9 +127,15 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
       forward(pools, target.address, { method, path: target.path, headers, body: undefined }, relay);
       return;
     }
-    readBody(res, length, maxBody, (body) => {
-      if (!relay.finished) forward(pools, target.address, { method, path: target.path, headers, body }, relay);
-    }, (err) => relay.fail(err.status, err.message));
+    readBody(
+      res,
+      length,
+      maxBody,
+      (body) => {
+        if (!relay.finished) forward(pools, target.address, { method, path: target.path, headers, body }, relay);
+      },
+      (err) => relay.fail(err.status, err.message),
+    );
   }
 
   function upgrade(uwsRes: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
@@ -142,7 +146,11 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
       return;
     }
     const key = req.getHeader('sec-websocket-key');
-    const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter(Boolean);
+    const protocols = req
+      .getHeader('sec-websocket-protocol')
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean);
     const flat = forwardedHeaders(req, WS_DROP_HEADERS);
     const headers: Record<string, string> = { 'x-forwarded-prefix': target.prefix };
     for (let i = 0; i + 1 < flat.length; i += 2) headers[flat[i]!] = flat[i + 1]!;

@@ -25,8 +25,17 @@ function isPlatformCookieSetter(name: HeaderName, value: HeaderName): boolean {
 
 /** Request headers never forwarded: framing (the backend client writes its own) and hop-by-hop ones. */
 const HOP_BY_HOP_REQUEST = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect', 'content-length',
-  'proxy-authorization', 'http2-settings',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'expect',
+  'content-length',
+  'proxy-authorization',
+  'http2-settings',
 ]);
 
 const noop = (): void => {};
@@ -57,9 +66,7 @@ export class ResponseRelay implements WriterHooks {
     /** The route's own response header rule (true drops the header), after the hop-by-hop list. */
     dropHeader?: HeaderFilter,
   ) {
-    const drop: HeaderFilter = dropHeader
-      ? (name, value) => isPlatformCookieSetter(name, value) || dropHeader(name, value)
-      : isPlatformCookieSetter;
+    const drop: HeaderFilter = dropHeader ? (name, value) => isPlatformCookieSetter(name, value) || dropHeader(name, value) : isPlatformCookieSetter;
     this.out = new ResponseWriter(res, this, { dropHeader: drop });
   }
 

@@ -24,7 +24,14 @@ export interface InstanceRouteSource {
 }
 
 /** Routed port per instance type when the route does not carry one (control-plane/instances DEFAULT_PORTS). */
-export const DEFAULT_ROUTED_PORTS: Readonly<Record<string, number>> = { jupyter: 8888, gradio: 7860, streamlit: 8501, comfyui: 8188, vllm: 8000, sglang: 30000 };
+export const DEFAULT_ROUTED_PORTS: Readonly<Record<string, number>> = {
+  jupyter: 8888,
+  gradio: 7860,
+  streamlit: 8501,
+  comfyui: 8188,
+  vllm: 8000,
+  sglang: 30000,
+};
 
 const STATUSES: ReadonlySet<string> = new Set(['pending', 'ready', 'stopping', 'stopped', 'failed']);
 

@@ -77,7 +77,11 @@ export class InstanceRouteTable implements InstanceRoutes {
 export class ActivityThrottle {
   private readonly last = new Map<string, number>();
 
-  constructor(private readonly report: (instanceId: string) => void, private readonly intervalMs: number, private readonly clock: Clock = systemClock) {}
+  constructor(
+    private readonly report: (instanceId: string) => void,
+    private readonly intervalMs: number,
+    private readonly clock: Clock = systemClock,
+  ) {}
 
   record(instanceId: string): void {
     const now = this.clock.now();

@@ -91,7 +91,12 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
 
   const plugin: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) => {
     const up = ctx.upstreams.opts;
-    pools = new InstancePools({ connectTimeoutMs: up.connectTimeoutMs, headersTimeoutMs: up.headersTimeoutMs, idleTimeoutMs: up.idleTimeoutMs, ...options.pool });
+    pools = new InstancePools({
+      connectTimeoutMs: up.connectTimeoutMs,
+      headersTimeoutMs: up.headersTimeoutMs,
+      idleTimeoutMs: up.idleTimeoutMs,
+      ...options.pool,
+    });
     const maxBody = options.maxBodyBytes ?? ctx.limits.maxBodyBytes;
     const p = pools;
     const answer = (res: Res, status: number, detail: string, headers?: Record<string, string>) => {
@@ -107,7 +112,7 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
         return;
       }
       const route = target && routes.get(target.instanceId);
-      const port = target && route ? target.port ?? mainEndpoint(route)?.port : undefined;
+      const port = target && route ? (target.port ?? mainEndpoint(route)?.port) : undefined;
       const address = route && port !== undefined && route.accountId === auth && SERVING_TYPES.has(route.instanceType) ? route.ports.get(port) : undefined;
       if (!target || !route || address === undefined || (route.status !== 'ready' && route.status !== 'pending')) {
         answer(res, 403, NO_ACCESS);
@@ -133,9 +138,15 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
         forward(p, address, { method, path, headers, body: undefined }, relay);
         return;
       }
-      readBody(res, length, maxBody, (body) => {
-        if (!relay.finished) forward(p, address, { method, path, headers, body }, relay);
-      }, (err) => relay.fail(err.status, err.message));
+      readBody(
+        res,
+        length,
+        maxBody,
+        (body) => {
+          if (!relay.finished) forward(p, address, { method, path, headers, body }, relay);
+        },
+        (err) => relay.fail(err.status, err.message),
+      );
     };
 
     app.any('/dedicated/*', (uwsRes: HttpResponse, req: HttpRequest) => {
@@ -149,7 +160,9 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
       const res = track(uwsRes);
       if (options.proxyUrl && req.getHeader('authorization') === '' && req.getHeader('x-api-key') === '') {
         const query = req.getQuery();
-        answer(res, 307, 'Open this instance through the instance proxy', { location: `${options.proxyUrl.replace(/\/+$/, '')}${req.getUrl()}${query ? `?${query}` : ''}` });
+        answer(res, 307, 'Open this instance through the instance proxy', {
+          location: `${options.proxyUrl.replace(/\/+$/, '')}${req.getUrl()}${query ? `?${query}` : ''}`,
+        });
         return;
       }
       handle(res, req, parseInstanceUrl(req.getUrl()));

@@ -46,7 +46,8 @@ export class AccountLimits implements LimitsSource {
 
   constructor(defaults: Limits) {
     const parsed = limitsSchema.safeParse(defaults);
-    if (!parsed.success) throw new ConfigError(`Invalid default model limits: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    if (!parsed.success)
+      throw new ConfigError(`Invalid default model limits: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     this.defaults = Object.freeze(parsed.data);
   }
 

@@ -54,7 +54,10 @@ export class RedisGateStore implements GateStore {
   private readonly onClose = () => this.setUp(false, 'connection closed');
 
   /** `redis`: a client, or an ioredis Cluster (the keys of one account share a slot). Give it `enableOfflineQueue: false`. */
-  constructor(readonly redis: Redis | Cluster, options: RedisGateStoreOptions) {
+  constructor(
+    readonly redis: Redis | Cluster,
+    options: RedisGateStoreOptions,
+  ) {
     if (/[{}]/.test(options.prefix)) throw new RcError('RC_ERR_CONFIG', 'Gate key prefix must not contain braces (they delimit the hash tag)', 500);
     this.prefix = options.prefix;
     this.timeoutMs = options.timeoutMs;
@@ -85,9 +88,15 @@ export class RedisGateStore implements GateStore {
   admit(i: AdmitInput): Promise<Outcome> {
     const args = [
       i.nowMs === undefined ? '' : String(i.nowMs),
-      String(i.limits.rpm), String(i.limits.tpm), String(i.limits.dailyTokens),
-      String(i.estimate), i.model, String(i.msToNextDay), DAY_TTL_SEC,
-      String(i.input), i.defaultOutput ? '1' : '0',
+      String(i.limits.rpm),
+      String(i.limits.tpm),
+      String(i.limits.dailyTokens),
+      String(i.estimate),
+      i.model,
+      String(i.msToNextDay),
+      DAY_TTL_SEC,
+      String(i.input),
+      i.defaultOutput ? '1' : '0',
     ];
     const call = this.run(ADMIT, this.bucketKey(i.accountId), this.dayKey(i.accountId, i.day), args);
     return new Promise<Outcome>((resolve, reject) => {
@@ -133,8 +142,14 @@ export class RedisGateStore implements GateStore {
     }
     const args = [
       i.nowMs === undefined ? '' : String(i.nowMs),
-      String(i.limits.rpm), String(i.limits.tpm), String(i.estimate),
-      String(i.inputTokens), String(i.outputTokens), i.model, DAY_TTL_SEC, String(i.cachedTokens),
+      String(i.limits.rpm),
+      String(i.limits.tpm),
+      String(i.estimate),
+      String(i.inputTokens),
+      String(i.outputTokens),
+      i.model,
+      DAY_TTL_SEC,
+      String(i.cachedTokens),
     ];
     this.run(SETTLE, this.bucketKey(i.accountId), this.dayKey(i.accountId, i.day), args).catch((err: unknown) => {
       this.failed((err as Error).message);
@@ -227,8 +242,14 @@ function toOutcome(reply: unknown): Outcome | undefined {
   if (!Array.isArray(reply) || reply.length !== 8 || !reply.every((v) => typeof v === 'number')) return undefined;
   const [gate, waitMs, remainingRequests, remainingTokens, resetRequestsMs, resetTokensMs, maxOutput, estimate] = reply as number[];
   return {
-    gate: gate!, waitMs: waitMs!, remainingRequests: remainingRequests!, remainingTokens: remainingTokens!,
-    resetRequestsMs: resetRequestsMs!, resetTokensMs: resetTokensMs!, maxOutput: maxOutput!, estimate: estimate!,
+    gate: gate!,
+    waitMs: waitMs!,
+    remainingRequests: remainingRequests!,
+    remainingTokens: remainingTokens!,
+    resetRequestsMs: resetRequestsMs!,
+    resetTokensMs: resetTokensMs!,
+    maxOutput: maxOutput!,
+    estimate: estimate!,
   };
 }
 
@@ -236,8 +257,14 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
     p.then(
-      (v) => { clearTimeout(timer); resolve(v); },
-      (e: unknown) => { clearTimeout(timer); reject(e); },
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e);
+      },
     );
   });
 }

@@ -12,8 +12,8 @@ const PLAIN = String.raw`[^"\\\x00-\x1f]*`;
 const INT = '(?:0|[1-9][0-9]*)';
 const TEXT_CHUNK = new RegExp(
   String.raw`^\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
-  String.raw`"choices":\[\{"index":0,"delta":\{"content":"((?:[^"\\\x00-\x1f]|\\.)*)"\},"logprobs":null,"finish_reason":null\}\],` +
-  String.raw`"usage":\{"prompt_tokens":(${INT}),"total_tokens":${INT},"completion_tokens":(${INT})\}\}$`,
+    String.raw`"choices":\[\{"index":0,"delta":\{"content":"((?:[^"\\\x00-\x1f]|\\.)*)"\},"logprobs":null,"finish_reason":null\}\],` +
+    String.raw`"usage":\{"prompt_tokens":(${INT}),"total_tokens":${INT},"completion_tokens":(${INT})\}\}$`,
 );
 
 /** The chunk in `data`, as JSON.parse returns it (throws like JSON.parse on bad JSON). */

@@ -23,10 +23,11 @@ export const poolExhausted = (): MessagesError => new MessagesError(503, 'Model 
 
 /** Answers a refusal of admission in the messages shape. */
 export const refuseMessages: RefusalReply = (res, r) => {
-  const e = r.kind === 'pool_exhausted'
-    ? poolExhausted()
-    : r.kind === 'gate_unavailable'
-      ? new MessagesError(503, 'Model gateway is unavailable', { 'retry-after': '5' })
-      : new MessagesError(429, RATE_LIMIT_MESSAGE, { ...r.headers, 'retry-after': String(Math.max(1, Math.ceil(r.retryAfterSec))) });
+  const e =
+    r.kind === 'pool_exhausted'
+      ? poolExhausted()
+      : r.kind === 'gate_unavailable'
+        ? new MessagesError(503, 'Model gateway is unavailable', { 'retry-after': '5' })
+        : new MessagesError(429, RATE_LIMIT_MESSAGE, { ...r.headers, 'retry-after': String(Math.max(1, Math.ceil(r.retryAfterSec))) });
   sendJson(res, e.status, errorBody(e.type, e.message), e.headers);
 };

@@ -45,72 +45,88 @@ export function prepare(
     onError(auth.reason === 'missing' ? NO_KEY : auth.reason === 'session' ? BAD_SESSION : auth.reason === 'unverified' ? UNVERIFIED : BAD_KEY);
     return;
   }
-  readBody(res, length, ctx.limits.maxBodyBytes, (buf) => {
-    let json: unknown;
-    try {
-      json = JSON.parse(buf.toString('utf8'));
-    } catch {
-      onError(new MessagesError(400, 'Request body is not valid JSON'));
-      return;
-    }
-    if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-      onError(new MessagesError(400, 'Request body must be a JSON object'));
-      return;
-    }
-    // The model first: an unknown name is refused with the same message whatever else is wrong.
-    const name = (json as { model?: unknown }).model;
-    if (typeof name !== 'string' || name === '') {
-      onError(new MessagesError(400, 'model: required, a model name from the catalog'));
-      return;
-    }
-    const model = ctx.catalog.get(name);
-    if (!model) {
-      onError(new MessagesError(400, `Requested model ${name.length > 256 ? `${name.slice(0, 256)}...` : name} not supported`));
-      return;
-    }
-    // Free JSON (tool inputs and schemas) is re-serialized by the translation: bound its depth.
-    if (nestsDeeperThan(json)) {
-      onError(TOO_DEEP);
-      return;
-    }
-    const parsed = schema.safeParse(json);
-    if (!parsed.success) {
-      onError(new MessagesError(400, describeIssue(parsed.error, json)));
-      return;
-    }
-    let translated: Translated;
-    try {
-      translated = toChatRequest(parsed.data, model.entry, signer);
-    } catch (err) {
-      if (err instanceof MessagesError) onError(err);
-      else throw err;
-      return;
-    }
-    const prepared: PreparedRequest = { ...translated, accountId: auth, model, body: parsed.data };
-    if (fit) fitContext(res, ctx, prepared, buf.length, onReady, onError);
-    else onReady(prepared);
-  }, (err) => onError(new MessagesError(err.status, err.message)));
+  readBody(
+    res,
+    length,
+    ctx.limits.maxBodyBytes,
+    (buf) => {
+      let json: unknown;
+      try {
+        json = JSON.parse(buf.toString('utf8'));
+      } catch {
+        onError(new MessagesError(400, 'Request body is not valid JSON'));
+        return;
+      }
+      if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+        onError(new MessagesError(400, 'Request body must be a JSON object'));
+        return;
+      }
+      // The model first: an unknown name is refused with the same message whatever else is wrong.
+      const name = (json as { model?: unknown }).model;
+      if (typeof name !== 'string' || name === '') {
+        onError(new MessagesError(400, 'model: required, a model name from the catalog'));
+        return;
+      }
+      const model = ctx.catalog.get(name);
+      if (!model) {
+        onError(new MessagesError(400, `Requested model ${name.length > 256 ? `${name.slice(0, 256)}...` : name} not supported`));
+        return;
+      }
+      // Free JSON (tool inputs and schemas) is re-serialized by the translation: bound its depth.
+      if (nestsDeeperThan(json)) {
+        onError(TOO_DEEP);
+        return;
+      }
+      const parsed = schema.safeParse(json);
+      if (!parsed.success) {
+        onError(new MessagesError(400, describeIssue(parsed.error, json)));
+        return;
+      }
+      let translated: Translated;
+      try {
+        translated = toChatRequest(parsed.data, model.entry, signer);
+      } catch (err) {
+        if (err instanceof MessagesError) onError(err);
+        else throw err;
+        return;
+      }
+      const prepared: PreparedRequest = { ...translated, accountId: auth, model, body: parsed.data };
+      if (fit) fitContext(res, ctx, prepared, buf.length, onReady, onError);
+      else onReady(prepared);
+    },
+    (err) => onError(new MessagesError(err.status, err.message)),
+  );
 }
 
 /** Lowers max_tokens to what fits the context, or refuses a prompt that alone is too long. */
-function fitContext(res: Res, ctx: GatewayContext, p: PreparedRequest, requestBytes: number, onReady: (p: PreparedRequest) => void, onError: (e: MessagesError) => void): void {
+function fitContext(
+  res: Res,
+  ctx: GatewayContext,
+  p: PreparedRequest,
+  requestBytes: number,
+  onReady: (p: PreparedRequest) => void,
+  onError: (e: MessagesError) => void,
+): void {
   const chat = p.chat;
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
   const prompt = { model: chat.model, messages: chat.messages, tools: chat.tools, chat_template_kwargs: chat.chat_template_kwargs };
-  fitMaxTokens(ctx, p.model, p.stickyKey, prompt, chat.max_tokens, ac.signal, requestBytes).then((r) => {
-    res.onAbort = undefined;
-    if (res.aborted) return;
-    if (r.kind === 'too-long') onError(new MessagesError(400, promptTooLongMessage(r)));
-    else {
-      if (r.kind === 'lowered') chat.max_tokens = r.maxTokens;
+  fitMaxTokens(ctx, p.model, p.stickyKey, prompt, chat.max_tokens, ac.signal, requestBytes).then(
+    (r) => {
+      res.onAbort = undefined;
+      if (res.aborted) return;
+      if (r.kind === 'too-long') onError(new MessagesError(400, promptTooLongMessage(r)));
+      else {
+        if (r.kind === 'lowered') chat.max_tokens = r.maxTokens;
+        onReady(p);
+      }
+    },
+    (err: unknown) => {
+      res.onAbort = undefined;
+      ctx.logger.error('fitting max_tokens failed', { err, model: p.model.name });
       onReady(p);
-    }
-  }, (err: unknown) => {
-    res.onAbort = undefined;
-    ctx.logger.error('fitting max_tokens failed', { err, model: p.model.name });
-    onReady(p);
-  });
+    },
+  );
 }
 
 /**

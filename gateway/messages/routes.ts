@@ -47,9 +47,18 @@ export function messagesRoutes(options: MessagesRouteOptions = {}): RoutePlugin 
 
 function handleCreate(res: Res, req: HttpRequest, ctx: GatewayContext, signer: ThinkingSigner, pingIntervalMs: number): void {
   const route = 'messages';
-  prepare(res, req, ctx, messagesRequestSchema, signer, (p) => {
-    forward(res, ctx, route, p, signer, pingIntervalMs);
-  }, (e) => sendError(res, ctx, route, NO_MODEL, e), true /* fit max_tokens into the context */);
+  prepare(
+    res,
+    req,
+    ctx,
+    messagesRequestSchema,
+    signer,
+    (p) => {
+      forward(res, ctx, route, p, signer, pingIntervalMs);
+    },
+    (e) => sendError(res, ctx, route, NO_MODEL, e),
+    true /* fit max_tokens into the context */,
+  );
 }
 
 function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number): void {
@@ -75,8 +84,15 @@ function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedReques
 
 /** The admitted exchange with the backend; settles the gate and the slot exactly once. */
 async function exchange(
-  res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number,
-  greq: GateRequest, decision: Allowed, estimate: number,
+  res: Res,
+  ctx: GatewayContext,
+  route: string,
+  p: PreparedRequest,
+  signer: ThinkingSigner,
+  pingIntervalMs: number,
+  greq: GateRequest,
+  decision: Allowed,
+  estimate: number,
 ): Promise<void> {
   const chat = p.chat;
   let settled = false;
@@ -145,22 +161,30 @@ async function exchange(
 
 function handleCount(res: Res, req: HttpRequest, ctx: GatewayContext, signer: ThinkingSigner): void {
   const route = 'count_tokens';
-  prepare(res, req, ctx, countTokensRequestSchema, signer, (p) => {
-    // Counting spends no tokens but is a request: it meets the request-rate gate (an estimate of 0
-    // is checked against the request bucket only), and holds an in-flight slot like any backend call.
-    const greq: GateRequest = { accountId: p.accountId, model: p.model.name, estimatedTokens: 0 };
-    admit(ctx, res, route, greq, refuseMessages, (decision) => {
-      void countTokens(res, ctx, route, p, decision.headers)
-        .catch((err: unknown) => {
-          ctx.logger.error('count_tokens failed', { err, model: p.model.name });
-          sendError(res, ctx, route, p.model.name, toMessagesError(err));
-        })
-        .finally(() => {
-          ctx.admission.leave();
-          ctx.gate.settle(greq, decision, ZERO_USAGE);
-        });
-    });
-  }, (e) => sendError(res, ctx, route, NO_MODEL, e));
+  prepare(
+    res,
+    req,
+    ctx,
+    countTokensRequestSchema,
+    signer,
+    (p) => {
+      // Counting spends no tokens but is a request: it meets the request-rate gate (an estimate of 0
+      // is checked against the request bucket only), and holds an in-flight slot like any backend call.
+      const greq: GateRequest = { accountId: p.accountId, model: p.model.name, estimatedTokens: 0 };
+      admit(ctx, res, route, greq, refuseMessages, (decision) => {
+        void countTokens(res, ctx, route, p, decision.headers)
+          .catch((err: unknown) => {
+            ctx.logger.error('count_tokens failed', { err, model: p.model.name });
+            sendError(res, ctx, route, p.model.name, toMessagesError(err));
+          })
+          .finally(() => {
+            ctx.admission.leave();
+            ctx.gate.settle(greq, decision, ZERO_USAGE);
+          });
+      });
+    },
+    (e) => sendError(res, ctx, route, NO_MODEL, e),
+  );
 }
 
 /** The plugin with its settings from the platform configuration (lib/config.ts). */

@@ -66,7 +66,11 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks {
   private lastWrite = 0;
   private pinger: NodeJS.Timeout | undefined;
 
-  constructor(readonly res: Res, private readonly ctx: GatewayContext, private readonly o: RelayOptions) {
+  constructor(
+    readonly res: Res,
+    private readonly ctx: GatewayContext,
+    private readonly o: RelayOptions,
+  ) {
     this.w = new ResponseWriter(res, this, { metrics: ctx.metrics });
     const t = new StreamTranslator({ model: o.model.name, signer: o.signer, thinking: o.thinking, inputTokens: o.inputTokensEstimate });
     this.t = t;
@@ -142,7 +146,13 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks {
 
   onEnd(): void {
     if (this.errorParts) {
-      sendError(this.res, this.ctx, this.o.route, this.o.model.name, backendError(this.status, Buffer.concat(this.errorParts).toString('utf8'), this.retryAfter));
+      sendError(
+        this.res,
+        this.ctx,
+        this.o.route,
+        this.o.model.name,
+        backendError(this.status, Buffer.concat(this.errorParts).toString('utf8'), this.retryAfter),
+      );
       this.w.finish(this.status, undefined);
       return;
     }

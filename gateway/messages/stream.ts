@@ -41,7 +41,12 @@ export const PING_EVENT = 'event: ping\ndata: {"type":"ping"}\n\n';
 /** An SSE comment: keeps proxies from cutting a silent stream before message_start. */
 export const KEEPALIVE_COMMENT = ': keep-alive\n\n';
 
-const enum Block { None, Thinking, Text, Tool }
+const enum Block {
+  None,
+  Thinking,
+  Text,
+  Tool,
+}
 
 export interface StreamOptions {
   /** The catalog name the client asked for. */
@@ -203,7 +208,7 @@ export class StreamTranslator {
 
   private backendError(chunk: ChatChunk): string {
     const e = chunk.error;
-    const message = typeof e === 'string' ? e : e?.message ?? chunk.message ?? 'The model backend failed';
+    const message = typeof e === 'string' ? e : (e?.message ?? chunk.message ?? 'The model backend failed');
     const code = Number(typeof e === 'object' ? e.code : chunk.code);
     return this.fail(Number.isInteger(code) && code >= 400 ? errorTypeForStatus(code) : 'api_error', message);
   }

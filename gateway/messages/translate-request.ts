@@ -79,9 +79,8 @@ export function toChatRequest(req: MessagesRequest, model: ModelEntry, signer: T
     if (!model.tools) throw invalidRequest(`tools: model ${model.name} does not support tool calling`);
     chat.tools = req.tools.map((t) => ({
       type: 'function',
-      function: t.description === undefined
-        ? { name: t.name, parameters: t.input_schema }
-        : { name: t.name, description: t.description, parameters: t.input_schema },
+      function:
+        t.description === undefined ? { name: t.name, parameters: t.input_schema } : { name: t.name, description: t.description, parameters: t.input_schema },
     }));
   }
   if (req.tool_choice) {
@@ -159,7 +158,9 @@ function assistantMessage(blocks: ContentBlock[], i: number, signer: ThinkingSig
   for (let j = 0; j < blocks.length; j++) {
     const b = blocks[j]!;
     switch (b.type) {
-      case 'text': text += b.text; break;
+      case 'text':
+        text += b.text;
+        break;
       case 'tool_use':
         (calls ??= []).push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input) } });
         break;
@@ -189,8 +190,12 @@ function userMessages(blocks: ContentBlock[], i: number, out: ChatMessage[]): vo
   for (let j = 0; j < blocks.length; j++) {
     const b = blocks[j]!;
     switch (b.type) {
-      case 'text': parts.push({ type: 'text', text: b.text }); break;
-      case 'image': parts.push(imagePart(b)); break;
+      case 'text':
+        parts.push({ type: 'text', text: b.text });
+        break;
+      case 'image':
+        parts.push(imagePart(b));
+        break;
       case 'tool_result': {
         flush();
         let content = '';

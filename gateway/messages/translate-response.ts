@@ -28,10 +28,14 @@ export type StopReason = 'end_turn' | 'max_tokens' | 'tool_use' | 'refusal';
 /** The backend finish reason as a messages stop_reason; anything unrecognised is end_turn. */
 export function stopReason(finish: string | null | undefined): StopReason {
   switch (finish) {
-    case 'length': return 'max_tokens';
-    case 'tool_calls': return 'tool_use';
-    case 'content_filter': return 'refusal';
-    default: return 'end_turn';
+    case 'length':
+      return 'max_tokens';
+    case 'tool_calls':
+      return 'tool_use';
+    case 'content_filter':
+      return 'refusal';
+    default:
+      return 'end_turn';
   }
 }
 

@@ -30,10 +30,16 @@ export const responsesRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayCont
     const r = track(res);
     const accountId = authenticateRequest(ctx, r, req, RESPONSES_ROUTE);
     if (accountId === undefined) return;
-    readBody(r, declaredLength(req), ctx.limits.maxBodyBytes, (body) => create(ctx, r, accountId, body), (err) => {
-      ctx.metrics.request(RESPONSES_ROUTE, NO_MODEL, err.status);
-      sendError(r, fromBodyError(err));
-    });
+    readBody(
+      r,
+      declaredLength(req),
+      ctx.limits.maxBodyBytes,
+      (body) => create(ctx, r, accountId, body),
+      (err) => {
+        ctx.metrics.request(RESPONSES_ROUTE, NO_MODEL, err.status);
+        sendError(r, fromBodyError(err));
+      },
+    );
   });
   app.any(RESPONSES_PATH, (res: HttpResponse) => reject(ctx, track(res), ERRORS.methodNotAllowed, RESPONSES_ROUTE));
 };

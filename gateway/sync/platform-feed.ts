@@ -12,7 +12,14 @@ import { request } from 'undici';
 import type { Bus, BusEvent } from '../../lib/bus.js';
 import type { ModelEntry } from '../../lib/config.js';
 import { RcError } from '../../lib/errors.js';
-import { gatewaySnapshotSchema, instanceRouteSchema, INTERNAL_TOKEN_HEADER, SNAPSHOT_PATH, type GatewaySnapshot, type InstanceRouteWire } from '../../lib/gateway-snapshot.js';
+import {
+  gatewaySnapshotSchema,
+  instanceRouteSchema,
+  INTERNAL_TOKEN_HEADER,
+  SNAPSHOT_PATH,
+  type GatewaySnapshot,
+  type InstanceRouteWire,
+} from '../../lib/gateway-snapshot.js';
 import type { Logger } from '../../lib/log.js';
 import { routesFromInstances } from '../dedicated/from-instances.js';
 import type { InstanceRoutes } from '../dedicated/instance-routes.js';
@@ -21,7 +28,9 @@ import type { KeySource } from '../keys.js';
 import type { Gateway } from '../server.js';
 
 export class SnapshotError extends RcError {
-  constructor(message: string) { super('RC_ERR_GATEWAY_SNAPSHOT', message, 502); }
+  constructor(message: string) {
+    super('RC_ERR_GATEWAY_SNAPSHOT', message, 502);
+  }
 }
 
 export interface PlatformFeedOptions {
@@ -51,12 +60,15 @@ export class PlatformFeed {
   readonly instanceRoutes: InstanceRoutes;
 
   constructor(private readonly o: PlatformFeedOptions) {
-    this.instanceRoutes = routesFromInstances({
-      route: (id) => this.routes.get(id),
-      recordActivity: (instanceId) => {
-        void o.bus?.publish({ type: 'instance.activity', instanceId }).catch(() => {});
+    this.instanceRoutes = routesFromInstances(
+      {
+        route: (id) => this.routes.get(id),
+        recordActivity: (instanceId) => {
+          void o.bus?.publish({ type: 'instance.activity', instanceId }).catch(() => {});
+        },
       },
-    }, o.activityThrottleMs);
+      o.activityThrottleMs,
+    );
     // Subscribed before the first fetch, so nothing published meanwhile is lost.
     this.unsubscribe = o.bus?.subscribe((ev) => this.onEvent(ev));
   }
@@ -66,7 +78,9 @@ export class PlatformFeed {
     let res;
     try {
       res = await request(new URL(SNAPSHOT_PATH, this.o.url), {
-        headers: { [INTERNAL_TOKEN_HEADER]: this.o.token }, headersTimeout: 10_000, bodyTimeout: 30_000,
+        headers: { [INTERNAL_TOKEN_HEADER]: this.o.token },
+        headersTimeout: 10_000,
+        bodyTimeout: 30_000,
       });
     } catch (err) {
       throw new SnapshotError(`control plane ${this.o.url} unreachable: ${(err as Error).message}`);
@@ -126,7 +140,9 @@ export class PlatformFeed {
 
   /** Fetches a snapshot and replaces everything with it; a failure keeps what the gateway holds. */
   resync(why: string): Promise<void> {
-    this.resyncing ??= this.runResync(why).finally(() => { this.resyncing = undefined; });
+    this.resyncing ??= this.runResync(why).finally(() => {
+      this.resyncing = undefined;
+    });
     return this.resyncing;
   }
 

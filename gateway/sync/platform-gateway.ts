@@ -25,7 +25,14 @@ export interface PlatformGatewayParts {
 }
 
 export async function platformGatewayParts(config: Config, o: { url: string; token: string; bus?: Bus; logger: Logger }): Promise<PlatformGatewayParts> {
-  const feed = new PlatformFeed({ url: o.url, token: o.token, bus: o.bus, logger: o.logger, resyncMs: config.gatewayResyncMs, activityThrottleMs: config.gatewayActivityReportMs });
+  const feed = new PlatformFeed({
+    url: o.url,
+    token: o.token,
+    bus: o.bus,
+    logger: o.logger,
+    resyncMs: config.gatewayResyncMs,
+    activityThrottleMs: config.gatewayActivityReportMs,
+  });
   let snapshot: GatewaySnapshot;
   try {
     snapshot = await feed.first();
@@ -36,7 +43,11 @@ export async function platformGatewayParts(config: Config, o: { url: string; tok
   const routes = feed.instanceRoutes;
   // The tunnel secret must be the control plane's (it signs the instances' identities).
   const secret = config.tunnelSecret || snapshot.tunnel.secret;
-  const dedicated = createDedicatedEndpoints({ routes, proxyUrl: config.proxyPublicUrl || snapshot.tunnel.proxyUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+  const dedicated = createDedicatedEndpoints({
+    routes,
+    proxyUrl: config.proxyPublicUrl || snapshot.tunnel.proxyUrl || undefined,
+    maxBodyBytes: config.gatewayMaxBodyBytes,
+  });
   const broker = createTunnelBroker({ routes, secret, publicUrl: config.instancePublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
   return {
     snapshot,

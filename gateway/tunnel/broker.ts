@@ -81,7 +81,10 @@ class Tunnel {
   private nextStream = 0;
   readonly streams = new Map<number, ResponseRelay>();
 
-  constructor(readonly ws: WebSocket<ConnData>, readonly data: ConnData) {}
+  constructor(
+    readonly ws: WebSocket<ConnData>,
+    readonly data: ConnData,
+  ) {}
 
   send(type: FrameType, stream: number, payload?: Uint8Array | string): void {
     if (this.closed) return;
@@ -320,7 +323,13 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
   return {
     plugin,
     tunnels() {
-      return [...tunnels.values()].map((t) => ({ tunnelId: t.data.tunnelId, instanceId: t.data.instanceId, port: t.data.port, publicUrl: t.data.publicUrl, streams: t.streams.size }));
+      return [...tunnels.values()].map((t) => ({
+        tunnelId: t.data.tunnelId,
+        instanceId: t.data.instanceId,
+        port: t.data.port,
+        publicUrl: t.data.publicUrl,
+        streams: t.streams.size,
+      }));
     },
     async listenPublic(host, port) {
       if (!servePublic) throw new Error('listenPublic: start the gateway with the broker plugin first');

@@ -29,7 +29,9 @@ const MAC_LENGTH = 43;
 const INSTANCE_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 export class TunnelSecretError extends RcError {
-  constructor(message: string) { super('RC_ERR_TUNNEL_SECRET' satisfies ErrorCode, message, 500); }
+  constructor(message: string) {
+    super('RC_ERR_TUNNEL_SECRET' satisfies ErrorCode, message, 500);
+  }
 }
 
 function mac(secret: string, purpose: string, value: string): Buffer {

@@ -30,7 +30,12 @@ const run = promisify(execFile);
 async function engine(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<{ status: number; json: any }> {
   const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
   try {
-    const res = await client.request({ method, path: `/v1.41${path}`, body: body === undefined ? undefined : JSON.stringify(body), headers: body === undefined ? {} : { 'content-type': 'application/json' } });
+    const res = await client.request({
+      method,
+      path: `/v1.41${path}`,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    });
     const text = await res.body.text();
     return { status: res.statusCode, json: text ? JSON.parse(text) : undefined };
   } finally {
@@ -51,7 +56,10 @@ async function cleanupAgent(agentId: string): Promise<void> {
 /** A docker-runtime test agent (small limits, no toolbox unless asked), its containers and volumes removed afterwards. */
 async function dockerAgent(t: TestContext, options: Partial<AgentOptions> = {}) {
   const a = await startTestAgent(t, {
-    runtime: 'docker', dockerSocket: DOCKER_SOCKET, readyTimeoutMs: 60_000, stopGraceMs: 2000,
+    runtime: 'docker',
+    dockerSocket: DOCKER_SOCKET,
+    readyTimeoutMs: 60_000,
+    stopGraceMs: 2000,
     ...options,
     docker: { limitsPerGpu: { memoryMb: 256, cpus: 0.5, pids: 200 }, toolbox: false, ...options.docker },
   });
@@ -68,8 +76,14 @@ async function logsOf(client: AgentClient, id: string): Promise<string> {
 function tcpConnects(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect({ host, port });
-    s.setTimeout(2000, () => { s.destroy(); resolve(false); });
-    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.setTimeout(2000, () => {
+      s.destroy();
+      resolve(false);
+    });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
     s.once('error', () => resolve(false));
   });
 }
@@ -89,7 +103,13 @@ test('launch to ready: API version negotiated, ports on 127.0.0.1 only, limits, 
   if (!(await needEngine(t))) return;
   const { client, agent } = await dockerAgent(t);
   const id = `dk-ready-${process.pid}`;
-  await client.start({ instanceId: id, image: BUSYBOX, startCommand: 'echo hello from $RC_INSTANCE_ID; mkdir -p /www; echo page > /www/index.html; exec httpd -f -p $PORT -h /www', ports: [8000], gpuCount: 2 });
+  await client.start({
+    instanceId: id,
+    image: BUSYBOX,
+    startCommand: 'echo hello from $RC_INSTANCE_ID; mkdir -p /www; echo page > /www/index.html; exec httpd -f -p $PORT -h /www',
+    ports: [8000],
+    gpuCount: 2,
+  });
   const ready = await waitForState(client, id, 'ready', 60_000);
   const [e] = ready.endpoints;
   assert.equal(e!.host, '127.0.0.1');
@@ -107,7 +127,9 @@ test('launch to ready: API version negotiated, ports on 127.0.0.1 only, limits, 
   assert.equal(hc.NanoCpus, 1e9, 'CPUs scaled by 2 GPUs');
   assert.equal(hc.PidsLimit, 400);
   assert.deepEqual(hc.DeviceRequests ?? [], [], 'simulated GPUs: no device request');
-  assert.ok(!(hc.Binds ?? []).some((b: string) => b.includes('docker.sock')) && !(hc.Mounts ?? []).some((m: { Source: string }) => m.Source.includes('docker.sock')));
+  assert.ok(
+    !(hc.Binds ?? []).some((b: string) => b.includes('docker.sock')) && !(hc.Mounts ?? []).some((m: { Source: string }) => m.Source.includes('docker.sock')),
+  );
   assert.equal(c.Config.Labels['rc.agent-id'], agent.agentId);
   assert.equal(c.Config.Labels['rc.instance-id'], id);
   assert.ok((c.Config.Env as string[]).includes('CUDA_VISIBLE_DEVICES=0,1'));
@@ -170,7 +192,7 @@ test('a failing start: the exit code and the last lines in detail; nothing left 
   assert.equal((await engine('GET', `/containers/rc-${id}/json`)).status, 404);
 });
 
-test('pull failures: a missing image with pull policy never, and a registry that refuses (the engine\'s message in detail)', async (t) => {
+test("pull failures: a missing image with pull policy never, and a registry that refuses (the engine's message in detail)", async (t) => {
   if (!(await needEngine(t))) return;
   // A local "registry" that answers 404 to everything.
   const registry = createServer((s) => s.end('HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}'));
@@ -201,22 +223,37 @@ async function startSlowRegistry(t: TestContext): Promise<{ image: string }> {
   const tarball = (await run('tar', ['-C', join(root, 'fs'), '-c', '.'], { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 })).stdout as Buffer;
   const layer = gzipSync(tarball);
   const sha = (b: Buffer | string) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
-  const config = Buffer.from(JSON.stringify({
-    architecture: 'amd64', os: 'linux', config: { Env: ['PATH=/bin'], Cmd: ['/bin/sh'] },
-    rootfs: { type: 'layers', diff_ids: [sha(tarball)] }, history: [{ created_by: 'rc test registry' }],
-  }));
-  const manifest = Buffer.from(JSON.stringify({
-    schemaVersion: 2, mediaType: 'application/vnd.docker.distribution.manifest.v2+json',
-    config: { mediaType: 'application/vnd.docker.container.image.v1+json', size: config.length, digest: sha(config) },
-    layers: [{ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', size: layer.length, digest: sha(layer) }],
-  }));
-  const blobs = new Map([[sha(config), config], [sha(layer), layer]]);
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: 'amd64',
+      os: 'linux',
+      config: { Env: ['PATH=/bin'], Cmd: ['/bin/sh'] },
+      rootfs: { type: 'layers', diff_ids: [sha(tarball)] },
+      history: [{ created_by: 'rc test registry' }],
+    }),
+  );
+  const manifest = Buffer.from(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.docker.distribution.manifest.v2+json',
+      config: { mediaType: 'application/vnd.docker.container.image.v1+json', size: config.length, digest: sha(config) },
+      layers: [{ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', size: layer.length, digest: sha(layer) }],
+    }),
+  );
+  const blobs = new Map([
+    [sha(config), config],
+    [sha(layer), layer],
+  ]);
   const server = createHttpServer((req, res) => {
     res.setHeader('docker-distribution-api-version', 'registry/2.0');
     const url = req.url ?? '';
     if (url === '/v2/') return res.end('{}');
     if (/\/manifests\//.test(url)) {
-      res.writeHead(200, { 'content-type': 'application/vnd.docker.distribution.manifest.v2+json', 'docker-content-digest': sha(manifest), 'content-length': manifest.length });
+      res.writeHead(200, {
+        'content-type': 'application/vnd.docker.distribution.manifest.v2+json',
+        'docker-content-digest': sha(manifest),
+        'content-length': manifest.length,
+      });
       return res.end(req.method === 'HEAD' ? undefined : manifest);
     }
     const blob = blobs.get(url.split('/blobs/')[1] ?? '');
@@ -257,7 +294,10 @@ test('a real pull: layers and bytes in the pending message, then the pulled imag
   for (const e of watch.events()) if (e.instanceId === id) messages.add(e.message);
   const progress = [...messages].filter((m) => m.startsWith('pulling image: '));
   t.diagnostic(progress.join(' | '));
-  assert.ok(progress.some((m) => /^pulling image: [01]\/1 layers, [\d.]+ [kMG]?B of [\d.]+ [kMG]?B$/.test(m)), [...messages].join(' | '));
+  assert.ok(
+    progress.some((m) => /^pulling image: [01]\/1 layers, [\d.]+ [kMG]?B of [\d.]+ [kMG]?B$/.test(m)),
+    [...messages].join(' | '),
+  );
 });
 
 test('stop and remove within the grace period even when PID 1 ignores SIGTERM; the next launch starts', async (t) => {
@@ -277,19 +317,32 @@ test('persistent storage: the account volume survives destroy and relaunch; noth
   if (!(await needEngine(t))) return;
   const { client, agent } = await dockerAgent(t);
   const volume = `acct-${process.pid}`;
-  await client.start({ instanceId: `dk-vol1-${process.pid}`, image: BUSYBOX, volume, startCommand: 'echo kept > $RC_VOLUME_DIR/note; echo lost > /root/scratch; exec sleep 60' });
+  await client.start({
+    instanceId: `dk-vol1-${process.pid}`,
+    image: BUSYBOX,
+    volume,
+    startCommand: 'echo kept > $RC_VOLUME_DIR/note; echo lost > /root/scratch; exec sleep 60',
+  });
   await waitForState(client, `dk-vol1-${process.pid}`, 'ready');
   await waitFor(async () => (await engine('GET', `/volumes/rc-vol-${agent.agentId}-${volume}`)).status === 200);
   await client.remove(`dk-vol1-${process.pid}`);
-  await client.start({ instanceId: `dk-vol2-${process.pid}`, image: BUSYBOX, volume, startCommand: 'cat $RC_VOLUME_DIR/note; cat /root/scratch || echo no-scratch; exec sleep 60' });
+  await client.start({
+    instanceId: `dk-vol2-${process.pid}`,
+    image: BUSYBOX,
+    volume,
+    startCommand: 'cat $RC_VOLUME_DIR/note; cat /root/scratch || echo no-scratch; exec sleep 60',
+  });
   await waitForState(client, `dk-vol2-${process.pid}`, 'ready');
-  const out = await waitFor(async () => { const l = await logsOf(client, `dk-vol2-${process.pid}`); return l.includes('no-scratch') ? l : undefined; }, 20_000);
+  const out = await waitFor(async () => {
+    const l = await logsOf(client, `dk-vol2-${process.pid}`);
+    return l.includes('no-scratch') ? l : undefined;
+  }, 20_000);
   assert.match(out, /kept/);
   await client.remove(`dk-vol2-${process.pid}`);
   assert.equal((await engine('GET', `/volumes/rc-vol-${agent.agentId}-${volume}`)).status, 200, 'remove never deletes the volume');
 });
 
-test('a tenant container cannot read the data dir or reach the agent\'s gRPC port', async (t) => {
+test("a tenant container cannot read the data dir or reach the agent's gRPC port", async (t) => {
   if (!(await needEngine(t))) return;
   const { client, agent, dataDir } = await dockerAgent(t);
   const id = `dk-escape-${process.pid}`;
@@ -303,8 +356,12 @@ test('a tenant container cannot read the data dir or reach the agent\'s gRPC por
     'echo PROBE-DONE',
   ].join('; ');
   await client.start({ instanceId: id, image: BUSYBOX, startCommand: `${probe}; exec sleep 60` });
-  const out = await waitFor(async () => { const l = await logsOf(client, id); return l.includes('PROBE-DONE') ? l : undefined; }, 30_000);
-  for (const marker of ['READ-STATE', 'LIST-DATA', 'REACH-AGENT-GATEWAY', 'REACH-AGENT-LOOPBACK', 'DOCKER-SOCK']) assert.ok(!out.includes(marker), `${marker} in:\n${out}`);
+  const out = await waitFor(async () => {
+    const l = await logsOf(client, id);
+    return l.includes('PROBE-DONE') ? l : undefined;
+  }, 30_000);
+  for (const marker of ['READ-STATE', 'LIST-DATA', 'REACH-AGENT-GATEWAY', 'REACH-AGENT-LOOPBACK', 'DOCKER-SOCK'])
+    assert.ok(!out.includes(marker), `${marker} in:\n${out}`);
 });
 
 test('SSH: the account key gets a root shell on the routed port 22; another key is refused', async (t) => {
@@ -316,8 +373,29 @@ test('SSH: the account key gets a root shell on the routed port 22; another key 
   await client.start({ instanceId: id, image: SSHD, ports: [22], sshPublicKey: readFileSync(join(dir, 'good.pub'), 'utf8').trim() });
   const ready = await waitForState(client, id, 'ready', 60_000);
   const { host, hostPort } = ready.endpoints.find((e) => e.port === 22)!;
-  const ssh = (key: string) => run('ssh', ['-i', join(dir, key), '-p', String(hostPort), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
-    '-o', 'BatchMode=yes', '-o', 'ConnectTimeout=10', '-o', 'IdentitiesOnly=yes', `root@${host}`, 'echo shell-as-$(id -u)'], { timeout: 30_000 });
+  const ssh = (key: string) =>
+    run(
+      'ssh',
+      [
+        '-i',
+        join(dir, key),
+        '-p',
+        String(hostPort),
+        '-o',
+        'StrictHostKeyChecking=no',
+        '-o',
+        'UserKnownHostsFile=/dev/null',
+        '-o',
+        'BatchMode=yes',
+        '-o',
+        'ConnectTimeout=10',
+        '-o',
+        'IdentitiesOnly=yes',
+        `root@${host}`,
+        'echo shell-as-$(id -u)',
+      ],
+      { timeout: 30_000 },
+    );
   const ok = await ssh('good');
   assert.match(ok.stdout, /shell-as-0/);
   await assert.rejects(ssh('bad'), /Permission denied/);
@@ -333,10 +411,16 @@ test('rc-tunnel inside a container: the tool is on PATH and reaches the broker t
   const { client } = await dockerAgent(t, { docker: { toolbox: true } });
   const id = `dk-tunnel-${process.pid}`;
   await client.start({
-    instanceId: id, image: BUSYBOX, env: { RC_TUNNEL_BROKER: brokerUrl }, files: { '.rc-tunnel/token': 'rct-x\n' },
+    instanceId: id,
+    image: BUSYBOX,
+    env: { RC_TUNNEL_BROKER: brokerUrl },
+    files: { '.rc-tunnel/token': 'rct-x\n' },
     startCommand: 'echo "broker=$RC_TUNNEL_BROKER"; wget -q -O - "$RC_TUNNEL_BROKER/"; echo; rc-tunnel --help | head -1; echo TUNNEL-DONE; exec sleep 60',
   });
-  const out = await waitFor(async () => { const l = await logsOf(client, id); return l.includes('TUNNEL-DONE') ? l : undefined; }, 60_000);
+  const out = await waitFor(async () => {
+    const l = await logsOf(client, id);
+    return l.includes('TUNNEL-DONE') ? l : undefined;
+  }, 60_000);
   assert.match(out, /broker=http:\/\/host\.docker\.internal:\d+/);
   assert.match(out, /broker-ok/);
   assert.match(out, /Usage: rc-tunnel/);
@@ -364,9 +448,17 @@ test('the agent SIGKILLed mid-pull, mid-start and while running, then restarted:
   await waitFor(async () => (await client.list()).find((i) => i.instanceId === `k-pull-${pid}`)?.message === 'pulling image', 30_000);
   // A container of this agent that no record knows (killed between create and the state write),
   // and one of another agent that must be left alone.
-  const orphan = await engine('POST', `/containers/create?name=rc-k-orphan-${pid}`, { Image: BUSYBOX, Cmd: ['sleep', '60'], Labels: { 'rc.agent-id': a.agentId, 'rc.instance-id': `k-orphan-${pid}` } });
+  const orphan = await engine('POST', `/containers/create?name=rc-k-orphan-${pid}`, {
+    Image: BUSYBOX,
+    Cmd: ['sleep', '60'],
+    Labels: { 'rc.agent-id': a.agentId, 'rc.instance-id': `k-orphan-${pid}` },
+  });
   await engine('POST', `/containers/${orphan.json.Id}/start`);
-  const foreign = await engine('POST', `/containers/create?name=rc-k-foreign-${pid}`, { Image: BUSYBOX, Cmd: ['sleep', '60'], Labels: { 'rc.agent-id': `other-${pid}`, 'rc.instance-id': 'x' } });
+  const foreign = await engine('POST', `/containers/create?name=rc-k-foreign-${pid}`, {
+    Image: BUSYBOX,
+    Cmd: ['sleep', '60'],
+    Labels: { 'rc.agent-id': `other-${pid}`, 'rc.instance-id': 'x' },
+  });
   t.after(() => engine('DELETE', `/containers/${foreign.json.Id}?force=true`));
   await engine('POST', `/containers/${foreign.json.Id}/start`);
 
@@ -383,7 +475,8 @@ test('the agent SIGKILLed mid-pull, mid-start and while running, then restarted:
   assert.equal(pull.reason, 'lost');
   const { json: mine } = await engine('GET', labelled(`rc.agent-id=${a.agentId}`));
   const byInstance = new Map<string, number>();
-  for (const c of mine as { Labels: Record<string, string> }[]) byInstance.set(c.Labels['rc.instance-id']!, (byInstance.get(c.Labels['rc.instance-id']!) ?? 0) + 1);
+  for (const c of mine as { Labels: Record<string, string> }[])
+    byInstance.set(c.Labels['rc.instance-id']!, (byInstance.get(c.Labels['rc.instance-id']!) ?? 0) + 1);
   assert.deepEqual(Object.fromEntries(byInstance), { [`k-run-${pid}`]: 1, [`k-late-${pid}`]: 1 }, 'no orphan, no duplicate');
   assert.equal((await engine('GET', `/containers/${foreign.json.Id}/json`)).json.State.Running, true, "another agent's container is untouched");
   await client.reconcile([]);

@@ -27,7 +27,7 @@ test('API version negotiation: the newer of both, never below 1.41', () => {
   assert.equal(api.negotiateApiVersion(undefined), '1.41');
 });
 
-test('the bridge gateway of an implicit IPAM config is the subnet\'s first address', () => {
+test("the bridge gateway of an implicit IPAM config is the subnet's first address", () => {
   assert.equal(api.firstHostAddress('172.17.0.0/16'), '172.17.0.1');
   assert.equal(api.firstHostAddress('10.213.5.0/24'), '10.213.5.1');
 });
@@ -39,7 +39,7 @@ test('pull policy: a present image is used as it is unless the policy is always'
   assert.equal(api.shouldPull('never', false), false);
 });
 
-test('limits scale with the GPU count; CPUs are capped at the host\'s', () => {
+test("limits scale with the GPU count; CPUs are capped at the host's", () => {
   assert.deepEqual(api.scaleLimits({ memoryMb: 1024, cpus: 2, pids: 100 }, 4, 64), { memoryBytes: 4 * 1024 ** 3, nanoCpus: 8e9, pids: 400 });
   assert.deepEqual(api.scaleLimits({ memoryMb: 1024, cpus: 2, pids: 100 }, 0, 64), { memoryBytes: 1024 ** 3, nanoCpus: 2e9, pids: 100 });
   assert.equal(api.scaleLimits({ memoryMb: 1, cpus: 8, pids: 1 }, 4, 2).nanoCpus, 2e9);
@@ -56,10 +56,23 @@ test('image references split into fromImage and tag', () => {
 
 test('create: GPU device requests by UUID, labels with the instance id, port bindings, volume, env, command, limits, init', () => {
   const req = api.createContainerRequest({
-    spec, agentId: 'agent_x', gpus: [2, 3], gpuDeviceIds: ['GPU-aa', 'GPU-bb'], hostPorts: new Map([[8000, 41000], [7860, 41001]]), bindIp: '10.0.0.5',
-    homeDir: '/data/agent/instances/inst-1/home', volume: { type: 'volume', source: 'rc-vol-agent_x-data-7' }, authorizedKeysFile: undefined,
-    toolbox: { dir: '/d/toolbox', dist: '/p/dist', nodeModules: '/p/node_modules' }, imagePath: '/usr/bin:/bin',
-    agentEnv: { RC_INSTANCE_ID: 'inst-1', CUDA_VISIBLE_DEVICES: '2,3' }, limits, diskQuotaGb: undefined,
+    spec,
+    agentId: 'agent_x',
+    gpus: [2, 3],
+    gpuDeviceIds: ['GPU-aa', 'GPU-bb'],
+    hostPorts: new Map([
+      [8000, 41000],
+      [7860, 41001],
+    ]),
+    bindIp: '10.0.0.5',
+    homeDir: '/data/agent/instances/inst-1/home',
+    volume: { type: 'volume', source: 'rc-vol-agent_x-data-7' },
+    authorizedKeysFile: undefined,
+    toolbox: { dir: '/d/toolbox', dist: '/p/dist', nodeModules: '/p/node_modules' },
+    imagePath: '/usr/bin:/bin',
+    agentEnv: { RC_INSTANCE_ID: 'inst-1', CUDA_VISIBLE_DEVICES: '2,3' },
+    limits,
+    diskQuotaGb: undefined,
   });
   assert.equal(req.method, 'POST');
   assert.equal(req.path, '/containers/create?name=rc-inst-1');
@@ -86,7 +99,7 @@ test('create: GPU device requests by UUID, labels with the instance id, port bin
     { Type: 'bind', Source: '/p/dist', Target: '/opt/rc/app/dist', ReadOnly: true },
     { Type: 'bind', Source: '/p/node_modules', Target: '/opt/rc/app/node_modules', ReadOnly: true },
   ]);
-  assert.ok(body.Env.includes('PATH=/usr/bin:/bin:/opt/rc/bin'), 'the toolbox is appended to the image\'s PATH');
+  assert.ok(body.Env.includes('PATH=/usr/bin:/bin:/opt/rc/bin'), "the toolbox is appended to the image's PATH");
   const hc = body.HostConfig;
   assert.deepEqual(hc.RestartPolicy, { Name: 'no' });
   assert.equal(hc.Init, true);
@@ -101,9 +114,20 @@ test('create: GPU device requests by UUID, labels with the instance id, port bin
   // Simulated GPUs: no device request (the engine has no nvidia driver); a host-path volume is a
   // bind mount; no command keeps the image's own; the SSH key is root's authorized_keys; a disk quota where supported.
   const plain = api.createContainerRequest({
-    spec: { ...spec, startCommand: '', volume: '/srv/keep', ports: [], env: {} }, agentId: 'a', gpus: [0, 1], gpuDeviceIds: undefined, hostPorts: new Map(), bindIp: '127.0.0.1',
-    homeDir: '/h', volume: { type: 'bind', source: '/srv/keep' }, authorizedKeysFile: '/h/.ssh/authorized_keys', toolbox: undefined, imagePath: undefined,
-    agentEnv: {}, limits, diskQuotaGb: 150,
+    spec: { ...spec, startCommand: '', volume: '/srv/keep', ports: [], env: {} },
+    agentId: 'a',
+    gpus: [0, 1],
+    gpuDeviceIds: undefined,
+    hostPorts: new Map(),
+    bindIp: '127.0.0.1',
+    homeDir: '/h',
+    volume: { type: 'bind', source: '/srv/keep' },
+    authorizedKeysFile: '/h/.ssh/authorized_keys',
+    toolbox: undefined,
+    imagePath: undefined,
+    agentEnv: {},
+    limits,
+    diskQuotaGb: 150,
   }).body as Record<string, any>;
   assert.deepEqual(plain.HostConfig.DeviceRequests, []);
   assert.deepEqual(plain.HostConfig.Mounts[2], { Type: 'bind', Source: '/h/.ssh/authorized_keys', Target: '/root/.ssh/authorized_keys', ReadOnly: true });
@@ -136,7 +160,10 @@ test('pull progress becomes a pending message with layers and bytes; an error li
   assert.equal(p.push({ status: 'Pulling from vllm/vllm-openai', id: 'v0.6.0' }), 'pulling image');
   assert.equal(p.push({ status: 'Pulling fs layer', id: 'aaaaaaaaaaaa' }), 'pulling image: 0/1 layers');
   assert.equal(p.push({ status: 'Already exists', id: 'bbbbbbbbbbbb' }), 'pulling image: 1/2 layers');
-  assert.equal(p.push({ status: 'Downloading', id: 'aaaaaaaaaaaa', progressDetail: { current: 1.2e9, total: 4.8e9 } }), 'pulling image: 1/2 layers, 1.2 GB of 4.8 GB');
+  assert.equal(
+    p.push({ status: 'Downloading', id: 'aaaaaaaaaaaa', progressDetail: { current: 1.2e9, total: 4.8e9 } }),
+    'pulling image: 1/2 layers, 1.2 GB of 4.8 GB',
+  );
   assert.equal(p.push({ status: 'Pull complete', id: 'aaaaaaaaaaaa' }), 'pulling image: 2/2 layers, 4.8 GB of 4.8 GB');
   assert.deepEqual(p.push({ errorDetail: { message: 'manifest unknown' } }), { error: 'manifest unknown' });
 });

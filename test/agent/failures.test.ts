@@ -80,9 +80,12 @@ test('bad specs are refused with INVALID_ARGUMENT naming the field', async (t) =
   const failed = await waitForState(client, 'nocmd', 'failed');
   assert.equal(failed.reason, 'start_failed');
   await assert.rejects(client.stop('nope'), isCode(status.NOT_FOUND, 'RC_ERR_AGENT_NOT_FOUND'));
-  await assert.rejects(async () => {
-    for await (const _ of client.logs('nope')) void _;
-  }, isCode(status.NOT_FOUND, 'RC_ERR_AGENT_NOT_FOUND'));
+  await assert.rejects(
+    async () => {
+      for await (const _ of client.logs('nope')) void _;
+    },
+    isCode(status.NOT_FOUND, 'RC_ERR_AGENT_NOT_FOUND'),
+  );
 });
 
 test('a wrong or missing token is refused on every call, streams included', async (t) => {
@@ -106,5 +109,9 @@ test('a wrong or missing token is refused on every call, streams included', asyn
     }, refused);
   }
   const list = await client.list();
-  assert.deepEqual(list.map((i) => [i.instanceId, i.state]), [['mine', 'ready']], 'nothing changed');
+  assert.deepEqual(
+    list.map((i) => [i.instanceId, i.state]),
+    [['mine', 'ready']],
+    'nothing changed',
+  );
 });

@@ -8,8 +8,9 @@ import { startTestAgent, waitForState } from './harness.js';
 test('concurrent starts on 4 GPUs: no GPU assigned twice, the rest fail with gpus_unavailable, CUDA_VISIBLE_DEVICES matches', async (t) => {
   const { client } = await startTestAgent(t, { stopGraceMs: 500 });
   const counts = [2, 1, 2, 1, 1, 2, 1];
-  const started = await Promise.all(counts.map((gpuCount, i) =>
-    client.start({ instanceId: `g${i}`, gpuCount, startCommand: 'echo "gpus=$CUDA_VISIBLE_DEVICES"; exec sleep 30' })));
+  const started = await Promise.all(
+    counts.map((gpuCount, i) => client.start({ instanceId: `g${i}`, gpuCount, startCommand: 'echo "gpus=$CUDA_VISIBLE_DEVICES"; exec sleep 30' })),
+  );
   const holding = started.map((s) => s.instance).filter((i) => i.state !== 'failed');
   const refused = started.map((s) => s.instance).filter((i) => i.state === 'failed');
   const assigned = holding.flatMap((i) => i.gpus);

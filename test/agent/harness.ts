@@ -54,7 +54,13 @@ export function killAgentProcesses(agentId: string): void {
 
 /** Live process groups of one instance of one agent. */
 export function instanceGroups(agentId: string, instanceId: string): number[] {
-  return [...new Set(findByEnv(AGENT_ID_ENV, agentId).filter((p) => p.env.get('RC_INSTANCE_ID') === instanceId).map((p) => p.stat.pgrp))];
+  return [
+    ...new Set(
+      findByEnv(AGENT_ID_ENV, agentId)
+        .filter((p) => p.env.get('RC_INSTANCE_ID') === instanceId)
+        .map((p) => p.stat.pgrp),
+    ),
+  ];
 }
 
 export interface TestAgent {
@@ -92,13 +98,17 @@ export async function startTestAgent(t: TestContext, options: Partial<AgentOptio
 
 /** Polls ListInstances until the instance is in `state`. */
 export async function waitForState(client: AgentClient, id: string, state: InstanceState, timeoutMs = 20_000): Promise<InstanceInfo> {
-  const found = await waitFor(async () => {
-    const info = (await client.list()).find((i) => i.instanceId === id);
-    if (info && (info.state === 'failed' || info.state === 'stopped') && info.state !== state) {
-      throw new Error(`instance ${id} is ${info.state} (${info.reason}: ${info.detail}), expected ${state}`);
-    }
-    return info?.state === state ? info : undefined;
-  }, timeoutMs, 50);
+  const found = await waitFor(
+    async () => {
+      const info = (await client.list()).find((i) => i.instanceId === id);
+      if (info && (info.state === 'failed' || info.state === 'stopped') && info.state !== state) {
+        throw new Error(`instance ${id} is ${info.state} (${info.reason}: ${info.detail}), expected ${state}`);
+      }
+      return info?.state === state ? info : undefined;
+    },
+    timeoutMs,
+    50,
+  );
   return found!;
 }
 
@@ -117,16 +127,33 @@ export function collectEvents(client: AgentClient, afterSeq = 0): { items: Watch
 }
 
 /** Runs `rc agent` as a child process; resolves with its address once it prints its ready line. */
-export async function spawnAgent(t: TestContext, dataDir: string, token: string, env: Record<string, string> = {}, port = 0): Promise<{ child: ChildProcess; address: string; agentId: string }> {
+export async function spawnAgent(
+  t: TestContext,
+  dataDir: string,
+  token: string,
+  env: Record<string, string> = {},
+  port = 0,
+): Promise<{ child: ChildProcess; address: string; agentId: string }> {
   const child = spawn(process.execPath, [RC_JS, 'agent', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir], {
-    env: { ...process.env, RC_AGENT_TOKEN: token, RC_LOG_LEVEL: 'silent', RC_AGENT_RUNTIME: 'process', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_LOST_CONTROL_PLANE_MS: '0', RC_AGENT_STOP_GRACE_MS: '3000', ...env },
+    env: {
+      ...process.env,
+      RC_AGENT_TOKEN: token,
+      RC_LOG_LEVEL: 'silent',
+      RC_AGENT_RUNTIME: 'process',
+      RC_AGENT_GPU_DETECT: 'configured',
+      RC_AGENT_LOST_CONTROL_PLANE_MS: '0',
+      RC_AGENT_STOP_GRACE_MS: '3000',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
   const line = await new Promise<string>((resolve, reject) => {
     const rl = createInterface({ input: child.stdout! });
     rl.once('line', resolve);

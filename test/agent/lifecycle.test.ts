@@ -43,8 +43,10 @@ test('the sim as an instance: pending, then ready; it answers on its host port; 
   assert.deepEqual(instanceGroups(agent.agentId, 'inst-sim'), [pid]);
 
   // The same id with a different spec is refused.
-  await assert.rejects(client.start({ ...spec, startCommand: 'sleep 1' }), (err: AgentCallError) =>
-    err.grpcCode === status.ALREADY_EXISTS && err.code === 'RC_ERR_AGENT_SPEC_MISMATCH');
+  await assert.rejects(
+    client.start({ ...spec, startCommand: 'sleep 1' }),
+    (err: AgentCallError) => err.grpcCode === status.ALREADY_EXISTS && err.code === 'RC_ERR_AGENT_SPEC_MISMATCH',
+  );
 
   const stopped = await client.stop('inst-sim');
   assert.equal(stopped.state, 'stopped');
@@ -62,19 +64,21 @@ test('the sim as an instance: pending, then ready; it answers on its host port; 
 
   await waitFor(() => watch.events().some((e) => e.state === 'removed'));
   const events = watch.events().filter((e) => e.instanceId === 'inst-sim');
-  assert.deepEqual(events.map((e) => `${e.state}:${e.message}`), [
-    'pending:starting',
-    'pending:waiting for port',
-    'ready:ready',
-    'stopping:stopping',
-    'stopped:stopped',
-    'removed:removed',
-  ]);
+  assert.deepEqual(
+    events.map((e) => `${e.state}:${e.message}`),
+    ['pending:starting', 'pending:waiting for port', 'ready:ready', 'stopping:stopping', 'stopped:stopped', 'removed:removed'],
+  );
   for (let i = 1; i < events.length; i++) assert.equal(events[i]!.seq, events[i - 1]!.seq + 1, 'sequence numbers increase by one');
   assert.ok(events.every((e) => e.timeMs > 0));
-  assert.ok(watch.items.some((i) => i.kind === 'heartbeat'), 'heartbeats arrive');
+  assert.ok(
+    watch.items.some((i) => i.kind === 'heartbeat'),
+    'heartbeats arrive',
+  );
   const hosts = watch.items.flatMap((i) => (i.kind === 'host' ? [i.host] : []));
-  assert.ok(hosts.some((h) => h.freeGpus === 3), 'host inventory is sent when a GPU is assigned');
+  assert.ok(
+    hosts.some((h) => h.freeGpus === 3),
+    'host inventory is sent when a GPU is assigned',
+  );
 });
 
 test('vllm readiness waits for GET /health to answer 200, not only for the port', async (t) => {
@@ -100,12 +104,18 @@ test('a watcher that reconnects with after_seq gets exactly the events it missed
   const watch = collectEvents(client, a.seq);
   t.after(watch.stop);
   await waitFor(() => watch.events().length >= 2);
-  assert.deepEqual(watch.events().map((e) => e.state), ['stopping', 'stopped']);
+  assert.deepEqual(
+    watch.events().map((e) => e.state),
+    ['stopping', 'stopped'],
+  );
   // Without after_seq: one snapshot event per instance.
   const snap = collectEvents(client);
   t.after(snap.stop);
   await waitFor(() => snap.events().length >= 1);
-  assert.deepEqual(snap.events().map((e) => [e.instanceId, e.state]), [['a', 'stopped']]);
+  assert.deepEqual(
+    snap.events().map((e) => [e.instanceId, e.state]),
+    [['a', 'stopped']],
+  );
 });
 
 test('files, the SSH key and a persistent volume are provisioned into the instance', async (t) => {
@@ -113,9 +123,12 @@ test('files, the SSH key and a persistent volume are provisioned into the instan
   // A named volume: a directory the instance's user owns, outside the data dir (like the home).
   const volume = join(`${dataDir}-instances`, 'volumes', 'acct-1');
   await client.start({
-    instanceId: 'prov', sshPublicKey: 'ssh-ed25519 AAAAC3Nza test@example', volume: 'acct-1',
+    instanceId: 'prov',
+    sshPublicKey: 'ssh-ed25519 AAAAC3Nza test@example',
+    volume: 'acct-1',
     files: { '.rc-tunnel/identity.json': '{"id":"t1"}' },
-    startCommand: 'echo "dir=$RC_INSTANCE_DIR vol=$RC_VOLUME_DIR key=$SSH_PUBLIC_KEY"; cat .rc-tunnel/identity.json; echo; cat .ssh/authorized_keys; echo kept > "$RC_VOLUME_DIR/f"; exec sleep 30',
+    startCommand:
+      'echo "dir=$RC_INSTANCE_DIR vol=$RC_VOLUME_DIR key=$SSH_PUBLIC_KEY"; cat .rc-tunnel/identity.json; echo; cat .ssh/authorized_keys; echo kept > "$RC_VOLUME_DIR/f"; exec sleep 30',
   });
   await waitForState(client, 'prov', 'ready');
   const lines = await waitFor(async () => {

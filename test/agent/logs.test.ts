@@ -9,8 +9,9 @@ import { startTestAgent, waitForState } from './harness.js';
 test('logs: tail gives the last N lines, follow delivers new ones, and the stream ends when the instance stops', async (t) => {
   const { client, dataDir } = await startTestAgent(t, { stopGraceMs: 500 });
   // 1500 lines at once (more than the 1000-line ring), then one line per touch of the file "go".
-  const cmd = `i=1; while [ $i -le 1500 ]; do echo "line $i"; i=$((i+1)); done; echo "err line" >&2; `
-    + `n=0; while true; do if [ -f go ]; then rm go; n=$((n+1)); echo "later $n"; fi; sleep 0.05; done`;
+  const cmd =
+    `i=1; while [ $i -le 1500 ]; do echo "line $i"; i=$((i+1)); done; echo "err line" >&2; ` +
+    `n=0; while true; do if [ -f go ]; then rm go; n=$((n+1)); echo "later $n"; fi; sleep 0.05; done`;
   await client.start({ instanceId: 'talker', startCommand: cmd, env: {} });
   await waitForState(client, 'talker', 'ready');
   const collect = async (tail: number) => {

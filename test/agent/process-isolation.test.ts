@@ -30,7 +30,7 @@ test('an instance cannot read the data dir: 0700, homes outside it, another user
     assert.doesNotMatch(out, /uid=0\b/, 'not root');
     assert.ok(!out.includes('READ-STATE') && !out.includes('LIST-DATA'), out);
   } else {
-    t.diagnostic('not root: instances run as the agent\'s own user (documented), the uid check is skipped');
+    t.diagnostic("not root: instances run as the agent's own user (documented), the uid check is skipped");
   }
 });
 

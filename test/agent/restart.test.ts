@@ -7,7 +7,18 @@ import { test } from 'node:test';
 import { createAgentClient } from '../../agent/client.js';
 import { isAlive } from '../../agent/procfs.js';
 import { waitFor } from '../helpers.js';
-import { collectEvents, instanceGroups, killAgentProcesses, killChild, newToken, simCommand, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
+import {
+  collectEvents,
+  instanceGroups,
+  killAgentProcesses,
+  killChild,
+  newToken,
+  simCommand,
+  spawnAgent,
+  startTestAgent,
+  tempDir,
+  waitForState,
+} from './harness.js';
 
 test('an agent killed while an instance runs adopts it on restart; a later stop stops the real process group', async (t) => {
   const dataDir = tempDir(t);
@@ -53,7 +64,10 @@ test('an agent killed while an instance runs adopts it on restart; a later stop 
   // Logs of the adopted instance are still served (from its file): the sim's ready line.
   const lines: string[] = [];
   for await (const l of c2.logs('survivor', { tail: 5 })) lines.push(l);
-  assert.ok(lines.some((l) => l.includes('"model":"m"')), lines.join('\n'));
+  assert.ok(
+    lines.some((l) => l.includes('"model":"m"')),
+    lines.join('\n'),
+  );
 
   const stopped = await c2.stop('survivor');
   assert.equal(stopped.state, 'stopped');
@@ -93,12 +107,22 @@ test('reconcile stops and removes the instances the control plane no longer want
 
   const result = await client.reconcile(['keep', 'ghost']);
   assert.deepEqual(result, { removedInstanceIds: ['drop'], unknownInstanceIds: ['ghost'] });
-  assert.deepEqual((await client.list()).map((i) => [i.instanceId, i.state]), [['keep', 'ready']]);
+  assert.deepEqual(
+    (await client.list()).map((i) => [i.instanceId, i.state]),
+    [['keep', 'ready']],
+  );
   assert.equal(isAlive(Number(drop.runtimeId)), false);
   assert.deepEqual(instanceGroups(agent.agentId, 'drop'), []);
   assert.equal((await client.getHost()).freeGpus, 4);
   await waitFor(() => watch.events().some((e) => e.state === 'removed'));
-  assert.deepEqual(watch.events().map((e) => [e.state, e.reason]), [['stopping', ''], ['stopped', 'unwanted'], ['removed', '']]);
+  assert.deepEqual(
+    watch.events().map((e) => [e.state, e.reason]),
+    [
+      ['stopping', ''],
+      ['stopped', 'unwanted'],
+      ['removed', ''],
+    ],
+  );
   // Repeating it changes nothing.
   assert.deepEqual(await client.reconcile(['keep']), { removedInstanceIds: [], unknownInstanceIds: [] });
 });
@@ -129,7 +153,15 @@ test('a process of this agent that the state file does not account for is killed
   const token = newToken();
   const { startAgent } = await import('../../agent/server.js');
   const { createLogger } = await import('../../lib/log.js');
-  const opts = { token, dataDir, port: 0, gpus: { detect: 'configured' as const, count: 4 }, logger: createLogger('silent'), lostControlPlaneGraceMs: 0, stopGraceMs: 500 };
+  const opts = {
+    token,
+    dataDir,
+    port: 0,
+    gpus: { detect: 'configured' as const, count: 4 },
+    logger: createLogger('silent'),
+    lostControlPlaneGraceMs: 0,
+    stopGraceMs: 500,
+  };
   const first = await startAgent(opts);
   t.after(() => killAgentProcesses(first.agentId));
   const c1 = createAgentClient({ address: first.address, token });

@@ -27,7 +27,10 @@ test('splitLines keeps partial lines, strips CR, splits very long lines', () => 
   assert.equal(rest, 'three');
   const long: string[] = [];
   splitLines('', 'x'.repeat(40_000) + '\n', long);
-  assert.deepEqual(long.map((l) => l.length), [16384, 16384, 7232]);
+  assert.deepEqual(
+    long.map((l) => l.length),
+    [16384, 16384, 7232],
+  );
 });
 
 test('readLastLines and LogWatcher read a file tail and follow appends', (t) => {
@@ -40,7 +43,12 @@ test('readLastLines and LogWatcher read a file tail and follow appends', (t) => 
   t.after(() => w.close());
   const got: string[] = [];
   let ended = false;
-  const { lines } = w.tailAndFollow(10, { onLines: (l) => got.push(...l), onEnd: () => { ended = true; } });
+  const { lines } = w.tailAndFollow(10, {
+    onLines: (l) => got.push(...l),
+    onEnd: () => {
+      ended = true;
+    },
+  });
   assert.deepEqual(lines, ['a', 'b', 'c'], 'complete lines only: the partial one comes whole, later');
   appendFileSync(file, ' done\nnext\n');
   w.poll();
@@ -71,9 +79,19 @@ test('spec hash ignores key order and sees every field; redaction drops file con
 
 test('instance info survives the protobuf round trip', () => {
   const info: InstanceInfo = {
-    instanceId: 'x', state: 'failed', message: 'm', reason: 'exited', detail: 'd', seq: 12, createdAtMs: 1, updatedAtMs: 2,
-    runtime: 'process', gpus: [1, 3], endpoints: [{ port: 8000, host: '10.0.0.2', hostPort: 40000 }],
-    spec: normalizeSpec({ instanceId: 'x', ports: [8000], env: { A: 'b' } }), runtimeId: '99',
+    instanceId: 'x',
+    state: 'failed',
+    message: 'm',
+    reason: 'exited',
+    detail: 'd',
+    seq: 12,
+    createdAtMs: 1,
+    updatedAtMs: 2,
+    runtime: 'process',
+    gpus: [1, 3],
+    endpoints: [{ port: 8000, host: '10.0.0.2', hostPort: 40000 }],
+    spec: normalizeSpec({ instanceId: 'x', ports: [8000], env: { A: 'b' } }),
+    runtimeId: '99',
   };
   assert.deepEqual(infoFromPb(infoToPb(info)), info);
 });
@@ -82,6 +100,9 @@ test('event replay: events after a sequence number, or nothing when the buffer l
   const hub = new EventHub(3);
   const ev = (seq: number): InstanceEvent => ({ instanceId: 'x', state: 'pending', message: '', reason: '', detail: '', seq, timeMs: seq });
   for (let s = 1; s <= 6; s++) hub.publish(ev(s));
-  assert.deepEqual(hub.since(4)?.map((e) => e.seq), [5, 6]);
+  assert.deepEqual(
+    hub.since(4)?.map((e) => e.seq),
+    [5, 6],
+  );
   assert.equal(hub.since(0), undefined, 'events 1.. are no longer all buffered');
 });

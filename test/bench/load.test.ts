@@ -18,8 +18,20 @@ for (const tool of tools) {
   test(`compare with ${tool}: two targets, rows, ratios, CPU per request`, async (t) => {
     const sim = await spawnRc('sim', ['sim', '--fast', '--port', '0', '--model', 'b'], { env: { RC_LOG_LEVEL: 'silent' } });
     t.after(() => sim.stop());
-    const request = { method: 'POST' as const, path: '/v1/chat/completions', body: JSON.stringify({ model: 'b', messages: [{ role: 'user', content: 'x' }], max_tokens: 5 }) };
-    const c = await compare({ name: 'test', request, targets: [{ ...sim, label: 'a' }, { ...sim, label: 'b' }], options: { durationS: 1, warmupS: 0, connections: 2, tool } });
+    const request = {
+      method: 'POST' as const,
+      path: '/v1/chat/completions',
+      body: JSON.stringify({ model: 'b', messages: [{ role: 'user', content: 'x' }], max_tokens: 5 }),
+    };
+    const c = await compare({
+      name: 'test',
+      request,
+      targets: [
+        { ...sim, label: 'a' },
+        { ...sim, label: 'b' },
+      ],
+      options: { durationS: 1, warmupS: 0, connections: 2, tool },
+    });
     assert.equal(c.baseline, 'b');
     assert.equal(c.results.length, 2);
     for (const r of c.results) {
@@ -31,12 +43,19 @@ for (const tool of tools) {
     }
     assert.equal(c.ratios.b, 1);
     let out = '';
-    printComparisons([c], (s) => { out += s; });
+    printComparisons([c], (s) => {
+      out += s;
+    });
     assert.match(out, /req\/s/);
     assert.equal(out.trim().split('\n').length, 4);
 
     // A bad model makes every response a 404: the harness must count them as errors.
-    const bad = await compare({ name: 'bad', request: { ...request, body: JSON.stringify({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }) }, targets: [sim], options: { durationS: 1, warmupS: 0, connections: 2, tool } });
+    const bad = await compare({
+      name: 'bad',
+      request: { ...request, body: JSON.stringify({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }) },
+      targets: [sim],
+      options: { durationS: 1, warmupS: 0, connections: 2, tool },
+    });
     assert.ok(bad.results[0]!.errors > 0);
   });
 }

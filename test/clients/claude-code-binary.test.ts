@@ -25,21 +25,40 @@ async function claudeBinary(): Promise<string> {
   const dir = process.env.RC_CLAUDE_CODE_DIR || join(tmpdir(), `rc-claude-code-${CLAUDE_CODE_VERSION}`);
   const bin = join(dir, 'node_modules', '.bin', 'claude');
   if (!existsSync(bin)) {
-    await run('npm', ['install', '--prefix', dir, '--no-audit', '--no-fund', '--no-save', `@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}`], { timeout: 600_000 });
+    await run('npm', ['install', '--prefix', dir, '--no-audit', '--no-fund', '--no-save', `@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}`], {
+      timeout: 600_000,
+    });
   }
   return bin;
 }
 
-interface ClaudeResult { is_error: boolean; result: string; num_turns: number; usage: { input_tokens: number; cache_read_input_tokens: number; output_tokens: number } }
+interface ClaudeResult {
+  is_error: boolean;
+  result: string;
+  num_turns: number;
+  usage: { input_tokens: number; cache_read_input_tokens: number; output_tokens: number };
+}
 
-test('Claude Code, unmodified and with its defaults, on both models of the default catalog', { skip: !enabled && 'set RC_SLOW_TESTS=1 (installs @anthropic-ai/claude-code)', timeout: 900_000 }, async (t) => {
+test('Claude Code, unmodified and with its defaults, on both models of the default catalog', {
+  skip: !enabled && 'set RC_SLOW_TESTS=1 (installs @anthropic-ai/claude-code)',
+  timeout: 900_000,
+}, async (t) => {
   const claude = await claudeBinary();
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-claude-code-'));
   const home = join(dataDir, 'home');
   const env = {
     ...process.env,
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '',
+    RC_DATA_DIR: dataDir,
+    RC_API_PORT: '0',
+    RC_GATEWAY_PORT: '0',
+    RC_AGENT_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_PROXY_PORT: '0',
+    RC_TUNNEL_PORT: '0',
+    RC_SIM_FAST: '1',
+    RC_LOG_LEVEL: 'warn',
+    REDIS_URL: '',
+    RC_CONFIG: '',
   };
   const platform = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -58,7 +77,12 @@ test('Claude Code, unmodified and with its defaults, on both models of the defau
 
   const ask = async (model: string, prompt: string, extra: string[] = []): Promise<ClaudeResult> => {
     const agentEnv = { PATH: process.env.PATH ?? '', HOME: home, ANTHROPIC_BASE_URL: `${gateway}/api`, ANTHROPIC_API_KEY: key, ANTHROPIC_MODEL: model };
-    const r = await run(claude, ['-p', prompt, '--output-format', 'json', ...extra], { env: agentEnv, cwd: dataDir, timeout: 180_000, maxBuffer: 16 * 1024 * 1024 });
+    const r = await run(claude, ['-p', prompt, '--output-format', 'json', ...extra], {
+      env: agentEnv,
+      cwd: dataDir,
+      timeout: 180_000,
+      maxBuffer: 16 * 1024 * 1024,
+    });
     return JSON.parse(r.stdout) as ClaudeResult;
   };
 

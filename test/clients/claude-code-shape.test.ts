@@ -30,7 +30,10 @@ before(async () => {
     'sim-chat': await startSim({ model: 'sim-chat', fast: true, logger, maxModelLen: CONTEXT }),
     'sim-reasoner': await startSim({ model: 'sim-reasoner', reasoning: true, fast: true, logger, maxModelLen: CONTEXT }),
   };
-  gate = createGate({ modelRpm: 1000, modelTpm: 100_000_000, modelDailyTokens: 1_000_000_000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'cc-shape:' }, { logger });
+  gate = createGate(
+    { modelRpm: 1000, modelTpm: 100_000_000, modelDailyTokens: 1_000_000_000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'cc-shape:' },
+    { logger },
+  );
   gw = await createGateway({
     port: 0,
     logger,
@@ -65,7 +68,10 @@ async function postAsAgent(body: Record<string, unknown>): Promise<{ status: num
 
 /** The `data:` payloads of an SSE body, parsed. */
 function events(text: string): { type: string; [k: string]: any }[] {
-  return text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('data: '))
+    .map((l) => JSON.parse(l.slice(6)));
 }
 
 async function promptTokens(body: Record<string, unknown>): Promise<number> {
@@ -91,7 +97,10 @@ for (const model of ['sim-chat', 'sim-reasoner'] as const) {
     assert.equal(last.reasoning_effort, model === 'sim-reasoner' ? 'high' : undefined);
     // the mid-conversation system message is kept in place; metadata.user_id is the sticky user.
     const msgs = last.messages as { role: string; content: unknown }[];
-    assert.deepEqual(msgs.map((m) => m.role), ['system', 'user', 'system', 'user']);
+    assert.deepEqual(
+      msgs.map((m) => m.role),
+      ['system', 'user', 'system', 'user'],
+    );
     assert.equal(last.user, (body.metadata as { user_id: string }).user_id);
     assert.equal((last.tools as unknown[]).length, 24);
     // Unknown top-level fields (context_management) are ignored, not forwarded.
@@ -121,8 +130,10 @@ for (const model of ['sim-chat', 'sim-reasoner'] as const) {
     assert.equal(err.error.message, `prompt is too long: ${n} tokens > ${CONTEXT - 1} maximum`);
     assert.equal(sims[model]!.stats.requests, requestsBefore, 'no completion reached the backend');
     // The SDK raises it as a BadRequestError with that message.
-    await assert.rejects(client.messages.create({ ...(body as object), stream: false } as never, { timeout: 60_000 }), (e: unknown) =>
-      e instanceof Anthropic.BadRequestError && /^prompt is too long: \d+ tokens > \d+ maximum$/.test((e.error as any).error.message));
+    await assert.rejects(
+      client.messages.create({ ...(body as object), stream: false } as never, { timeout: 60_000 }),
+      (e: unknown) => e instanceof Anthropic.BadRequestError && /^prompt is too long: \d+ tokens > \d+ maximum$/.test((e.error as any).error.message),
+    );
   });
 }
 
@@ -131,7 +142,7 @@ test('a lowered max_tokens that is reached ends with stop_reason max_tokens', as
   const probe = claudeCodeFirstRequest({ model: 'sim-chat', systemWords: AGENT_SIZED, stream: false, prompt: 'Say hello.' });
   const n = await promptTokens(probe);
   const body = claudeCodeFirstRequest({ model: 'sim-chat', systemWords: AGENT_SIZED + (CONTEXT - 5 - n), stream: false, prompt: 'Say hello.' });
-  const msg = await client.messages.create(body as never, { timeout: 60_000 }) as Anthropic.Message;
+  const msg = (await client.messages.create(body as never, { timeout: 60_000 })) as Anthropic.Message;
   assert.equal(msg.stop_reason, 'max_tokens');
   assert.equal(msg.usage.output_tokens, 5);
   assert.equal(sims['sim-chat']!.stats.lastBody!.max_tokens, 5);
@@ -156,10 +167,10 @@ test('prompt caching: a repeated request reports cache_read_input_tokens, input_
   const sys0 = (body.system as { text: string }[])[0]!;
   sys0.text = `cache-test ${sys0.text}`; // a prefix no other test sent
   const n = await promptTokens(body);
-  const first = await client.messages.create(body as never, { timeout: 60_000 }) as Anthropic.Message;
+  const first = (await client.messages.create(body as never, { timeout: 60_000 })) as Anthropic.Message;
   assert.equal(first.usage.cache_read_input_tokens, 0);
   assert.equal(first.usage.input_tokens, n);
-  const second = await client.messages.create(body as never, { timeout: 60_000 }) as Anthropic.Message;
+  const second = (await client.messages.create(body as never, { timeout: 60_000 })) as Anthropic.Message;
   const cached = second.usage.cache_read_input_tokens!;
   assert.equal(cached, Math.floor((n - 1) / 16) * 16, 'whole 16-token blocks, the last token computed');
   assert.equal(second.usage.input_tokens, n - cached);

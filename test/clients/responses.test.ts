@@ -13,7 +13,13 @@ import { gateConfig } from '../gateway/gates/fixtures.js';
 let fx: Fixture;
 let gate: LimitGate;
 const BIG = 1_000_000_000;
-const WEATHER = { type: 'function' as const, name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: false };
+const WEATHER = {
+  type: 'function' as const,
+  name: 'get_weather',
+  description: 'Weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  strict: false,
+};
 
 before(async () => {
   gate = createGate(gateConfig({ rpm: 1000, tpm: BIG, daily: BIG }));
@@ -75,11 +81,13 @@ test('reasoning.effort: ignored without reasoning, mapped to the nearest tier, u
   assert.equal(fx.sims[0]!.stats.lastBody!.reasoning, undefined, 'not forwarded to a model without reasoning');
   await fx.client.responses.create({ model: 'reasoner', input: 'Hi', reasoning: { effort: 'xhigh' } as never });
   assert.deepEqual(fx.sims[1]!.stats.lastBody!.reasoning, { effort: 'high' });
-  await assert.rejects(fx.client.responses.create({ model: 'reasoner', input: 'Hi', reasoning: { effort: 'turbo' } as never }), (e: unknown) =>
-    e instanceof OpenAI.BadRequestError && e.code === 'invalid_effort' && /accepted: low, medium, high/.test(e.message));
+  await assert.rejects(
+    fx.client.responses.create({ model: 'reasoner', input: 'Hi', reasoning: { effort: 'turbo' } as never }),
+    (e: unknown) => e instanceof OpenAI.BadRequestError && e.code === 'invalid_effort' && /accepted: low, medium, high/.test(e.message),
+  );
 });
 
-test('errors: chat-shaped from the gateway, the backend\'s own passed through', async () => {
+test("errors: chat-shaped from the gateway, the backend's own passed through", async () => {
   const url = `${fx.gateway.url}/v1/responses`;
   const auth = { authorization: `Bearer ${fx.key}` };
   const cases: [string, Record<string, string>, number, string][] = [

@@ -3,9 +3,29 @@
 
 /** The 24 tools Claude Code declares on its first request (names as the client sends them). */
 export const CLAUDE_CODE_TOOLS = [
-  'Task', 'Bash', 'Glob', 'Grep', 'ExitPlanMode', 'Read', 'Edit', 'Write', 'NotebookEdit', 'WebFetch',
-  'TodoWrite', 'WebSearch', 'BashOutput', 'KillShell', 'Skill', 'SlashCommand', 'AskUserQuestion',
-  'EnterPlanMode', 'LSP', 'MultiEdit', 'LS', 'ListMcpResourcesTool', 'ReadMcpResourceTool',
+  'Task',
+  'Bash',
+  'Glob',
+  'Grep',
+  'ExitPlanMode',
+  'Read',
+  'Edit',
+  'Write',
+  'NotebookEdit',
+  'WebFetch',
+  'TodoWrite',
+  'WebSearch',
+  'BashOutput',
+  'KillShell',
+  'Skill',
+  'SlashCommand',
+  'AskUserQuestion',
+  'EnterPlanMode',
+  'LSP',
+  'MultiEdit',
+  'LS',
+  'ListMcpResourcesTool',
+  'ReadMcpResourceTool',
   'mcp__ide__getDiagnostics',
 ] as const;
 
@@ -93,7 +113,19 @@ export function vercelAiSdkRequest(model: string): Record<string, unknown> {
     max_tokens: 4096,
     system: [{ type: 'text', text: 'You are a helpful assistant.' }],
     messages: [{ role: 'user', content: [{ type: 'text', text: 'What is the weather in Paris?' }] }],
-    tools: [{ name: 'weather', description: 'Weather in a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false, $schema: 'http://json-schema.org/draft-07/schema#' } }],
+    tools: [
+      {
+        name: 'weather',
+        description: 'Weather in a city',
+        input_schema: {
+          type: 'object',
+          properties: { city: { type: 'string' } },
+          required: ['city'],
+          additionalProperties: false,
+          $schema: 'http://json-schema.org/draft-07/schema#',
+        },
+      },
+    ],
     tool_choice: { type: 'auto' },
     stream: true,
   };
@@ -106,7 +138,13 @@ export function langchainRequest(model: string): Record<string, unknown> {
     max_tokens: 2048,
     messages: [{ role: 'user', content: 'Tell me a short joke.' }],
     temperature: 0.7,
-    tools: [{ name: 'calculator', description: 'Evaluates arithmetic', input_schema: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] } }],
+    tools: [
+      {
+        name: 'calculator',
+        description: 'Evaluates arithmetic',
+        input_schema: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] },
+      },
+    ],
     stream: true,
   };
 }

@@ -10,8 +10,14 @@ import { chromium, type BrowserContext } from 'playwright-core';
 export const CHROMIUM = process.env.RC_CHROMIUM || '/usr/bin/chromium';
 
 const ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-  '--no-first-run', '--disable-quic', '--disable-sync',
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--no-first-run',
+  '--disable-quic',
+  '--disable-sync',
 ];
 
 /** True when Chromium is installed; otherwise skips the test (or fails it with RC_REQUIRE_BROWSER=1). */

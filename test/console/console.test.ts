@@ -55,8 +55,20 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   mkdirSync(OUTPUT_DIR, { recursive: true });
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-console-'));
   const env = {
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0', RC_AGENT_RUNTIME: 'process',
-    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', RC_INSTANCE_LAUNCH_RATE: '1:100', RC_LOG_LEVEL: 'silent',
+    RC_DATA_DIR: dataDir,
+    RC_API_PORT: '0',
+    RC_GATEWAY_PORT: '0',
+    RC_AGENT_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_PROXY_PORT: '0',
+    RC_TUNNEL_PORT: '0',
+    RC_AGENT_RUNTIME: 'process',
+    RC_SIM_FAST: '1',
+    REDIS_URL: '',
+    RC_CONFIG: '',
+    RC_AGENT_GPU_DETECT: 'configured',
+    RC_INSTANCE_LAUNCH_RATE: '1:100',
+    RC_LOG_LEVEL: 'silent',
   };
   const platform = await startPlatform(loadConfig(env), createLogger('silent'));
   t.after(async () => {
@@ -102,9 +114,12 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   await h1(page, 'Account').waitFor();
   assert.match(await page.locator('#api-key').innerText(), /under review/);
   // The API's own 403 carries the redirect to the review page.
-  assert.equal(await page.evaluate(`fetch('/api/auth/session').then((r) => r.json()).then((s) => fetch('/api/profile/api-token',
+  assert.equal(
+    await page.evaluate(`fetch('/api/auth/session').then((r) => r.json()).then((s) => fetch('/api/profile/api-token',
     { method: 'POST', headers: { 'content-type': 'application/json', 'x-csrf-token': s.csrf_token }, body: '{}' }))
-    .then((r) => r.json()).then((b) => b.detail.redirect)`), '/review');
+    .then((r) => r.json()).then((b) => b.detail.redirect)`),
+    '/review',
+  );
 
   // The operator verifies the account with the CLI; "Check again" opens the instance page.
   const verified = await rc('account', 'verify', '--email', EMAIL);
@@ -154,7 +169,9 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
 
   // Launch verification on (a key may turn it on): the console gets this session a token and launches.
   const lv = await fetch(`${api}/api/profile/launch-verification`, {
-    method: 'POST', headers: { authorization: `Bearer ${verified.api_token}`, 'content-type': 'application/json' }, body: '{"enabled":true}',
+    method: 'POST',
+    headers: { authorization: `Bearer ${verified.api_token}`, 'content-type': 'application/json' },
+    body: '{"enabled":true}',
   });
   assert.equal(lv.status, 200);
 
@@ -185,10 +202,14 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   for (let i = 0; i < 5; i++) {
     await page.goto(`${api}/instance`, { waitUntil: 'commit' });
     // A function, not a string: the console's CSP forbids the eval a string predicate needs.
-    const rendered = await page.waitForFunction(() => {
-      const g = globalThis as unknown as { document: { getElementById(id: string): unknown }; performance: { now(): number } };
-      return g.document.getElementById('status') ? Math.round(g.performance.now()) : 0;
-    }, null, { polling: 'raf', timeout: 30_000 });
+    const rendered = await page.waitForFunction(
+      () => {
+        const g = globalThis as unknown as { document: { getElementById(id: string): unknown }; performance: { now(): number } };
+        return g.document.getElementById('status') ? Math.round(g.performance.now()) : 0;
+      },
+      null,
+      { polling: 'raf', timeout: 30_000 },
+    );
     renders.push((await rendered.jsonValue()) as number);
   }
   const firstRenderMs = [...renders].sort((a, b) => a - b)[2]!;
@@ -257,7 +278,13 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
     assert.deepEqual(await unlabelled(page), [], path);
     await shot(page, `phone${path.replaceAll('/', '-')}`);
   }
-  assert.deepEqual(Object.entries(phone).filter(([, fits]) => !fits).map(([p]) => p), [], 'pages wider than a phone');
+  assert.deepEqual(
+    Object.entries(phone)
+      .filter(([, fits]) => !fits)
+      .map(([p]) => p),
+    [],
+    'pages wider than a phone',
+  );
 
   // Sign out.
   await page.setViewportSize({ width: 1280, height: 860 });
@@ -269,8 +296,12 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   // The console's whole script, compressed, within budget; the measurements for the report.
   const js = readFileSync(join(staticDir(), 'app.js'));
   const metrics = {
-    js_bytes: js.length, js_gzip_bytes: gzipSync(js, { level: 9 }).length, js_brotli_bytes: brotliCompressSync(js).length,
-    instance_page_first_render_ms: firstRenderMs, instance_page_first_render_runs_ms: renders, instance_page_navigation: navTiming,
+    js_bytes: js.length,
+    js_gzip_bytes: gzipSync(js, { level: 9 }).length,
+    js_brotli_bytes: brotliCompressSync(js).length,
+    instance_page_first_render_ms: firstRenderMs,
+    instance_page_first_render_runs_ms: renders,
+    instance_page_navigation: navTiming,
   };
   writeFileSync(join(OUTPUT_DIR, 'metrics.json'), JSON.stringify(metrics, null, 2) + '\n');
   t.diagnostic(JSON.stringify(metrics));

@@ -10,8 +10,12 @@ import { REDEMPTION_CLOSED } from '../../control-plane/routes-account.js';
 import { startPlatform, sshKey, type Platform } from './platform.js';
 
 let p: Platform;
-before(async () => { p = await startPlatform(); });
-after(async () => { await p.close(); });
+before(async () => {
+  p = await startPlatform();
+});
+after(async () => {
+  await p.close();
+});
 
 test('GET /api/me: exactly SPEC profile fields, for the key owner', async () => {
   const a = await p.account('me@x.io', { verified: true, credits: 7.5 });
@@ -19,7 +23,14 @@ test('GET /api/me: exactly SPEC profile fields, for the key owner', async () => 
   assert.equal(r.status, 200);
   assert.deepEqual(Object.keys(r.body).sort(), ['api_token', 'credits', 'email', 'id', 'is_editor', 'provider', 'ssh_public_key', 'verified']);
   assert.deepEqual(r.body, {
-    id: a.id, email: 'me@x.io', credits: 7.5, verified: true, is_editor: false, provider: 'password', api_token: a.api_token, ssh_public_key: null,
+    id: a.id,
+    email: 'me@x.io',
+    credits: 7.5,
+    verified: true,
+    is_editor: false,
+    provider: 'password',
+    api_token: a.api_token,
+    ssh_public_key: null,
   });
   assert.match(String(r.body.api_token), /^rc-[A-Za-z0-9_-]{43}$/);
 });
@@ -178,14 +189,18 @@ test('GET /api/profile/model-usage: default body from limits; the hook answers w
   }
 });
 
-test("isolation: an account sees and changes only its own profile, key and templates", async () => {
+test('isolation: an account sees and changes only its own profile, key and templates', async () => {
   const a = await p.account('iso-a@x.io', { verified: true });
   const b = await p.account('iso-b@x.io', { verified: true });
   const t = await p.call('POST', '/api/profile/templates', { key: a.api_token!, body: { title: 'mine', image: 'rc/gradio:latest' } });
   assert.equal(t.status, 200);
   assert.equal((await p.call('GET', '/api/me', { key: b.api_token! })).body.email, 'iso-b@x.io');
   assert.deepEqual((await p.call('GET', '/api/profile/templates', { key: b.api_token! })).body.templates, []);
-  for (const [method, body] of [['PUT', { title: 'stolen', image: 'rc/gradio:latest' }], ['DELETE', undefined], ['GET', undefined]] as const) {
+  for (const [method, body] of [
+    ['PUT', { title: 'stolen', image: 'rc/gradio:latest' }],
+    ['DELETE', undefined],
+    ['GET', undefined],
+  ] as const) {
     const r = await p.call(method, `/api/profile/templates/${t.body.id}`, { key: b.api_token!, body });
     assert.equal(r.status, 404, method);
     assert.deepEqual(r.body, { detail: 'Template not found' });

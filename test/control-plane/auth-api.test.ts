@@ -6,8 +6,12 @@ import { LOGIN_FAILED } from '../../control-plane/routes-auth.js';
 import { startPlatform, sessionCookieOf, type Platform } from './platform.js';
 
 let p: Platform;
-before(async () => { p = await startPlatform(); });
-after(async () => { await p.close(); });
+before(async () => {
+  p = await startPlatform();
+});
+after(async () => {
+  await p.close();
+});
 
 test('sign-up: unverified account, HttpOnly SameSite=Lax cookie, CSRF token; no key; 403 account_not_verified with redirect', async () => {
   const r = await p.call('POST', '/api/auth/signup', { body: { email: 'New@X.io', password: 'hunter2hunter2' } });
@@ -36,7 +40,10 @@ test('sign-up: unverified account, HttpOnly SameSite=Lax cookie, CSRF token; no 
 
 test('sign-in: wrong password and unknown e-mail give the same 401; right password opens a session; logout ends it', async () => {
   await p.account('login@x.io', { verified: true, password: 'right-password' });
-  for (const body of [{ email: 'login@x.io', password: 'wrong-password' }, { email: 'nobody@x.io', password: 'right-password' }]) {
+  for (const body of [
+    { email: 'login@x.io', password: 'wrong-password' },
+    { email: 'nobody@x.io', password: 'right-password' },
+  ]) {
     const r = await p.call('POST', '/api/auth/login', { body });
     assert.equal(r.status, 401);
     assert.deepEqual(r.body, { detail: LOGIN_FAILED });

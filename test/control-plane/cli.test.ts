@@ -16,18 +16,32 @@ import { startPlatform } from './platform.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
-interface Run { code: number; stdout: string; stderr: string; json: any } // eslint-disable-line @typescript-eslint/no-explicit-any
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+  json: any;
+} // eslint-disable-line @typescript-eslint/no-explicit-any
 
 function rc(dataDir: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [RC, ...args], {
-      env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '', ...env },
-      timeout: 30_000,
-    }, (err, stdout, stderr) => {
-      let json: unknown;
-      try { json = JSON.parse(stdout); } catch { /* not JSON */ }
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr, json });
-    });
+    execFile(
+      process.execPath,
+      [RC, ...args],
+      {
+        env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '', ...env },
+        timeout: 30_000,
+      },
+      (err, stdout, stderr) => {
+        let json: unknown;
+        try {
+          json = JSON.parse(stdout);
+        } catch {
+          /* not JSON */
+        }
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr, json });
+      },
+    );
   });
 }
 
@@ -81,7 +95,17 @@ test('rc against a running platform: accounts, coupons, images, models go throug
     assert.ok(images.json.images.some((i: { image: string; enabled: boolean }) => i.image === 'me/custom:1' && !i.enabled));
 
     const before = p.events.filter((e) => e.type === 'catalog.changed').length;
-    const model = await rc(p.dir, ['model', 'add', '--name', 'llama', '--upstream', 'http://127.0.0.1:9000', '--upstream', 'http://127.0.0.1:9001', '--reasoning']);
+    const model = await rc(p.dir, [
+      'model',
+      'add',
+      '--name',
+      'llama',
+      '--upstream',
+      'http://127.0.0.1:9000',
+      '--upstream',
+      'http://127.0.0.1:9001',
+      '--reasoning',
+    ]);
     assert.equal(model.code, 0, model.stderr);
     assert.deepEqual(model.json.upstreams, ['http://127.0.0.1:9000', 'http://127.0.0.1:9001']);
     const list = await rc(p.dir, ['model', 'list']);
@@ -90,7 +114,10 @@ test('rc against a running platform: accounts, coupons, images, models go throug
     assert.equal(p.events.filter((e) => e.type === 'catalog.changed').length, before + 2);
 
     const accounts = await rc(p.dir, ['account', 'list']);
-    assert.deepEqual(accounts.json.accounts.map((a: { email: string }) => a.email), ['cli@x.io', 'review@x.io']);
+    assert.deepEqual(
+      accounts.json.accounts.map((a: { email: string }) => a.email),
+      ['cli@x.io', 'review@x.io'],
+    );
   } finally {
     await p.close();
   }
@@ -119,7 +146,13 @@ test('rc bad input: clear message on stderr, non-zero exit, nothing printed on s
       assert.match(r.stderr, stderr, args.join(' '));
       assert.equal(r.stdout, '', args.join(' '));
     }
-    for (const args of [['account', '--help'], ['account', 'create', '--help'], ['coupon', '--help'], ['image', 'add', '--help'], ['model', 'list', '--help']]) {
+    for (const args of [
+      ['account', '--help'],
+      ['account', 'create', '--help'],
+      ['coupon', '--help'],
+      ['image', 'add', '--help'],
+      ['model', 'list', '--help'],
+    ]) {
       const r = await rc(dir, args);
       assert.equal(r.code, 0, args.join(' '));
       assert.match(r.stdout, /^Usage: rc /, args.join(' '));

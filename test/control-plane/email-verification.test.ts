@@ -9,7 +9,11 @@ import { createLogger } from '../../lib/log.js';
 import { waitFor } from '../helpers.js';
 import { startPlatform } from './platform.js';
 
-interface Mail { from: string; to: string; data: string }
+interface Mail {
+  from: string;
+  to: string;
+  data: string;
+}
 
 /** A minimal SMTP server: records each message's envelope and data. */
 async function startSmtp(t: TestContext): Promise<{ url: string; mails: Mail[] }> {
@@ -42,16 +46,27 @@ async function startSmtp(t: TestContext): Promise<{ url: string; mails: Mail[] }
         buffer = buffer.slice(nl + 2);
         const verb = line.slice(0, 4).toUpperCase();
         if (verb === 'EHLO') socket.write('250-test-smtp\r\n250 8BITMIME\r\n');
-        else if (verb === 'MAIL') { current.from = line; socket.write('250 ok\r\n'); }
-        else if (verb === 'RCPT') { current.to = line; socket.write('250 ok\r\n'); }
-        else if (verb === 'DATA') { inData = true; socket.write('354 go on\r\n'); }
-        else if (verb === 'QUIT') { socket.end('221 bye\r\n'); return; }
-        else socket.write('500 what\r\n');
+        else if (verb === 'MAIL') {
+          current.from = line;
+          socket.write('250 ok\r\n');
+        } else if (verb === 'RCPT') {
+          current.to = line;
+          socket.write('250 ok\r\n');
+        } else if (verb === 'DATA') {
+          inData = true;
+          socket.write('354 go on\r\n');
+        } else if (verb === 'QUIT') {
+          socket.end('221 bye\r\n');
+          return;
+        } else socket.write('500 what\r\n');
       }
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(() => { for (const s of sockets) s.destroy(); server.close(); });
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
   return { url: `smtp://127.0.0.1:${(server.address() as { port: number }).port}`, mails };
 }
 
@@ -103,7 +118,10 @@ test('e-mail verification: the link is mailed over SMTP; 409 until it is opened;
   }
   await waitFor(() => smtp.mails.length === 3);
   assert.equal(smtp.mails[2]!.to, 'RCPT TO:<second@example.com>');
-  assert.equal((await p.call('POST', '/api/auth/verify-email/resend', { raw: '{"email":"second@example.com"}', headers: { 'content-type': 'text/plain' } })).status, 415);
+  assert.equal(
+    (await p.call('POST', '/api/auth/verify-email/resend', { raw: '{"email":"second@example.com"}', headers: { 'content-type': 'text/plain' } })).status,
+    415,
+  );
 
   // Accounts the operator creates need no verification.
   await p.account('ops@example.com', { password: PASSWORD });

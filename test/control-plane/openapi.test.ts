@@ -18,7 +18,7 @@ function declaredRoutes(): Set<string> {
   for (const file of readdirSync(SOURCES, { recursive: true }) as string[]) {
     if (!file.endsWith('.ts')) continue;
     const text = readFileSync(join(SOURCES, file), 'utf8');
-    for (const m of text.matchAll(/method: '(get|post|put|del)', path: '([^']+)'/g)) out.add(`${METHOD[m[1]!]} ${m[2]!.replace(/:(\w+)/g, '{$1}')}`);
+    for (const m of text.matchAll(/method: '(get|post|put|del)',\s*path: '([^']+)'/g)) out.add(`${METHOD[m[1]!]} ${m[2]!.replace(/:(\w+)/g, '{$1}')}`);
   }
   return out;
 }
@@ -34,13 +34,23 @@ test('openapi.json documents exactly the served routes, with the request schemas
   for (const [path, ops] of Object.entries(doc.paths)) for (const method of Object.keys(ops)) documented.add(`${method} ${path}`);
   const declared = declaredRoutes();
   assert.ok(declared.size > 25, `found ${declared.size} route declarations`);
-  assert.deepEqual([...declared].filter((x) => !documented.has(x)), [], 'declared but not documented');
-  assert.deepEqual([...documented].filter((x) => !declared.has(x)), [], 'documented but not declared');
+  assert.deepEqual(
+    [...declared].filter((x) => !documented.has(x)),
+    [],
+    'declared but not documented',
+  );
+  assert.deepEqual(
+    [...documented].filter((x) => !declared.has(x)),
+    [],
+    'documented but not declared',
+  );
 
   // Every documented operation is served (the check can fail: an unknown path is the catch-all).
   const served = async (method: string, path: string) => {
     const res = await request(p.cp.url + path.replace(/\{\w+\}/g, '1'), {
-      method: method.toUpperCase() as 'GET', headers: { 'content-type': 'application/json' }, body: method === 'get' ? undefined : '{}',
+      method: method.toUpperCase() as 'GET',
+      headers: { 'content-type': 'application/json' },
+      body: method === 'get' ? undefined : '{}',
     });
     const text = await res.body.text();
     return !(res.statusCode === 405 || (res.statusCode === 404 && text === '{"detail":"Not Found"}'));
@@ -62,7 +72,10 @@ test('openapi.json documents exactly the served routes, with the request schemas
   assert.equal(schema.additionalProperties, false);
   assert.deepEqual(create.security, [{ bearer: [] }, { session: [] }]);
   const ledger = doc.paths['/api/credits/ledger']!.get;
-  assert.deepEqual(ledger.parameters.map((x: { name: string; in: string }) => `${x.in}:${x.name}`), ['query:limit', 'query:before']);
+  assert.deepEqual(
+    ledger.parameters.map((x: { name: string; in: string }) => `${x.in}:${x.name}`),
+    ['query:limit', 'query:before'],
+  );
   const logs = doc.paths['/api/notebook/logs']!.get;
   assert.ok(logs.responses['200'].content['text/event-stream']);
   assert.deepEqual(doc.paths['/api/profile/templates/{id}']!.put.parameters[0], { name: 'id', in: 'path', required: true, schema: { type: 'string' } });

@@ -32,7 +32,10 @@ export interface Platform {
   events: BusEvent[];
   call(method: string, path: string, o?: CallOptions): Promise<Reply>;
   /** Creates an account through the admin operation (as `rc account create` does). */
-  account(email: string, o?: { verified?: boolean; editor?: boolean; credits?: number; password?: string }): Promise<{ id: number; email: string; api_token: string | null }>;
+  account(
+    email: string,
+    o?: { verified?: boolean; editor?: boolean; credits?: number; password?: string },
+  ): Promise<{ id: number; email: string; api_token: string | null }>;
   close(): Promise<void>;
 }
 
@@ -43,7 +46,10 @@ export async function startPlatform(options: Partial<ControlPlaneOptions> = {}):
   const unsubscribe = bus.subscribe((e) => events.push(e));
   const cp = await createControlPlane({ dataDir: dir, ...options, bus, port: 0 });
   return {
-    cp, dir, bus, events,
+    cp,
+    dir,
+    bus,
+    events,
     async call(method, path, o = {}) {
       const headers: Record<string, string> = { ...o.headers };
       if (o.key !== undefined) headers.authorization = `Bearer ${o.key}`;
@@ -57,12 +63,21 @@ export async function startPlatform(options: Partial<ControlPlaneOptions> = {}):
       const r = await request(cp.url + path, { method: method as 'GET', headers, body });
       const text = await r.body.text();
       let parsed: unknown = text;
-      try { parsed = JSON.parse(text); } catch { /* keep text */ }
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        /* keep text */
+      }
       return { status: r.statusCode, headers: r.headers, body: parsed };
     },
     async account(email, o = {}) {
-      return (await runAdminOp({ store: cp.store, publish: (e) => bus.publish(e), configuredModels: DEFAULT_SIM_MODELS }, 'account.create', { email, ...o })) as {
-        id: number; email: string; api_token: string | null;
+      return (await runAdminOp({ store: cp.store, publish: (e) => bus.publish(e), configuredModels: DEFAULT_SIM_MODELS }, 'account.create', {
+        email,
+        ...o,
+      })) as {
+        id: number;
+        email: string;
+        api_token: string | null;
       };
     },
     async close() {

@@ -26,5 +26,8 @@ test('x-request-id: echoed when sane, generated otherwise, logged with unexpecte
   assert.equal(broken.status, 500);
   assert.deepEqual(broken.body, { detail: 'Internal server error' });
   const logged = lines.map((l) => JSON.parse(l) as { level: string; msg: string; requestId?: string; part?: string });
-  assert.ok(logged.some((l) => l.level === 'error' && l.msg === 'unexpected error' && l.requestId === 'broken-1'), lines.join(''));
+  assert.ok(
+    logged.some((l) => l.level === 'error' && l.msg === 'unexpected error' && l.requestId === 'broken-1'),
+    lines.join(''),
+  );
 });

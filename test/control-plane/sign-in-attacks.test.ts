@@ -76,7 +76,13 @@ test('attack: login CSRF (cross-origin or non-JSON sign-in, sign-up and logout a
   const form = await p.call('POST', '/api/auth/login', { raw: body, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   assert.equal(form.status, 415);
   assert.equal((await p.call('POST', '/api/auth/login', { raw: body })).status, 415, 'a body without Content-Type');
-  const crossSite: Record<string, string>[] = [{ origin: 'http://evil.example' }, { origin: 'null' }, { 'sec-fetch-site': 'cross-site' }, { 'sec-fetch-site': 'same-site' }, { origin: `${own.replace(/:\d+$/, '')}:1` }];
+  const crossSite: Record<string, string>[] = [
+    { origin: 'http://evil.example' },
+    { origin: 'null' },
+    { 'sec-fetch-site': 'cross-site' },
+    { 'sec-fetch-site': 'same-site' },
+    { origin: `${own.replace(/:\d+$/, '')}:1` },
+  ];
   for (const headers of crossSite) {
     for (const path of ['/api/auth/login', '/api/auth/signup']) {
       const r = await p.call('POST', path, { body: { email: 'attacker@example.com', password: PASSWORD }, headers });

@@ -74,7 +74,10 @@ test('ledger: idempotent entries, derived balance, append-only', () => {
   assert.equal(store.ledger.entries(a.id).length, 11);
   assert.throws(() => store.db.prepare('UPDATE ledger SET amount_micros = 0').run(), /append-only/);
   assert.throws(() => store.db.prepare('DELETE FROM ledger').run(), /append-only/);
-  assert.throws(() => store.db.prepare("INSERT INTO ledger (account_id, kind, amount_micros, idempotency_key, created_at) VALUES (?, 'bogus', 1, 'k', 0)").run(a.id), /CHECK/);
+  assert.throws(
+    () => store.db.prepare("INSERT INTO ledger (account_id, kind, amount_micros, idempotency_key, created_at) VALUES (?, 'bogus', 1, 'k', 0)").run(a.id),
+    /CHECK/,
+  );
   assert.throws(() => store.ledger.append({ accountId: 999, kind: 'grant', credits: 1, idempotencyKey: 'fk' }), /FOREIGN KEY/);
   store.close();
 });
@@ -85,15 +88,17 @@ test('coupons: redeem once; other account, unknown and redeemed codes are 400 wi
   const b = store.accounts.create({ email: 'b@x.io' });
   const open = store.coupons.create(5);
   const forB = store.coupons.create(2.5, b.id);
-  const reject = (fn: () => unknown, message: string) =>
-    assert.throws(fn, (e: unknown) => e instanceof ApiError && e.status === 400 && e.detail === message);
+  const reject = (fn: () => unknown, message: string) => assert.throws(fn, (e: unknown) => e instanceof ApiError && e.status === 400 && e.detail === message);
   reject(() => store.coupons.redeem(a.id, 'RC-NOPE'), COUPON_INVALID);
   reject(() => store.coupons.redeem(a.id, forB.code), COUPON_OTHER_ACCOUNT);
   assert.deepEqual(store.coupons.redeem(a.id, open.code), { credits_added: 5, credits: 5 });
   reject(() => store.coupons.redeem(a.id, open.code), COUPON_REDEEMED);
   reject(() => store.coupons.redeem(b.id, open.code), COUPON_REDEEMED);
   assert.deepEqual(store.coupons.redeem(b.id, forB.code), { credits_added: 2.5, credits: 2.5 });
-  assert.throws(() => store.coupons.create(1, null, open.code), (e: unknown) => e instanceof ApiError && e.status === 400);
+  assert.throws(
+    () => store.coupons.create(1, null, open.code),
+    (e: unknown) => e instanceof ApiError && e.status === 400,
+  );
   store.close();
 });
 
@@ -123,7 +128,10 @@ test('model catalog: database entries merge over configured ones (same name: dat
   store.models.put(modelEntrySchema.parse({ name: 'b', upstreams: ['http://127.0.0.1:1/'] }));
   store.models.put(modelEntrySchema.parse({ name: 'c' }));
   const merged = mergedCatalog(configured, store);
-  assert.deepEqual(merged.map((m) => m.name), ['a', 'b', 'c']);
+  assert.deepEqual(
+    merged.map((m) => m.name),
+    ['a', 'b', 'c'],
+  );
   assert.deepEqual(merged.find((m) => m.name === 'b')!.upstreams, ['http://127.0.0.1:1/']);
   assert.equal(store.models.remove('c'), true);
   assert.equal(store.models.remove('c'), false);

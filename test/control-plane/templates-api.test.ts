@@ -13,7 +13,9 @@ before(async () => {
   key = (await p.account('owner@x.io', { verified: true })).api_token!;
   editorKey = (await p.account('editor@x.io', { verified: true, editor: true })).api_token!;
 });
-after(async () => { await p.close(); });
+after(async () => {
+  await p.close();
+});
 
 const base = { title: 'T', image: IMAGE };
 
@@ -21,10 +23,19 @@ const base = { title: 'T', image: IMAGE };
 const CASES: [string, Record<string, unknown>, number, RegExp?][] = [
   ['minimal', base, 200],
   ...ROUTED_PORTS.map((port): [string, Record<string, unknown>, number] => [`routed port ${port}`, { ...base, app_port: port }, 200]),
-  ...[22, 80, 8080, 8888, 0, -1, 65536].map((port): [string, Record<string, unknown>, number, RegExp] => [`unrouted port ${port}`, { ...base, app_port: port }, 400, /app_port must be a routed port/]),
+  ...[22, 80, 8080, 8888, 0, -1, 65536].map((port): [string, Record<string, unknown>, number, RegExp] => [
+    `unrouted port ${port}`,
+    { ...base, app_port: port },
+    400,
+    /app_port must be a routed port/,
+  ]),
   ['port as string', { ...base, app_port: '7860' }, 400, /app_port/],
   ['port not integer', { ...base, app_port: 7860.5 }, 400, /app_port/],
-  ...['jupyter', 'gradio', 'streamlit', 'comfyui', 'custom'].map((t): [string, Record<string, unknown>, number] => [`type ${t}`, { ...base, instance_type: t }, 200]),
+  ...['jupyter', 'gradio', 'streamlit', 'comfyui', 'custom'].map((t): [string, Record<string, unknown>, number] => [
+    `type ${t}`,
+    { ...base, instance_type: t },
+    200,
+  ]),
   ['unknown instance_type', { ...base, instance_type: 'tensorflow' }, 400, /instance_type/],
   ['vllm without start_command', { ...base, instance_type: 'vllm' }, 400, /start_command is required when instance_type is vllm/],
   ['sglang with blank start_command', { ...base, instance_type: 'sglang', start_command: '  ' }, 400, /start_command is required/],
@@ -43,11 +54,30 @@ const CASES: [string, Record<string, unknown>, number, RegExp?][] = [
   ['disk 201', { ...base, disk_gb: 201 }, 400, /disk_gb/],
   ['disk 150 persistent', { ...base, disk_gb: 150, persistent_storage: true }, 200],
   ['persistent not boolean', { ...base, persistent_storage: 1 }, 400, /persistent_storage/],
-  ['every field', {
-    title: 'Full', image: IMAGE, instance_type: 'gradio', description: 'd', slug: 'full-one', category: 'apps', tags: ['x'],
-    repo_url: 'https://example.com/r.git', branch: 'dev', notebook_path: 'a.ipynb', start_command: 'python app.py', app_port: 7860,
-    ssh_enabled: true, cover_url: 'https://example.com/c.png', sort_order: 3, enabled: false, persistent_storage: true, disk_gb: 200,
-  }, 200],
+  [
+    'every field',
+    {
+      title: 'Full',
+      image: IMAGE,
+      instance_type: 'gradio',
+      description: 'd',
+      slug: 'full-one',
+      category: 'apps',
+      tags: ['x'],
+      repo_url: 'https://example.com/r.git',
+      branch: 'dev',
+      notebook_path: 'a.ipynb',
+      start_command: 'python app.py',
+      app_port: 7860,
+      ssh_enabled: true,
+      cover_url: 'https://example.com/c.png',
+      sort_order: 3,
+      enabled: false,
+      persistent_storage: true,
+      disk_gb: 200,
+    },
+    200,
+  ],
 ];
 
 for (const [name, body, status, detail] of CASES) {
@@ -76,7 +106,10 @@ test('create returns the full template with defaults; PUT replaces; DELETE remov
   assert.equal(t.disk_gb, 100);
   assert.deepEqual(t.tags, []);
 
-  const put = await p.call('PUT', `/api/profile/templates/${t.id}`, { key, body: { title: 'Renamed', image: 'rc/streamlit:latest', app_port: 8501, ssh_enabled: true } });
+  const put = await p.call('PUT', `/api/profile/templates/${t.id}`, {
+    key,
+    body: { title: 'Renamed', image: 'rc/streamlit:latest', app_port: 8501, ssh_enabled: true },
+  });
   assert.equal(put.status, 200);
   assert.equal(put.body.title, 'Renamed');
   assert.equal(put.body.sort_order, 0, 'PUT replaces: omitted fields take their defaults');
@@ -85,7 +118,16 @@ test('create returns the full template with defaults; PUT replaces; DELETE remov
   const list = await p.call('GET', '/api/profile/templates', { key });
   assert.equal(list.status, 200);
   const item = list.body.templates.find((x: { id: number }) => x.id === t.id);
-  assert.deepEqual(item, { id: t.id, title: 'Renamed', slug: null, image: 'rc/streamlit:latest', instance_type: 'jupyter', ssh_enabled: true, enabled: false, sort_order: 0 });
+  assert.deepEqual(item, {
+    id: t.id,
+    title: 'Renamed',
+    slug: null,
+    image: 'rc/streamlit:latest',
+    instance_type: 'jupyter',
+    ssh_enabled: true,
+    enabled: false,
+    sort_order: 0,
+  });
   assert.ok(list.body.images.length >= 4);
   for (const img of list.body.images) assert.deepEqual(Object.keys(img).sort(), ['enabled', 'image', 'name']);
 
@@ -112,7 +154,10 @@ test('enabled is forced false without is_editor; an editor publishes; public lis
   assert.ok(anonIds.includes(pub.body.id));
   assert.ok(!anonIds.includes(mine.body.id));
   assert.ok(anon.body.templates.every((t: { enabled: boolean }) => t.enabled));
-  assert.ok(anon.body.templates.some((t: { slug: string }) => t.slug === 'vllm-demo'), 'seeded public templates');
+  assert.ok(
+    anon.body.templates.some((t: { slug: string }) => t.slug === 'vllm-demo'),
+    'seeded public templates',
+  );
 
   const withKey = await p.call('GET', '/api/templates', { key });
   const own = withKey.body.templates.find((t: { id: number }) => t.id === mine.body.id);

@@ -36,7 +36,13 @@ async function startAttackerApp(t: TestContext): Promise<{ port: number; seen: I
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  t.after(
+    () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  );
   return { port: (server.address() as { port: number }).port, seen };
 }
 
@@ -78,14 +84,18 @@ test('the shared filter: platform cookies, CSRF header and keys are removed, the
   assert.ok(!isPlatformSetCookie('app=rc_session'));
 });
 
-test('attack: a victim opens an attacker\'s tunnel URL with the platform session, CSRF token and key', async (t) => {
+test("attack: a victim opens an attacker's tunnel URL with the platform session, CSRF token and key", async (t) => {
   const f = await startGatewayFixture(t);
   const app = await startAttackerApp(t);
   f.addRoute('i_attacker', '127.0.0.1:1', { instanceType: 'gradio' });
   const statuses: TunnelStatus[] = [];
   const client = new TunnelClient({
-    broker: f.gateway.url, token: issueTunnelToken(f.tunnelSecret, 'i_attacker'), port: app.port,
-    log: () => {}, onStatus: (s) => statuses.push(s), maxBackoffMs: 200,
+    broker: f.gateway.url,
+    token: issueTunnelToken(f.tunnelSecret, 'i_attacker'),
+    port: app.port,
+    log: () => {},
+    onStatus: (s) => statuses.push(s),
+    maxBackoffMs: 200,
   });
   client.start();
   t.after(() => client.stop());
@@ -103,7 +113,7 @@ test('attack: a victim opens an attacker\'s tunnel URL with the platform session
   assert.equal(app.seen.at(-1)!.authorization, 'Basic dXNlcjpwdw==');
 });
 
-test('attack: the platform session and CSRF token sent to an attacker\'s dedicated endpoint never arrive', async (t) => {
+test("attack: the platform session and CSRF token sent to an attacker's dedicated endpoint never arrive", async (t) => {
   const f = await startGatewayFixture(t);
   const app = await startAttackerApp(t);
   f.addRoute('i_dedicated', `127.0.0.1:${app.port}`);
@@ -127,7 +137,13 @@ test('attack: an app behind the instance proxy plants or clears the platform ses
   const signup = await platform.call('POST', '/api/auth/signup', { body: { email: 'owner@example.com', password: 'correct horse battery' } });
   const cookie = ([] as string[]).concat(signup.headers['set-cookie'] as string)[0]!.split(';')[0]!;
   const routes = new InstanceRouteTable(() => {}, 0);
-  routes.set({ instanceId: 'i_app', accountId: signup.body.account.id as number, status: 'ready', instanceType: 'gradio', ports: new Map([[7860, `127.0.0.1:${app.port}`]]) });
+  routes.set({
+    instanceId: 'i_app',
+    accountId: signup.body.account.id as number,
+    status: 'ready',
+    instanceType: 'gradio',
+    ports: new Map([[7860, `127.0.0.1:${app.port}`]]),
+  });
   const proxy = await startInstanceProxyServer({ store: platform.cp.store, routes, logger: createLogger('silent') });
   t.after(() => proxy.close());
 

@@ -11,7 +11,12 @@ import { startSim } from '../../sim/server.js';
 import { isMessagesPath, parseDedicatedUrl } from '../../gateway/dedicated/routes.js';
 import { hostPort, startGatewayFixture } from './fixture.js';
 
-interface Seen { method: string; url: string; headers: IncomingMessage['headers']; body: string }
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
 
 /** A plain HTTP server that records what reached it and answers 418 with its own headers. */
 async function startEcho(t: { after(fn: () => unknown): void }): Promise<{ server: Server; url: string; seen: Seen[] }> {
@@ -26,7 +31,10 @@ async function startEcho(t: { after(fn: () => unknown): void }): Promise<{ serve
         let n = 0;
         const tick = setInterval(() => {
           res.write(`data: ${n}\n\n`);
-          if (++n === 3) { clearInterval(tick); res.end(); }
+          if (++n === 3) {
+            clearInterval(tick);
+            res.end();
+          }
         }, 5);
         return;
       }
@@ -63,7 +71,10 @@ test('the official openai client through a dedicated endpoint, stream and non-st
   const client = new OpenAI({ apiKey: f.ownerKey, baseURL: `${f.gateway.url}/dedicated/i_sim/8000/v1`, maxRetries: 0 });
 
   const models = await client.models.list();
-  assert.deepEqual(models.data.map((m) => m.id), ['served-model']);
+  assert.deepEqual(
+    models.data.map((m) => m.id),
+    ['served-model'],
+  );
 
   const done = await client.chat.completions.create({ model: 'served-model', messages: [{ role: 'user', content: 'hello' }], max_tokens: 8 });
   assert.equal(done.model, 'served-model');
@@ -98,7 +109,10 @@ test('admission: 401, the 403 matrix, 404 for /v1/messages, 503 while starting',
   f.addRoute('i_starting', hostPort(echo.url), { status: 'pending' });
   f.addRoute('i_failed', hostPort(echo.url), { status: 'failed' });
   const call = async (path: string, key: string | undefined, init: RequestInit = {}) => {
-    const r = await fetch(`${f.gateway.url}${path}`, { ...init, headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(init.headers as Record<string, string>) } });
+    const r = await fetch(`${f.gateway.url}${path}`, {
+      ...init,
+      headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(init.headers as Record<string, string>) },
+    });
     const text = await r.text();
     return { status: r.status, headers: r.headers, json: JSON.parse(text) as { detail: string } };
   };
@@ -111,9 +125,9 @@ test('admission: 401, the 403 matrix, 404 for /v1/messages, 503 while starting',
   assert.equal(invalid.json.detail, 'Invalid bearer token');
 
   const denied = [
-    ['another account\'s key', '/dedicated/i_mine/8000/v1/models', f.otherKey],
+    ["another account's key", '/dedicated/i_mine/8000/v1/models', f.otherKey],
     ['another port', '/dedicated/i_mine/8001/v1/models', f.ownerKey],
-    ['another account\'s instance', '/dedicated/i_theirs/8000/v1/models', f.ownerKey],
+    ["another account's instance", '/dedicated/i_theirs/8000/v1/models', f.ownerKey],
     ['an unknown instance', '/dedicated/i_nope/8000/v1/models', f.ownerKey],
     ['an instance that is not a model server', '/dedicated/i_gradio/7860/', f.ownerKey],
     ['a failed instance', '/dedicated/i_failed/8000/v1/models', f.ownerKey],

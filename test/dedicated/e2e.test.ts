@@ -24,10 +24,12 @@ function routeOf(info: InstanceInfo, accountId: number): InstanceRoute {
     status,
     instanceType: info.spec.instanceType,
     // Every routed port of the spec; its address once the agent has placed it.
-    ports: new Map(info.spec.ports.map((p) => {
-      const e = info.endpoints.find((x) => x.port === p);
-      return [p, e ? `${e.host}:${e.hostPort}` : ''];
-    })),
+    ports: new Map(
+      info.spec.ports.map((p) => {
+        const e = info.endpoints.find((x) => x.port === p);
+        return [p, e ? `${e.host}:${e.hostPort}` : ''];
+      }),
+    ),
   };
 }
 
@@ -64,7 +66,13 @@ test('the openai client through a dedicated endpoint to a sim launched by the ag
   assert.ok((done.choices[0]!.message.content ?? '').length > 0);
   assert.ok(done.usage!.completion_tokens > 0);
 
-  const stream = await client.chat.completions.create({ model: served, messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 16, stream: true, stream_options: { include_usage: true } });
+  const stream = await client.chat.completions.create({
+    model: served,
+    messages: [{ role: 'user', content: 'Say hi' }],
+    max_tokens: 16,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   let text = '';
   let usage: unknown;
   for await (const chunk of stream) {
@@ -80,7 +88,11 @@ test('the openai client through a dedicated endpoint to a sim launched by the ag
   const wrongPort = new OpenAI({ apiKey: f.ownerKey, baseURL: `${f.gateway.url}/dedicated/i_vllm/8001/v1`, maxRetries: 0 });
   const wrongInstance = new OpenAI({ apiKey: f.ownerKey, baseURL: `${f.gateway.url}/dedicated/i_someone_else/8000/v1`, maxRetries: 0 });
   f.routes.set({ ...routeOf(await waitForState(agent, 'i_vllm', 'ready'), OTHER), instanceId: 'i_someone_else' });
-  for (const [what, c] of [['another account\'s key', other], ['another port', wrongPort], ['another account\'s instance', wrongInstance]] as const) {
+  for (const [what, c] of [
+    ["another account's key", other],
+    ['another port', wrongPort],
+    ["another account's instance", wrongInstance],
+  ] as const) {
     await assert.rejects(c.chat.completions.create({ model: served, messages: [{ role: 'user', content: 'x' }] }), (err: unknown) => {
       assert.ok(err instanceof OpenAI.APIError, what);
       assert.equal(err.status, 403, what);
@@ -90,7 +102,11 @@ test('the openai client through a dedicated endpoint to a sim launched by the ag
   const foreign = await fetch(`${base}/models`, { headers: { authorization: `Bearer ${f.otherKey}` } });
   assert.equal(foreign.status, 403);
   assert.deepEqual(await foreign.json(), { detail: 'You do not have access to this instance' });
-  const messages = await fetch(`${base}/messages`, { method: 'POST', headers: { 'x-api-key': f.ownerKey, 'content-type': 'application/json' }, body: JSON.stringify({ model: served, max_tokens: 8, messages: [] }) });
+  const messages = await fetch(`${base}/messages`, {
+    method: 'POST',
+    headers: { 'x-api-key': f.ownerKey, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: served, max_tokens: 8, messages: [] }),
+  });
   assert.equal(messages.status, 404);
   assert.ok(f.activity.includes('i_vllm'));
 });

@@ -45,7 +45,10 @@ export async function startGatewayFixture(t: TestContext, o: { maxBodyBytes?: nu
   const gateway = await createGateway({
     port: 0,
     models: [],
-    keySource: memoryKeySource([{ keyHash: hashKey(ownerKey), accountId: OWNER }, { keyHash: hashKey(otherKey), accountId: OTHER }]),
+    keySource: memoryKeySource([
+      { keyHash: hashKey(ownerKey), accountId: OWNER },
+      { keyHash: hashKey(otherKey), accountId: OTHER },
+    ]),
     bus,
     logger: createLogger('silent'),
     routes: [dedicated.plugin, broker.plugin],
@@ -57,7 +60,13 @@ export async function startGatewayFixture(t: TestContext, o: { maxBodyBytes?: nu
     await bus.close();
   });
   return {
-    gateway, routes, activity, broker, tunnelSecret, ownerKey, otherKey,
+    gateway,
+    routes,
+    activity,
+    broker,
+    tunnelSecret,
+    ownerKey,
+    otherKey,
     addRoute(instanceId, address, o = {}) {
       const route: InstanceRoute = {
         instanceId,

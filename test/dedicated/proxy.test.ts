@@ -18,11 +18,17 @@ async function startApp(t: TestContext): Promise<{ address: string; wsClosed: nu
     req.on('data', (c: Buffer) => parts.push(c));
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'application/json', 'set-cookie': 'app_session=xyz; Path=/' });
-      res.end(JSON.stringify({
-        method: req.method, url: req.url, body: Buffer.concat(parts).toString(),
-        cookie: req.headers.cookie ?? null, prefix: req.headers['x-forwarded-prefix'] ?? null,
-        authorization: req.headers.authorization ?? null, csrf: req.headers['x-csrf-token'] ?? null,
-      }));
+      res.end(
+        JSON.stringify({
+          method: req.method,
+          url: req.url,
+          body: Buffer.concat(parts).toString(),
+          cookie: req.headers.cookie ?? null,
+          prefix: req.headers['x-forwarded-prefix'] ?? null,
+          authorization: req.headers.authorization ?? null,
+          csrf: req.headers['x-csrf-token'] ?? null,
+        }),
+      );
     });
   });
   const wss = new WebSocketServer({ server, handleProtocols: (protocols) => (protocols.has('v1.kernel') ? 'v1.kernel' : false) });
@@ -74,9 +80,21 @@ test('the instance proxy: sessions of the owner only, keys refused, WebSockets r
   // The owner's session reaches the app; the platform credentials do not.
   const ok = await get('/instances/i_app/tree/notebooks?x=1', { cookie: `app=1; ${owner.cookie}`, 'x-csrf-token': 'secret-csrf' });
   assert.equal(ok.status, 200);
-  assert.deepEqual(ok.json, { method: 'GET', url: '/tree/notebooks?x=1', body: '', cookie: 'app=1', prefix: '/instances/i_app', authorization: null, csrf: null });
+  assert.deepEqual(ok.json, {
+    method: 'GET',
+    url: '/tree/notebooks?x=1',
+    body: '',
+    cookie: 'app=1',
+    prefix: '/instances/i_app',
+    authorization: null,
+    csrf: null,
+  });
   assert.equal(ok.headers.get('set-cookie'), 'app_session=xyz; Path=/');
-  const posted = await get('/instances/i_app/api/contents', { cookie: owner.cookie, authorization: 'token jupyter-own-token', 'content-type': 'application/json' }, { method: 'POST', body: '{"type":"notebook"}' });
+  const posted = await get(
+    '/instances/i_app/api/contents',
+    { cookie: owner.cookie, authorization: 'token jupyter-own-token', 'content-type': 'application/json' },
+    { method: 'POST', body: '{"type":"notebook"}' },
+  );
   assert.equal(posted.status, 200);
   assert.equal(posted.json.body, '{"type":"notebook"}');
   assert.equal(posted.json.authorization, 'token jupyter-own-token', "the app's own auth scheme passes through");
@@ -109,7 +127,10 @@ test('the instance proxy: sessions of the owner only, keys refused, WebSockets r
   const ws = new WebSocket(wsUrl, ['v1.kernel'], { headers: { cookie: `app=1; ${owner.cookie}` } });
   const received: (string | Buffer)[] = [];
   ws.on('message', (data, isBinary) => received.push(isBinary ? (data as Buffer) : data.toString()));
-  await new Promise<void>((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject); });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
   assert.equal(ws.protocol, 'v1.kernel');
   ws.send('ping-1');
   ws.send(Buffer.from([1, 2, 3]), { binary: true });
@@ -122,12 +143,19 @@ test('the instance proxy: sessions of the owner only, keys refused, WebSockets r
   assert.equal(app.wsClosed[0], 1000);
 
   // WebSocket refusals happen before the upgrade, with the same statuses.
-  const refused = async (headers: Record<string, string>) => new Promise<number>((resolve) => {
-    const w = new WebSocket(wsUrl, { headers });
-    w.on('unexpected-response', (_req, res) => { resolve(res.statusCode!); w.terminate(); });
-    w.on('open', () => { w.close(); resolve(101); });
-    w.on('error', () => {});
-  });
+  const refused = async (headers: Record<string, string>) =>
+    new Promise<number>((resolve) => {
+      const w = new WebSocket(wsUrl, { headers });
+      w.on('unexpected-response', (_req, res) => {
+        resolve(res.statusCode!);
+        w.terminate();
+      });
+      w.on('open', () => {
+        w.close();
+        resolve(101);
+      });
+      w.on('error', () => {});
+    });
   assert.equal(await refused({ authorization: `Bearer ${verified.api_token}` }), 403);
   assert.equal(await refused({ cookie: stranger.cookie }), 403);
   assert.equal(await refused({}), 401);

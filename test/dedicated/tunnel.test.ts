@@ -29,7 +29,13 @@ async function startLocal(t: TestContext): Promise<number> {
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  t.after(
+    () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  );
   return (server.address() as { port: number }).port;
 }
 
@@ -66,16 +72,23 @@ test('the broker refuses bad identities at connect', async (t) => {
   const f = await startGatewayFixture(t);
   f.addRoute('i_stopped', '127.0.0.1:1', { status: 'stopped' });
   const url = (port: string) => connectUrl(f.gateway.url, 1).replace('port=1', `port=${port}`);
-  const attempt = (port: string, token: string | undefined) => new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const ws = new WebSocket(url(port), { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c));
-      res.on('end', () => { resolve({ status: res.statusCode!, body }); ws.terminate(); });
+  const attempt = (port: string, token: string | undefined) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const ws = new WebSocket(url(port), { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
+      ws.on('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c));
+        res.on('end', () => {
+          resolve({ status: res.statusCode!, body });
+          ws.terminate();
+        });
+      });
+      ws.on('open', () => {
+        ws.close();
+        reject(new Error('connected'));
+      });
+      ws.on('error', () => {});
     });
-    ws.on('open', () => { ws.close(); reject(new Error('connected')); });
-    ws.on('error', () => {});
-  });
   assert.equal((await attempt('80', undefined)).status, 401);
   assert.equal((await attempt('80', 'rct-forged')).status, 401);
   assert.equal((await attempt('80', issueTunnelToken('another-secret-0123456789', 'i_x'))).status, 401);
@@ -124,7 +137,10 @@ test('public requests reach the local service through the tunnel', async (t) => 
 
   // Concurrent requests are multiplexed.
   const many = await Promise.all(Array.from({ length: 20 }, (_, i) => fetch(`${connected.publicUrl}n/${i}`).then((x) => x.json() as Promise<{ url: string }>)));
-  assert.deepEqual(many.map((m) => m.url), Array.from({ length: 20 }, (_, i) => `/n/${i}`));
+  assert.deepEqual(
+    many.map((m) => m.url),
+    Array.from({ length: 20 }, (_, i) => `/n/${i}`),
+  );
   assert.ok(logs.some((l) => l.startsWith('POST /api/echo?q=1 201')));
 });
 
@@ -133,7 +149,10 @@ test('a dead local service gives 502; losing the instance closes the tunnel for 
   f.addRoute('i_dead', '127.0.0.1:1', { instanceType: 'jupyter' });
   const deadPort = await new Promise<number>((resolve) => {
     const s = createServer();
-    s.listen(0, '127.0.0.1', () => { const p = (s.address() as { port: number }).port; s.close(() => resolve(p)); });
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
   });
   const { client, statuses } = startClient(t, f, 'i_dead', deadPort);
   const connected = (await waitFor(() => statuses.find((s) => s.state === 'connected')))!;
@@ -155,7 +174,11 @@ test('rc-tunnel without identity or broker says to recreate the notebook', async
     const base: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: dir, RC_LOG_LEVEL: 'silent' };
     return spawnSync(process.execPath, args, { env: { ...base, ...env }, encoding: 'utf8', timeout: 20_000 });
   };
-  for (const args of [[RC_JS, 'tunnel', 'status'], [TUNNEL_JS, 'status'], [TUNNEL_JS, 'expose', '--port', '8080']]) {
+  for (const args of [
+    [RC_JS, 'tunnel', 'status'],
+    [TUNNEL_JS, 'status'],
+    [TUNNEL_JS, 'expose', '--port', '8080'],
+  ]) {
     const r = run(args, {});
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /No tunnel identity directory/);
@@ -181,7 +204,11 @@ test('rc-tunnel without identity or broker says to recreate the notebook', async
   assert.match(ok.stdout, /No tunnel is running/);
   assert.equal(statSync(join(idDir, 'token')).mode & 0o777, 0o600, 'a legacy token file is made owner-only');
   // The provisioned form: the token in the environment, no directory at all.
-  const fromEnv = run([TUNNEL_JS, 'status', '--json'], { RC_TUNNEL_TOKEN: 'rct-x', RC_TUNNEL_BROKER: 'http://127.0.0.1:1', RC_TUNNEL_STATE_DIR: join(dir, 'state') });
+  const fromEnv = run([TUNNEL_JS, 'status', '--json'], {
+    RC_TUNNEL_TOKEN: 'rct-x',
+    RC_TUNNEL_BROKER: 'http://127.0.0.1:1',
+    RC_TUNNEL_STATE_DIR: join(dir, 'state'),
+  });
   assert.equal(fromEnv.status, 0, fromEnv.stderr);
   assert.equal(JSON.parse(fromEnv.stdout).identity_dir, '$RC_TUNNEL_TOKEN');
 

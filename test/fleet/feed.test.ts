@@ -18,14 +18,26 @@ import { platformGatewayParts } from '../../gateway/sync/platform-gateway.js';
 import { waitFor } from '../helpers.js';
 
 const TOKEN = 'i'.repeat(32);
-const route = (id: string, status: InstanceRouteWire['status'] = 'ready'): InstanceRouteWire =>
-  ({ instanceId: id, accountId: 1, status, instanceType: 'vllm', host: '127.0.0.1', port: 9, routedPort: 8000 });
+const route = (id: string, status: InstanceRouteWire['status'] = 'ready'): InstanceRouteWire => ({
+  instanceId: id,
+  accountId: 1,
+  status,
+  instanceType: 'vllm',
+  host: '127.0.0.1',
+  port: 9,
+  routedPort: 8000,
+});
 
 function snapshot(keys: [string, number][], instances: InstanceRouteWire[] = []): GatewaySnapshot {
   return {
-    keys: keys.map(([k, accountId]) => ({ keyHash: hashKey(k), accountId })), sessions: [], limits: [{ accountId: 2, rpm: 7, tpm: null, dailyTokens: null }],
-    models: [{ name: 'm', upstreams: ['http://127.0.0.1:9'], tools: true, reasoning: false, efforts: [], maxContext: 1000, fitMaxTokens: false, ownedBy: 'rc' }],
-    instances, tunnel: { secret: 's'.repeat(32), proxyUrl: '' },
+    keys: keys.map(([k, accountId]) => ({ keyHash: hashKey(k), accountId })),
+    sessions: [],
+    limits: [{ accountId: 2, rpm: 7, tpm: null, dailyTokens: null }],
+    models: [
+      { name: 'm', upstreams: ['http://127.0.0.1:9'], tools: true, reasoning: false, efforts: [], maxContext: 1000, fitMaxTokens: false, ownedBy: 'rc' },
+    ],
+    instances,
+    tunnel: { secret: 's'.repeat(32), proxyUrl: '' },
   };
 }
 
@@ -46,14 +58,31 @@ async function startInternalApi(t: TestContext, initial: GatewaySnapshot) {
     else answer();
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  t.after(
+    () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  );
   return {
     url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
-    set: (s: GatewaySnapshot) => { current = s; },
-    hold: () => { holding = true; },
-    release: () => { holding = false; held?.(); },
+    set: (s: GatewaySnapshot) => {
+      current = s;
+    },
+    hold: () => {
+      holding = true;
+    },
+    release: () => {
+      holding = false;
+      held?.();
+    },
     fetched: () => fetched,
-    stop: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    stop: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -75,7 +104,15 @@ test('the feed: first snapshot, resync with events replayed over it, route event
   assert.equal(limits.get(2).rpm, 7);
 
   // A resync whose snapshot was read before k1's revocation: the revocation that arrives during the fetch wins.
-  api.set(snapshot([[k1, 1], [k2, 2]], [route('i1'), route('i2')]));
+  api.set(
+    snapshot(
+      [
+        [k1, 1],
+        [k2, 2],
+      ],
+      [route('i1'), route('i2')],
+    ),
+  );
   api.hold();
   const before = api.fetched();
   await bus.publish({ type: 'catalog.changed' });

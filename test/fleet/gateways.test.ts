@@ -26,8 +26,16 @@ test('standalone gateways learn everything from the control plane and follow it'
   const [apiPort, gw1Port, gw2Port] = [await freePort(), await freePort(), await freePort()];
   const common = { REDIS_URL, RC_GATE_KEY_PREFIX: prefix, RC_HOST: '127.0.0.1' };
   const cpEnv = {
-    ...common, RC_DATA_DIR: dir, RC_API_PORT: String(apiPort), RC_PROXY_PORT: '0', RC_SIM_PORT_BASE: '0', RC_SIM_TTFT_MS: '0',
-    RC_SIM_TOKENS_PER_SECOND: '20', RC_INSTANCE_TICK_MS: '200', RC_INSTANCE_LAUNCH_RATE: '1:1000', RC_INSTANCE_PUBLIC_URL: `http://127.0.0.1:${gw1Port}`,
+    ...common,
+    RC_DATA_DIR: dir,
+    RC_API_PORT: String(apiPort),
+    RC_PROXY_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_SIM_TTFT_MS: '0',
+    RC_SIM_TOKENS_PER_SECOND: '20',
+    RC_INSTANCE_TICK_MS: '200',
+    RC_INSTANCE_LAUNCH_RATE: '1:1000',
+    RC_INSTANCE_PUBLIC_URL: `http://127.0.0.1:${gw1Port}`,
     RC_TUNNEL_BROKERS: `http://127.0.0.1:${gw1Port},http://127.0.0.1:${gw2Port}`,
   };
   let cp: RcProcess = await spawnRc(t, ['control-plane'], cpEnv);
@@ -37,7 +45,11 @@ test('standalone gateways learn everything from the control plane and follow it'
 
   const token = newToken();
   const agent = await spawnRc(t, ['agent', '--host', '127.0.0.1', '--port', '0', '--data-dir', tempDir(t, 'rc-fleet-agent-')], {
-    RC_AGENT_TOKEN: token, RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_GPUS: '2', RC_AGENT_LOST_CONTROL_PLANE_MS: '0', RC_AGENT_STOP_GRACE_MS: '2000',
+    RC_AGENT_TOKEN: token,
+    RC_AGENT_GPU_DETECT: 'configured',
+    RC_AGENT_GPUS: '2',
+    RC_AGENT_LOST_CONTROL_PLANE_MS: '0',
+    RC_AGENT_STOP_GRACE_MS: '2000',
   });
   t.after(() => call(`${api}/api/notebook/current`, { method: 'DELETE', key: acct.api_token }).catch(() => {}));
   assert.equal((await admin(api, dir, 'host.add', { name: 'gpu-1', address: agent.ready.address, token })).status, 200);
@@ -52,9 +64,18 @@ test('standalone gateways learn everything from the control plane and follow it'
   // An account created after the gateways started: its key arrives as an event.
   const acct = (await admin(api, dir, 'account.create', { email: 'fleet@example.com', verified: true, credits: 100 })).body;
   for (const g of gateways) {
-    const r = await waitFor(async () => { const x = await chat(`${g}/v1`, acct.api_token, 'sim-chat'); return x.status === 200 ? x : undefined; });
+    const r = await waitFor(async () => {
+      const x = await chat(`${g}/v1`, acct.api_token, 'sim-chat');
+      return x.status === 200 ? x : undefined;
+    });
     assert.equal(r.body.object, 'chat.completion');
-    assert.equal((await call(`${g}/v1/models`, { key: acct.api_token })).body.data.map((m: { id: string }) => m.id).sort().join(), 'sim-chat,sim-reasoner');
+    assert.equal(
+      (await call(`${g}/v1/models`, { key: acct.api_token })).body.data
+        .map((m: { id: string }) => m.id)
+        .sort()
+        .join(),
+      'sim-chat,sim-reasoner',
+    );
   }
 
   // Account limits, the catalog and browser sessions changed at the control plane reach both replicas.
@@ -68,31 +89,55 @@ test('standalone gateways learn everything from the control plane and follow it'
     await waitFor(async () => (await call(`${g}/v1/models`, { key: acct.api_token })).body.data.some((m: { id: string }) => m.id === 'fleet-extra'), 5000, 20);
   }
   const signup = await request(`${api}/api/auth/signup`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'browser@example.com', password: 'browser-password' }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'browser@example.com', password: 'browser-password' }),
   });
   const session = { cookie: String(signup.headers['set-cookie']).split(';')[0]!, csrf: ((await signup.body.json()) as { csrf_token: string }).csrf_token };
   for (const g of gateways) {
-    const r = await waitFor(async () => {
-      const x = await call(`${g}/v1/chat/completions`, { headers: { cookie: session.cookie, 'x-csrf-token': session.csrf }, body: { model: 'sim-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 } });
-      return x.status === 200 ? x : undefined;
-    }, 5000, 20);
+    const r = await waitFor(
+      async () => {
+        const x = await call(`${g}/v1/chat/completions`, {
+          headers: { cookie: session.cookie, 'x-csrf-token': session.csrf },
+          body: { model: 'sim-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 },
+        });
+        return x.status === 200 ? x : undefined;
+      },
+      5000,
+      20,
+    );
     assert.equal(r.body.object, 'chat.completion');
   }
 
   // An instance serving a model on its routed port, also exposed with rc-tunnel (to every replica).
-  const template = (await call(`${api}/api/profile/templates`, { key: acct.api_token, body: {
-    title: 'sim + tunnel', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000,
-    start_command: `${rc} tunnel expose --port $PORT --detach && exec ${rc} sim --port $PORT --model demo --fast`,
-  } })).body;
+  const template = (
+    await call(`${api}/api/profile/templates`, {
+      key: acct.api_token,
+      body: {
+        title: 'sim + tunnel',
+        image: 'vllm/vllm-openai:latest',
+        instance_type: 'vllm',
+        app_port: 8000,
+        start_command: `${rc} tunnel expose --port $PORT --detach && exec ${rc} sim --port $PORT --model demo --fast`,
+      },
+    })
+  ).body;
   assert.equal((await call(`${api}/api/templates/${template.id}/launch`, { key: acct.api_token, body: {} })).status, 200);
-  const ready = await waitFor(async () => {
-    const s = (await call(`${api}/api/notebook/status`, { key: acct.api_token })).body;
-    if (s.status === 'failed') throw new Error(`instance failed: ${s.reason} ${s.detail}`);
-    return s.status === 'ready' ? s : undefined;
-  }, 30_000, 100);
+  const ready = await waitFor(
+    async () => {
+      const s = (await call(`${api}/api/notebook/status`, { key: acct.api_token })).body;
+      if (s.status === 'failed') throw new Error(`instance failed: ${s.reason} ${s.detail}`);
+      return s.status === 'ready' ? s : undefined;
+    },
+    30_000,
+    100,
+  );
   const dedicatedPath = new URL(ready.dedicated_base_url as string).pathname;
   for (const g of gateways) {
-    const r = await waitFor(async () => { const x = await chat(g + dedicatedPath, acct.api_token, 'demo'); return x.status === 200 ? x : undefined; });
+    const r = await waitFor(async () => {
+      const x = await chat(g + dedicatedPath, acct.api_token, 'demo');
+      return x.status === 200 ? x : undefined;
+    });
     assert.equal(r.body.model, 'demo');
   }
   // The tunnel's public URL answers through both replicas (no key: that is the customer's service).
@@ -100,7 +145,10 @@ test('standalone gateways learn everything from the control plane and follow it'
   const route = snapshot.instances.find((r: { instanceId: string }) => r.instanceId === ready.instance_id);
   const tunnelPath = `/t/${tunnelId(readFileSync(join(dir, 'tunnel', 'secret'), 'utf8').trim(), ready.instance_id, route.port)}/v1/models`;
   for (const g of gateways) {
-    const r = await waitFor(async () => { const x = await call(g + tunnelPath); return x.status === 200 ? x : undefined; });
+    const r = await waitFor(async () => {
+      const x = await call(g + tunnelPath);
+      return x.status === 200 ? x : undefined;
+    });
     assert.equal(r.body.data[0].id, 'demo');
   }
   assert.equal((await call(`${api}/api/internal/gateway-snapshot`)).status, 401);
@@ -157,12 +205,15 @@ test('standalone gateways learn everything from the control plane and follow it'
 /** A streamed chat completion: resolves `firstChunk` at its first bytes, `done` with whether it reached [DONE]. */
 function openStream(baseUrl: string, key: string): { firstChunk: Promise<void>; done: Promise<{ complete: boolean }> } {
   let first!: () => void;
-  const firstChunk = new Promise<void>((r) => { first = r; });
+  const firstChunk = new Promise<void>((r) => {
+    first = r;
+  });
   const done = (async () => {
     let text = '';
     try {
       const res = await request(`${baseUrl}/chat/completions`, {
-        method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
         body: JSON.stringify({ model: 'sim-chat', stream: true, max_tokens: 60, messages: [{ role: 'user', content: 'tell me a long story' }] }),
       });
       for await (const chunk of res.body) {
@@ -179,10 +230,15 @@ function openStream(baseUrl: string, key: string): { firstChunk: Promise<void>; 
 
 test('rc gateway with a control plane: usage errors exit 2', async () => {
   const { execFile } = await import('node:child_process');
-  const run = (args: string[], env: Record<string, string> = {}) => new Promise<{ code: number; stderr: string }>((resolve) => {
-    execFile(process.execPath, [RC_JS, 'gateway', '--port', '0', ...args], { env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', ...env }, timeout: 30_000 },
-      (err, _stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stderr }));
-  });
+  const run = (args: string[], env: Record<string, string> = {}) =>
+    new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [RC_JS, 'gateway', '--port', '0', ...args],
+        { env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', ...env }, timeout: 30_000 },
+        (err, _stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stderr }),
+      );
+    });
   const both = await run(['--control-plane', 'http://127.0.0.1:1', '--keys-file', '/nonexistent'], { RC_INTERNAL_TOKEN: 'x'.repeat(32) });
   assert.equal(both.code, 2);
   assert.match(both.stderr, /either a control plane or --keys-file/);

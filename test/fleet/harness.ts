@@ -42,7 +42,9 @@ export async function spawnRc(t: TestContext, args: string[], env: Record<string
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-20_000); });
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-20_000);
+  });
   const line = await new Promise<string>((resolve, reject) => {
     const rl = createInterface({ input: child.stdout! });
     rl.once('line', resolve);
@@ -57,7 +59,8 @@ export async function spawnRc(t: TestContext, args: string[], env: Record<string
 }
 
 /** Runs a one-shot `rc <args>` (an admin command) to its end; its JSON output, or throws with its stderr. */
-export function runRc(args: string[], env: Record<string, string>): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function runRc(args: string[], env: Record<string, string>): Promise<any> {
+  // eslint-disable-line @typescript-eslint/no-explicit-any
   return new Promise((resolve, reject) => {
     execFile(process.execPath, [RC_JS, ...args], { env: { ...process.env, RC_LOG_LEVEL: 'warn', ...env }, timeout: 30_000 }, (err, stdout, stderr) => {
       if (err) reject(new Error(`rc ${args.join(' ')} failed: ${stderr}`));
@@ -86,16 +89,29 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
   });
 }
 
-export interface Reply { status: number; body: any } // eslint-disable-line @typescript-eslint/no-explicit-any
+export interface Reply {
+  status: number;
+  body: any;
+} // eslint-disable-line @typescript-eslint/no-explicit-any
 
 export async function call(url: string, o: { method?: string; key?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Reply> {
   const headers: Record<string, string> = { ...o.headers };
   if (o.key) headers.authorization = `Bearer ${o.key}`;
   if (o.body !== undefined) headers['content-type'] = 'application/json';
-  const r = await request(url, { method: (o.method ?? (o.body === undefined ? 'GET' : 'POST')) as 'GET', headers, body: o.body === undefined ? undefined : JSON.stringify(o.body), headersTimeout: 30_000, bodyTimeout: 30_000 });
+  const r = await request(url, {
+    method: (o.method ?? (o.body === undefined ? 'GET' : 'POST')) as 'GET',
+    headers,
+    body: o.body === undefined ? undefined : JSON.stringify(o.body),
+    headersTimeout: 30_000,
+    bodyTimeout: 30_000,
+  });
   const text = await r.body.text();
   let body: unknown = text;
-  try { body = JSON.parse(text); } catch { /* keep text */ }
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* keep text */
+  }
   return { status: r.statusCode, body };
 }
 

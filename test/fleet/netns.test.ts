@@ -22,7 +22,11 @@ const rc = `"${process.execPath}" "${RC_JS}"`;
 /** A model server reachable from outside its host (binds every address of the namespace). */
 const SERVING = `exec ${rc} sim --host 0.0.0.0 --port $PORT --model demo --fast`;
 
-interface Account { id: number; key: string; email: string }
+interface Account {
+  id: number;
+  key: string;
+  email: string;
+}
 
 test('a fleet: two hosts in network namespaces, two gateways, one control plane', { timeout: 300_000 }, async (t) => {
   if (!netnsAvailable(t) || !(await redisAvailable(t))) return;
@@ -36,21 +40,40 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   const [apiPort, gw1Port, gw2Port] = [await freePort(), await freePort(), await freePort()];
   const common = { REDIS_URL, RC_GATE_KEY_PREFIX: `rc-test-netns-${randomBytes(4).toString('hex')}:`, RC_HOST: '127.0.0.1' };
   const cpEnv = {
-    ...common, RC_DATA_DIR: dir, RC_API_PORT: String(apiPort), RC_PROXY_PORT: '0', RC_SIM_PORT_BASE: '0', RC_SIM_FAST: '1',
-    RC_INSTANCE_TICK_MS: '200', RC_INSTANCE_LAUNCH_RATE: '1:1000', RC_INSTANCE_PUBLIC_URL: `http://127.0.0.1:${gw1Port}`,
-    RC_INSTANCE_HOST_STALL_MS: '8000', RC_INSTANCE_HOST_UNREACHABLE_MS: '2000',
+    ...common,
+    RC_DATA_DIR: dir,
+    RC_API_PORT: String(apiPort),
+    RC_PROXY_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_SIM_FAST: '1',
+    RC_INSTANCE_TICK_MS: '200',
+    RC_INSTANCE_LAUNCH_RATE: '1:1000',
+    RC_INSTANCE_PUBLIC_URL: `http://127.0.0.1:${gw1Port}`,
+    RC_INSTANCE_HOST_STALL_MS: '8000',
+    RC_INSTANCE_HOST_UNREACHABLE_MS: '2000',
   };
   let cp: RcProcess = await spawnRc(t, ['control-plane'], cpEnv);
   const api = cp.ready.api as string;
 
   // An agent on each host, bound to the host's own address; registered with `rc host add`.
   const agents: Record<string, RcProcess> = {};
-  for (const [name, h] of [['gpu-a', hostA], ['gpu-b', hostB]] as const) {
+  for (const [name, h] of [
+    ['gpu-a', hostA],
+    ['gpu-b', hostB],
+  ] as const) {
     const tokenFile = join(dir, `${name}.token`);
     writeFileSync(tokenFile, newToken() + '\n', { mode: 0o600 });
-    agents[name] = await spawnRc(t, ['agent', '--host', h.address, '--port', '7070', '--data-dir', tempDir(t, `rc-netns-${name}-`), '--token-file', tokenFile], {
-      RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_GPUS: '2', RC_AGENT_LOST_CONTROL_PLANE_MS: '0', RC_AGENT_STOP_GRACE_MS: '2000',
-    }, h.exec);
+    agents[name] = await spawnRc(
+      t,
+      ['agent', '--host', h.address, '--port', '7070', '--data-dir', tempDir(t, `rc-netns-${name}-`), '--token-file', tokenFile],
+      {
+        RC_AGENT_GPU_DETECT: 'configured',
+        RC_AGENT_GPUS: '2',
+        RC_AGENT_LOST_CONTROL_PLANE_MS: '0',
+        RC_AGENT_STOP_GRACE_MS: '2000',
+      },
+      h.exec,
+    );
     const added = await runRc(['host', 'add', '--name', name, '--address', `${h.address}:7070`, '--token-file', tokenFile], { RC_DATA_DIR: dir });
     assert.equal(added.name, name);
   }
@@ -73,16 +96,26 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   const [one, two, three] = accounts as [Account, Account, Account];
   const status = async (a: Account) => (await call(`${api}/api/notebook/status`, { key: a.key })).body;
   const launch = async (a: Account, gpus: number) => {
-    const tpl = (await call(`${api}/api/profile/templates`, { key: a.key, body: { title: 'demo', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000, start_command: SERVING } })).body;
+    const tpl = (
+      await call(`${api}/api/profile/templates`, {
+        key: a.key,
+        body: { title: 'demo', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000, start_command: SERVING },
+      })
+    ).body;
     const r = await call(`${api}/api/templates/${tpl.id}/launch`, { key: a.key, body: { gpu_count: gpus } });
     assert.equal(r.status, 200, JSON.stringify(r.body));
     return r.body.instance_id as string;
   };
-  const ready = (a: Account) => waitFor(async () => {
-    const s = await status(a);
-    if (s.status === 'failed') throw new Error(`${a.email}: instance failed (${s.reason}: ${s.detail})`);
-    return s.status === 'ready' && s.message === 'ready' ? s : undefined;
-  }, 60_000, 100);
+  const ready = (a: Account) =>
+    waitFor(
+      async () => {
+        const s = await status(a);
+        if (s.status === 'failed') throw new Error(`${a.email}: instance failed (${s.reason}: ${s.detail})`);
+        return s.status === 'ready' && s.message === 'ready' ? s : undefined;
+      },
+      60_000,
+      100,
+    );
 
   // 2 GPUs fill one host; the next launch does not fit there and lands on the other.
   const idOne = await launch(one, 2);
@@ -95,9 +128,19 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
 
   // Each dedicated endpoint answers through both gateways.
   const path = (s: { dedicated_base_url: string }) => new URL(s.dedicated_base_url).pathname;
-  for (const [a, s] of [[one, s1], [two, s2]] as const) {
+  for (const [a, s] of [
+    [one, s1],
+    [two, s2],
+  ] as const) {
     for (const g of gateways) {
-      const r = await waitFor(async () => { const x = await chat(g + path(s), a.key, 'demo'); return x.status === 200 ? x : undefined; }, 10_000, 50);
+      const r = await waitFor(
+        async () => {
+          const x = await chat(g + path(s), a.key, 'demo');
+          return x.status === 200 ? x : undefined;
+        },
+        10_000,
+        50,
+      );
       assert.equal(r.body.model, 'demo');
     }
   }

@@ -85,11 +85,25 @@ export class NetnsLab {
     for (const h of this.hosts.splice(0)) {
       try {
         for (const pid of ip('netns', 'pids', h.ns).split('\n').filter(Boolean)) {
-          try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
+          try {
+            process.kill(Number(pid), 'SIGKILL');
+          } catch {
+            /* gone */
+          }
         }
-      } catch { /* namespace gone */ }
-      try { ip('link', 'del', h.rootIf); } catch { /* gone with the namespace */ }
-      try { ip('netns', 'del', h.ns); } catch { /* already deleted */ }
+      } catch {
+        /* namespace gone */
+      }
+      try {
+        ip('link', 'del', h.rootIf);
+      } catch {
+        /* gone with the namespace */
+      }
+      try {
+        ip('netns', 'del', h.ns);
+      } catch {
+        /* already deleted */
+      }
     }
     process.off('exit', this.onExit);
   }

@@ -29,13 +29,20 @@ before(async () => {
       }
       plainHits.completions++;
       plainHits.lastMaxTokens = (JSON.parse(body) as { max_tokens?: number }).max_tokens;
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"id":"x","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}');
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(
+          '{"id":"x","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}',
+        );
     });
   });
   await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
   const plainUrl = `http://127.0.0.1:${(plain.address() as AddressInfo).port}`;
   fx = await startFixture({
-    sims: [{ fast: true, maxModelLen: CONTEXT }, { fast: true, maxModelLen: CONTEXT }],
+    sims: [
+      { fast: true, maxModelLen: CONTEXT },
+      { fast: true, maxModelLen: CONTEXT },
+    ],
     models: (sims) => [
       modelEntrySchema.parse({ name: 'm', upstreams: [sims[0]!.url] }),
       modelEntrySchema.parse({ name: 'fitted', upstreams: [sims[1]!.url], servedName: 'm', fitMaxTokens: true }),
@@ -60,7 +67,7 @@ async function status(p: Promise<unknown>): Promise<{ status: number; message: s
   }
 }
 
-test('off by default: max_tokens over the context is the backend\'s own 400', async () => {
+test("off by default: max_tokens over the context is the backend's own 400", async () => {
   const r = await status(fx.client.chat.completions.create({ model: 'm', max_tokens: 1000, messages: msgs(10) }));
   assert.equal(r.status, 400);
 });

@@ -57,7 +57,11 @@ describe('gateway chat completions', () => {
 
   it('streams with include_usage: the client gets the usage chunk', async () => {
     const stream = await f.client.chat.completions.create({
-      model: 'm', messages: HELLO, max_tokens: 12, stream: true, stream_options: { include_usage: true },
+      model: 'm',
+      messages: HELLO,
+      max_tokens: 12,
+      stream: true,
+      stream_options: { include_usage: true },
     });
     let usage: OpenAI.CompletionUsage | undefined;
     let last: OpenAI.ChatCompletionChunk | undefined;
@@ -70,9 +74,17 @@ describe('gateway chat completions', () => {
   });
 
   it('keeps other stream_options the client sent when adding include_usage', async () => {
-    const r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({
-      model: 'm', messages: HELLO, max_tokens: 4, stream: true, stream_options: { include_usage: false },
-    }), auth);
+    const r = await post(
+      `${f.gateway.url}/v1/chat/completions`,
+      JSON.stringify({
+        model: 'm',
+        messages: HELLO,
+        max_tokens: 4,
+        stream: true,
+        stream_options: { include_usage: false },
+      }),
+      auth,
+    );
     assert.equal(r.status, 200);
     assert.deepEqual(f.sims[0]!.stats.lastBody!.stream_options, { include_usage: true });
     assert.ok(!r.text.includes('"usage":{'), 'usage event stripped');
@@ -109,7 +121,10 @@ describe('gateway chat completions', () => {
       assert.deepEqual(r.json, { error: { message: 'Invalid bearer token', type: 'authentication_error', param: null, code: 'invalid_api_key' } });
     }
     const bad = f.clientWith(generateKey());
-    await assert.rejects(bad.chat.completions.create({ model: 'm', messages: HELLO }), (e: unknown) => e instanceof OpenAI.AuthenticationError && (e as InstanceType<typeof OpenAI.APIError>).code === 'invalid_api_key');
+    await assert.rejects(
+      bad.chat.completions.create({ model: 'm', messages: HELLO }),
+      (e: unknown) => e instanceof OpenAI.AuthenticationError && (e as InstanceType<typeof OpenAI.APIError>).code === 'invalid_api_key',
+    );
     // /v1/models needs a key too.
     const r = await fetch(`${f.gateway.url}/v1/models`);
     assert.equal(r.status, 401);
@@ -169,9 +184,17 @@ describe('gateway chat completions', () => {
       assert.equal(r.status, 413);
       assert.equal(r.json.error.code, 'body_too_large');
       // Without Content-Length (chunked upload).
-      const chunked = new ReadableStream({ start(c) { for (let i = 0; i < 5; i++) c.enqueue(new TextEncoder().encode(big)); c.close(); } });
+      const chunked = new ReadableStream({
+        start(c) {
+          for (let i = 0; i < 5; i++) c.enqueue(new TextEncoder().encode(big));
+          c.close();
+        },
+      });
       const r2 = await fetch(`${g.gateway.url}/v1/chat/completions`, {
-        method: 'POST', body: chunked, duplex: 'half', headers: { authorization: `Bearer ${g.key}`, 'content-type': 'application/json' },
+        method: 'POST',
+        body: chunked,
+        duplex: 'half',
+        headers: { authorization: `Bearer ${g.key}`, 'content-type': 'application/json' },
       } as RequestInit);
       assert.equal(r2.status, 413);
       // The gateway still serves afterwards.
@@ -203,7 +226,7 @@ describe('gateway chat completions', () => {
     assert.match(text, /^rc_gateway_upstream_ttfb_seconds_count\{model="m"\} [1-9]\d*$/m);
     assert.match(text, /^rc_gateway_upstream_duration_seconds_bucket\{model="m",le="\+Inf"\} [1-9]\d*$/m);
     assert.match(text, /^rc_gateway_tokens_total\{model="m",direction="out"\} [1-9]\d*$/m);
-    assert.match(text, /^rc_gate_admitted_total \d+$/m, 'the gates\' counters are part of /metrics');
+    assert.match(text, /^rc_gate_admitted_total \d+$/m, "the gates' counters are part of /metrics");
     assert.match(text, /^rc_gate_redis_fallback_total \d+$/m);
     await waitFor(() => f.gateway.context.admission.inflight === 0);
   });

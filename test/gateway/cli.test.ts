@@ -35,13 +35,24 @@ describe('rc gateway', () => {
       const url = gw.ready.gateway as string;
       assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
       const client = new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0 });
-      assert.deepEqual((await client.models.list()).data.map((m) => m.id), ['m']);
+      assert.deepEqual(
+        (await client.models.list()).data.map((m) => m.id),
+        ['m'],
+      );
       const c = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
       assert.equal(c.object, 'chat.completion');
       const ids = async () => (await client.models.list()).data.map((m) => m.id);
 
       // SIGHUP reload.
-      writeFileSync(configFile, JSON.stringify({ models: [{ name: 'm', upstreams: [sim.url] }, { name: 'm2', servedName: 'm', upstreams: [sim.url] }] }));
+      writeFileSync(
+        configFile,
+        JSON.stringify({
+          models: [
+            { name: 'm', upstreams: [sim.url] },
+            { name: 'm2', servedName: 'm', upstreams: [sim.url] },
+          ],
+        }),
+      );
       gw.child.kill('SIGHUP');
       await waitFor(async () => (await ids()).includes('m2'));
       // File change alone reloads too.
@@ -69,7 +80,10 @@ describe('rc gateway', () => {
       const client = new OpenAI({ apiKey: key, baseURL: `${gw.ready.gateway as string}/v1`, maxRetries: 0 });
       const ask = () => client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
       assert.equal((await ask()).object, 'chat.completion');
-      await assert.rejects(ask(), (err: unknown) => (err as { status?: number; code?: string }).status === 429 && (err as { code?: string }).code === 'request_rate_limit_exceeded');
+      await assert.rejects(
+        ask(),
+        (err: unknown) => (err as { status?: number; code?: string }).status === 429 && (err as { code?: string }).code === 'request_rate_limit_exceeded',
+      );
     } finally {
       assert.equal(await stop(gw.child), 0);
     }

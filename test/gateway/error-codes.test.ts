@@ -17,7 +17,12 @@ function tableAfter(file: string, heading: string): string[][] {
   const lines = text.slice(at).split('\n');
   const start = lines.findIndex((l) => l.startsWith('|'));
   const rows: string[][] = [];
-  for (let i = start + 2; i < lines.length && lines[i]!.startsWith('|'); i++) rows.push(lines[i]!.split('|').slice(1, -1).map((c) => c.trim()));
+  for (let i = start + 2; i < lines.length && lines[i]!.startsWith('|'); i++)
+    rows.push(
+      lines[i]!.split('|')
+        .slice(1, -1)
+        .map((c) => c.trim()),
+    );
   return rows;
 }
 

@@ -70,22 +70,35 @@ export async function startFixture(o: FixtureOptions = {}): Promise<Fixture> {
 }
 
 /** POSTs raw bytes to the gateway with fetch; returns status, headers and parsed JSON (or text). */
-export async function post(url: string, body: string | Uint8Array, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; json: any; text: string }> {
+export async function post(
+  url: string,
+  body: string | Uint8Array,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; json: any; text: string }> {
   const r = await fetch(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
   const text = await r.text();
   let json: unknown;
-  try { json = JSON.parse(text); } catch { json = undefined; }
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
   return { status: r.status, headers: r.headers, json, text };
 }
 
 export const HELLO = [{ role: 'user' as const, content: 'Say hello' }];
 
 /** Spawns the compiled rc CLI; resolves with the child and the first JSON line it prints on stdout. */
-export async function spawnRc(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; ready: Record<string, unknown>; stderr: () => string }> {
+export async function spawnRc(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ child: ChildProcess; ready: Record<string, unknown>; stderr: () => string }> {
   const cli = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
   const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, RC_LOG_LEVEL: 'error', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
-  child.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
+  child.stderr!.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
   const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
     let out = '';
     const onData = (d: Buffer) => {
@@ -93,7 +106,11 @@ export async function spawnRc(args: string[], env: NodeJS.ProcessEnv = {}): Prom
       const nl = out.indexOf('\n');
       if (nl < 0) return;
       child.stdout!.off('data', onData);
-      try { resolve(JSON.parse(out.slice(0, nl))); } catch (e) { reject(e); }
+      try {
+        resolve(JSON.parse(out.slice(0, nl)));
+      } catch (e) {
+        reject(e);
+      }
     };
     child.stdout!.on('data', onData);
     child.once('exit', (code) => reject(new Error(`rc ${args.join(' ')} exited with ${code} before it was ready: ${err}`)));

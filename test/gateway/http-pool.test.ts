@@ -12,10 +12,17 @@ import assert from 'node:assert/strict';
 import { HttpPool, PoolError, type HttpPoolOptions, type ResponseHandler } from '../../gateway/http-pool.js';
 import { waitFor } from '../helpers.js';
 
-interface ReceivedRequest { head: string; body: Buffer; socket: Socket; index: number }
+interface ReceivedRequest {
+  head: string;
+  body: Buffer;
+  socket: Socket;
+  index: number;
+}
 
 /** A TCP server that parses requests (head + Content-Length body) and hands each to `onRequest`. */
-async function rawServer(onRequest: (r: ReceivedRequest) => void): Promise<{ port: number; url: string; connections: () => number; requests: ReceivedRequest[]; close(): Promise<void> }> {
+async function rawServer(
+  onRequest: (r: ReceivedRequest) => void,
+): Promise<{ port: number; url: string; connections: () => number; requests: ReceivedRequest[]; close(): Promise<void> }> {
   let connections = 0;
   const requests: ReceivedRequest[] = [];
   const sockets = new Set<Socket>();
@@ -48,14 +55,21 @@ async function rawServer(onRequest: (r: ReceivedRequest) => void): Promise<{ por
     url: `http://127.0.0.1:${port}`,
     connections: () => connections,
     requests,
-    close: () => new Promise<void>((resolve) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
   };
 }
 
-interface Collected { status: number; headers: Record<string, string>; rawHeaders: string[]; body: Buffer; chunks: number }
+interface Collected {
+  status: number;
+  headers: Record<string, string>;
+  rawHeaders: string[];
+  body: Buffer;
+  chunks: number;
+}
 
 /** Sends one request and collects the response; rejects with the PoolError. */
 function fetchVia(pool: HttpPool, body: Buffer | string = '{"x":1}', path = '/v1/chat/completions', handler?: Partial<ResponseHandler>): Promise<Collected> {
@@ -90,9 +104,12 @@ function poolFor(url: string, o: Partial<HttpPoolOptions> = {}): HttpPool {
   pools.push(p);
   return p;
 }
-after(async () => { await Promise.all(pools.map((p) => p.destroy())); });
+after(async () => {
+  await Promise.all(pools.map((p) => p.destroy()));
+});
 
-const ok = (body: string, extra = '') => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
+const ok = (body: string, extra = '') =>
+  `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
 /** Writes `text` one byte at a time (each byte its own TCP segment, read separately). */
 async function dribble(socket: Socket, text: string): Promise<void> {
@@ -141,9 +158,14 @@ describe('gateway http-pool', () => {
   });
 
   it('parses heads and chunked bodies split at every byte, with extensions and trailers', async () => {
-    const response = 'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n'
-      + '6;ext=1\r\ndata: \r\n' + 'A\r\n0123456789\r\n' + '0\r\nx-trailer: yes\r\n\r\n';
-    const srv = await rawServer((r) => { void dribble(r.socket, response); });
+    const response =
+      'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n' +
+      '6;ext=1\r\ndata: \r\n' +
+      'A\r\n0123456789\r\n' +
+      '0\r\nx-trailer: yes\r\n\r\n';
+    const srv = await rawServer((r) => {
+      void dribble(r.socket, response);
+    });
     try {
       const pool = poolFor(srv.url);
       const res = await fetchVia(pool);
@@ -221,7 +243,10 @@ describe('gateway http-pool', () => {
   it('refuses an oversized response head', async () => {
     const srv = await rawServer((r) => r.socket.write(`HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(2000)}\r\ncontent-length: 0\r\n\r\n`));
     try {
-      await assert.rejects(fetchVia(poolFor(srv.url, { maxHeaderBytes: 1024 })), (e: unknown) => e instanceof PoolError && e.failure === 'protocol' && /too large/.test(e.message));
+      await assert.rejects(
+        fetchVia(poolFor(srv.url, { maxHeaderBytes: 1024 })),
+        (e: unknown) => e instanceof PoolError && e.failure === 'protocol' && /too large/.test(e.message),
+      );
     } finally {
       await srv.close();
     }
@@ -278,7 +303,8 @@ describe('gateway http-pool', () => {
 
   it('sends a request again when a kept-alive connection turns out to be closed', async () => {
     const srv = await rawServer((r) => {
-      if (r.index === 1) r.socket.destroy(); // the server dropped the idle connection as the request came in
+      if (r.index === 1)
+        r.socket.destroy(); // the server dropped the idle connection as the request came in
       else r.socket.write(ok(`{"n":${r.index}}`));
     });
     try {
@@ -315,7 +341,10 @@ describe('gateway http-pool', () => {
             received += chunk.toString();
             if (pausedAt < 0 && received.length > 30) {
               pausedAt = received.length;
-              setTimeout(() => { resumed = true; req!.resume(); }, 50);
+              setTimeout(() => {
+                resumed = true;
+                req!.resume();
+              }, 50);
               return false;
             }
             return true;
@@ -341,9 +370,15 @@ describe('gateway http-pool', () => {
       let failure: PoolError | undefined;
       const req = pool.request('/', '{}', {
         onHead() {},
-        onData() { return true; },
-        onEnd() { assert.fail('no end after abort'); },
-        onError(e) { failure = e; },
+        onData() {
+          return true;
+        },
+        onEnd() {
+          assert.fail('no end after abort');
+        },
+        onError(e) {
+          failure = e;
+        },
       });
       await waitFor(() => srv.requests.length === 1);
       await new Promise((r) => setTimeout(r, 20));
@@ -362,7 +397,11 @@ describe('gateway http-pool', () => {
     try {
       const pool = poolFor(srv.url);
       await assert.rejects(
-        fetchVia(pool, '{}', '/', { onData() { throw new Error('handler bug'); } }),
+        fetchVia(pool, '{}', '/', {
+          onData() {
+            throw new Error('handler bug');
+          },
+        }),
         (e: unknown) => e instanceof PoolError && e.failure === 'closed' && (e.cause as Error).message === 'handler bug',
       );
       assert.equal((await fetchVia(pool)).body.toString(), '{"fine":true}');
@@ -379,7 +418,16 @@ describe('gateway http-pool', () => {
       const a = fetchVia(pool);
       const b = fetchVia(pool);
       let abortedQueued: PoolError | undefined;
-      const c = pool.request('/', '{}', { onHead() {}, onData: () => true, onEnd() { assert.fail('aborted'); }, onError(e) { abortedQueued = e; } });
+      const c = pool.request('/', '{}', {
+        onHead() {},
+        onData: () => true,
+        onEnd() {
+          assert.fail('aborted');
+        },
+        onError(e) {
+          abortedQueued = e;
+        },
+      });
       assert.equal(pool.stats.queued, 2);
       c.abort();
       assert.equal(pool.stats.queued, 1);
@@ -418,8 +466,27 @@ describe('gateway http-pool', () => {
     let dir: string | undefined;
     try {
       dir = mkdtempSync(join(tmpdir(), 'rc-pool-tls-'));
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-        '-addext', 'subjectAltName=DNS:localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'rsa:2048',
+          '-nodes',
+          '-days',
+          '1',
+          '-subj',
+          '/CN=localhost',
+          '-addext',
+          'subjectAltName=DNS:localhost',
+          '-keyout',
+          join(dir, 'key.pem'),
+          '-out',
+          join(dir, 'cert.pem'),
+        ],
+        { stdio: 'ignore' },
+      );
     } catch {
       if (dir) rmSync(dir, { recursive: true, force: true });
       t.skip('openssl is not available to make a test certificate');
@@ -428,7 +495,9 @@ describe('gateway http-pool', () => {
     const cert = readFileSync(join(dir, 'cert.pem'));
     const server = createHttpsServer({ key: readFileSync(join(dir, 'key.pem')), cert }, (req, res) => {
       let body = '';
-      req.on('data', (d: Buffer) => { body += d; });
+      req.on('data', (d: Buffer) => {
+        body += d;
+      });
       req.on('end', () => res.end(JSON.stringify({ path: req.url, body })));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -29,8 +29,15 @@ describe('KeyDirectory', () => {
     const key = generateKey();
     const bus = new MemoryBus();
     let release!: () => void;
-    const gate = new Promise<void>((r) => { release = r; });
-    const slow: KeySource = { load: async () => { await gate; return [{ keyHash: hashKey(key), accountId: 1 }]; } };
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const slow: KeySource = {
+      load: async () => {
+        await gate;
+        return [{ keyHash: hashKey(key), accountId: 1 }];
+      },
+    };
     const d = new KeyDirectory();
     const started = d.start(slow, bus);
     await bus.publish({ type: 'key.revoked', keyHash: hashKey(key), accountId: 1 });

@@ -11,9 +11,13 @@ describe('gateway relay', () => {
     const f = await startFixture({ sims: [{ ttftMs: 0, tokensPerSecond: 20 }] });
     try {
       const sim = f.sims[0]!;
-      const stream = await f.client.chat.completions.create({
-        model: 'm', messages: HELLO, max_tokens: 500, stream: true, ignore_eos: true,
-      } as never) as unknown as AsyncIterable<unknown> & { controller: AbortController };
+      const stream = (await f.client.chat.completions.create({
+        model: 'm',
+        messages: HELLO,
+        max_tokens: 500,
+        stream: true,
+        ignore_eos: true,
+      } as never)) as unknown as AsyncIterable<unknown> & { controller: AbortController };
       let seen = 0;
       for await (const _ of stream) {
         if (++seen === 2) break; // leaving the loop aborts the request
@@ -35,9 +39,13 @@ describe('gateway relay', () => {
     const f = await startFixture({ sims: [{ ttftMs: 5, tokensPerSecond: 400 }] });
     try {
       const one = async (i: number) => {
-        const stream = await f.client.chat.completions.create({
-          model: 'm', messages: [{ role: 'user', content: `stream ${i}` }], max_tokens: 20, stream: true, ignore_eos: true,
-        } as never) as unknown as AsyncIterable<{ choices: { delta: { content?: string | null }; finish_reason: string | null }[] }>;
+        const stream = (await f.client.chat.completions.create({
+          model: 'm',
+          messages: [{ role: 'user', content: `stream ${i}` }],
+          max_tokens: 20,
+          stream: true,
+          ignore_eos: true,
+        } as never)) as unknown as AsyncIterable<{ choices: { delta: { content?: string | null }; finish_reason: string | null }[] }>;
         let tokens = 0;
         let finish: string | null = null;
         for await (const chunk of stream) {
@@ -68,7 +76,9 @@ describe('gateway relay', () => {
       const body = JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 250_000, ignore_eos: true, stream: true });
       const url = new URL(f.gateway.url);
       const socket = connect(Number(url.port), url.hostname);
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${f.key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${f.key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
       let received = 0;
       let tail = '';
       const done = new Promise<void>((resolve, reject) => {
@@ -108,9 +118,14 @@ describe('gateway relay', () => {
     const f = await startFixture({ sims: [{ ttftMs: 0, tokensPerSecond: 100 }, { fast: true }] });
     try {
       const [slow, other] = f.sims;
-      const stream = await f.client.chat.completions.create({
-        model: 'm', messages: HELLO, max_tokens: 30, stream: true, ignore_eos: true, user: 'u',
-      } as never) as unknown as AsyncIterable<{ choices: { delta: { content?: string | null }; finish_reason: string | null }[] }>;
+      const stream = (await f.client.chat.completions.create({
+        model: 'm',
+        messages: HELLO,
+        max_tokens: 30,
+        stream: true,
+        ignore_eos: true,
+        user: 'u',
+      } as never)) as unknown as AsyncIterable<{ choices: { delta: { content?: string | null }; finish_reason: string | null }[] }>;
       // Which sim got it?
       const first = slow!.stats.requests === 1 ? slow! : other!;
       let tokens = 0;
@@ -120,7 +135,10 @@ describe('gateway relay', () => {
         if (!changed) {
           // Replace the catalog: model m now only on a different upstream, plus a new model.
           const next = first === slow ? other! : slow!;
-          f.gateway.setModels([modelEntrySchema.parse({ name: 'm', upstreams: [next.url] }), modelEntrySchema.parse({ name: 'n', servedName: 'm', upstreams: [next.url] })]);
+          f.gateway.setModels([
+            modelEntrySchema.parse({ name: 'm', upstreams: [next.url] }),
+            modelEntrySchema.parse({ name: 'n', servedName: 'm', upstreams: [next.url] }),
+          ]);
           changed = true;
         }
         if (chunk.choices[0]?.delta.content) tokens++;
@@ -128,7 +146,10 @@ describe('gateway relay', () => {
       }
       assert.equal(finish, 'length');
       assert.ok(tokens >= 29);
-      assert.deepEqual((await f.client.models.list()).data.map((m) => m.id), ['m', 'n']);
+      assert.deepEqual(
+        (await f.client.models.list()).data.map((m) => m.id),
+        ['m', 'n'],
+      );
       // New requests follow the new catalog.
       const before = first.stats.requests;
       await f.client.chat.completions.create({ model: 'n', messages: HELLO, max_tokens: 2 });

@@ -23,7 +23,11 @@ import { waitFor } from '../helpers.js';
 const silent = createLogger('silent');
 
 async function signUp(api: string, email: string): Promise<{ cookie: string; csrf: string }> {
-  const r = await fetch(`${api}/api/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'password123' }) });
+  const r = await fetch(`${api}/api/auth/signup`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email, password: 'password123' }),
+  });
   assert.equal(r.status, 201);
   const body = (await r.json()) as { csrf_token: string; account: { verified: boolean; api_token: string | null } };
   assert.equal(body.account.verified, false);
@@ -38,7 +42,11 @@ test('an unverified account uses the shared model routes from its browser sessio
   const cp = await createControlPlane({ dataDir: dir, bus, logger: silent, port: 0 });
   const early = await signUp(cp.url, 'early@example.com'); // before the gateway starts: from the snapshot
   const gateway = await createGateway({
-    port: 0, models: [modelEntrySchema.parse({ name: 'm', upstreams: [sim.url] })], keySource: storeKeySource(cp.store), bus, logger: silent,
+    port: 0,
+    models: [modelEntrySchema.parse({ name: 'm', upstreams: [sim.url] })],
+    keySource: storeKeySource(cp.store),
+    bus,
+    logger: silent,
     routes: [messagesRoutes()],
   });
   t.after(async () => {
@@ -47,10 +55,12 @@ test('an unverified account uses the shared model routes from its browser sessio
     await sim.close();
     rmSync(dir, { recursive: true, force: true });
   });
-  const chat = (headers: Record<string, string>) => fetch(`${gateway.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
-  });
+  const chat = (headers: Record<string, string>) =>
+    fetch(`${gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
+    });
 
   const fromSnapshot = await chat({ cookie: early.cookie, 'x-csrf-token': early.csrf });
   assert.equal(fromSnapshot.status, 200, await fromSnapshot.clone().text());
@@ -61,23 +71,33 @@ test('an unverified account uses the shared model routes from its browser sessio
   assert.equal(((await ok.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens, 3);
 
   const messages = await fetch(`${gateway.url}/v1/messages`, {
-    method: 'POST', headers: { 'content-type': 'application/json', cookie: s.cookie, 'x-csrf-token': s.csrf },
+    method: 'POST',
+    headers: { 'content-type': 'application/json', cookie: s.cookie, 'x-csrf-token': s.csrf },
     body: JSON.stringify({ model: 'm', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
   });
   assert.equal(messages.status, 200);
 
   // The cookie alone (no CSRF token), a wrong token, an unknown session: 401 invalid_session.
-  for (const headers of [{ cookie: s.cookie }, { cookie: s.cookie, 'x-csrf-token': early.csrf }, { cookie: 'rc_session=nope', 'x-csrf-token': s.csrf }] as Record<string, string>[]) {
+  for (const headers of [
+    { cookie: s.cookie },
+    { cookie: s.cookie, 'x-csrf-token': early.csrf },
+    { cookie: 'rc_session=nope', 'x-csrf-token': s.csrf },
+  ] as Record<string, string>[]) {
     const r = await chat(headers);
     assert.equal(r.status, 401);
-    assert.deepEqual(await r.json(), { error: { message: 'Invalid or expired session, or missing x-csrf-token', type: 'authentication_error', param: null, code: 'invalid_session' } });
+    assert.deepEqual(await r.json(), {
+      error: { message: 'Invalid or expired session, or missing x-csrf-token', type: 'authentication_error', param: null, code: 'invalid_session' },
+    });
   }
   const badOnMessages = await fetch(`${gateway.url}/v1/messages`, { method: 'POST', headers: { cookie: s.cookie }, body: '{}' });
   assert.equal(badOnMessages.status, 401);
   assert.equal(((await badOnMessages.json()) as { error: { type: string } }).error.type, 'authentication_error');
   // A cookie without rc_session is no credential at all; a key still wins over a session.
   assert.equal(((await (await chat({ cookie: 'theme=dark' })).json()) as { error: { code: string } }).error.code, 'missing_api_key');
-  assert.equal(((await (await chat({ cookie: s.cookie, 'x-csrf-token': s.csrf, authorization: 'Bearer rc-bad' })).json()) as { error: { code: string } }).error.code, 'invalid_api_key');
+  assert.equal(
+    ((await (await chat({ cookie: s.cookie, 'x-csrf-token': s.csrf, authorization: 'Bearer rc-bad' })).json()) as { error: { code: string } }).error.code,
+    'invalid_api_key',
+  );
 
   const out = await fetch(`${cp.url}/api/auth/logout`, { method: 'POST', headers: { cookie: s.cookie, 'x-csrf-token': s.csrf } });
   assert.equal(out.status, 200);
@@ -113,9 +133,17 @@ test('attack: accounts minted by open sign-up each get only the unverified cap; 
   const early = await signUp(cp.url, 'sock1@example.com'); // before the gateway: from the snapshot
   const limits = new AccountLimits({ rpm: 1000, tpm: 1_000_000, dailyTokens: settings.modelDailyTokens });
   limits.load(storeLimitOverrides(cp.store, settings));
-  const gate = createGate({ modelRpm: 1000, modelTpm: 1_000_000, modelDailyTokens: 1000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'x:' }, { bus, limits, lookup: storeLimitsLookup(cp.store, settings) });
+  const gate = createGate(
+    { modelRpm: 1000, modelTpm: 1_000_000, modelDailyTokens: 1000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'x:' },
+    { bus, limits, lookup: storeLimitsLookup(cp.store, settings) },
+  );
   const gateway = await createGateway({
-    port: 0, models: [modelEntrySchema.parse({ name: 'm', upstreams: [sim.url] })], keySource: storeKeySource(cp.store, settings), bus, logger: silent, gate,
+    port: 0,
+    models: [modelEntrySchema.parse({ name: 'm', upstreams: [sim.url] })],
+    keySource: storeKeySource(cp.store, settings),
+    bus,
+    logger: silent,
+    gate,
     routes: [messagesRoutes()],
   });
   t.after(async () => {
@@ -125,12 +153,17 @@ test('attack: accounts minted by open sign-up each get only the unverified cap; 
     await sim.close();
     rmSync(dir, { recursive: true, force: true });
   });
-  const chat = (s: { cookie: string; csrf: string }, maxTokens: number) => fetch(`${gateway.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json', cookie: s.cookie, 'x-csrf-token': s.csrf },
-    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens }),
-  });
+  const chat = (s: { cookie: string; csrf: string }, maxTokens: number) =>
+    fetch(`${gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', cookie: s.cookie, 'x-csrf-token': s.csrf },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens }),
+    });
   const later = await signUp(cp.url, 'sock2@example.com'); // after: from the bus
-  for (const [email, s] of [['sock1@example.com', early], ['sock2@example.com', later]] as const) {
+  for (const [email, s] of [
+    ['sock1@example.com', early],
+    ['sock2@example.com', later],
+  ] as const) {
     assert.equal((await gate.readUsage(cp.store.accounts.byEmail(email)!.id)).daily_cap, 40);
     assert.equal((await chat(s, 30)).status, 200); // spends about 45 tokens: over the unverified cap (40), far under the default (1000)
     const over = await chat(s, 5);
@@ -140,7 +173,7 @@ test('attack: accounts minted by open sign-up each get only the unverified cap; 
   // Verified by the operator: the account's cap is the default again.
   const id = cp.store.accounts.byEmail('sock2@example.com')!.id;
   await runAdminOp({ store: cp.store, publish: (e) => bus.publish(e), configuredModels: [] }, 'account.verify', { email: 'sock2@example.com' });
-  assert.equal((await waitFor(async () => ((await gate.readUsage(id)).daily_cap === 1000 ? true : undefined))), true);
+  assert.equal(await waitFor(async () => ((await gate.readUsage(id)).daily_cap === 1000 ? true : undefined)), true);
 
   // With the setting at 0, an account under review has no shared model access at all.
   await cp.close();
@@ -152,7 +185,8 @@ test('attack: accounts minted by open sign-up each get only the unverified cap; 
   assert.equal(refused.status, 403);
   assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'account_not_verified');
   const onMessages = await fetch(`${gateway.url}/v1/messages`, {
-    method: 'POST', headers: { 'content-type': 'application/json', cookie: none.cookie, 'x-csrf-token': none.csrf },
+    method: 'POST',
+    headers: { 'content-type': 'application/json', cookie: none.cookie, 'x-csrf-token': none.csrf },
     body: JSON.stringify({ model: 'm', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
   });
   assert.equal(onMessages.status, 403);

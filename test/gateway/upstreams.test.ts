@@ -90,15 +90,22 @@ describe('gateway upstreams', () => {
       assert.equal(r.status, 500);
       assert.match(r.json.message, /Simulated internal server error/);
       sim.setFault({ kind: '429', count: 1, retryAfterS: 7 });
-      r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, stream: true }), { authorization: `Bearer ${f.key}` });
+      r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, stream: true }), {
+        authorization: `Bearer ${f.key}`,
+      });
       assert.equal(r.status, 429);
       assert.equal(r.headers.get('retry-after'), '7');
       assert.match(r.json.message, /Simulated rate limit/);
       // The openai client sees the same.
       sim.setFault({ kind: '429', count: 1, retryAfterS: 3 });
-      await assert.rejects(f.client.chat.completions.create({ model: 'm', messages: HELLO }), (e: unknown) => e instanceof OpenAI.RateLimitError && e.headers?.get('retry-after') === '3');
+      await assert.rejects(
+        f.client.chat.completions.create({ model: 'm', messages: HELLO }),
+        (e: unknown) => e instanceof OpenAI.RateLimitError && e.headers?.get('retry-after') === '3',
+      );
       // A context-length error raised by the model passes through as the backend's 400.
-      r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 10_000_000 }), { authorization: `Bearer ${f.key}` });
+      r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 10_000_000 }), {
+        authorization: `Bearer ${f.key}`,
+      });
       assert.equal(r.status, 400);
       assert.match(r.json.message, /maximum context length/);
       assert.equal(f.gateway.context.admission.inflight, 0);
@@ -127,17 +134,36 @@ describe('gateway upstreams', () => {
     const f = await startFixture({ sims: [{ ttftMs: 0, tokensPerSecond: 200 }], upstream: { idleTimeoutMs: 300 } });
     try {
       f.sims[0]!.setFault({ kind: 'stall-during', afterChunks: 3 });
-      const stream = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 50, stream: true, ignore_eos: true } as never) as unknown as Stream;
+      const stream = (await f.client.chat.completions.create({
+        model: 'm',
+        messages: HELLO,
+        max_tokens: 50,
+        stream: true,
+        ignore_eos: true,
+      } as never)) as unknown as Stream;
       let tokens = 0;
-      await assert.rejects(async () => {
-        for await (const c of stream) if (c.choices[0]?.delta.content) tokens++;
-      }, (e: unknown) => e instanceof OpenAI.APIError && /stream failed/.test(e.message));
+      await assert.rejects(
+        async () => {
+          for await (const c of stream) if (c.choices[0]?.delta.content) tokens++;
+        },
+        (e: unknown) => e instanceof OpenAI.APIError && /stream failed/.test(e.message),
+      );
       assert.equal(tokens, 3);
       await waitFor(() => f.gateway.context.admission.inflight === 0);
       // A backend that cuts the connection mid-stream: same ending.
       f.sims[0]!.setFault({ kind: 'close-mid-stream', afterChunks: 2 });
-      const s2 = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 50, stream: true, ignore_eos: true } as never) as unknown as Stream;
-      await assert.rejects(async () => { for await (const _ of s2) { /* drain */ } }, OpenAI.APIError);
+      const s2 = (await f.client.chat.completions.create({
+        model: 'm',
+        messages: HELLO,
+        max_tokens: 50,
+        stream: true,
+        ignore_eos: true,
+      } as never)) as unknown as Stream;
+      await assert.rejects(async () => {
+        for await (const _ of s2) {
+          /* drain */
+        }
+      }, OpenAI.APIError);
     } finally {
       await f.close();
     }
@@ -148,7 +174,10 @@ describe('gateway upstreams', () => {
     try {
       f.sims[0]!.setFault({ kind: 'stall-before', count: 1 });
       const stalled = fetch(`${f.gateway.url}/v1/chat/completions`, {
-        method: 'POST', headers: { authorization: `Bearer ${f.key}` }, body: JSON.stringify({ model: 'm', messages: HELLO }), signal: AbortSignal.timeout(20_000),
+        method: 'POST',
+        headers: { authorization: `Bearer ${f.key}` },
+        body: JSON.stringify({ model: 'm', messages: HELLO }),
+        signal: AbortSignal.timeout(20_000),
       }).catch(() => undefined);
       await waitFor(() => f.gateway.context.admission.inflight === 1);
       const r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO }), { authorization: `Bearer ${f.key}` });
@@ -198,13 +227,27 @@ describe('gateway gate seam', () => {
       assert.deepEqual(gate.settled[0]!.usage, { inputTokens: res.data.usage!.prompt_tokens, outputTokens: res.data.usage!.completion_tokens });
 
       // A stream the client did not ask usage for: still settled with the real usage.
-      const stream = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 4, stream: true, ignore_eos: true } as never) as unknown as Stream;
-      for await (const _ of stream) { /* drain */ }
+      const stream = (await f.client.chat.completions.create({
+        model: 'm',
+        messages: HELLO,
+        max_tokens: 4,
+        stream: true,
+        ignore_eos: true,
+      } as never)) as unknown as Stream;
+      for await (const _ of stream) {
+        /* drain */
+      }
       await waitFor(() => gate.settled.length === 2);
       assert.equal(gate.settled[1]!.usage!.outputTokens, 4);
 
       // Aborted mid-stream: settled once, charged what was relayed (issue 14: an abort is not free).
-      const s3 = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 200, stream: true, ignore_eos: true } as never) as unknown as Stream;
+      const s3 = (await f.client.chat.completions.create({
+        model: 'm',
+        messages: HELLO,
+        max_tokens: 200,
+        stream: true,
+        ignore_eos: true,
+      } as never)) as unknown as Stream;
       for await (const _ of s3) break;
       await waitFor(() => gate.settled.length === 3);
       const aborted = gate.settled[2]!.usage!;

@@ -29,22 +29,32 @@ describe('gateway usage scanning', () => {
   });
 
   it('reads the counts, allowing whitespace after the colon, and reports missing ones as 0', () => {
-    assert.deepEqual(findUsage(b('{"usage":{"prompt_tokens": 12,"total_tokens":30,"completion_tokens":\n18,"prompt_tokens_details":null}}')), { inputTokens: 12, outputTokens: 18 });
+    assert.deepEqual(findUsage(b('{"usage":{"prompt_tokens": 12,"total_tokens":30,"completion_tokens":\n18,"prompt_tokens_details":null}}')), {
+      inputTokens: 12,
+      outputTokens: 18,
+    });
     assert.deepEqual(findUsage(b('{"usage":{"completion_tokens":7}}')), { inputTokens: 0, outputTokens: 7 });
     assert.equal(findUsage(b('{"usage":{"total_tokens":7}}')), undefined);
     // vLLM's prefix cache hits (issue 15): part of the prompt tokens, reported apart.
-    assert.deepEqual(findUsage(b('{"usage":{"prompt_tokens":40,"total_tokens":45,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":32}}}')), { inputTokens: 40, outputTokens: 5, cachedTokens: 32 });
+    assert.deepEqual(findUsage(b('{"usage":{"prompt_tokens":40,"total_tokens":45,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":32}}}')), {
+      inputTokens: 40,
+      outputTokens: 5,
+      cachedTokens: 32,
+    });
     assert.equal(findUsage(b('{"usage":null}')), undefined);
     assert.equal(findUsage(b('{"usage":{"prompt_tokens":"12"}}')), undefined, 'a count must be a number');
     // The last usage object wins (a whole body may carry an earlier one in its content).
-    assert.deepEqual(findUsage(b('{"a":{"usage":{"prompt_tokens":1,"completion_tokens":1}},"usage":{"prompt_tokens":2,"completion_tokens":3}}')), { inputTokens: 2, outputTokens: 3 });
+    assert.deepEqual(findUsage(b('{"a":{"usage":{"prompt_tokens":1,"completion_tokens":1}},"usage":{"prompt_tokens":2,"completion_tokens":3}}')), {
+      inputTokens: 2,
+      outputTokens: 3,
+    });
   });
 
   it('looks no further than the end it is given', () => {
     const buf = b('data: {"usage":{"total_tokens":1}}\n\ndata: {"usage":{"prompt_tokens":4,"completion_tokens":5}}\n\n');
     const p = indexOfUsage(buf);
     const end = buf.indexOf('\n\n') + 2;
-    assert.equal(usageAt(buf, p, end), undefined, 'the next event\'s counts are not borrowed');
+    assert.equal(usageAt(buf, p, end), undefined, "the next event's counts are not borrowed");
     assert.deepEqual(usageAt(buf, indexOfUsage(buf, end)), { inputTokens: 4, outputTokens: 5 });
   });
 });

@@ -12,7 +12,11 @@ const manualTick = { instanceTickMs: 24 * HOUR };
 test('billing: rate x GPUs, per period with idempotency keys, stops at destroy', async (t) => {
   const clock = new FakeClock();
   const agent = await startTestAgent(t);
-  const p = await startPlatform(t, { agents: [agent.config], clock, settings: { ...manualTick, instanceCreditsPerGpuHour: 3, instanceBillingPeriodSec: 60, instanceIdleTimeoutSec: 86_400 } });
+  const p = await startPlatform(t, {
+    agents: [agent.config],
+    clock,
+    settings: { ...manualTick, instanceCreditsPerGpuHour: 3, instanceBillingPeriodSec: 60, instanceIdleTimeoutSec: 86_400 },
+  });
   const me = await p.account('bill@example.com', { credits: 100 });
   const r = await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: { gpu_count: 2 } });
   assert.equal(r.body.credits_per_hour, 6);
@@ -26,11 +30,11 @@ test('billing: rate x GPUs, per period with idempotency keys, stops at destroy',
   assert.equal(usage().length, 120); // complete periods only
   assert.equal(p.store.ledger.balance(me.id), 100 - 12);
   const status = (await p.call('GET', '/api/notebook/status', { key: me.key })).body;
-  assert.equal(status.credits_spent, Math.round(6_000_000 * 7231 / 3600) / 1e6); // accrued per second, 7231 s started
+  assert.equal(status.credits_spent, Math.round((6_000_000 * 7231) / 3600) / 1e6); // accrued per second, 7231 s started
 
   const del = await p.call('DELETE', '/api/notebook/current', { key: me.key });
   assert.equal(del.status, 200);
-  const total = Math.round(6_000_000 * 7231 / 3600) / 1e6;
+  const total = Math.round((6_000_000 * 7231) / 3600) / 1e6;
   assert.equal(usage().length, 121); // the final partial period
   assert.ok(Math.abs(p.store.ledger.balance(me.id) - (100 - total)) < 1e-9);
   assert.equal(new Set(usage().map((e) => e.idempotencyKey)).size, 121);
@@ -49,7 +53,9 @@ test('lifetime, idle timeout and an exhausted balance destroy the instance with 
   const clock = new FakeClock();
   const agent = await startTestAgent(t);
   const p = await startPlatform(t, {
-    agents: [agent.config], clock, settings: { ...manualTick, instanceMaxLifetimeSec: 3 * 3600, instanceIdleTimeoutSec: 600 },
+    agents: [agent.config],
+    clock,
+    settings: { ...manualTick, instanceMaxLifetimeSec: 3 * 3600, instanceIdleTimeoutSec: 600 },
   });
   const svc = p.instances.service;
   const me = await p.account('life@example.com', { credits: 100 });
@@ -104,13 +110,19 @@ test('lifetime, idle timeout and an exhausted balance destroy the instance with 
   assert.equal(s.reason, 'insufficient_credits');
   assert.ok(Math.abs(p.store.ledger.balance(poor.id)) < 1e-9);
   // And it cannot launch again.
-  assert.deepEqual((await p.call('POST', `/api/templates/${p.template(poor.id).id}/launch`, { key: poor.key, body: {} })).body, { detail: 'Insufficient credits' });
+  assert.deepEqual((await p.call('POST', `/api/templates/${p.template(poor.id).id}/launch`, { key: poor.key, body: {} })).body, {
+    detail: 'Insufficient credits',
+  });
 });
 
 test('billing runs from ready: a launch that never became ready costs nothing, start-up time is free', async (t) => {
   const clock = new FakeClock();
   const agent = await startTestAgent(t);
-  const p = await startPlatform(t, { agents: [agent.config], clock, settings: { ...manualTick, instanceCreditsPerGpuHour: 1, instanceBillingPeriodSec: 60, instanceIdleTimeoutSec: 86_400 } });
+  const p = await startPlatform(t, {
+    agents: [agent.config],
+    clock,
+    settings: { ...manualTick, instanceCreditsPerGpuHour: 1, instanceBillingPeriodSec: 60, instanceIdleTimeoutSec: 86_400 },
+  });
   const me = await p.account('never-ready@example.com', { credits: 100 });
   const usage = () => p.store.ledger.entries(me.id).filter((e) => e.kind === 'instance_usage');
 

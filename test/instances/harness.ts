@@ -41,8 +41,17 @@ export async function startTestAgent(t: TestContext, o: { id?: string; gpus?: nu
   const token = o.token ?? newToken();
   const dataDir = o.dataDir ?? tempDir(t, 'rc-inst-agent-');
   const handle = await startAgent({
-    host: '127.0.0.1', port: 0, token, dataDir, gpus: { detect: 'configured', count: o.gpus ?? 4 },
-    readyTimeoutMs: 20_000, servingReadyTimeoutMs: 20_000, stopGraceMs: 2_000, lostControlPlaneGraceMs: 0, heartbeatMs: 200, logger: silent,
+    host: '127.0.0.1',
+    port: 0,
+    token,
+    dataDir,
+    gpus: { detect: 'configured', count: o.gpus ?? 4 },
+    readyTimeoutMs: 20_000,
+    servingReadyTimeoutMs: 20_000,
+    stopGraceMs: 2_000,
+    lostControlPlaneGraceMs: 0,
+    heartbeatMs: 200,
+    logger: silent,
   });
   t.after(async () => {
     await handle.close();
@@ -101,7 +110,16 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
   bus.subscribe((e) => events.push(e));
   const store = new Store({ dataDir: dir, clock });
   const instances = createInstances({ store, bus, clock, logger: silent, agents: o.agents ?? [], settings: { ...TEST_SETTINGS, ...o.settings } });
-  const cp = await createControlPlane({ store, bus, clock, logger: silent, port: 0, dataDir: dir, routes: instances.routes, fleet: new LiveFleet(instances.service) });
+  const cp = await createControlPlane({
+    store,
+    bus,
+    clock,
+    logger: silent,
+    port: 0,
+    dataDir: dir,
+    routes: instances.routes,
+    fleet: new LiveFleet(instances.service),
+  });
   if (!o.manual) instances.start();
   let stopped = false;
   const stop = async () => {
@@ -113,7 +131,13 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
   };
   t.after(stop);
   return {
-    dir, store, cp, instances, bus, events, stop,
+    dir,
+    store,
+    cp,
+    instances,
+    bus,
+    events,
+    stop,
     async call(method, path, c = {}) {
       const headers: Record<string, string> = {};
       if (c.key !== undefined) headers.authorization = `Bearer ${c.key}`;
@@ -127,31 +151,51 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
       const r = await request(cp.url + path, { method: method as 'GET', headers, body });
       const text = await r.body.text();
       let parsed: unknown = text;
-      try { parsed = JSON.parse(text); } catch { /* keep text */ }
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        /* keep text */
+      }
       return { status: r.statusCode, headers: r.headers, body: parsed };
     },
     async account(email, a = {}) {
       const p = (await runAdminOp({ store, publish: (e) => bus.publish(e), configuredModels: DEFAULT_SIM_MODELS }, 'account.create', {
-        email, verified: a.verified ?? true, credits: a.credits ?? 100, ...(a.password ? { password: a.password } : {}),
+        email,
+        verified: a.verified ?? true,
+        credits: a.credits ?? 100,
+        ...(a.password ? { password: a.password } : {}),
       })) as { id: number; api_token: string | null };
       return { id: p.id, key: p.api_token ?? '' };
     },
     template(accountId, fields = {}) {
-      return store.templates.create(accountId, templateInputSchema.parse({
-        title: 'sim', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000, start_command: simCommand(), ...fields,
-      }), false);
+      return store.templates.create(
+        accountId,
+        templateInputSchema.parse({
+          title: 'sim',
+          image: 'vllm/vllm-openai:latest',
+          instance_type: 'vllm',
+          app_port: 8000,
+          start_command: simCommand(),
+          ...fields,
+        }),
+        false,
+      );
     },
   };
 }
 
 /** Polls GET /api/notebook/status until `status` (throws early on an unexpected terminal state). */
 export async function waitStatus(p: Platform, key: string, status: string, timeoutMs = 20_000): Promise<Reply['body']> {
-  return waitFor(async () => {
-    const r = await p.call('GET', '/api/notebook/status', { key });
-    const s = r.body?.status as string | undefined;
-    if (s !== status && (s === 'failed' || (s === 'stopped' && status !== 'stopped'))) {
-      throw new Error(`instance is ${s} (${r.body.reason}: ${r.body.detail}), expected ${status}`);
-    }
-    return s === status ? r.body : undefined;
-  }, timeoutMs, 50);
+  return waitFor(
+    async () => {
+      const r = await p.call('GET', '/api/notebook/status', { key });
+      const s = r.body?.status as string | undefined;
+      if (s !== status && (s === 'failed' || (s === 'stopped' && status !== 'stopped'))) {
+        throw new Error(`instance is ${s} (${r.body.reason}: ${r.body.detail}), expected ${status}`);
+      }
+      return s === status ? r.body : undefined;
+    },
+    timeoutMs,
+    50,
+  );
 }

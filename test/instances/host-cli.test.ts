@@ -8,17 +8,31 @@ import { join } from 'node:path';
 import { waitFor } from '../helpers.js';
 import { RC_JS, startPlatform, startTestAgent, tempDir } from './harness.js';
 
-interface Run { code: number; stderr: string; json: any } // eslint-disable-line @typescript-eslint/no-explicit-any
+interface Run {
+  code: number;
+  stderr: string;
+  json: any;
+} // eslint-disable-line @typescript-eslint/no-explicit-any
 
 function rc(dataDir: string, args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [RC_JS, 'host', ...args], {
-      env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '' }, timeout: 30_000,
-    }, (err, stdout, stderr) => {
-      let json: unknown;
-      try { json = JSON.parse(stdout); } catch { /* not JSON */ }
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stderr, json });
-    });
+    execFile(
+      process.execPath,
+      [RC_JS, 'host', ...args],
+      {
+        env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '' },
+        timeout: 30_000,
+      },
+      (err, stdout, stderr) => {
+        let json: unknown;
+        try {
+          json = JSON.parse(stdout);
+        } catch {
+          /* not JSON */
+        }
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stderr, json });
+      },
+    );
   });
 }
 
@@ -32,13 +46,16 @@ test('rc host without a running platform: the registry in the database; usage er
   assert.equal(added.json.state, 'unknown');
   assert.equal(added.json.address, '10.213.0.2:7070');
   assert.equal((await rc(dir, ['add', '--name', 'gpu-2', '--address', '10.213.0.3:7070', '--token', 'y'.repeat(20)])).code, 0);
-  assert.deepEqual((await rc(dir, ['list'])).json.hosts.map((h: { name: string }) => h.name), ['gpu-1', 'gpu-2']);
+  assert.deepEqual(
+    (await rc(dir, ['list'])).json.hosts.map((h: { name: string }) => h.name),
+    ['gpu-1', 'gpu-2'],
+  );
   assert.equal((await rc(dir, ['drain', 'gpu-1'])).json.state, 'draining');
   assert.equal((await rc(dir, ['resume', '--name', 'gpu-1'])).json.state, 'unknown');
   assert.deepEqual((await rc(dir, ['remove', 'gpu-2'])).json, { removed: 'gpu-2', ended_instances: [] });
 
   for (const args of [
-    ['add', '--name', 'x', '--address', '10.0.0.1:1'],                                   // no token
+    ['add', '--name', 'x', '--address', '10.0.0.1:1'], // no token
     ['add', '--name', 'x', '--address', '10.0.0.1:1', '--token', 'y'.repeat(20), '--token-file', tokenFile],
     ['add', '--name', 'x', '--address', '10.0.0.1:1', '--token-file', join(dir, 'missing')],
     ['drain'],

@@ -11,7 +11,9 @@ import { instanceGroups, startPlatform, startTestAgent, waitStatus, type Platfor
 /** POST /api/admin/<op> with the data dir's admin token (what `rc host ...` sends). */
 async function admin(p: Platform, op: string, body: unknown, token = adminToken(p.dir)) {
   const r = await request(`${p.cp.url}/api/admin/${op}`, {
-    method: 'POST', headers: { 'content-type': 'application/json', 'x-rc-admin-token': token }, body: JSON.stringify(body),
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-rc-admin-token': token },
+    body: JSON.stringify(body),
   });
   return { status: r.statusCode, body: (await r.body.json()) as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
@@ -41,7 +43,8 @@ test('hosts join while the platform runs; launches that do not fit on one land o
     { name: 'a', address: a.config.address, token: 'short' },
     { name: 'a', address: a.config.address },
     { name: 'a', address: a.config.address, token: a.config.token, extra: 1 },
-  ]) assert.equal((await admin(p, 'host.add', bad)).status, 400, JSON.stringify(bad));
+  ])
+    assert.equal((await admin(p, 'host.add', bad)).status, 400, JSON.stringify(bad));
   assert.equal((await admin(p, 'host.drain', { name: 'nope' })).status, 404);
   assert.equal((await admin(p, 'host.remove', { name: 'nope' })).status, 404);
 
@@ -54,7 +57,13 @@ test('hosts join while the platform runs; launches that do not fit on one land o
     const hosts = (await admin(p, 'host.list', {})).body.hosts as { state: string }[];
     return hosts.length === 2 && hosts.every((h) => h.state === 'connected') ? hosts : undefined;
   });
-  assert.deepEqual(listed.map((h: any) => [h.name, h.gpus_total, h.gpus_free]), [['a', 2, 2], ['b', 4, 4]]); // eslint-disable-line @typescript-eslint/no-explicit-any
+  assert.deepEqual(
+    listed.map((h: any) => [h.name, h.gpus_total, h.gpus_free]),
+    [
+      ['a', 2, 2],
+      ['b', 4, 4],
+    ],
+  ); // eslint-disable-line @typescript-eslint/no-explicit-any
 
   // Pack: the first 2-GPU launch fills a (the fullest host that fits); the second does not fit there and lands on b.
   const one = await launch(p, 'one@example.com', 2);
@@ -66,7 +75,10 @@ test('hosts join while the platform runs; launches that do not fit on one land o
   assert.equal(instanceGroups(b.handle.agentId, two.instanceId).length, 1);
   const hostA = await hostNamed(p, 'a');
   assert.equal(hostA.gpus_free, 0);
-  assert.deepEqual(hostA.instances.map((i: { instance_id: string }) => i.instance_id), [one.instanceId]);
+  assert.deepEqual(
+    hostA.instances.map((i: { instance_id: string }) => i.instance_id),
+    [one.instanceId],
+  );
 
   // Drained: b gets no new placements (the launch waits), its instance keeps running; resumed: placed.
   const drained = await admin(p, 'host.drain', { name: 'b' });
@@ -130,7 +142,8 @@ test('a persistent-storage launch prefers the host holding the account volume ov
 
   const owner = await p.account('volume@example.com', { credits: 50 });
   const persistent = p.template(owner.id, { persistent_storage: true });
-  const launchPersistent = async () => (await p.call('POST', `/api/templates/${persistent.id}/launch`, { key: owner.key, body: {} })).body.instance_id as string;
+  const launchPersistent = async () =>
+    (await p.call('POST', `/api/templates/${persistent.id}/launch`, { key: owner.key, body: {} })).body.instance_id as string;
   await launchPersistent();
   assert.equal((await waitStatus(p, owner.key, 'ready')).host, 'b'); // spread: the emptiest host holds the volume now
   await p.call('DELETE', '/api/notebook/current', { key: owner.key });

@@ -25,7 +25,8 @@ function recordStates(p: Platform): Map<string, InstanceState[]> {
 }
 
 function assertLegal(states: InstanceState[]): void {
-  for (let i = 1; i < states.length; i++) assert.ok(canTransition(states[i - 1]!, states[i]!), `illegal ${states[i - 1]} -> ${states[i]} in ${states.join(',')}`);
+  for (let i = 1; i < states.length; i++)
+    assert.ok(canTransition(states[i - 1]!, states[i]!), `illegal ${states[i - 1]} -> ${states[i]} in ${states.join(',')}`);
 }
 
 test('launch -> pending -> ready -> destroy, end to end with the sim', async (t) => {
@@ -57,7 +58,10 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   assert.equal(ready.base_url, `http://127.0.0.1:8081/instances/${id}/`);
   assert.equal(ready.ssh.host, '127.0.0.1');
   assert.ok(Number.isInteger(ready.ssh.port) && ready.ssh.port > 0);
-  assert.equal(readFileSync(join(`${agent.dataDir}-instances`, 'homes', id, '.ssh', 'authorized_keys'), 'utf8').trim(), 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey me@laptop');
+  assert.equal(
+    readFileSync(join(`${agent.dataDir}-instances`, 'homes', id, '.ssh', 'authorized_keys'), 'utf8').trim(),
+    'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey me@laptop',
+  );
 
   // route(): what the gateway relays to, and the sim answers there.
   const route = p.instances.route(id)!;
@@ -146,7 +150,12 @@ test('persistent storage survives destroy and relaunch; other files do not', asy
     ids.push((await p.call('POST', `/api/templates/${persistent.id}/launch`, { key: me.key, body: {} })).body.instance_id);
     const ready = await waitStatus(p, me.key, 'ready');
     assert.equal(ready.persistent_storage, true);
-    assert.deepEqual(readFileSync(join(`${agent.dataDir}-instances`, 'homes', ids[i]!, 'home.log'), 'utf8').trim().split('\n'), [ids[i]]);
+    assert.deepEqual(
+      readFileSync(join(`${agent.dataDir}-instances`, 'homes', ids[i]!, 'home.log'), 'utf8')
+        .trim()
+        .split('\n'),
+      [ids[i]],
+    );
     await p.call('DELETE', '/api/notebook/current', { key: me.key });
     await waitStatus(p, me.key, 'stopped');
     assert.equal(existsSync(join(`${agent.dataDir}-instances`, 'homes', ids[i]!)), false);

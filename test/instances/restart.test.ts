@@ -69,7 +69,10 @@ test('agent killed: "host unreachable", then reconciled when it comes back', asy
   const token = newToken();
   let a = await spawnAgent(t, dataDir, token);
   const port = Number(a.address.split(':').pop());
-  const p = await startPlatform(t, { agents: [{ id: 'host-a', address: a.address, token }], settings: { instanceHostUnreachableMs: 300, instanceHostLostMs: 120_000 } });
+  const p = await startPlatform(t, {
+    agents: [{ id: 'host-a', address: a.address, token }],
+    settings: { instanceHostUnreachableMs: 300, instanceHostLostMs: 120_000 },
+  });
   const me = await p.account('killed@example.com');
   const id = (await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
   const ready = await waitStatus(p, me.key, 'ready');
@@ -104,7 +107,10 @@ test('agent gone longer than instanceHostLostMs: failed host_lost; leftovers rem
   const token = newToken();
   let a = await spawnAgent(t, dataDir, token);
   const port = Number(a.address.split(':').pop());
-  const p = await startPlatform(t, { agents: [{ id: 'host-a', address: a.address, token }], settings: { instanceHostUnreachableMs: 200, instanceHostLostMs: 800 } });
+  const p = await startPlatform(t, {
+    agents: [{ id: 'host-a', address: a.address, token }],
+    settings: { instanceHostUnreachableMs: 200, instanceHostLostMs: 800 },
+  });
   const me = await p.account('lost@example.com', { credits: 10 });
   const tpl = p.template(me.id);
   const id = (await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} })).body.instance_id as string;

@@ -98,7 +98,21 @@ test('POST /api/notebook/request: body validation and the same status object', a
   assert.deepEqual((await req({ template_id: tpl.id, gpu_count: 3 })).body, { detail: 'GPU count must be 1, 2, or 4' });
   const r = await req({ template_id: tpl.id, gpu_count: 1 });
   assert.equal(r.status, 200);
-  for (const k of ['instance_id', 'status', 'message', 'reason', 'detail', 'template_id', 'gpu_count', 'created_at', 'expires_at', 'base_url', 'ssh', 'credits_spent', 'credits_per_hour']) {
+  for (const k of [
+    'instance_id',
+    'status',
+    'message',
+    'reason',
+    'detail',
+    'template_id',
+    'gpu_count',
+    'created_at',
+    'expires_at',
+    'base_url',
+    'ssh',
+    'credits_spent',
+    'credits_per_hour',
+  ]) {
     assert.ok(k in r.body, `status object has ${k}`);
   }
   assert.equal(r.body.template_id, tpl.id);
@@ -127,7 +141,12 @@ test('concurrent launches of one account: exactly one wins (database-enforced)',
   // And the index itself refuses a second active row, whatever the code does.
   const row = p.instances.service.instances.active(me.id)!;
   assert.throws(
-    () => p.store.db.prepare("INSERT INTO instances (id, account_id, template, gpu_count, disk_gb, state, message, micros_per_hour, period_ms, created_at, updated_at) VALUES ('x', ?, '{}', 1, 100, 'ready', '', 1, 1, 0, 0)").run(row.account_id),
+    () =>
+      p.store.db
+        .prepare(
+          "INSERT INTO instances (id, account_id, template, gpu_count, disk_gb, state, message, micros_per_hour, period_ms, created_at, updated_at) VALUES ('x', ?, '{}', 1, 100, 'ready', '', 1, 1, 0, 0)",
+        )
+        .run(row.account_id),
     /UNIQUE/,
   );
 });
@@ -218,10 +237,22 @@ test('launch verification: token required, single use, session-issued; operator 
   assert.equal((await op({ email: 'nobody@example.com', enabled: true })).status, 404);
   const byOperator = await op({ email: 'lv2@example.com', issue_token: true });
   assert.equal(byOperator.body.launch_verification, true);
-  assert.equal((await p.call('POST', `/api/templates/${otherTpl.id}/launch`, { key: other.key, body: { launch_verification_token: byOperator.body.launch_verification_token } })).status, 200);
+  assert.equal(
+    (
+      await p.call('POST', `/api/templates/${otherTpl.id}/launch`, {
+        key: other.key,
+        body: { launch_verification_token: byOperator.body.launch_verification_token },
+      })
+    ).status,
+    200,
+  );
   assert.equal((await op({ email: 'lv@example.com', enabled: false })).body.launch_verification, false);
   assert.equal((await launch({})).status, 200);
-  const noAdmin = await request(`${p.cp.url}/api/admin/instances/launch-verification`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":"lv@example.com"}' });
+  const noAdmin = await request(`${p.cp.url}/api/admin/instances/launch-verification`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"email":"lv@example.com"}',
+  });
   assert.equal(noAdmin.statusCode, 401);
   await noAdmin.body.dump();
 });
@@ -234,7 +265,10 @@ test('no host: pending "waiting for capacity", first come first served', async (
   const rb = await p.call('POST', `/api/templates/${p.template(b.id).id}/launch`, { key: b.key, body: {} });
   assert.equal(ra.body.message, 'waiting for capacity');
   assert.equal(rb.body.message, 'waiting for capacity');
-  assert.deepEqual(p.instances.service.instances.queue().map((r) => r.id), [ra.body.instance_id, rb.body.instance_id]);
+  assert.deepEqual(
+    p.instances.service.instances.queue().map((r) => r.id),
+    [ra.body.instance_id, rb.body.instance_id],
+  );
   assert.equal(ra.body.host, null);
   assert.equal(p.instances.route(ra.body.instance_id)?.status, 'pending');
   assert.ok(p.events.some((e) => e.type === 'instance.changed' && e.instanceId === ra.body.instance_id));
@@ -242,7 +276,11 @@ test('no host: pending "waiting for capacity", first come first served', async (
 
 test('state table: only the documented transitions', () => {
   assert.deepEqual(TRANSITIONS, {
-    pending: ['ready', 'failed', 'stopping'], ready: ['failed', 'stopping'], stopping: ['stopped'], stopped: [], failed: [],
+    pending: ['ready', 'failed', 'stopping'],
+    ready: ['failed', 'stopping'],
+    stopping: ['stopped'],
+    stopped: [],
+    failed: [],
   });
   for (const from of STATES) for (const to of STATES) assert.equal(canTransition(from, to), TRANSITIONS[from].includes(to), `${from} -> ${to}`);
   assert.deepEqual(allowedFrom('ready'), ['pending']);
@@ -275,8 +313,14 @@ test('billing arithmetic: per second, periods add up exactly, final partial peri
   const b = { placedAt: 1000, periodMs: 60_000, microsPerHour: perHour, billedPeriods: 0 };
   const hour = pendingCharges(b, 1000 + 3_600_000, false);
   assert.equal(hour.billedPeriods, 60);
-  assert.equal(hour.charges.reduce((n, c) => n + c.micros, 0), perHour);
-  assert.deepEqual(hour.charges.map((c) => c.period), Array.from({ length: 60 }, (_, i) => i));
+  assert.equal(
+    hour.charges.reduce((n, c) => n + c.micros, 0),
+    perHour,
+  );
+  assert.deepEqual(
+    hour.charges.map((c) => c.period),
+    Array.from({ length: 60 }, (_, i) => i),
+  );
   // Nothing complete yet: nothing written, unless final.
   assert.deepEqual(pendingCharges(b, 1000 + 59_999, false), { charges: [], billedPeriods: 0 });
   const final = pendingCharges({ ...b, billedPeriods: 60 }, 1000 + 3_600_000 + 30_500, true);

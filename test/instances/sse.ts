@@ -52,7 +52,10 @@ export async function openSse(url: string, key: string): Promise<SseReader> {
   let done = false;
   void ended.then(() => (done = true));
   return {
-    status: r.statusCode, headers: r.headers, events, ended,
+    status: r.statusCode,
+    headers: r.headers,
+    events,
+    ended,
     next(match, timeoutMs = 20_000) {
       return new Promise((resolve, reject) => {
         const check = () => {
@@ -69,8 +72,14 @@ export async function openSse(url: string, key: string): Promise<SseReader> {
             reject(new Error(`stream ended without a matching event; got ${JSON.stringify(events)}`));
           }
         };
-        const timer = setTimeout(() => { cleanup(); reject(new Error(`no matching event within ${timeoutMs} ms; got ${JSON.stringify(events)}`)); }, timeoutMs);
-        const cleanup = () => { clearTimeout(timer); waiters.delete(check); };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`no matching event within ${timeoutMs} ms; got ${JSON.stringify(events)}`));
+        }, timeoutMs);
+        const cleanup = () => {
+          clearTimeout(timer);
+          waiters.delete(check);
+        };
         waiters.add(check);
         check();
       });

@@ -53,10 +53,19 @@ test('logs: the tail, following until the instance ends, then the saved tail; ba
   await waitStatus(p, me.key, 'stopped');
 
   // The host removed it (its logs with it): the saved tail is served.
-  assert.equal(agent.handle.supervisor.list().some((i) => i.instanceId === id), false);
+  assert.equal(
+    agent.handle.supervisor.list().some((i) => i.instanceId === id),
+    false,
+  );
   const after = await openSse(url('?tail=1000'), me.key);
   await after.ended;
-  assert.deepEqual(after.events.filter((e) => e.event === 'log').slice(0, 2).map((e) => e.data), ['first-line', 'second-line']);
+  assert.deepEqual(
+    after.events
+      .filter((e) => e.event === 'log')
+      .slice(0, 2)
+      .map((e) => e.data),
+    ['first-line', 'second-line'],
+  );
   assert.deepEqual(after.events.at(-1), { event: 'end', data: '{"status":"stopped","reason":null}' });
 });
 
@@ -84,7 +93,10 @@ test('events: the status object on every change, with the queue position while w
   assert.equal(queued.queue_position, 1);
   assert.equal(queued.message, 'waiting for capacity');
   // a's stream hears nothing of b.
-  assert.equal(ea.events.some((e) => e.data.includes(queued.instance_id)), false);
+  assert.equal(
+    ea.events.some((e) => e.data.includes(queued.instance_id)),
+    false,
+  );
 
   await p.call('DELETE', '/api/notebook/current', { key: a.key });
   await ea.next(isStatus((s) => s.status === 'stopped'));
@@ -100,7 +112,11 @@ test('GET /api/me credits is live: the ledger minus unwritten usage, and the sam
   const clock = new FakeClock();
   const agent = await startTestAgent(t);
   // One period per 2 hours: nothing reaches the ledger before the balance runs out.
-  const p = await startPlatform(t, { agents: [agent.config], clock, settings: { instanceTickMs: 24 * HOUR, instanceBillingPeriodSec: 7200, instanceIdleTimeoutSec: 86_400 } });
+  const p = await startPlatform(t, {
+    agents: [agent.config],
+    clock,
+    settings: { instanceTickMs: 24 * HOUR, instanceBillingPeriodSec: 7200, instanceIdleTimeoutSec: 86_400 },
+  });
   const me = await p.account('live@example.com', { credits: 1 });
   const credits = async () => (await p.call('GET', '/api/me', { key: me.key })).body.credits as number;
   await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: {} });
@@ -128,7 +144,7 @@ test('GET /api/me credits is live: the ledger minus unwritten usage, and the sam
   assert.equal(await credits(), 0);
 });
 
-test('GET /api/credits/ledger: newest first, pages with before, only the caller\'s entries', async (t) => {
+test("GET /api/credits/ledger: newest first, pages with before, only the caller's entries", async (t) => {
   const p = await startPlatform(t);
   const me = await p.account('ledger@example.com', { credits: 1 });
   const other = await p.account('other@example.com', { credits: 7 });
@@ -136,18 +152,30 @@ test('GET /api/credits/ledger: newest first, pages with before, only the caller\
 
   const first = await p.call('GET', '/api/credits/ledger?limit=2', { key: me.key });
   assert.equal(first.status, 200);
-  assert.deepEqual(first.body.entries.map((e: { credits: number }) => e.credits), [4, 3]);
+  assert.deepEqual(
+    first.body.entries.map((e: { credits: number }) => e.credits),
+    [4, 3],
+  );
   assert.deepEqual(Object.keys(first.body.entries[0]).sort(), ['created_at', 'credits', 'id', 'kind', 'ref']);
   assert.equal(first.body.entries[0].ref, 'r4');
   const second = await p.call('GET', `/api/credits/ledger?limit=2&before=${first.body.next_before}`, { key: me.key });
-  assert.deepEqual(second.body.entries.map((e: { credits: number }) => e.credits), [2, 1]);
+  assert.deepEqual(
+    second.body.entries.map((e: { credits: number }) => e.credits),
+    [2, 1],
+  );
   const last = await p.call('GET', `/api/credits/ledger?limit=2&before=${second.body.next_before}`, { key: me.key });
-  assert.deepEqual(last.body.entries.map((e: { credits: number }) => e.credits), [1]); // the sign-up grant
+  assert.deepEqual(
+    last.body.entries.map((e: { credits: number }) => e.credits),
+    [1],
+  ); // the sign-up grant
   assert.equal(last.body.next_before, null);
   const all = await p.call('GET', '/api/credits/ledger', { key: me.key });
   assert.equal(all.body.entries.length, 5);
   assert.equal(all.body.next_before, null);
-  assert.deepEqual((await p.call('GET', '/api/credits/ledger', { key: other.key })).body.entries.map((e: { credits: number }) => e.credits), [7]);
+  assert.deepEqual(
+    (await p.call('GET', '/api/credits/ledger', { key: other.key })).body.entries.map((e: { credits: number }) => e.credits),
+    [7],
+  );
 
   for (const [q, detail] of [
     ['?limit=0', 'limit: limit must be at least 1'],

@@ -52,6 +52,9 @@ const bad: [string, NodeJS.ProcessEnv, RegExp][] = [
 ];
 for (const [name, env, msg] of bad) {
   test(`a bad value stops start-up and names the setting: ${name}`, () => {
-    assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && msg.test(err.message));
+    assert.throws(
+      () => loadConfig(env),
+      (err: unknown) => err instanceof ConfigError && msg.test(err.message),
+    );
   });
 }

@@ -41,7 +41,10 @@ test('attack: a request smuggled behind a second Content-Length (gateway): never
   const auth = `Authorization: Bearer ${f.key}\r\n`;
   const r = await raw(f.gateway.url, smuggling('/v1/chat/completions', auth, '/v1/models'));
   assert.ok(r.closedByServer);
-  assert.ok(responses(r.text).every((x) => /^HTTP\/1\.1 400 /.test(x)), r.text);
+  assert.ok(
+    responses(r.text).every((x) => /^HTTP\/1\.1 400 /.test(x)),
+    r.text,
+  );
   assert.doesNotMatch(r.text, /"object":"list"/, 'the smuggled request was served');
   // Two lengths and nothing after: one 400 in the chat shape, then the connection closes.
   const alone = await raw(f.gateway.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n${auth}Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}`);
@@ -49,7 +52,10 @@ test('attack: a request smuggled behind a second Content-Length (gateway): never
   assert.match(alone.text, /"message":"Conflicting Content-Length headers"/);
   assert.ok(alone.closedByServer);
   // Repeated equal headers are one length.
-  const same = await raw(f.gateway.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n${auth}Content-Length: 2\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+  const same = await raw(
+    f.gateway.url,
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n${auth}Content-Length: 2\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+  );
   assert.match(same.text, /^HTTP\/1\.1 400 /); // no model in the body
   assert.doesNotMatch(same.text, /Conflicting/);
 });
@@ -59,9 +65,15 @@ test('attack: a request smuggled behind a second Content-Length (platform API): 
   t.after(() => p.close());
   const r = await raw(p.cp.url, smuggling('/api/auth/login', '', '/api/health'));
   assert.ok(r.closedByServer);
-  assert.ok(responses(r.text).every((x) => /^HTTP\/1\.1 400 /.test(x)), r.text);
+  assert.ok(
+    responses(r.text).every((x) => /^HTTP\/1\.1 400 /.test(x)),
+    r.text,
+  );
   assert.doesNotMatch(r.text, /"status":"ok"/, 'the smuggled request was served');
-  const alone = await raw(p.cp.url, 'POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
+  const alone = await raw(
+    p.cp.url,
+    'POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
+  );
   assert.match(alone.text, /^HTTP\/1\.1 400 /);
   assert.match(alone.text, /"detail":"Conflicting Content-Length headers"/);
   assert.ok(alone.closedByServer);

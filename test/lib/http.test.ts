@@ -9,13 +9,17 @@ async function echoServer(limit: number) {
   const app = uws().App();
   app.post('/echo', (res, req) => {
     const r = track(res);
-    readBody(r, req.getHeader('content-length'), limit,
+    readBody(
+      r,
+      req.getHeader('content-length'),
+      limit,
       (body) => {
         const obj = parseJsonObject(body);
         if (!obj) return sendJson(r, 400, { error: 'not a JSON object' });
         sendJson(r, 200, { got: obj, bytes: body.length });
       },
-      (err) => sendJson(r, err.status, { error: err.message, code: err.code }));
+      (err) => sendJson(r, err.status, { error: err.message, code: err.code }),
+    );
   });
   app.get('/slow', (res) => {
     const r = track(res);
@@ -39,7 +43,10 @@ test('readBody + sendJson: JSON round trip with Content-Length', async () => {
 test('readBody: chunked body is collected', async () => {
   const s = await echoServer(1024);
   try {
-    async function* gen() { yield Buffer.from('{"a":'); yield Buffer.from('[1,2,3]}'); }
+    async function* gen() {
+      yield Buffer.from('{"a":');
+      yield Buffer.from('[1,2,3]}');
+    }
     const r = await request(`${s.url}/echo`, { method: 'POST', body: Readable.from(gen()) });
     assert.equal(r.statusCode, 200);
     assert.deepEqual(await r.body.json(), { got: { a: [1, 2, 3] }, bytes: 13 });
@@ -54,8 +61,10 @@ test('readBody: 413 by Content-Length and by streamed size', async () => {
     const big = JSON.stringify({ x: 'y'.repeat(200) });
     const r1 = await request(`${s.url}/echo`, { method: 'POST', body: big });
     assert.equal(r1.statusCode, 413);
-    assert.equal((await r1.body.json() as { code: string }).code, 'RC_ERR_BODY_TOO_LARGE');
-    async function* gen() { for (let i = 0; i < 10; i++) yield Buffer.from('x'.repeat(50)); }
+    assert.equal(((await r1.body.json()) as { code: string }).code, 'RC_ERR_BODY_TOO_LARGE');
+    async function* gen() {
+      for (let i = 0; i < 10; i++) yield Buffer.from('x'.repeat(50));
+    }
     const r2 = await request(`${s.url}/echo`, { method: 'POST', body: Readable.from(gen()) }).catch((e: Error) => e);
     if (!(r2 instanceof Error)) {
       assert.equal(r2.statusCode, 413);
@@ -93,7 +102,10 @@ test('listen: ephemeral port; close waits for in-flight work up to the grace per
   app.get('/slow', (res) => {
     const r = track(res);
     inflight++;
-    setTimeout(() => { inflight--; sendJson(r, 200, { ok: true }); }, 100);
+    setTimeout(() => {
+      inflight--;
+      sendJson(r, 200, { ok: true });
+    }, 100);
   });
   const s = await listen(app, '127.0.0.1', 0, () => inflight === 0);
   assert.ok(s.port > 0);

@@ -11,12 +11,15 @@ test('the native uWebSockets.js server is the one in use', () => {
 });
 
 test('a missing native binary is refused, not replaced by the JS fallback', () => {
-  assert.throws(() => loadNativeUws('/nonexistent/uws_linux_x64_0.node'), (err: unknown) => {
-    assert.ok(err instanceof UwsNativeUnavailableError);
-    assert.equal(err.code, 'RC_ERR_UWS_NATIVE_UNAVAILABLE');
-    assert.match(err.message, /Refusing the slow pure-JS fallback/);
-    return true;
-  });
+  assert.throws(
+    () => loadNativeUws('/nonexistent/uws_linux_x64_0.node'),
+    (err: unknown) => {
+      assert.ok(err instanceof UwsNativeUnavailableError);
+      assert.equal(err.code, 'RC_ERR_UWS_NATIVE_UNAVAILABLE');
+      assert.match(err.message, /Refusing the slow pure-JS fallback/);
+      return true;
+    },
+  );
 });
 
 test('the JS fallback module is recognised as not native', async () => {

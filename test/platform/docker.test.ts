@@ -38,9 +38,23 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
   if (!(await dockerAvailable(t))) return;
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-docker-'));
   const env = {
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_RUNTIME: 'auto', RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET,
-    RC_INSTANCE_LAUNCH_RATE: '1:100', RC_AGENT_STOP_GRACE_MS: '2000', RC_AGENT_MEMORY_MB_PER_GPU: '1024', RC_AGENT_CPUS_PER_GPU: '1',
+    RC_DATA_DIR: dataDir,
+    RC_API_PORT: '0',
+    RC_GATEWAY_PORT: '0',
+    RC_AGENT_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_PROXY_PORT: '0',
+    RC_TUNNEL_PORT: '0',
+    RC_SIM_FAST: '1',
+    REDIS_URL: '',
+    RC_CONFIG: '',
+    RC_AGENT_GPU_DETECT: 'configured',
+    RC_AGENT_RUNTIME: 'auto',
+    RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET,
+    RC_INSTANCE_LAUNCH_RATE: '1:100',
+    RC_AGENT_STOP_GRACE_MS: '2000',
+    RC_AGENT_MEMORY_MB_PER_GPU: '1024',
+    RC_AGENT_CPUS_PER_GPU: '1',
   };
   const p = await startPlatform(loadConfig(env), createLogger('warn'));
   t.after(async () => {
@@ -52,7 +66,9 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
   assert.equal(p.agent.supervisor.host().runtime, 'docker', 'an engine answers: containers');
   const api = p.controlPlane.url;
   const gateway = p.gateway.url;
-  const { stdout } = await promisify(execFile)(process.execPath, [RC, 'account', 'create', '--email', 'docker@example.com', '--verified', '--credits', '20'], { env: { ...process.env, ...env } });
+  const { stdout } = await promisify(execFile)(process.execPath, [RC, 'account', 'create', '--email', 'docker@example.com', '--verified', '--credits', '20'], {
+    env: { ...process.env, ...env },
+  });
   const key = (JSON.parse(stdout) as { api_token: string }).api_token;
   const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const status = async () => (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as Record<string, any>;
@@ -62,11 +78,15 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
     const t0 = Date.now();
     const r = await fetch(`${api}/api/templates/${templateId}/launch`, { method: 'POST', headers: auth, body: '{"gpu_count":1}' });
     assert.equal(r.status, 200, await r.clone().text());
-    const st = await waitFor(async () => {
-      const s = await status();
-      assert.notEqual(s.status, 'failed', JSON.stringify(s));
-      return s.status === 'ready' ? s : undefined;
-    }, 300_000, 100);
+    const st = await waitFor(
+      async () => {
+        const s = await status();
+        assert.notEqual(s.status, 'failed', JSON.stringify(s));
+        return s.status === 'ready' ? s : undefined;
+      },
+      300_000,
+      100,
+    );
     return { st, ms: Date.now() - t0 };
   };
   const destroy = async () => {
@@ -89,22 +109,41 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
   // rc-tunnel inside a container: the identity and broker provisioned at launch, the broker on the
   // host's loopback reached through host.docker.internal, the public URL serving the app.
   const created = await fetch(`${api}/api/profile/templates`, {
-    method: 'POST', headers: auth,
+    method: 'POST',
+    headers: auth,
     body: JSON.stringify({
-      title: 'Tunnel app', image: 'rc/gradio:latest', instance_type: 'gradio', app_port: 7860,
+      title: 'Tunnel app',
+      image: 'rc/gradio:latest',
+      instance_type: 'gradio',
+      app_port: 7860,
       start_command: 'mkdir -p /srv && echo tunnelled > /srv/hello && rc-tunnel expose --port $PORT --detach && cd /srv && exec python3 -m http.server $PORT',
     }),
   });
   assert.equal(created.status, 200, await created.clone().text());
   const { st } = await launchToReady(((await created.json()) as { id: number }).id);
   const home = join(`${dataDir}-instances`, 'homes', st.instance_id as string);
-  const publicUrl = await waitFor(async () => {
-    // `status` runs here, outside the container: give it what the instance has (its token is in its environment only).
-    const env = { ...process.env, RC_INSTANCE_DIR: home, RC_TUNNEL_BROKER: gateway, RC_TUNNEL_TOKEN: issueTunnelToken(tunnelSecret('', dataDir), st.instance_id as string) };
-    const out = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env });
-    return (JSON.parse(out.stdout) as { tunnels: { state: string; public_url: string | null }[] }).tunnels.find((x) => x.state === 'connected')?.public_url ?? undefined;
-  }, 60_000, 200).catch(async (err: unknown) => {
-    const logs = await promisify(execFile)('sh', ['-c', `ls -la ${home} ${home}/.rc-tunnel; ls -la ${home}/.rc-tunnel-state; tail -n 20 ${home}/.rc-tunnel-state/*; docker logs rc-${st.instance_id} 2>&1 | tail -20`]).catch((e: { stdout: string }) => e);
+  const publicUrl = await waitFor(
+    async () => {
+      // `status` runs here, outside the container: give it what the instance has (its token is in its environment only).
+      const env = {
+        ...process.env,
+        RC_INSTANCE_DIR: home,
+        RC_TUNNEL_BROKER: gateway,
+        RC_TUNNEL_TOKEN: issueTunnelToken(tunnelSecret('', dataDir), st.instance_id as string),
+      };
+      const out = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env });
+      return (
+        (JSON.parse(out.stdout) as { tunnels: { state: string; public_url: string | null }[] }).tunnels.find((x) => x.state === 'connected')?.public_url ??
+        undefined
+      );
+    },
+    60_000,
+    200,
+  ).catch(async (err: unknown) => {
+    const logs = await promisify(execFile)('sh', [
+      '-c',
+      `ls -la ${home} ${home}/.rc-tunnel; ls -la ${home}/.rc-tunnel-state; tail -n 20 ${home}/.rc-tunnel-state/*; docker logs rc-${st.instance_id} 2>&1 | tail -20`,
+    ]).catch((e: { stdout: string }) => e);
     throw new Error(`${(err as Error).message}\n${logs.stdout}`);
   });
   // Tunnels have an origin of their own (the tunnels listener), not the gateway's.

@@ -19,8 +19,19 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-'));
   const env = {
     ...process.env,
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1', RC_LOG_LEVEL: 'warn', REDIS_URL: '', RC_CONFIG: '', RC_INSTANCE_LAUNCH_RATE: '60:5', RC_AGENT_RUNTIME: 'process',
+    RC_DATA_DIR: dataDir,
+    RC_API_PORT: '0',
+    RC_GATEWAY_PORT: '0',
+    RC_AGENT_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_PROXY_PORT: '0',
+    RC_TUNNEL_PORT: '0',
+    RC_SIM_FAST: '1',
+    RC_LOG_LEVEL: 'warn',
+    REDIS_URL: '',
+    RC_CONFIG: '',
+    RC_INSTANCE_LAUNCH_RATE: '60:5',
+    RC_AGENT_RUNTIME: 'process',
   };
   const child = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -44,7 +55,9 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   assert.match(out, /rc account create/);
 
   // The CLI finds the running platform through the data dir.
-  const { stdout } = await promisify(execFile)(process.execPath, [RC, 'account', 'create', '--email', 'start@example.com', '--verified', '--credits', '3'], { env });
+  const { stdout } = await promisify(execFile)(process.execPath, [RC, 'account', 'create', '--email', 'start@example.com', '--verified', '--credits', '3'], {
+    env,
+  });
   const account = JSON.parse(stdout) as { api_token: string; credits: number };
   assert.match(account.api_token, /^rc-/);
 
@@ -70,11 +83,19 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   assert.ok(vllm, 'the seeded vllm-demo template is public');
   const launched = await fetch(`${api}/api/templates/${vllm.id}/launch`, { method: 'POST', headers: auth, body: '{"gpu_count":1}' });
   assert.equal(launched.status, 200, await launched.clone().text());
-  const ready = await waitFor(async () => {
-    const st = (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string; dedicated_base_url?: string; base_url: string };
-    assert.notEqual(st.status, 'failed', JSON.stringify(st));
-    return st.status === 'ready' ? st : undefined;
-  }, 60_000, 200);
+  const ready = await waitFor(
+    async () => {
+      const st = (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as {
+        status: string;
+        dedicated_base_url?: string;
+        base_url: string;
+      };
+      assert.notEqual(st.status, 'failed', JSON.stringify(st));
+      return st.status === 'ready' ? st : undefined;
+    },
+    60_000,
+    200,
+  );
   // The dedicated endpoint: the official client, the model name the serve command was given.
   assert.equal(ready.dedicated_base_url?.startsWith(`${gateway}/dedicated/`), true, ready.dedicated_base_url);
   const dedicatedClient = new OpenAI({ baseURL: ready.dedicated_base_url, apiKey: account.api_token });
@@ -86,34 +107,49 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   assert.deepEqual(await proxied.json(), { detail: 'You do not have access to this instance' });
   const destroyed = await fetch(`${api}/api/notebook/current`, { method: 'DELETE', headers: auth });
   assert.equal(destroyed.status, 200);
-  await waitFor(async () => ((await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string }).status === 'stopped', 30_000, 200);
+  await waitFor(
+    async () => ((await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string }).status === 'stopped',
+    30_000,
+    200,
+  );
 
   // An app instance that exposes itself with rc-tunnel: the identity provisioned at launch lets
   // it reach the broker on the gateway, and the public URL serves the app.
   const app = `${JSON.stringify(process.execPath)} -e "require('http').createServer((q,s)=>s.end('tunnelled '+q.url)).listen(+process.env.PORT,'127.0.0.1')"`;
   const startCommand = `${JSON.stringify(process.execPath)} ${JSON.stringify(RC)} tunnel expose --port $PORT --detach && exec ${app}`;
   const created = await fetch(`${api}/api/profile/templates`, {
-    method: 'POST', headers: auth,
+    method: 'POST',
+    headers: auth,
     body: JSON.stringify({ title: 'Tunnel app', image: 'rc/gradio:latest', instance_type: 'gradio', app_port: 7860, start_command: startCommand }),
   });
   assert.equal(created.status, 200, await created.clone().text());
   const appTemplate = (await created.json()) as { id: number };
   const second = await fetch(`${api}/api/templates/${appTemplate.id}/launch`, { method: 'POST', headers: auth });
   assert.equal(second.status, 200, await second.clone().text());
-  const appInstance = await waitFor(async () => {
-    const st = (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string; instance_id: string };
-    assert.notEqual(st.status, 'failed', JSON.stringify(st));
-    return st.status === 'ready' ? st : undefined;
-  }, 60_000, 200);
+  const appInstance = await waitFor(
+    async () => {
+      const st = (await (await fetch(`${api}/api/notebook/status`, { headers: auth })).json()) as { status: string; instance_id: string };
+      assert.notEqual(st.status, 'failed', JSON.stringify(st));
+      return st.status === 'ready' ? st : undefined;
+    },
+    60_000,
+    200,
+  );
   // `status` runs here, outside the instance: give it what the instance has (its dir, broker and
   // token, which is provisioned in the environment only).
   const instanceDir = join(`${dataDir}-instances`, 'homes', appInstance.instance_id);
   const token = issueTunnelToken(tunnelSecret('', dataDir), appInstance.instance_id);
-  const publicUrl = await waitFor(async () => {
-    const { stdout: status } = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], { env: { ...env, RC_INSTANCE_DIR: instanceDir, RC_TUNNEL_BROKER: gateway, RC_TUNNEL_TOKEN: token } });
-    const tunnels = (JSON.parse(status) as { tunnels: { state: string; public_url: string | null }[] }).tunnels;
-    return tunnels.find((tn) => tn.state === 'connected')?.public_url ?? undefined;
-  }, 30_000, 200);
+  const publicUrl = await waitFor(
+    async () => {
+      const { stdout: status } = await promisify(execFile)(process.execPath, [RC, 'tunnel', 'status', '--json'], {
+        env: { ...env, RC_INSTANCE_DIR: instanceDir, RC_TUNNEL_BROKER: gateway, RC_TUNNEL_TOKEN: token },
+      });
+      const tunnels = (JSON.parse(status) as { tunnels: { state: string; public_url: string | null }[] }).tunnels;
+      return tunnels.find((tn) => tn.state === 'connected')?.public_url ?? undefined;
+    },
+    30_000,
+    200,
+  );
   // Tunnels have an origin of their own, apart from the gateway (and the platform API).
   const tunnelsUrl = /tunnels\s+(http:\/\/\S+)\/t\//.exec(out)?.[1];
   assert.ok(tunnelsUrl && tunnelsUrl !== gateway, out);

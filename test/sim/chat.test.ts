@@ -62,7 +62,13 @@ test('ignore_eos generates exactly max_tokens; min_tokens lengthens the answer',
 });
 
 test('stream: role chunk, one token per chunk, finish on the last token, [DONE]', async () => {
-  const stream = await client.chat.completions.create({ model: 'sim-test', messages: [user('x')], max_tokens: 20, ignore_eos: true, stream: true } as any) as unknown as AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>;
+  const stream = (await client.chat.completions.create({
+    model: 'sim-test',
+    messages: [user('x')],
+    max_tokens: 20,
+    ignore_eos: true,
+    stream: true,
+  } as any)) as unknown as AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>;
   const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
   for await (const c of stream) chunks.push(c);
   assert.equal(chunks.length, 21, 'role chunk + 20 token chunks');
@@ -75,7 +81,10 @@ test('stream: role chunk, one token per chunk, finish on the last token, [DONE]'
     assert.equal(countTokens(c.choices[0]!.delta.content!), 1);
     assert.equal(c.usage, undefined, 'no usage without stream_options');
   }
-  assert.deepEqual(tokens.map((c) => c.choices[0]!.finish_reason), [...Array(19).fill(null), 'length']);
+  assert.deepEqual(
+    tokens.map((c) => c.choices[0]!.finish_reason),
+    [...Array(19).fill(null), 'length'],
+  );
 });
 
 test('stream and non-stream produce the same text for the same seed and prompt', async () => {
@@ -92,7 +101,14 @@ test('stream and non-stream produce the same text for the same seed and prompt',
 
 test('stream_options.include_usage adds a final usage chunk with choices: []', async () => {
   const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
-  for await (const c of await client.chat.completions.create({ model: 'sim-test', messages: [user('x')], max_tokens: 5, stream: true, stream_options: { include_usage: true } })) chunks.push(c);
+  for await (const c of await client.chat.completions.create({
+    model: 'sim-test',
+    messages: [user('x')],
+    max_tokens: 5,
+    stream: true,
+    stream_options: { include_usage: true },
+  }))
+    chunks.push(c);
   const last = chunks.at(-1)!;
   assert.deepEqual(last.choices, []);
   assert.equal(last.usage!.completion_tokens, 5);
@@ -103,14 +119,21 @@ test('stream_options.include_usage adds a final usage chunk with choices: []', a
 test('continuous_usage_stats puts running usage on every chunk', async () => {
   const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
   const opts = { include_usage: true, continuous_usage_stats: true } as OpenAI.Chat.Completions.ChatCompletionStreamOptions;
-  for await (const c of await client.chat.completions.create({ model: 'sim-test', messages: [user('x')], max_tokens: 4, stream: true, stream_options: opts })) chunks.push(c);
-  assert.deepEqual(chunks.map((c) => c.usage?.completion_tokens), [0, 1, 2, 3, 4, 4]);
+  for await (const c of await client.chat.completions.create({ model: 'sim-test', messages: [user('x')], max_tokens: 4, stream: true, stream_options: opts }))
+    chunks.push(c);
+  assert.deepEqual(
+    chunks.map((c) => c.usage?.completion_tokens),
+    [0, 1, 2, 3, 4, 4],
+  );
   for (const c of chunks) assert.equal(c.usage!.total_tokens, c.usage!.prompt_tokens + c.usage!.completion_tokens);
 });
 
 test('/tokenize count equals usage.prompt_tokens, system and tools included', async () => {
   const tools = [
-    { type: 'function' as const, function: { name: 'lookup', description: 'Find a thing', parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] } } },
+    {
+      type: 'function' as const,
+      function: { name: 'lookup', description: 'Find a thing', parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] } },
+    },
     { type: 'function' as const, function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } } } } },
   ];
   const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
@@ -235,7 +258,10 @@ test('startCatalogSims: one sim per model without upstreams, with its served nam
   const models = [...DEFAULT_SIM_MODELS, modelEntrySchema.parse({ name: 'remote', upstreams: ['http://127.0.0.1:1'] })];
   const sims = await startCatalogSims(models, { host: '127.0.0.1', portBase: 0, fast: true });
   try {
-    assert.deepEqual([...sims.keys()], DEFAULT_SIM_MODELS.map((m) => m.name));
+    assert.deepEqual(
+      [...sims.keys()],
+      DEFAULT_SIM_MODELS.map((m) => m.name),
+    );
     for (const m of DEFAULT_SIM_MODELS) {
       const s = sims.get(m.name)!;
       const r = await postJson(`${s.url}/v1/chat/completions`, { model: m.name, messages: [user('x')], max_tokens: 40 });

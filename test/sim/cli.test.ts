@@ -10,8 +10,13 @@ const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 const env = { ...process.env, RC_LOG_LEVEL: 'silent' };
 
 test('rc sim: prints its URL as JSON, serves, exits 0 on SIGTERM', async (t) => {
-  const child = spawn(process.execPath, [RC, 'sim', '--port', '0', '--model', 'cli-model', '--fast', '--reasoning', '--seed', '5'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.after(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  const child = spawn(process.execPath, [RC, 'sim', '--port', '0', '--model', 'cli-model', '--fast', '--reasoning', '--seed', '5'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);

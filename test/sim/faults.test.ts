@@ -18,7 +18,10 @@ const body = (extra: Record<string, unknown> = {}) => JSON.stringify({ model: 's
 async function openStream(url: string, headers: Record<string, string> = {}) {
   const ac = new AbortController();
   const res = await request(`${url}/v1/chat/completions`, {
-    method: 'POST', body: body({ stream: true }), headers: { 'content-type': 'application/json', ...headers }, signal: ac.signal,
+    method: 'POST',
+    body: body({ stream: true }),
+    headers: { 'content-type': 'application/json', ...headers },
+    signal: ac.signal,
   });
   const events: string[] = [];
   let buffer = '';
@@ -28,7 +31,10 @@ async function openStream(url: string, headers: Record<string, string> = {}) {
       for await (const chunk of res.body) {
         buffer += chunk.toString();
         let i;
-        while ((i = buffer.indexOf('\n\n')) >= 0) { events.push(buffer.slice(0, i)); buffer = buffer.slice(i + 2); }
+        while ((i = buffer.indexOf('\n\n')) >= 0) {
+          events.push(buffer.slice(0, i));
+          buffer = buffer.slice(i + 2);
+        }
       }
       ended = 'end';
     } catch {
@@ -81,7 +87,9 @@ test('close-mid-stream: a few chunks, then the connection is destroyed (stream a
   const chunks: unknown[] = [];
   await assert.rejects(async () => {
     const stream = await client.chat.completions.create(
-      { model: 'sim-test', messages: [user('x')], max_tokens: 10, stream: true }, { headers: { 'x-sim-fault': 'close-mid-stream; after=4' } });
+      { model: 'sim-test', messages: [user('x')], max_tokens: 10, stream: true },
+      { headers: { 'x-sim-fault': 'close-mid-stream; after=4' } },
+    );
     for await (const c of stream) chunks.push(c);
   });
   assert.equal(chunks.length, 5, 'role chunk + 4 token chunks');
@@ -95,8 +103,12 @@ test('stall-before: no headers ever; the client aborting ends the request', asyn
   const aborted = sim.stats.aborted;
   const ac = new AbortController();
   let settled = false;
-  const p = request(`${sim.url}/v1/chat/completions`, { method: 'POST', body: body(), headers: { 'x-sim-fault': 'stall-before' }, signal: ac.signal })
-    .then(() => { settled = true; }, (err: Error) => err);
+  const p = request(`${sim.url}/v1/chat/completions`, { method: 'POST', body: body(), headers: { 'x-sim-fault': 'stall-before' }, signal: ac.signal }).then(
+    () => {
+      settled = true;
+    },
+    (err: Error) => err,
+  );
   await waitFor(() => sim.stats.faulted === faulted + 1);
   assert.equal(sim.stats.inFlight, 1);
   assert.equal(settled, false);
@@ -129,7 +141,8 @@ test('paced mode: streams every token; a client abort mid-stream stops it; close
   try {
     const c = new OpenAI({ baseURL: `${paced.url}/v1`, apiKey: 'x', maxRetries: 0 });
     let n = 0;
-    for await (const ch of await c.chat.completions.create({ model: 'sim-test', messages: [user('x')], max_tokens: 15, stream: true })) if (ch.choices[0]?.delta.content) n++;
+    for await (const ch of await c.chat.completions.create({ model: 'sim-test', messages: [user('x')], max_tokens: 15, stream: true }))
+      if (ch.choices[0]?.delta.content) n++;
     assert.equal(n, 15);
     const r = await c.chat.completions.create({ model: 'sim-test', messages: [user('x')], max_tokens: 15 });
     assert.equal(r.usage!.completion_tokens, 15);

@@ -36,7 +36,7 @@ test('PrefixCache: whole blocks of the common prefix, never the last token, LRU 
   assert.equal(c.lookup(ids(40)), 0);
 });
 
-test('a repeated prompt reports cached_tokens (non-stream, and in the stream\'s final usage only)', async () => {
+test("a repeated prompt reports cached_tokens (non-stream, and in the stream's final usage only)", async () => {
   const messages = [{ role: 'system' as const, content: 'You are terse. '.repeat(20) }, user('Say something.')];
   const n = countChatTokens(messages);
   const first = await client.chat.completions.create({ model: 'sim-test', messages });
@@ -45,11 +45,19 @@ test('a repeated prompt reports cached_tokens (non-stream, and in the stream\'s 
   const second = await client.chat.completions.create({ model: 'sim-test', messages });
   assert.equal(second.usage!.prompt_tokens_details?.cached_tokens, Math.floor((n - 1) / 16) * 16);
 
-  const stream = await client.chat.completions.create({ model: 'sim-test', messages, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } } as never) as unknown as AsyncIterable<any>;
+  const stream = (await client.chat.completions.create({
+    model: 'sim-test',
+    messages,
+    stream: true,
+    stream_options: { include_usage: true, continuous_usage_stats: true },
+  } as never)) as unknown as AsyncIterable<any>;
   const usages: any[] = [];
   for await (const chunk of stream) if (chunk.usage) usages.push(chunk.usage);
   assert.equal(usages.at(-1).prompt_tokens_details.cached_tokens, Math.floor((n - 1) / 16) * 16);
-  assert.ok(usages.slice(0, -1).every((u) => u.prompt_tokens_details === undefined), 'continuous usage carries no details');
+  assert.ok(
+    usages.slice(0, -1).every((u) => u.prompt_tokens_details === undefined),
+    'continuous usage carries no details',
+  );
 
   // A longer conversation with the same start: the shared blocks are cached.
   const longer = [...messages, { role: 'assistant' as const, content: 'Something.' }, user('More.')];

@@ -26,7 +26,7 @@ test('non-stream: reasoning_content and reasoning carry the reasoning; usage cou
 async function reasoningTokens(effort?: string): Promise<number> {
   const body: Record<string, unknown> = { model: 'thinker', messages: [user('effort')], seed: 1 };
   if (effort) body.reasoning_effort = effort;
-  const r = await client.chat.completions.create(body as any) as OpenAI.Chat.Completions.ChatCompletion;
+  const r = (await client.chat.completions.create(body as any)) as OpenAI.Chat.Completions.ChatCompletion;
   return countTokens((r.choices[0]!.message as any).reasoning_content ?? '');
 }
 
@@ -40,7 +40,11 @@ test('reasoning_effort: more reasoning for higher effort; medium is the default'
 });
 
 test('chat_template_kwargs.enable_thinking false turns reasoning off', async () => {
-  const r = await client.chat.completions.create({ model: 'thinker', messages: [user('x')], chat_template_kwargs: { enable_thinking: false } } as any) as OpenAI.Chat.Completions.ChatCompletion;
+  const r = (await client.chat.completions.create({
+    model: 'thinker',
+    messages: [user('x')],
+    chat_template_kwargs: { enable_thinking: false },
+  } as any)) as OpenAI.Chat.Completions.ChatCompletion;
   assert.equal((r.choices[0]!.message as any).reasoning_content, null);
 });
 

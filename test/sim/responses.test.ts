@@ -20,7 +20,13 @@ after(async () => {
   await reasoner.close();
 });
 
-const WEATHER = { type: 'function' as const, name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: false };
+const WEATHER = {
+  type: 'function' as const,
+  name: 'get_weather',
+  description: 'Weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  strict: false,
+};
 
 test('create: a text answer with usage counted like the same chat request', async () => {
   const r = await client.responses.create({ model: 'sim-test', instructions: 'Be terse.', input: 'Say hello.' });
@@ -29,7 +35,13 @@ test('create: a text answer with usage counted like the same chat request', asyn
   assert.equal(r.status, 'completed');
   assert.ok(r.output_text.length > 0);
   assert.equal(r.output[0]!.type, 'message');
-  assert.equal(r.usage!.input_tokens, countChatTokens([{ role: 'system', content: 'Be terse.' }, { role: 'user', content: 'Say hello.' }]));
+  assert.equal(
+    r.usage!.input_tokens,
+    countChatTokens([
+      { role: 'system', content: 'Be terse.' },
+      { role: 'user', content: 'Say hello.' },
+    ]),
+  );
   assert.equal(r.usage!.total_tokens, r.usage!.input_tokens + r.usage!.output_tokens);
   // The same prompt again: prefix cache hits.
   const again = await client.responses.create({ model: 'sim-test', instructions: 'Be terse.', input: 'Say hello.' });
@@ -53,11 +65,17 @@ test('function call, then its output as input: a text answer', async () => {
   });
   assert.equal(next.status, 'completed');
   // The call and its output are part of the prompt (rendered as an assistant tool call and a tool message).
-  assert.equal(next.usage!.input_tokens, countChatTokens([
-    { role: 'user', content: 'Use get_weather for Paris' },
-    { role: 'assistant', content: null, tool_calls: [{ id: call.call_id, type: 'function', function: { name: call.name, arguments: call.arguments } }] },
-    { role: 'tool', tool_call_id: call.call_id, content: '{"temp": 20}' },
-  ], [{ type: 'function', function: { name: WEATHER.name, description: WEATHER.description, parameters: WEATHER.parameters } }]));
+  assert.equal(
+    next.usage!.input_tokens,
+    countChatTokens(
+      [
+        { role: 'user', content: 'Use get_weather for Paris' },
+        { role: 'assistant', content: null, tool_calls: [{ id: call.call_id, type: 'function', function: { name: call.name, arguments: call.arguments } }] },
+        { role: 'tool', tool_call_id: call.call_id, content: '{"temp": 20}' },
+      ],
+      [{ type: 'function', function: { name: WEATHER.name, description: WEATHER.description, parameters: WEATHER.parameters } }],
+    ),
+  );
 });
 
 test('reasoning and max_output_tokens: reasoning item, incomplete with its reason', async () => {
@@ -75,16 +93,29 @@ test('stream: the events the SDK assembles into the same kind of response', asyn
   const types = new Set<string>();
   let argDeltas = '';
   stream.on('event', (e) => types.add(e.type));
-  stream.on('response.function_call_arguments.delta', (e) => { argDeltas += e.delta; });
+  stream.on('response.function_call_arguments.delta', (e) => {
+    argDeltas += e.delta;
+  });
   const final = await stream.finalResponse();
-  for (const t of ['response.created', 'response.in_progress', 'response.output_item.added', 'response.reasoning_text.delta', 'response.function_call_arguments.done', 'response.output_item.done', 'response.completed']) assert.ok(types.has(t), t);
+  for (const t of [
+    'response.created',
+    'response.in_progress',
+    'response.output_item.added',
+    'response.reasoning_text.delta',
+    'response.function_call_arguments.done',
+    'response.output_item.done',
+    'response.completed',
+  ])
+    assert.ok(types.has(t), t);
   const call = final.output.find((o) => o.type === 'function_call');
   assert.ok(call && call.type === 'function_call' && call.arguments === argDeltas);
   assert.ok(final.usage!.output_tokens > 12);
 
   const text = client.responses.stream({ model: 'sim-test', input: 'Hello there' });
   let deltas = '';
-  text.on('response.output_text.delta', (e) => { deltas += e.delta; });
+  text.on('response.output_text.delta', (e) => {
+    deltas += e.delta;
+  });
   const done = await text.finalResponse();
   assert.equal(done.output_text, deltas);
   assert.equal(done.status, 'completed');

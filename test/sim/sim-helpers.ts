@@ -17,14 +17,23 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
   });
   const text = await r.text();
   let parsed: unknown = text;
-  try { parsed = JSON.parse(text); } catch { /* not JSON: keep the text */ }
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    /* not JSON: keep the text */
+  }
   return { status: r.status, headers: r.headers, body: parsed };
 }
 
 /** The fields of vLLM's error body, checked loosely enough to survive message wording changes. */
 export function isVllmError(body: any, code: number): boolean {
-  return body?.object === 'error' && body.code === code && typeof body.message === 'string' && body.message.length > 0 &&
-    body.type === (code === 404 ? 'NotFoundError' : code === 429 ? 'RateLimitError' : code >= 500 ? 'InternalServerError' : 'BadRequestError');
+  return (
+    body?.object === 'error' &&
+    body.code === code &&
+    typeof body.message === 'string' &&
+    body.message.length > 0 &&
+    body.type === (code === 404 ? 'NotFoundError' : code === 429 ? 'RateLimitError' : code >= 500 ? 'InternalServerError' : 'BadRequestError')
+  );
 }
 
 export const user = (content: string) => ({ role: 'user' as const, content });

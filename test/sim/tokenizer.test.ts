@@ -1,14 +1,20 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  applyChatTemplate, canonicalJson, countChatTokens, countPromptTokens, countTokens, encode, SPECIAL, tokenId, tokenize,
-} from '../../sim/tokenizer.js';
+import { applyChatTemplate, canonicalJson, countChatTokens, countPromptTokens, countTokens, encode, SPECIAL, tokenId, tokenize } from '../../sim/tokenizer.js';
 import { MAX_GENERATED_STRING, MAX_GENERATED_VALUES, prng, reasoningPieces, textPieces, valueForSchema } from '../../sim/generate.js';
 
 test('tokenize is lossless and countTokens agrees with it', () => {
   const samples = [
-    '', ' ', 'Hello, world!', '  leading and trailing  ', 'supercalifragilistic', 'tabs\tand\nnewlines\n\n',
-    'unicode: héllo wörld 日本語 🙂🙂', '{"a": [1, 2.5, "x"]}', '<|im_start|>user\nhi<|im_end|>', '<s><s>',
+    '',
+    ' ',
+    'Hello, world!',
+    '  leading and trailing  ',
+    'supercalifragilistic',
+    'tabs\tand\nnewlines\n\n',
+    'unicode: héllo wörld 日本語 🙂🙂',
+    '{"a": [1, 2.5, "x"]}',
+    '<|im_start|>user\nhi<|im_end|>',
+    '<s><s>',
   ];
   for (const s of samples) {
     const pieces = tokenize(s);
@@ -39,7 +45,9 @@ test('canonicalJson sorts keys at every level and drops undefined', () => {
 });
 
 test('chat template: roles, system with tools, tool calls and tool results; counts follow the text', () => {
-  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const tools = [
+    { type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+  ];
   const messages = [
     { role: 'system', content: 'Be brief.' },
     { role: 'user', content: 'Weather in Paris?' },
@@ -59,7 +67,9 @@ test('chat template: roles, system with tools, tool calls and tool results; coun
   // Tools without a system message still get a system block.
   assert.ok(applyChatTemplate([{ role: 'user', content: 'hi' }], tools).startsWith(`${SPECIAL.bos}${SPECIAL.start}system\n${SPECIAL.tools}`));
   // Key order of a tool definition does not change the count.
-  const reordered = [{ function: { parameters: { properties: { city: { type: 'string' } }, type: 'object' }, description: 'Weather', name: 'get_weather' }, type: 'function' }];
+  const reordered = [
+    { function: { parameters: { properties: { city: { type: 'string' } }, type: 'object' }, description: 'Weather', name: 'get_weather' }, type: 'function' },
+  ];
   assert.equal(countChatTokens(messages, reordered), countChatTokens(messages, tools));
 });
 

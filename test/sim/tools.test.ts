@@ -49,7 +49,10 @@ test('tool_choice required: a tool call with arguments valid for the schema, fin
 
 test('named tool_choice calls that tool; required picks a tool the user mentions', async () => {
   const named = await client.chat.completions.create({
-    model: 'sim-test', messages: [user('hello')], tools, tool_choice: { type: 'function', function: { name: 'get_time' } },
+    model: 'sim-test',
+    messages: [user('hello')],
+    tools,
+    tool_choice: { type: 'function', function: { name: 'get_time' } },
   });
   const call = named.choices[0]!.message.tool_calls![0]! as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall;
   assert.equal(call.function.name, 'get_time');

@@ -37,11 +37,23 @@ export interface SweepPlatform {
 export async function startSweepPlatform(extraEnv: Record<string, string> = {}): Promise<SweepPlatform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-sweep-'));
   const config = loadConfig({
-    RC_DATA_DIR: dataDir, RC_API_PORT: '0', RC_GATEWAY_PORT: '0', RC_AGENT_PORT: '0', RC_SIM_PORT_BASE: '0', RC_PROXY_PORT: '0', RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1', REDIS_URL: '', RC_CONFIG: '', RC_AGENT_GPU_DETECT: 'configured', RC_AGENT_RUNTIME: 'process',
+    RC_DATA_DIR: dataDir,
+    RC_API_PORT: '0',
+    RC_GATEWAY_PORT: '0',
+    RC_AGENT_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_PROXY_PORT: '0',
+    RC_TUNNEL_PORT: '0',
+    RC_SIM_FAST: '1',
+    REDIS_URL: '',
+    RC_CONFIG: '',
+    RC_AGENT_GPU_DETECT: 'configured',
+    RC_AGENT_RUNTIME: 'process',
     // The sweep sends thousands of requests from one address: the sign-in limits are tested apart
     // (test/control-plane/sign-in-attacks.test.ts).
-    RC_LOGIN_PER_ADDRESS_PER_MINUTE: '1000000', RC_SIGNUP_PER_ADDRESS_PER_HOUR: '1000000', ...extraEnv,
+    RC_LOGIN_PER_ADDRESS_PER_MINUTE: '1000000',
+    RC_SIGNUP_PER_ADDRESS_PER_HOUR: '1000000',
+    ...extraEnv,
   });
   const platform = await startPlatform(config, createLogger());
   const admin = { store: platform.controlPlane.store, publish: (e: never) => platform.bus.publish(e), configuredModels: config.models };
@@ -78,10 +90,14 @@ export async function startSweepPlatform(extraEnv: Record<string, string> = {}):
     async close() {
       // Destroy what the sweep launched (a launch may still be starting), then stop the platform.
       await request(api, 'DELETE', '/api/notebook/current', { headers: { authorization: `Bearer ${key}` } });
-      await waitFor(async () => {
-        const st = await request(api, 'GET', '/api/notebook/status', { headers: { authorization: `Bearer ${key}` } });
-        return st.status === 404 || ['stopped', 'failed'].includes((JSON.parse(st.body) as { status: string }).status);
-      }, 30_000, 50);
+      await waitFor(
+        async () => {
+          const st = await request(api, 'GET', '/api/notebook/status', { headers: { authorization: `Bearer ${key}` } });
+          return st.status === 404 || ['stopped', 'failed'].includes((JSON.parse(st.body) as { status: string }).status);
+        },
+        30_000,
+        50,
+      );
       await platform.close();
       // The platform leaves instances running for the next start to adopt: a test kills them.
       killAgentProcesses(platform.agent.agentId);
@@ -166,8 +182,13 @@ class ResponseParser {
       this.head = { status, headers };
       this.bodyStart = end + 4;
       if (headers['transfer-encoding']?.toLowerCase().includes('chunked')) this.framing = 'chunked';
-      else if (headers['content-length'] !== undefined) { this.framing = 'length'; this.length = Number(headers['content-length']); }
-      else if (status === 204 || status === 304) { this.framing = 'length'; this.length = 0; }
+      else if (headers['content-length'] !== undefined) {
+        this.framing = 'length';
+        this.length = Number(headers['content-length']);
+      } else if (status === 204 || status === 304) {
+        this.framing = 'length';
+        this.length = 0;
+      }
     }
     return this.tryFinish();
   }
@@ -243,7 +264,10 @@ export function exchange(port: number, parts: Buffer[], o: ExchangeOptions = {})
         o.onHead?.(socket, parser.head);
       }
     });
-    socket.on('close', () => { parser.closed(); finish(parser.reply); });
+    socket.on('close', () => {
+      parser.closed();
+      finish(parser.reply);
+    });
     socket.on('error', () => finish(parser.reply));
     socket.on('connect', () => {
       for (const p of parts) socket.write(p);
@@ -321,7 +345,10 @@ export function assertRefused(label: string, r: RawReply | undefined, e: Expect)
   else assert.ok(r.status >= 400 && r.status < 500, `${label}: status ${r.status}, want 4xx: ${r.body.slice(0, 300)}`);
   if (r.status >= 400) {
     const problems = e.shapes.map((s) => shapeProblem(s, r.body));
-    assert.ok(problems.some((p) => p === undefined), `${label}: ${r.status} body ${r.body.slice(0, 300)}: ${problems.join('; ')}`);
+    assert.ok(
+      problems.some((p) => p === undefined),
+      `${label}: ${r.status} body ${r.body.slice(0, 300)}: ${problems.join('; ')}`,
+    );
   }
 }
 

@@ -11,8 +11,19 @@ import { issueTunnelToken, tunnelSecret } from '../../gateway/tunnel/identity.js
 import { decodeFrame, encodeFrame, FrameType } from '../../gateway/tunnel/protocol.js';
 import { waitFor } from '../helpers.js';
 import {
-  assertRefused, BAD_BODIES, BAD_VALUES, exchange, Failures, request, requestBytes, shapeProblem, startSweepPlatform, withField,
-  type RawReply, type Shape, type SweepPlatform,
+  assertRefused,
+  BAD_BODIES,
+  BAD_VALUES,
+  exchange,
+  Failures,
+  request,
+  requestBytes,
+  shapeProblem,
+  startSweepPlatform,
+  withField,
+  type RawReply,
+  type Shape,
+  type SweepPlatform,
 } from './harness.js';
 
 let p: SweepPlatform;
@@ -36,19 +47,31 @@ before(async () => {
   const vllm = templates.templates.find((t) => t.slug === 'vllm-demo')!;
   const launched = await request(p.api, 'POST', `/api/templates/${vllm.id}/launch`, { headers: { ...json, authorization: `Bearer ${ownerKey}` }, body: '{}' });
   assert.equal(launched.status, 200, launched.body);
-  const ready = await waitFor(async () => {
-    const st = JSON.parse((await request(p.api, 'GET', '/api/notebook/status', { headers: { authorization: `Bearer ${ownerKey}` } })).body) as { status: string; instance_id: string; dedicated_base_url: string };
-    assert.notEqual(st.status, 'failed', JSON.stringify(st));
-    return st.status === 'ready' ? st : undefined;
-  }, 30_000, 50);
+  const ready = await waitFor(
+    async () => {
+      const st = JSON.parse((await request(p.api, 'GET', '/api/notebook/status', { headers: { authorization: `Bearer ${ownerKey}` } })).body) as {
+        status: string;
+        instance_id: string;
+        dedicated_base_url: string;
+      };
+      assert.notEqual(st.status, 'failed', JSON.stringify(st));
+      return st.status === 'ready' ? st : undefined;
+    },
+    30_000,
+    50,
+  );
   instanceId = ready.instance_id;
   dedicatedPath = new URL(ready.dedicated_base_url).pathname.replace(/\/+$/, ''); // /dedicated/<id>/8000/v1
   // rc-tunnel, as inside the instance, exposing the catalog sim.
   secret = tunnelSecret(p.platform.config.tunnelSecret, p.dataDir);
   const statuses: TunnelStatus[] = [];
   tunnel = new TunnelClient({
-    broker: p.platform.gateway.url, token: issueTunnelToken(secret, instanceId), port: p.platform.sims[0]!.port,
-    log: () => {}, onStatus: (s) => statuses.push(s), maxBackoffMs: 200,
+    broker: p.platform.gateway.url,
+    token: issueTunnelToken(secret, instanceId),
+    port: p.platform.sims[0]!.port,
+    log: () => {},
+    onStatus: (s) => statuses.push(s),
+    maxBackoffMs: 200,
   });
   tunnel.start();
   const connected = await waitFor(() => statuses.find((s) => s.state === 'connected' && s.publicUrl));
@@ -83,7 +106,10 @@ const RELAYED: Shape[] = ['vllm', 'detail'];
 
 async function assertServing(): Promise<void> {
   for (const s of SURFACES) {
-    const r = await request(s.port(), 'POST', `${s.base()}/v1/chat/completions`, { headers: s.headers(), body: JSON.stringify(s.name === 'tunnel' ? { ...CHAT, model: p.platform.sims[0]!.model } : CHAT) });
+    const r = await request(s.port(), 'POST', `${s.base()}/v1/chat/completions`, {
+      headers: s.headers(),
+      body: JSON.stringify(s.name === 'tunnel' ? { ...CHAT, model: p.platform.sims[0]!.model } : CHAT),
+    });
     assert.equal(r.status, 200, `${s.name} follow-up: ${r.status} ${r.body}`);
   }
 }
@@ -94,12 +120,23 @@ test('bodies relayed verbatim: the backend refuses bad ones with a 4xx, no surfa
     const good = s.name === 'tunnel' ? { ...CHAT, model: p.platform.sims[0]!.model } : CHAT;
     for (const [name, body] of BAD_BODIES) {
       const label = `${s.name} body ${name}`;
-      await f.check(label, async () => assertRefused(label, await request(s.port(), 'POST', `${s.base()}/v1/chat/completions`, { headers: s.headers(), body }), { status: [400], shapes: RELAYED }));
+      await f.check(label, async () =>
+        assertRefused(label, await request(s.port(), 'POST', `${s.base()}/v1/chat/completions`, { headers: s.headers(), body }), {
+          status: [400],
+          shapes: RELAYED,
+        }),
+      );
     }
     for (const field of ['model', 'messages', 'max_tokens', 'stream', 'tools']) {
       for (const [name, value] of BAD_VALUES) {
         const label = `${s.name} ${field}=${name}`;
-        await f.check(label, async () => assertRefused(label, await request(s.port(), 'POST', `${s.base()}/v1/chat/completions`, { headers: s.headers(), body: withField(good, field, value) }), { status: ANY_ANSWER, shapes: RELAYED }));
+        await f.check(label, async () =>
+          assertRefused(
+            label,
+            await request(s.port(), 'POST', `${s.base()}/v1/chat/completions`, { headers: s.headers(), body: withField(good, field, value) }),
+            { status: ANY_ANSWER, shapes: RELAYED },
+          ),
+        );
       }
     }
   }
@@ -133,17 +170,51 @@ test('admission: credentials, other accounts, unknown instances and ports, /v1/m
     ['tunnel unknown id', p.tunnels, '/t/tnope/v1/chat/completions', json, [404]],
   ];
   const paths: [string, number, string, Record<string, string>][] = [];
-  for (const bad of ['', '/', '/x', '/x/', `/${instanceId}`, `/${instanceId}/`, `/${instanceId}/abc/v1`, `/${instanceId}/0/v1`, `/${instanceId}/99999/v1`,
-    `/${instanceId}/8001/v1/models`, `/${instanceId}/08000/v1/models`, `/${instanceId}/8000/../../../api/me`, `/${instanceId}/8000/v1/models%00`,
-    `/${instanceId}/8000/%ZZ`, `/%2e%2e/8000/v1/models`, `/${instanceId}%2F8000/v1/models`, `/${'i'.repeat(3000)}/8000/v1`, `/${instanceId}/8000/${'p/'.repeat(1500)}`]) {
+  for (const bad of [
+    '',
+    '/',
+    '/x',
+    '/x/',
+    `/${instanceId}`,
+    `/${instanceId}/`,
+    `/${instanceId}/abc/v1`,
+    `/${instanceId}/0/v1`,
+    `/${instanceId}/99999/v1`,
+    `/${instanceId}/8001/v1/models`,
+    `/${instanceId}/08000/v1/models`,
+    `/${instanceId}/8000/../../../api/me`,
+    `/${instanceId}/8000/v1/models%00`,
+    `/${instanceId}/8000/%ZZ`,
+    `/%2e%2e/8000/v1/models`,
+    `/${instanceId}%2F8000/v1/models`,
+    `/${'i'.repeat(3000)}/8000/v1`,
+    `/${instanceId}/8000/${'p/'.repeat(1500)}`,
+  ]) {
     paths.push([`dedicated path ${bad.slice(0, 50)}`, p.gateway, `/dedicated${bad}`, keyHeaders()]);
   }
-  for (const bad of ['', '/', `/${instanceId}`, `/${instanceId}/%ZZ`, `/${instanceId}/../../api/me`, `/${instanceId}/v1/models%00`, `/${'i'.repeat(3000)}/`, '/inst_nope']) {
+  for (const bad of [
+    '',
+    '/',
+    `/${instanceId}`,
+    `/${instanceId}/%ZZ`,
+    `/${instanceId}/../../api/me`,
+    `/${instanceId}/v1/models%00`,
+    `/${'i'.repeat(3000)}/`,
+    '/inst_nope',
+  ]) {
     paths.push([`gateway alias path ${bad.slice(0, 50)}`, p.gateway, `/instances${bad}`, keyHeaders()]);
     paths.push([`gateway alias path without key ${bad.slice(0, 50)}`, p.gateway, `/instances${bad}`, json]);
     paths.push([`proxy path ${bad.slice(0, 50)}`, p.proxy, `/instances${bad}`, sessionHeaders()]);
   }
-  for (const bad of ['', '/', `${tunnelPath.slice(2)}`, `${tunnelPath.slice(2)}/%ZZ`, `${tunnelPath.slice(2)}/../../v1/models`, `${tunnelPath.slice(2)}%2Fv1`, 'x'.repeat(3000)]) {
+  for (const bad of [
+    '',
+    '/',
+    `${tunnelPath.slice(2)}`,
+    `${tunnelPath.slice(2)}/%ZZ`,
+    `${tunnelPath.slice(2)}/../../v1/models`,
+    `${tunnelPath.slice(2)}%2Fv1`,
+    'x'.repeat(3000),
+  ]) {
     paths.push([`tunnel path ${bad.slice(0, 50)}`, p.tunnels, `/t/${bad}`, json]);
   }
   for (const [label, port, path, headers, status] of cases) {
@@ -153,7 +224,12 @@ test('admission: credentials, other accounts, unknown instances and ports, /v1/m
     // `/dedicated` and `/instances` without a slash are no surface's: the gateway's 404 (chat shape).
     const shapes: Shape[] = port === p.gateway && (path === '/dedicated' || path === '/instances') ? ['chat'] : RELAYED;
     for (const m of ['GET', 'POST', 'DELETE', 'OPTIONS']) {
-      await f.check(`${m} ${label}`, async () => assertRefused(`${m} ${label}`, await request(port, m, path, { headers, body: m === 'POST' ? body : undefined }), { status: [200, 307, 308, 400, 401, 403, 404, 405], shapes }));
+      await f.check(`${m} ${label}`, async () =>
+        assertRefused(`${m} ${label}`, await request(port, m, path, { headers, body: m === 'POST' ? body : undefined }), {
+          status: [200, 307, 308, 400, 401, 403, 404, 405],
+          shapes,
+        }),
+      );
     }
   }
   f.assertNone();
@@ -178,7 +254,10 @@ test('body framing through every surface: oversized, lying Content-Length, chunk
     }
     const label = `${s.name} length longer than the body`;
     await f.check(label, async () => {
-      const r = await exchange(s.port(), [requestBytes('POST', path, { headers: s.headers(), body: good, contentLength: good.length + 40 })], { end: true, timeoutMs: 2000 });
+      const r = await exchange(s.port(), [requestBytes('POST', path, { headers: s.headers(), body: good, contentLength: good.length + 40 })], {
+        end: true,
+        timeoutMs: 2000,
+      });
       if (r) assertRefused(label, r, { status: [400], shapes: RELAYED });
     });
   }
@@ -207,16 +286,20 @@ test('streams through every surface: a client that disconnects at every phase', 
 
 test('tunnel connect: bad tokens, ports and instances are refused before the upgrade', async () => {
   const f = new Failures();
-  const connect = (query: string, headers: Record<string, string>) => new Promise<{ status: number; body: string }>((resolve) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${p.gateway}/tunnel/connect${query}`, { headers });
-    ws.on('unexpected-response', (_req, res) => {
-      let b = '';
-      res.on('data', (c: Buffer) => (b += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: b }));
+  const connect = (query: string, headers: Record<string, string>) =>
+    new Promise<{ status: number; body: string }>((resolve) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${p.gateway}/tunnel/connect${query}`, { headers });
+      ws.on('unexpected-response', (_req, res) => {
+        let b = '';
+        res.on('data', (c: Buffer) => (b += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: b }));
+      });
+      ws.on('open', () => {
+        ws.terminate();
+        resolve({ status: 101, body: '' });
+      });
+      ws.on('error', () => resolve({ status: 0, body: '' }));
     });
-    ws.on('open', () => { ws.terminate(); resolve({ status: 101, body: '' }); });
-    ws.on('error', () => resolve({ status: 0, body: '' }));
-  });
   const token = issueTunnelToken(secret, instanceId);
   const cases: [string, string, Record<string, string>, number][] = [
     ['no token', '?port=80', {}, 401],
@@ -244,7 +327,11 @@ test('tunnel connect: bad tokens, ports and instances are refused before the upg
   // Not an upgrade at all.
   for (const m of ['GET', 'POST']) {
     await f.check(`${m} /tunnel/connect without upgrade`, async () => {
-      const r = await exchange(p.gateway, [requestBytes(m, '/tunnel/connect?port=80', { headers: { authorization: `Bearer ${token}` }, body: m === 'POST' ? '{}' : undefined })], { timeoutMs: 2000 });
+      const r = await exchange(
+        p.gateway,
+        [requestBytes(m, '/tunnel/connect?port=80', { headers: { authorization: `Bearer ${token}` }, body: m === 'POST' ? '{}' : undefined })],
+        { timeoutMs: 2000 },
+      );
       assert.ok(!r || (r.status >= 400 && r.status < 500), `${m} /tunnel/connect: ${r?.status} ${r?.body}`);
     });
   }
@@ -255,12 +342,19 @@ test('tunnel connect: bad tokens, ports and instances are refused before the upg
 
 test('instance proxy WebSocket upgrades with bad inputs', async () => {
   const f = new Failures();
-  const attempt = (path: string, headers: Record<string, string>) => new Promise<number>((resolve) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${p.proxy}${path}`, { headers });
-    ws.on('unexpected-response', (_req, res) => { res.resume(); resolve(res.statusCode ?? 0); });
-    ws.on('open', () => { ws.terminate(); resolve(101); });
-    ws.on('error', () => resolve(0));
-  });
+  const attempt = (path: string, headers: Record<string, string>) =>
+    new Promise<number>((resolve) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${p.proxy}${path}`, { headers });
+      ws.on('unexpected-response', (_req, res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      ws.on('open', () => {
+        ws.terminate();
+        resolve(101);
+      });
+      ws.on('error', () => resolve(0));
+    });
   const cases: [string, string, Record<string, string>, number[]][] = [
     ['no session', `/instances/${instanceId}/ws`, {}, [401]],
     ['key', `/instances/${instanceId}/ws`, { authorization: `Bearer ${ownerKey}` }, [403]],
@@ -280,7 +374,9 @@ test('instance proxy WebSocket upgrades with bad inputs', async () => {
 
 test('a tunnel client that breaks the protocol: the public client gets a 502 {detail}, the gateway keeps serving', async () => {
   // A hand-written tunnel client for the running instance on another port (its own tunnel id).
-  const ws = new WebSocket(`ws://127.0.0.1:${p.gateway}/tunnel/connect?port=9999`, { headers: { authorization: `Bearer ${issueTunnelToken(secret, instanceId)}` } });
+  const ws = new WebSocket(`ws://127.0.0.1:${p.gateway}/tunnel/connect?port=9999`, {
+    headers: { authorization: `Bearer ${issueTunnelToken(secret, instanceId)}` },
+  });
   const hello = await new Promise<{ public_url: string }>((resolve, reject) => {
     ws.once('message', (m: Buffer, isBinary) => (isBinary ? reject(new Error('binary hello')) : resolve(JSON.parse(m.toString()) as { public_url: string })));
     ws.once('error', reject);
@@ -297,7 +393,14 @@ test('a tunnel client that breaks the protocol: the public client gets a 502 {de
   const head = (status: unknown, headers: unknown = []) => JSON.stringify({ status, headers });
   // 502 is this surface's documented answer to a broken upstream (the tunnel), in its {detail} shape.
   const cases: [string, (s: number) => void, number][] = [
-    ['body before head', (s) => { send(FrameType.ResponseBody, s, 'x'); send(FrameType.ResponseEnd, s); }, 502],
+    [
+      'body before head',
+      (s) => {
+        send(FrameType.ResponseBody, s, 'x');
+        send(FrameType.ResponseEnd, s);
+      },
+      502,
+    ],
     ['end without head', (s) => send(FrameType.ResponseEnd, s), 502],
     ['head not JSON', (s) => send(FrameType.ResponseHead, s, '{'), 502],
     ['status 99', (s) => send(FrameType.ResponseHead, s, head(99)), 502],
@@ -305,15 +408,19 @@ test('a tunnel client that breaks the protocol: the public client gets a 502 {de
     ['headers not a list', (s) => send(FrameType.ResponseHead, s, head(200, { a: 'b' })), 502],
     ['odd header list', (s) => send(FrameType.ResponseHead, s, head(200, ['x-a'])), 502],
     ['reset', (s) => send(FrameType.Reset, s), 502],
-    ['garbage, unknown types and streams, then a good answer', (s) => {
-      ws.send(Buffer.from([1, 2]));
-      ws.send('text frame');
-      send(42, s);
-      send(FrameType.ResponseBody, s + 1000, 'stray');
-      send(FrameType.ResponseHead, s, head(200, ['content-type', 'text/plain']));
-      send(FrameType.ResponseBody, s, 'ok');
-      send(FrameType.ResponseEnd, s);
-    }, 200],
+    [
+      'garbage, unknown types and streams, then a good answer',
+      (s) => {
+        ws.send(Buffer.from([1, 2]));
+        ws.send('text frame');
+        send(42, s);
+        send(FrameType.ResponseBody, s + 1000, 'stray');
+        send(FrameType.ResponseHead, s, head(200, ['content-type', 'text/plain']));
+        send(FrameType.ResponseBody, s, 'ok');
+        send(FrameType.ResponseEnd, s);
+      },
+      200,
+    ],
   ];
   const f = new Failures();
   for (const [name, respond, status] of cases) {

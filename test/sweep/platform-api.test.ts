@@ -6,8 +6,18 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { adminToken } from '../../control-plane/secrets.js';
 import {
-  assertRefused, BAD_BODIES, BAD_VALUES, exchange, Failures, invalidUtf8Json, request, requestBytes, seeded, startSweepPlatform,
-  withField, type SweepPlatform,
+  assertRefused,
+  BAD_BODIES,
+  BAD_VALUES,
+  exchange,
+  Failures,
+  invalidUtf8Json,
+  request,
+  requestBytes,
+  seeded,
+  startSweepPlatform,
+  withField,
+  type SweepPlatform,
 } from './harness.js';
 
 let p: SweepPlatform;
@@ -56,7 +66,32 @@ const ROUTES: ApiRoute[] = [
   { method: 'GET', path: '/api/profile/model-usage', access: 'key' },
   { method: 'GET', path: '/api/profile/templates', access: 'key' },
   { method: 'GET', path: '/api/profile/templates/{T}', access: 'key' },
-  { method: 'POST', path: '/api/profile/templates', access: 'key', good: TEMPLATE, fields: ['title', 'image', 'instance_type', 'description', 'slug', 'category', 'tags', 'repo_url', 'branch', 'notebook_path', 'start_command', 'app_port', 'ssh_enabled', 'cover_url', 'sort_order', 'enabled', 'persistent_storage', 'disk_gb'] },
+  {
+    method: 'POST',
+    path: '/api/profile/templates',
+    access: 'key',
+    good: TEMPLATE,
+    fields: [
+      'title',
+      'image',
+      'instance_type',
+      'description',
+      'slug',
+      'category',
+      'tags',
+      'repo_url',
+      'branch',
+      'notebook_path',
+      'start_command',
+      'app_port',
+      'ssh_enabled',
+      'cover_url',
+      'sort_order',
+      'enabled',
+      'persistent_storage',
+      'disk_gb',
+    ],
+  },
   { method: 'DELETE', path: '/api/profile/templates/{T}', access: 'key' },
   { method: 'PUT', path: '/api/profile/templates/{T}', access: 'key', good: TEMPLATE, fields: ['title', 'image', 'tags', 'app_port', 'disk_gb', 'sort_order'] },
   { method: 'GET', path: '/api/templates', access: 'none' },
@@ -66,14 +101,44 @@ const ROUTES: ApiRoute[] = [
   { method: 'DELETE', path: '/api/notebook/current', access: 'key' },
   { method: 'POST', path: '/api/profile/launch-verification', access: 'key', good: { enabled: false }, fields: ['enabled'] },
   { method: 'POST', path: '/api/profile/launch-verification-token', access: 'key', good: {}, fields: [] },
-  { method: 'POST', path: '/api/admin/instances/launch-verification', access: 'admin', good: { email: 'nobody@example.com' }, fields: ['email', 'enabled', 'issue_token'] },
-  { method: 'POST', path: '/api/admin/account.create', access: 'admin', good: { email: 'made@example.com' }, fields: ['email', 'credits', 'verified', 'editor', 'password'] },
-  { method: 'POST', path: '/api/admin/account.grant-credits', access: 'admin', good: { email: 'sweep@example.com', credits: 1 }, fields: ['email', 'credits', 'idempotency_key', 'reason'] },
-  { method: 'POST', path: '/api/admin/account.set-limits', access: 'admin', good: { email: 'made@example.com' }, fields: ['email', 'rpm', 'tpm', 'daily_tokens', 'clear'] },
+  {
+    method: 'POST',
+    path: '/api/admin/instances/launch-verification',
+    access: 'admin',
+    good: { email: 'nobody@example.com' },
+    fields: ['email', 'enabled', 'issue_token'],
+  },
+  {
+    method: 'POST',
+    path: '/api/admin/account.create',
+    access: 'admin',
+    good: { email: 'made@example.com' },
+    fields: ['email', 'credits', 'verified', 'editor', 'password'],
+  },
+  {
+    method: 'POST',
+    path: '/api/admin/account.grant-credits',
+    access: 'admin',
+    good: { email: 'sweep@example.com', credits: 1 },
+    fields: ['email', 'credits', 'idempotency_key', 'reason'],
+  },
+  {
+    method: 'POST',
+    path: '/api/admin/account.set-limits',
+    access: 'admin',
+    good: { email: 'made@example.com' },
+    fields: ['email', 'rpm', 'tpm', 'daily_tokens', 'clear'],
+  },
   { method: 'POST', path: '/api/admin/coupon.create', access: 'admin', good: { credits: 1 }, fields: ['credits', 'email', 'code'] },
   { method: 'POST', path: '/api/admin/image.add', access: 'admin', good: { name: 'x', image: 'rc/gradio:latest' }, fields: ['name', 'image'] },
   { method: 'POST', path: '/api/admin/image.disable', access: 'admin', good: { image: 'no/such:image' }, fields: ['image'] },
-  { method: 'POST', path: '/api/admin/model.add', access: 'admin', good: { name: 'sweep-model', upstreams: ['http://127.0.0.1:9'] }, fields: ['name', 'upstreams', 'servedName', 'tools', 'reasoning', 'efforts', 'maxContext', 'ownedBy'] },
+  {
+    method: 'POST',
+    path: '/api/admin/model.add',
+    access: 'admin',
+    good: { name: 'sweep-model', upstreams: ['http://127.0.0.1:9'] },
+    fields: ['name', 'upstreams', 'servedName', 'tools', 'reasoning', 'efforts', 'maxContext', 'ownedBy'],
+  },
   { method: 'POST', path: '/api/admin/model.remove', access: 'admin', good: { name: 'no-such-model' }, fields: ['name'] },
   { method: 'POST', path: '/api/admin/account.list', access: 'admin', good: {}, fields: [] },
 ];
@@ -96,7 +161,9 @@ test('whole bodies that are not a JSON object: 400 {detail}', async () => {
       const label = `${route.method} ${route.path} body ${name}`;
       // An empty launch body means "all defaults" (documented); anything else is a 400.
       const allowed = name === 'empty' && route.path.endsWith('/launch') ? ANY_ANSWER : [400];
-      await f.check(label, async () => assertRefused(label, await request(p.api, route.method, pathOf(route), { headers: headersOf(route), body }), { status: allowed, shapes: ['detail'] }));
+      await f.check(label, async () =>
+        assertRefused(label, await request(p.api, route.method, pathOf(route), { headers: headersOf(route), body }), { status: allowed, shapes: ['detail'] }),
+      );
     }
   }
   f.assertNone();
@@ -117,10 +184,21 @@ test('every field with every wrong type, unknown fields, missing fields, invalid
       }
       if (field in route.good!) {
         const label = `${route.method} ${route.path} without ${field}`;
-        await f.check(label, async () => assertRefused(label, await request(p.api, route.method, pathOf(route), { headers: headersOf(route), body: withField(route.good!, field, undefined) }), { status: ANY_ANSWER, shapes: ['detail'] }));
+        await f.check(label, async () =>
+          assertRefused(
+            label,
+            await request(p.api, route.method, pathOf(route), { headers: headersOf(route), body: withField(route.good!, field, undefined) }),
+            { status: ANY_ANSWER, shapes: ['detail'] },
+          ),
+        );
       }
       const label = `${route.method} ${route.path} ${field} with invalid UTF-8`;
-      await f.check(label, async () => assertRefused(label, await request(p.api, route.method, pathOf(route), { headers: headersOf(route), body: invalidUtf8Json(route.good!, field) }), { status: ANY_ANSWER, shapes: ['detail'] }));
+      await f.check(label, async () =>
+        assertRefused(label, await request(p.api, route.method, pathOf(route), { headers: headersOf(route), body: invalidUtf8Json(route.good!, field) }), {
+          status: ANY_ANSWER,
+          shapes: ['detail'],
+        }),
+      );
     }
   }
   f.assertNone();
@@ -137,10 +215,14 @@ test('generated bodies (seeded): random mutations of good bodies', async () => {
     let body = JSON.stringify(route.good);
     const op = Math.floor(rand() * 3);
     if (op === 0) body = body.slice(0, Math.floor(rand() * body.length));
-    else if (op === 1) { const at = Math.floor(rand() * body.length); body = body.slice(0, at) + pick(['"', '{', ']', ',', '\\', '\u0000', 'ß']) + body.slice(at); }
-    else body = withField(route.good!, pick(route.fields!), pick(BAD_VALUES)[1]);
+    else if (op === 1) {
+      const at = Math.floor(rand() * body.length);
+      body = body.slice(0, at) + pick(['"', '{', ']', ',', '\\', '\u0000', 'ß']) + body.slice(at);
+    } else body = withField(route.good!, pick(route.fields!), pick(BAD_VALUES)[1]);
     const label = `generated #${i} ${route.path} ${body.slice(0, 80)}`;
-    await f.check(label, async () => assertRefused(label, await request(p.api, route.method, pathOf(route), { headers: headersOf(route), body }), { status: ANY_ANSWER, shapes: ['detail'] }));
+    await f.check(label, async () =>
+      assertRefused(label, await request(p.api, route.method, pathOf(route), { headers: headersOf(route), body }), { status: ANY_ANSWER, shapes: ['detail'] }),
+    );
   }
   f.assertNone();
   await assertServing();
@@ -163,27 +245,52 @@ test('credentials: missing, other schemes, malformed, unknown, sessions without 
   for (const route of ROUTES.filter((r) => r.access === 'key')) {
     for (const [name, headers, status] of cases) {
       const label = `${route.method} ${route.path} ${name}`;
-      await f.check(label, async () => assertRefused(label, await request(p.api, route.method, pathOf(route), { headers: { ...json, ...headers }, body: route.good ? JSON.stringify(route.good) : undefined }), { status, shapes: ['detail'] }));
+      await f.check(label, async () =>
+        assertRefused(
+          label,
+          await request(p.api, route.method, pathOf(route), { headers: { ...json, ...headers }, body: route.good ? JSON.stringify(route.good) : undefined }),
+          { status, shapes: ['detail'] },
+        ),
+      );
     }
     if (route.method !== 'GET') {
-      for (const [name, csrf] of [['session without CSRF', undefined], ['session with a wrong CSRF', 'wrong'], ['session with a long CSRF', 'x'.repeat(3000)]] as const) {
+      for (const [name, csrf] of [
+        ['session without CSRF', undefined],
+        ['session with a wrong CSRF', 'wrong'],
+        ['session with a long CSRF', 'x'.repeat(3000)],
+      ] as const) {
         const label = `${route.method} ${route.path} ${name}`;
         const headers: Record<string, string> = { ...json, cookie: p.unverified.cookie };
         if (csrf) headers['x-csrf-token'] = csrf;
-        await f.check(label, async () => assertRefused(label, await request(p.api, route.method, pathOf(route), { headers, body: route.good ? JSON.stringify(route.good) : undefined }), { status: [403], shapes: ['detail'] }));
+        await f.check(label, async () =>
+          assertRefused(label, await request(p.api, route.method, pathOf(route), { headers, body: route.good ? JSON.stringify(route.good) : undefined }), {
+            status: [403],
+            shapes: ['detail'],
+          }),
+        );
       }
     }
   }
   for (const route of ROUTES.filter((r) => r.access === 'admin')) {
-    for (const [name, token] of [['no admin token', undefined], ['wrong admin token', 'nope'], ['long admin token', 'a'.repeat(3000)], ['API key as admin token', p.key]] as const) {
+    for (const [name, token] of [
+      ['no admin token', undefined],
+      ['wrong admin token', 'nope'],
+      ['long admin token', 'a'.repeat(3000)],
+      ['API key as admin token', p.key],
+    ] as const) {
       const label = `${route.path} ${name}`;
       const headers: Record<string, string> = { ...json, authorization: `Bearer ${p.key}` };
       if (token) headers['x-rc-admin-token'] = token;
-      await f.check(label, async () => assertRefused(label, await request(p.api, 'POST', pathOf(route), { headers, body: JSON.stringify(route.good) }), { status: [401], shapes: ['detail'] }));
+      await f.check(label, async () =>
+        assertRefused(label, await request(p.api, 'POST', pathOf(route), { headers, body: JSON.stringify(route.good) }), { status: [401], shapes: ['detail'] }),
+      );
     }
   }
   // The unverified account's launch: 403 with the account_not_verified detail object.
-  const launch = await request(p.api, 'POST', `/api/templates/${templateId}/launch`, { headers: { ...json, cookie: p.unverified.cookie, 'x-csrf-token': p.unverified.csrf }, body: '{}' });
+  const launch = await request(p.api, 'POST', `/api/templates/${templateId}/launch`, {
+    headers: { ...json, cookie: p.unverified.cookie, 'x-csrf-token': p.unverified.csrf },
+    body: '{}',
+  });
   assertRefused('unverified launch', launch, { status: [403], shapes: ['detail'] });
   assert.equal((JSON.parse(launch.body) as { detail: { code: string } }).detail.code, 'account_not_verified');
   f.assertNone();
@@ -197,7 +304,9 @@ test('methods, content types and odd headers', async () => {
       if (ROUTES.some((r) => r.path === route.path && r.method === m)) continue;
       const label = `${m} ${route.path}`;
       await f.check(label, async () => {
-        const r = await exchange(p.api, [requestBytes(m, pathOf(route), { headers: headersOf(route), body: m === 'HEAD' ? undefined : '{}' })], { timeoutMs: m === 'HEAD' ? 1000 : 10_000 });
+        const r = await exchange(p.api, [requestBytes(m, pathOf(route), { headers: headersOf(route), body: m === 'HEAD' ? undefined : '{}' })], {
+          timeoutMs: m === 'HEAD' ? 1000 : 10_000,
+        });
         if (m === 'HEAD') return assert.ok(!r || r.status < 500, `${label}: ${r?.status}`);
         assertRefused(label, r, { status: [404, 405], shapes: ['detail'] });
         if (r!.status === 405) assert.ok(r!.headers.allow, `${label}: 405 without Allow`);
@@ -208,7 +317,12 @@ test('methods, content types and odd headers', async () => {
     for (const ct of ['text/plain', 'application/x-www-form-urlencoded', '', 'application/json; charset=utf-16', 'x'.repeat(3000)]) {
       const label = `${route.path} content-type ${ct.slice(0, 30)}`;
       const headers = { ...headersOf(route), 'content-type': ct };
-      await f.check(label, async () => assertRefused(label, await request(p.api, route.method, pathOf(route), { headers, body: JSON.stringify(route.good) }), { status: ANY_ANSWER, shapes: ['detail'] }));
+      await f.check(label, async () =>
+        assertRefused(label, await request(p.api, route.method, pathOf(route), { headers, body: JSON.stringify(route.good) }), {
+          status: ANY_ANSWER,
+          shapes: ['detail'],
+        }),
+      );
     }
     for (const [name, headers] of [
       ['odd x-request-id', { 'x-request-id': 'a b\tc;d' }],
@@ -240,8 +354,16 @@ test('body framing: oversized (with and without Content-Length), lying Content-L
       ['oversized chunked', () => request(p.api, route.method, path, { headers, body: big, chunked: true }), [413]],
       ['declared oversized, nothing sent', () => exchange(p.api, [requestBytes(route.method, path, { headers, contentLength: limit + 1 })]), [413]],
       ['chunked good body', () => request(p.api, route.method, path, { headers, body: good, chunked: true }), ANY_ANSWER],
-      ['length shorter than the body', () => exchange(p.api, [requestBytes(route.method, path, { headers, body: good, contentLength: good.length - 1 })]), [400]],
-      ['length 0 with a body', () => exchange(p.api, [requestBytes(route.method, path, { headers, body: good, contentLength: 0 })]), route.path.endsWith('/launch') ? ANY_ANSWER : [400]],
+      [
+        'length shorter than the body',
+        () => exchange(p.api, [requestBytes(route.method, path, { headers, body: good, contentLength: good.length - 1 })]),
+        [400],
+      ],
+      [
+        'length 0 with a body',
+        () => exchange(p.api, [requestBytes(route.method, path, { headers, body: good, contentLength: 0 })]),
+        route.path.endsWith('/launch') ? ANY_ANSWER : [400],
+      ],
     ];
     for (const [name, send, status] of cases) {
       const label = `${route.method} ${route.path} ${name}`;
@@ -249,7 +371,10 @@ test('body framing: oversized (with and without Content-Length), lying Content-L
     }
     const label = `${route.method} ${route.path} length longer than the body`;
     await f.check(label, async () => {
-      const r = await exchange(p.api, [requestBytes(route.method, path, { headers, body: good, contentLength: good.length + 40 })], { end: true, timeoutMs: 2000 });
+      const r = await exchange(p.api, [requestBytes(route.method, path, { headers, body: good, contentLength: good.length + 40 })], {
+        end: true,
+        timeoutMs: 2000,
+      });
       if (r) assertRefused(label, r, { status: [400], shapes: ['detail'] });
     });
     // The client goes away mid head, after the head, mid body.
@@ -266,21 +391,56 @@ test('body framing: oversized (with and without Content-Length), lying Content-L
 test('path tricks: dot segments, encoded and malformed escapes, NUL, huge ids, trailing slashes', async () => {
   const f = new Failures();
   const paths: [string, string][] = [
-    ['GET', '/api/../api/me'], ['GET', '/api/./me'], ['GET', '/api//me'], ['GET', '/api/me/'], ['GET', '/API/ME'], ['GET', '/api/me%00'],
-    ['GET', '/api%2Fme'], ['GET', '/api/profile/templates/%ZZ'], ['GET', '/api/profile/templates/%E0%A4%A'], ['GET', '/api/profile/templates/%'],
-    ['GET', '/api/profile/templates/%00'], ['GET', '/api/profile/templates/1%2F2'], ['GET', '/api/profile/templates/-1'], ['GET', '/api/profile/templates/1.5'],
-    ['GET', '/api/profile/templates/0x10'], ['GET', '/api/profile/templates/' + '9'.repeat(40)], ['GET', '/api/profile/templates/9007199254740993'],
-    ['GET', '/api/profile/templates/%F0%9F%98%80'], ['GET', '/api/profile/templates/' + 'x'.repeat(3000)], ['GET', '/api/profile/templates/1/'],
-    ['PUT', '/api/profile/templates/%ZZ'], ['DELETE', '/api/profile/templates/%ZZ'], ['DELETE', '/api/profile/templates/999999'],
-    ['POST', '/api/templates/%ZZ/launch'], ['POST', '/api/templates/%ff/launch'], ['POST', '/api/templates/0/launch'], ['POST', '/api/templates//launch'],
-    ['POST', '/api/admin/%ZZ'], ['POST', '/api/admin/%ff'], ['POST', '/api/admin/__proto__'], ['POST', '/api/admin/constructor'], ['POST', '/api/admin/'],
-    ['POST', '/api/admin/account.create/x'], ['GET', '/api'], ['GET', '/api/'], ['GET', '/'], ['GET', '/v1/models'], ['GET', '/api/me?%ff=%zz'],
-    ['GET', '/' + 'a'.repeat(3000)], ['GET', '/api/%2e%2e/%2e%2e/etc/passwd'],
+    ['GET', '/api/../api/me'],
+    ['GET', '/api/./me'],
+    ['GET', '/api//me'],
+    ['GET', '/api/me/'],
+    ['GET', '/API/ME'],
+    ['GET', '/api/me%00'],
+    ['GET', '/api%2Fme'],
+    ['GET', '/api/profile/templates/%ZZ'],
+    ['GET', '/api/profile/templates/%E0%A4%A'],
+    ['GET', '/api/profile/templates/%'],
+    ['GET', '/api/profile/templates/%00'],
+    ['GET', '/api/profile/templates/1%2F2'],
+    ['GET', '/api/profile/templates/-1'],
+    ['GET', '/api/profile/templates/1.5'],
+    ['GET', '/api/profile/templates/0x10'],
+    ['GET', '/api/profile/templates/' + '9'.repeat(40)],
+    ['GET', '/api/profile/templates/9007199254740993'],
+    ['GET', '/api/profile/templates/%F0%9F%98%80'],
+    ['GET', '/api/profile/templates/' + 'x'.repeat(3000)],
+    ['GET', '/api/profile/templates/1/'],
+    ['PUT', '/api/profile/templates/%ZZ'],
+    ['DELETE', '/api/profile/templates/%ZZ'],
+    ['DELETE', '/api/profile/templates/999999'],
+    ['POST', '/api/templates/%ZZ/launch'],
+    ['POST', '/api/templates/%ff/launch'],
+    ['POST', '/api/templates/0/launch'],
+    ['POST', '/api/templates//launch'],
+    ['POST', '/api/admin/%ZZ'],
+    ['POST', '/api/admin/%ff'],
+    ['POST', '/api/admin/__proto__'],
+    ['POST', '/api/admin/constructor'],
+    ['POST', '/api/admin/'],
+    ['POST', '/api/admin/account.create/x'],
+    ['GET', '/api'],
+    ['GET', '/api/'],
+    ['GET', '/'],
+    ['GET', '/v1/models'],
+    ['GET', '/api/me?%ff=%zz'],
+    ['GET', '/' + 'a'.repeat(3000)],
+    ['GET', '/api/%2e%2e/%2e%2e/etc/passwd'],
   ];
   for (const [m, path] of paths) {
     const label = `${m} ${path.slice(0, 60)}`;
     const headers = path.startsWith('/api/admin') ? { ...json, 'x-rc-admin-token': admin } : auth();
-    await f.check(label, async () => assertRefused(label, await request(p.api, m, path, { headers, body: m === 'GET' ? undefined : '{}' }), { status: [200, 400, 404, 405], shapes: ['detail'] }));
+    await f.check(label, async () =>
+      assertRefused(label, await request(p.api, m, path, { headers, body: m === 'GET' ? undefined : '{}' }), {
+        status: [200, 400, 404, 405],
+        shapes: ['detail'],
+      }),
+    );
   }
   f.assertNone();
   await assertServing();
@@ -301,7 +461,12 @@ test('credential-changing routes with bad input: api-token and logout', async ()
   for (const [name, body] of BAD_BODIES) {
     const s = await p.login('rotate@example.com', 'long enough pw');
     const label = `POST /api/auth/logout body ${name}`;
-    await f.check(label, async () => assertRefused(label, await request(p.api, 'POST', '/api/auth/logout', { headers: { ...json, cookie: s.cookie, 'x-csrf-token': s.csrf }, body }), { status: [200, 400], shapes: ['detail'] }));
+    await f.check(label, async () =>
+      assertRefused(label, await request(p.api, 'POST', '/api/auth/logout', { headers: { ...json, cookie: s.cookie, 'x-csrf-token': s.csrf }, body }), {
+        status: [200, 400],
+        shapes: ['detail'],
+      }),
+    );
   }
   f.assertNone();
   await assertServing();

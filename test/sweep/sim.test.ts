@@ -7,7 +7,17 @@ import assert from 'node:assert/strict';
 import { startSim, type SimServer } from '../../sim/server.js';
 import { waitFor } from '../helpers.js';
 import {
-  assertRefused, BAD_BODIES, BAD_VALUES, deepObjects, exchange, Failures, invalidUtf8Json, request, requestBytes, seeded, withField,
+  assertRefused,
+  BAD_BODIES,
+  BAD_VALUES,
+  deepObjects,
+  exchange,
+  Failures,
+  invalidUtf8Json,
+  request,
+  requestBytes,
+  seeded,
+  withField,
 } from './harness.js';
 
 let fast: SimServer;
@@ -28,7 +38,29 @@ const PROMPT = { model: 'm', prompt: 'hi' };
 const ANY_ANSWER = [200, 400, 404, 413];
 
 const ROUTES: [string, Record<string, unknown>, string[]][] = [
-  ['/v1/chat/completions', CHAT, ['model', 'messages', 'max_tokens', 'max_completion_tokens', 'min_tokens', 'stream', 'stream_options', 'seed', 'temperature', 'top_p', 'n', 'stop', 'tools', 'tool_choice', 'reasoning_effort', 'chat_template_kwargs', 'ignore_eos']],
+  [
+    '/v1/chat/completions',
+    CHAT,
+    [
+      'model',
+      'messages',
+      'max_tokens',
+      'max_completion_tokens',
+      'min_tokens',
+      'stream',
+      'stream_options',
+      'seed',
+      'temperature',
+      'top_p',
+      'n',
+      'stop',
+      'tools',
+      'tool_choice',
+      'reasoning_effort',
+      'chat_template_kwargs',
+      'ignore_eos',
+    ],
+  ],
   ['/tokenize', TOKENIZE, ['model', 'messages', 'tools', 'add_generation_prompt', 'return_token_strs']],
   ['/tokenize', PROMPT, ['prompt', 'add_special_tokens']],
 ];
@@ -45,15 +77,27 @@ test('bad bodies and fields on every route: 4xx in the vLLM shape', async () => 
   for (const [path, good, fields] of ROUTES) {
     for (const [name, body] of BAD_BODIES) {
       const label = `${path} body ${name}`;
-      await f.check(label, async () => assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body }), { status: [400], shapes: ['vllm'] }));
+      await f.check(label, async () =>
+        assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body }), { status: [400], shapes: ['vllm'] }),
+      );
     }
     for (const field of [...fields, 'zz_unknown']) {
       for (const [name, value] of BAD_VALUES) {
         const label = `${path} ${field}=${name}`;
-        await f.check(label, async () => assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body: withField(good, field, value) }), { status: ANY_ANSWER, shapes: ['vllm'] }));
+        await f.check(label, async () =>
+          assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body: withField(good, field, value) }), {
+            status: ANY_ANSWER,
+            shapes: ['vllm'],
+          }),
+        );
       }
       const label = `${path} ${field} invalid UTF-8`;
-      await f.check(label, async () => assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body: invalidUtf8Json(good, field) }), { status: ANY_ANSWER, shapes: ['vllm'] }));
+      await f.check(label, async () =>
+        assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body: invalidUtf8Json(good, field) }), {
+          status: ANY_ANSWER,
+          shapes: ['vllm'],
+        }),
+      );
     }
   }
   // Nested values the sim walks (tool schemas generate arguments; the chat template renders them).
@@ -63,9 +107,41 @@ test('bad bodies and fields on every route: 4xx in the vLLM shape', async () => 
     ['10k-deep tool parameters', '/v1/chat/completions', deepSchema],
     ['10k-deep tool parameters (tokenize)', '/tokenize', deepSchema],
     ['100-deep tool schema (generates arguments)', '/v1/chat/completions', schema300],
-    ['tool with recursive-looking $ref', '/v1/chat/completions', JSON.stringify({ ...CHAT, tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { $ref: '#', type: 'object', properties: { a: { $ref: '#' } } } } }] })],
-    ['tool schema with huge bounds', '/v1/chat/completions', JSON.stringify({ ...CHAT, tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'array', minItems: 1e9, items: { type: 'string', minLength: 1e9 } } } } } }] })],
-    ['tool schema with odd types', '/v1/chat/completions', JSON.stringify({ ...CHAT, tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: ['object', 7], properties: [1, 2], enum: 'x', anyOf: {}, allOf: null } } }] })],
+    [
+      'tool with recursive-looking $ref',
+      '/v1/chat/completions',
+      JSON.stringify({
+        ...CHAT,
+        tool_choice: 'required',
+        tools: [{ type: 'function', function: { name: 'f', parameters: { $ref: '#', type: 'object', properties: { a: { $ref: '#' } } } } }],
+      }),
+    ],
+    [
+      'tool schema with huge bounds',
+      '/v1/chat/completions',
+      JSON.stringify({
+        ...CHAT,
+        tool_choice: 'required',
+        tools: [
+          {
+            type: 'function',
+            function: {
+              name: 'f',
+              parameters: { type: 'object', properties: { a: { type: 'array', minItems: 1e9, items: { type: 'string', minLength: 1e9 } } } },
+            },
+          },
+        ],
+      }),
+    ],
+    [
+      'tool schema with odd types',
+      '/v1/chat/completions',
+      JSON.stringify({
+        ...CHAT,
+        tool_choice: 'required',
+        tools: [{ type: 'function', function: { name: 'f', parameters: { type: ['object', 7], properties: [1, 2], enum: 'x', anyOf: {}, allOf: null } } }],
+      }),
+    ],
     ['huge max_tokens', '/v1/chat/completions', JSON.stringify({ ...CHAT, max_tokens: 2 ** 31 })],
     ['huge min_tokens', '/v1/chat/completions', JSON.stringify({ ...CHAT, max_tokens: null, min_tokens: 1e9, ignore_eos: true })],
     ['huge seed', '/v1/chat/completions', JSON.stringify({ ...CHAT, seed: Number.MAX_SAFE_INTEGER })],
@@ -89,10 +165,14 @@ test('generated bodies (seeded)', async () => {
     let body = JSON.stringify(good);
     const op = Math.floor(rand() * 3);
     if (op === 0) body = body.slice(0, Math.floor(rand() * body.length));
-    else if (op === 1) { const at = Math.floor(rand() * body.length); body = body.slice(0, at) + pick(['"', '{', ']', ',', '\\', '\u0000']) + body.slice(at); }
-    else body = withField(good, pick(fields), pick(BAD_VALUES)[1]);
+    else if (op === 1) {
+      const at = Math.floor(rand() * body.length);
+      body = body.slice(0, at) + pick(['"', '{', ']', ',', '\\', '\u0000']) + body.slice(at);
+    } else body = withField(good, pick(fields), pick(BAD_VALUES)[1]);
     const label = `generated #${i} ${path} ${body.slice(0, 80)}`;
-    await f.check(label, async () => assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body }), { status: ANY_ANSWER, shapes: ['vllm'] }));
+    await f.check(label, async () =>
+      assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body }), { status: ANY_ANSWER, shapes: ['vllm'] }),
+    );
   }
   f.assertNone();
   await assertServing();
@@ -103,12 +183,28 @@ test('methods, paths and framing', async () => {
   for (const path of ['/v1/chat/completions', '/tokenize', '/v1/models', '/health', '/version']) {
     for (const m of ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
       const label = `${m} ${path}`;
-      await f.check(label, async () => assertRefused(label, await request(fast.port, m, path, { headers: json, body: m === 'GET' ? undefined : JSON.stringify(CHAT) }), { status: [200, 400, 405], shapes: ['vllm'] }));
+      await f.check(label, async () =>
+        assertRefused(label, await request(fast.port, m, path, { headers: json, body: m === 'GET' ? undefined : JSON.stringify(CHAT) }), {
+          status: [200, 400, 405],
+          shapes: ['vllm'],
+        }),
+      );
     }
   }
-  for (const path of ['/v1/../v1/models', '/v1/models/', '/v1/chat/completions/', '/%00', '/v1/chat%2Fcompletions', '/' + 'x'.repeat(3000), '/v1/embeddings', '/v1/completions']) {
+  for (const path of [
+    '/v1/../v1/models',
+    '/v1/models/',
+    '/v1/chat/completions/',
+    '/%00',
+    '/v1/chat%2Fcompletions',
+    '/' + 'x'.repeat(3000),
+    '/v1/embeddings',
+    '/v1/completions',
+  ]) {
     const label = `POST ${path.slice(0, 50)}`;
-    await f.check(label, async () => assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body: '{}' }), { status: [404, 405], shapes: ['vllm'] }));
+    await f.check(label, async () =>
+      assertRefused(label, await request(fast.port, 'POST', path, { headers: json, body: '{}' }), { status: [404, 405], shapes: ['vllm'] }),
+    );
   }
   const big = JSON.stringify({ ...CHAT, pad: 'x'.repeat(300 * 1024) });
   const good = JSON.stringify(CHAT);

@@ -61,10 +61,11 @@ async function setup(t: import('node:test').TestContext, limits: Limits, sim: Si
     count: `${gateway.url}/v1/messages/count_tokens`,
     bearer: { authorization: `Bearer ${key}` },
     xApiKey: { 'x-api-key': key, 'msgproto-version': '2023-06-01' },
-    settledUsage: async () => (await waitFor(async () => {
-      const u = await gate.readUsage(ACCOUNT);
-      return u.tokens_reserved === 0 ? u : undefined;
-    }))!,
+    settledUsage: async () =>
+      (await waitFor(async () => {
+        const u = await gate.readUsage(ACCOUNT);
+        return u.tokens_reserved === 0 ? u : undefined;
+      }))!,
   };
 }
 

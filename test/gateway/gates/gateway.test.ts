@@ -114,10 +114,9 @@ test('a stream the client cuts short gives back what it did not use', async (t) 
     await gate.close();
   });
   const controller = new AbortController();
-  const stream = await f.client.chat.completions.create(
-    { model: 'm', messages: HELLO, max_tokens: 4000, stream: true, ignore_eos: true } as never,
-    { signal: controller.signal },
-  );
+  const stream = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 4000, stream: true, ignore_eos: true } as never, {
+    signal: controller.signal,
+  });
   let chunks = 0;
   try {
     for await (const _ of stream as unknown as AsyncIterable<unknown>) if (++chunks === 3) controller.abort();
@@ -132,6 +131,8 @@ test('a stream the client cuts short gives back what it did not use', async (t) 
   });
   assert.ok(u!.tokens_used < 1000, `charged ${u!.tokens_used} of a 4000+ token reservation`);
   // The bucket got the rest back: a request of 9000 tokens fits at once (no time has passed).
-  const next = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 8000 }), { authorization: `Bearer ${f.key}` });
+  const next = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 8000 }), {
+    authorization: `Bearer ${f.key}`,
+  });
   assert.equal(next.status, 200, next.text);
 });

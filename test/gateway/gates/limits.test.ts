@@ -18,7 +18,10 @@ test('overrides replace single fields; null or nothing goes back to the defaults
   assert.deepEqual(l.get(1), { ...DEFAULTS, tpm: 10 });
   l.set(1, {});
   assert.deepEqual(l.get(1), DEFAULTS);
-  l.load([[3, { dailyTokens: 7 }], [4, null]]);
+  l.load([
+    [3, { dailyTokens: 7 }],
+    [4, null],
+  ]);
   assert.deepEqual(l.get(3), { ...DEFAULTS, dailyTokens: 7 });
   assert.deepEqual(l.get(4), DEFAULTS);
 });
@@ -37,7 +40,11 @@ test('account.changed events carry limits, or trigger the lookup', async () => {
   const l = new AccountLimits(DEFAULTS);
   const errors: number[] = [];
   const stored = new Map<number, { rpm?: number }>([[8, { rpm: 8 }]]);
-  const unfollow = l.follow(bus, (id) => stored.get(id), (_err, id) => errors.push(id));
+  const unfollow = l.follow(
+    bus,
+    (id) => stored.get(id),
+    (_err, id) => errors.push(id),
+  );
 
   await bus.publish({ type: 'account.changed', accountId: 7, limits: { tpm: 70 } });
   assert.equal(l.get(7).tpm, 70);

@@ -28,7 +28,12 @@ test('keys carry the account hash tag and expire', async (t) => {
   const dayTtl = await g.redis!.ttl(`${g.prefix}{acct:42}:d:${day}`);
   assert.ok(dayTtl > 7 * 86400 && dayTtl <= 8 * 86400, `day TTL ${dayTtl}`);
   assert.deepEqual(await g.redis!.hgetall(`${g.prefix}{acct:42}:d:${day}`), {
-    reserved: '0', requests: '1', tokens: '30', 'n:sim-chat': '1', 'i:sim-chat': '10', 'o:sim-chat': '20',
+    reserved: '0',
+    requests: '1',
+    tokens: '30',
+    'n:sim-chat': '1',
+    'i:sim-chat': '10',
+    'o:sim-chat': '20',
   });
 });
 

@@ -13,7 +13,14 @@ const vllm = (contentJson: string, p = 21, c = 2) =>
 /** What the translator reads of a chunk. */
 function read(c: ChatChunk) {
   const choice = c.choices?.[0];
-  return { error: c.error, object: c.object, usage: c.usage && { p: c.usage.prompt_tokens, c: c.usage.completion_tokens, d: c.usage.prompt_tokens_details }, delta: choice?.delta, finish: choice?.finish_reason, n: c.choices?.length };
+  return {
+    error: c.error,
+    object: c.object,
+    usage: c.usage && { p: c.usage.prompt_tokens, c: c.usage.completion_tokens, d: c.usage.prompt_tokens_details },
+    delta: choice?.delta,
+    finish: choice?.finish_reason,
+    n: c.choices?.length,
+  };
 }
 
 test('text-token chunks read the same as JSON.parse, escapes and unicode included', () => {
@@ -38,7 +45,13 @@ test('other shapes go through JSON.parse and read the same', () => {
 });
 
 test('malformed chunks throw like JSON.parse', () => {
-  const bad = [vllm('"bad \\x escape"'), vllm('"raw \n newline"'), vllm('"a"', 1, 1).replace('"completion_tokens":1', '"completion_tokens":01'), vllm('"a"').slice(0, -1), vllm('"a"') + 'x'];
+  const bad = [
+    vllm('"bad \\x escape"'),
+    vllm('"raw \n newline"'),
+    vllm('"a"', 1, 1).replace('"completion_tokens":1', '"completion_tokens":01'),
+    vllm('"a"').slice(0, -1),
+    vllm('"a"') + 'x',
+  ];
   for (const data of bad) {
     assert.throws(() => JSON.parse(data), data);
     assert.throws(() => parseChunk(data), data);
@@ -49,7 +62,9 @@ test('a serialized stream translates exactly like the parsed one', () => {
   const signer = new ThinkingSigner('s');
   const chunks = [
     '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":21,"total_tokens":21,"completion_tokens":0}}',
-    vllm('"Hello"', 21, 1), vllm('" wor\\u006cd \\"q\\""', 21, 2), vllm('"\\n"', 21, 3),
+    vllm('"Hello"', 21, 1),
+    vllm('" wor\\u006cd \\"q\\""', 21, 2),
+    vllm('"\\n"', 21, 3),
     '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"!"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"total_tokens":25,"completion_tokens":4}}',
   ];
   const viaText = new StreamTranslator({ model: 'm', signer });

@@ -41,7 +41,10 @@ before(async () => {
   });
   await new Promise<void>((r) => noTokenize.listen(0, '127.0.0.1', r));
   const plainUrl = `http://127.0.0.1:${(noTokenize.address() as AddressInfo).port}`;
-  gate = createGate({ modelRpm: 1000, modelTpm: 10_000_000, modelDailyTokens: 100_000_000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'msgtest:' }, { logger });
+  gate = createGate(
+    { modelRpm: 1000, modelTpm: 10_000_000, modelDailyTokens: 100_000_000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'msgtest:' },
+    { logger },
+  );
   (gate as unknown as { limits: { set(id: number, o: unknown): void } }).limits.set(2, { rpm: 1 });
   gw = await createGateway({
     port: 0,
@@ -52,7 +55,10 @@ before(async () => {
       modelEntrySchema.parse({ name: 'sim-reasoner', upstreams: [reasonSim.url], reasoning: true, efforts: ['high'] }),
       modelEntrySchema.parse({ name: 'no-tokenize', upstreams: [plainUrl] }),
     ],
-    keySource: memoryKeySource([{ keyHash: hashKey(KEY), accountId: 1 }, { keyHash: hashKey(LIMITED_KEY), accountId: 2 }]),
+    keySource: memoryKeySource([
+      { keyHash: hashKey(KEY), accountId: 1 },
+      { keyHash: hashKey(LIMITED_KEY), accountId: 2 },
+    ]),
     limits: { maxBodyBytes: 256 * 1024 },
     routes: [messagesRoutes({ thinkingSecret: 'test-secret', pingIntervalMs: 100 })],
   });
@@ -103,7 +109,10 @@ test('create: a text answer with the catalog name, end_turn and all four usage i
 
 test('stream() with finalMessage(): events assemble into the same kind of message; real input_tokens up front', async () => {
   const stream = client.messages.stream({
-    model: 'sim-chat', max_tokens: 200, system: 'Be brief.', stop_sequences: ['\n\nHuman:'],
+    model: 'sim-chat',
+    max_tokens: 200,
+    system: 'Be brief.',
+    stop_sequences: ['\n\nHuman:'],
     messages: [{ role: 'user', content: 'Tell me something' }],
   });
   const types: string[] = [];
@@ -127,7 +136,10 @@ test('stream() with finalMessage(): events assemble into the same kind of messag
 });
 
 test('the /v1/messages path without /api, with x-api-key or Bearer, any version header', async () => {
-  const variants: Record<string, string>[] = [{ 'x-api-key': KEY, 'msgproto-version': '2023-06-01' }, { authorization: `Bearer ${KEY}`, 'anthropic-version': '1999-01-01' }];
+  const variants: Record<string, string>[] = [
+    { 'x-api-key': KEY, 'msgproto-version': '2023-06-01' },
+    { authorization: `Bearer ${KEY}`, 'anthropic-version': '1999-01-01' },
+  ];
   for (const headers of variants) {
     const r = await fetch(`${gw.url}/v1/messages`, {
       method: 'POST',
@@ -141,7 +153,9 @@ test('the /v1/messages path without /api, with x-api-key or Bearer, any version 
 
 test('forced tool use, non-stream and stream: tool_use with the input parsed', async () => {
   const params = {
-    model: 'sim-chat', max_tokens: 200, tools: [WEATHER_TOOL],
+    model: 'sim-chat',
+    max_tokens: 200,
+    tools: [WEATHER_TOOL],
     tool_choice: { type: 'tool' as const, name: 'get_weather' },
     messages: [{ role: 'user' as const, content: 'Weather in Paris?' }],
   };
@@ -163,7 +177,9 @@ test('forced tool use, non-stream and stream: tool_use with the input parsed', a
 
 test('tool_result round trip with two parallel results: consecutive tool messages, in order', async () => {
   const msg = await client.messages.create({
-    model: 'sim-chat', max_tokens: 100, tools: [WEATHER_TOOL],
+    model: 'sim-chat',
+    max_tokens: 100,
+    tools: [WEATHER_TOOL],
     messages: [
       { role: 'user', content: 'Weather in Paris and Rome?' },
       {
@@ -191,7 +207,12 @@ test('tool_result round trip with two parallel results: consecutive tool message
 });
 
 test('reasoning model with effort low: a signed thinking block that round-trips; a forged one is refused', async () => {
-  const params = { model: 'sim-reasoner', max_tokens: 400, output_config: { effort: 'low' as const }, messages: [{ role: 'user' as const, content: 'Think about it' }] };
+  const params = {
+    model: 'sim-reasoner',
+    max_tokens: 400,
+    output_config: { effort: 'low' as const },
+    messages: [{ role: 'user' as const, content: 'Think about it' }],
+  };
   const msg = await client.messages.create(params);
   assert.equal(reasonSim.stats.lastBody?.reasoning_effort, 'low');
   const thinking = msg.content[0] as Anthropic.ThinkingBlock;
@@ -205,14 +226,15 @@ test('reasoning model with effort low: a signed thinking block that round-trips;
   assert.equal(sThinking.type, 'thinking');
   assert.ok(sThinking.signature.length > 0);
 
-  const history = (block: Anthropic.ThinkingBlock) => client.messages.create({
-    ...params,
-    messages: [
-      { role: 'user', content: 'Think about it' },
-      { role: 'assistant', content: [block, { type: 'text', text: 'Done.' }] },
-      { role: 'user', content: 'And again?' },
-    ],
-  });
+  const history = (block: Anthropic.ThinkingBlock) =>
+    client.messages.create({
+      ...params,
+      messages: [
+        { role: 'user', content: 'Think about it' },
+        { role: 'assistant', content: [block, { type: 'text', text: 'Done.' }] },
+        { role: 'user', content: 'And again?' },
+      ],
+    });
   const again = await history(sThinking);
   assert.equal(again.type, 'message');
   const sent = reasonSim.stats.lastBody?.messages as { role: string; content: unknown }[];
@@ -222,7 +244,12 @@ test('reasoning model with effort low: a signed thinking block that round-trips;
 });
 
 test('thinking disabled: the backend is told, and no thinking block comes back', async () => {
-  const msg = await client.messages.create({ model: 'sim-reasoner', max_tokens: 200, thinking: { type: 'disabled' }, messages: [{ role: 'user', content: 'Quick' }] });
+  const msg = await client.messages.create({
+    model: 'sim-reasoner',
+    max_tokens: 200,
+    thinking: { type: 'disabled' },
+    messages: [{ role: 'user', content: 'Quick' }],
+  });
   assert.deepEqual(reasonSim.stats.lastBody?.chat_template_kwargs, { enable_thinking: false });
   assert.ok(msg.content.every((b) => b.type !== 'thinking'));
 });
@@ -239,7 +266,9 @@ test('max_tokens stop, stream and non-stream', async () => {
 
 test('count_tokens equals usage.input_tokens of the same request (system and tools included)', async () => {
   const params = {
-    model: 'sim-chat', system: [{ type: 'text' as const, text: 'You are terse.' }], tools: [WEATHER_TOOL],
+    model: 'sim-chat',
+    system: [{ type: 'text' as const, text: 'You are terse.' }],
+    tools: [WEATHER_TOOL],
     messages: [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'How warm is Lisbon today?' }] }],
   };
   const counted = await client.messages.countTokens(params).withResponse();
@@ -263,7 +292,10 @@ test('validation errors: 400 invalid_request_error with a clear message', async 
     [{ ...base, messages: undefined }, /^messages: /],
     [{ ...base, thinking: { type: 'enabled', budget_tokens: 2048 } }, /^thinking\.budget_tokens: not supported/],
     [{ ...base, model: 'sim-reasoner', output_config: { effort: 'turbo' } }, /"turbo" is not supported by model sim-reasoner/],
-    [{ ...base, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'x' } }] }] }, /unsupported content block type "document"/],
+    [
+      { ...base, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'x' } }] }] },
+      /unsupported content block type "document"/,
+    ],
     [{ ...base, tool_choice: { type: 'tool', name: 'get_weather' } }, /tool_choice: requires tools/],
     [{ ...base, top_p: 2 }, /^top_p: /],
   ];
@@ -288,7 +320,11 @@ test('raw bad inputs: not JSON, not an object, too large, wrong method', async (
   await expect(await post('{"model":'), 400, 'invalid_request_error');
   await expect(await post('[1,2]'), 400, 'invalid_request_error');
   await expect(await post('{"model":"sim-chat"}', '/v1/messages/count_tokens'), 400, 'invalid_request_error');
-  await expect(await post(JSON.stringify({ model: 'sim-chat', max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(300 * 1024) }] })), 413, 'request_too_large');
+  await expect(
+    await post(JSON.stringify({ model: 'sim-chat', max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(300 * 1024) }] })),
+    413,
+    'request_too_large',
+  );
   await expect(await fetch(`${gw.url}/api/v1/messages`, { headers: { 'x-api-key': KEY } }), 405, 'invalid_request_error');
 });
 

@@ -26,13 +26,16 @@ function run(chunks: (ChatChunk | string)[], opts: { thinking?: boolean; inputTo
 /** Splits SSE text into events, checking the framing of each: `event: X\ndata: {...type: X}\n\n`. */
 function events(text: string): Record<string, unknown>[] {
   assert.ok(text.endsWith('\n\n'), 'stream text ends with a blank line');
-  return text.slice(0, -2).split('\n\n').map((block) => {
-    const m = /^event: ([a-z_]+)\ndata: (.*)$/s.exec(block);
-    assert.ok(m, `event framing: ${JSON.stringify(block)}`);
-    const data = JSON.parse(m[2]!) as Record<string, unknown>;
-    assert.equal(data.type, m[1], 'event name equals data.type');
-    return data;
-  });
+  return text
+    .slice(0, -2)
+    .split('\n\n')
+    .map((block) => {
+      const m = /^event: ([a-z_]+)\ndata: (.*)$/s.exec(block);
+      assert.ok(m, `event framing: ${JSON.stringify(block)}`);
+      const data = JSON.parse(m[2]!) as Record<string, unknown>;
+      assert.equal(data.type, m[1], 'event name equals data.type');
+      return data;
+    });
 }
 
 const ID = /^msg_[A-Za-z0-9_-]+$/;
@@ -40,8 +43,13 @@ function start(input: number, output = 0) {
   return {
     type: 'message_start',
     message: {
-      id: 'msg_X', type: 'message', role: 'assistant', model: 'sim-chat', content: [],
-      stop_reason: null, stop_sequence: null,
+      id: 'msg_X',
+      type: 'message',
+      role: 'assistant',
+      model: 'sim-chat',
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
       usage: { input_tokens: input, output_tokens: output, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
     },
   };
@@ -137,11 +145,7 @@ test('reasoning, then text, then a tool call: signature_delta closes the thinkin
 });
 
 test('thinking disabled: reasoning deltas are dropped', () => {
-  const out = run([
-    chunk({ reasoning: 'hmm' }, usage(5, 1)),
-    chunk({ content: 'Hi' }, usage(5, 2), 'stop'),
-    '[DONE]',
-  ], { thinking: false });
+  const out = run([chunk({ reasoning: 'hmm' }, usage(5, 1)), chunk({ content: 'Hi' }, usage(5, 2), 'stop'), '[DONE]'], { thinking: false });
   assert.deepEqual(normalize(events(out)), [
     start(5, 1),
     blockStart(0, { type: 'text', text: '' }),
@@ -177,12 +181,7 @@ test('two parallel tool calls: two tool_use blocks in order, contiguous indices'
 });
 
 test('finish_reason length: stop_reason max_tokens', () => {
-  const out = run([
-    chunk({ content: 'a' }, usage(7, 1)),
-    chunk({ content: 'b' }, usage(7, 2), 'length'),
-    { choices: [], usage: usage(7, 2) },
-    '[DONE]',
-  ]);
+  const out = run([chunk({ content: 'a' }, usage(7, 1)), chunk({ content: 'b' }, usage(7, 2), 'length'), { choices: [], usage: usage(7, 2) }, '[DONE]']);
   assert.deepEqual(normalize(events(out)), [
     start(7, 1),
     blockStart(0, { type: 'text', text: '' }),
@@ -195,7 +194,11 @@ test('finish_reason length: stop_reason max_tokens', () => {
 });
 
 test('other finish reasons: content_filter is refusal, unknown is end_turn', () => {
-  for (const [finish, expected] of [['content_filter', 'refusal'], ['abort', 'end_turn'], ['stop', 'end_turn']] as const) {
+  for (const [finish, expected] of [
+    ['content_filter', 'refusal'],
+    ['abort', 'end_turn'],
+    ['stop', 'end_turn'],
+  ] as const) {
     const evs = events(run([chunk({ content: 'x' }, usage(1, 1), finish), '[DONE]']));
     assert.equal((evs.at(-2) as { delta: { stop_reason: string } }).delta.stop_reason, expected);
   }

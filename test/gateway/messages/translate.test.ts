@@ -22,13 +22,16 @@ function translate(body: Record<string, unknown>, model = chat) {
   return toChatRequest(parsed.data, model, signer);
 }
 function rejects(body: Record<string, unknown>, pattern: RegExp, model = chat): void {
-  assert.throws(() => translate(body, model), (err: unknown) => {
-    assert.ok(err instanceof MessagesError, String(err));
-    assert.equal(err.status, 400);
-    assert.equal(err.type, 'invalid_request_error');
-    assert.match(err.message, pattern);
-    return true;
-  });
+  assert.throws(
+    () => translate(body, model),
+    (err: unknown) => {
+      assert.ok(err instanceof MessagesError, String(err));
+      assert.equal(err.status, 400);
+      assert.equal(err.type, 'invalid_request_error');
+      assert.match(err.message, pattern);
+      return true;
+    },
+  );
 }
 
 test('minimal request: served model name, max_tokens, string content', () => {
@@ -64,7 +67,14 @@ test('temperature within 0..1; top_p and top_k passed on', () => {
 
 test('system as a string or text blocks; stop_sequences accepted and not forwarded', () => {
   assert.deepEqual(translate({ ...base, system: 'Be brief.' }).chat.messages[0], { role: 'system', content: 'Be brief.' });
-  const t = translate({ ...base, system: [{ type: 'text', text: 'A', cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'B' }], stop_sequences: ['END'] });
+  const t = translate({
+    ...base,
+    system: [
+      { type: 'text', text: 'A', cache_control: { type: 'ephemeral' } },
+      { type: 'text', text: 'B' },
+    ],
+    stop_sequences: ['END'],
+  });
   assert.deepEqual(t.chat.messages[0], { role: 'system', content: 'A\nB' });
   assert.equal('stop' in t.chat, false);
   rejects({ ...base, system: [{ type: 'image', source: { type: 'url', url: 'http://x' } }] }, /^system\.0\.type: /);
@@ -74,31 +84,47 @@ test('system as a string or text blocks; stop_sequences accepted and not forward
 test('content blocks: text, images (base64 and url)', () => {
   const t = translate({
     ...base,
-    messages: [{
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is this?' },
+          { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0K' } },
+          { type: 'image', source: { type: 'url', url: 'https://example.com/a.jpg' } },
+        ],
+      },
+    ],
+  });
+  assert.deepEqual(t.chat.messages, [
+    {
       role: 'user',
       content: [
         { type: 'text', text: 'What is this?' },
-        { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0K' } },
-        { type: 'image', source: { type: 'url', url: 'https://example.com/a.jpg' } },
+        { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0K' } },
+        { type: 'image_url', image_url: { url: 'https://example.com/a.jpg' } },
       ],
-    }],
-  });
-  assert.deepEqual(t.chat.messages, [{
-    role: 'user',
-    content: [
-      { type: 'text', text: 'What is this?' },
-      { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0K' } },
-      { type: 'image_url', image_url: { url: 'https://example.com/a.jpg' } },
-    ],
-  }]);
+    },
+  ]);
   rejects({ ...base, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'file', file_id: 'f' } }] }] }, /unsupported .*"file"/);
 });
 
 test('an unsupported block type is a 400 that names it', () => {
-  rejects({ ...base, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, /^messages\.0\.content\.0: unsupported content block type "document"$/);
-  rejects({ ...base, messages: [{ role: 'assistant', content: [{ type: 'redacted_thinking', data: 'x' }] }] }, /unsupported content block type "redacted_thinking"/);
-  rejects({ ...base, messages: [{ role: 'user', content: [{ type: 'tool_use', id: 'a', name: 'f', input: {} }] }] }, /tool_use blocks are not allowed in user messages/);
-  rejects({ ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_result', tool_use_id: 'a' }] }] }, /tool_result blocks are not allowed in assistant messages/);
+  rejects(
+    { ...base, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] },
+    /^messages\.0\.content\.0: unsupported content block type "document"$/,
+  );
+  rejects(
+    { ...base, messages: [{ role: 'assistant', content: [{ type: 'redacted_thinking', data: 'x' }] }] },
+    /unsupported content block type "redacted_thinking"/,
+  );
+  rejects(
+    { ...base, messages: [{ role: 'user', content: [{ type: 'tool_use', id: 'a', name: 'f', input: {} }] }] },
+    /tool_use blocks are not allowed in user messages/,
+  );
+  rejects(
+    { ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_result', tool_use_id: 'a' }] }] },
+    /tool_result blocks are not allowed in assistant messages/,
+  );
 });
 
 test('tool_use in assistant turns -> tool_calls; tool_results -> consecutive tool messages in order', () => {
@@ -119,7 +145,15 @@ test('tool_use in assistant turns -> tool_calls; tool_results -> consecutive too
         role: 'user',
         content: [
           { type: 'tool_result', tool_use_id: 'call_1', content: '18C' },
-          { type: 'tool_result', tool_use_id: 'call_2', content: [{ type: 'text', text: 'no' }, { type: 'text', text: 'data' }], is_error: true },
+          {
+            type: 'tool_result',
+            tool_use_id: 'call_2',
+            content: [
+              { type: 'text', text: 'no' },
+              { type: 'text', text: 'data' },
+            ],
+            is_error: true,
+          },
           { type: 'text', text: 'Summarize.' },
         ],
       },
@@ -139,13 +173,19 @@ test('tool_use in assistant turns -> tool_calls; tool_results -> consecutive too
     { role: 'tool', tool_call_id: 'call_2', content: 'Error: no\ndata' },
     { role: 'user', content: 'Summarize.' },
   ]);
-  assert.deepEqual(t.chat.tools, [{
-    type: 'function',
-    function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
-  }]);
+  assert.deepEqual(t.chat.tools, [
+    {
+      type: 'function',
+      function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+    },
+  ]);
   // An assistant turn of tool calls only has null content.
   const only = translate({ ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 'c', name: 'f', input: {} }] }] });
-  assert.deepEqual(only.chat.messages[0], { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] });
+  assert.deepEqual(only.chat.messages[0], {
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }],
+  });
   rejects({ ...base, messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 'c', name: 'f', input: 'x' }] }] }, /^messages\.0\.content\.0\.input: /);
 });
 
@@ -190,7 +230,11 @@ test('output_config.effort: ignored without reasoning; on a reasoning model sent
     assert.equal(translate({ ...base, output_config: { effort } }, chat).chat.reasoning_effort, undefined, effort);
   }
   // An unknown tier on a reasoning model is refused, naming the accepted tiers.
-  rejects({ ...base, output_config: { effort: 'turbo' } }, /output_config\.effort: "turbo" is not supported by model sim-reasoner \(accepted: low, medium, high\)/, reasoner);
+  rejects(
+    { ...base, output_config: { effort: 'turbo' } },
+    /output_config\.effort: "turbo" is not supported by model sim-reasoner \(accepted: low, medium, high\)/,
+    reasoner,
+  );
 });
 
 test('metadata.user_id: sticky key and user', () => {
@@ -209,7 +253,13 @@ test('thinking blocks in history: signature checked, block dropped', () => {
     ...base,
     messages: [
       { role: 'user', content: 'Hi' },
-      { role: 'assistant', content: [{ type: 'thinking', thinking: thought, signature }, { type: 'text', text: 'Hello!' }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'thinking', thinking: thought, signature },
+          { type: 'text', text: 'Hello!' },
+        ],
+      },
       { role: 'user', content: 'Again' },
     ],
   });
@@ -221,32 +271,52 @@ test('thinking blocks in history: signature checked, block dropped', () => {
 });
 
 test('non-stream response: blocks in order, stop reasons, usage', () => {
-  const r = toMessagesResponse({
-    choices: [{
-      message: {
-        content: 'Answer',
-        reasoning_content: 'Thinking...',
-        tool_calls: [{ id: 'call_1', function: { name: 'f', arguments: '{"a":1}' } }, { id: 'call_2', function: { name: 'g', arguments: 'not json' } }],
-      },
-      finish_reason: 'tool_calls',
-    }],
-    usage: { prompt_tokens: 20, completion_tokens: 9, prompt_tokens_details: { cached_tokens: 4 } },
-  }, 'sim-reasoner', signer);
+  const r = toMessagesResponse(
+    {
+      choices: [
+        {
+          message: {
+            content: 'Answer',
+            reasoning_content: 'Thinking...',
+            tool_calls: [
+              { id: 'call_1', function: { name: 'f', arguments: '{"a":1}' } },
+              { id: 'call_2', function: { name: 'g', arguments: 'not json' } },
+            ],
+          },
+          finish_reason: 'tool_calls',
+        },
+      ],
+      usage: { prompt_tokens: 20, completion_tokens: 9, prompt_tokens_details: { cached_tokens: 4 } },
+    },
+    'sim-reasoner',
+    signer,
+  );
   assert.match(r.id, /^msg_/);
-  assert.deepEqual({ ...r, id: 'msg_X' }, {
-    id: 'msg_X', type: 'message', role: 'assistant', model: 'sim-reasoner',
-    content: [
-      { type: 'thinking', thinking: 'Thinking...', signature: signer.sign('Thinking...') },
-      { type: 'text', text: 'Answer' },
-      { type: 'tool_use', id: 'call_1', name: 'f', input: { a: 1 } },
-      { type: 'tool_use', id: 'call_2', name: 'g', input: {} },
-    ],
-    stop_reason: 'tool_use', stop_sequence: null,
-    usage: { input_tokens: 16, output_tokens: 9, cache_creation_input_tokens: 0, cache_read_input_tokens: 4 },
-  });
+  assert.deepEqual(
+    { ...r, id: 'msg_X' },
+    {
+      id: 'msg_X',
+      type: 'message',
+      role: 'assistant',
+      model: 'sim-reasoner',
+      content: [
+        { type: 'thinking', thinking: 'Thinking...', signature: signer.sign('Thinking...') },
+        { type: 'text', text: 'Answer' },
+        { type: 'tool_use', id: 'call_1', name: 'f', input: { a: 1 } },
+        { type: 'tool_use', id: 'call_2', name: 'g', input: {} },
+      ],
+      stop_reason: 'tool_use',
+      stop_sequence: null,
+      usage: { input_tokens: 16, output_tokens: 9, cache_creation_input_tokens: 0, cache_read_input_tokens: 4 },
+    },
+  );
   const reasons = ['stop', 'length', 'tool_calls', 'content_filter', 'weird', null].map((f) =>
-    toMessagesResponse({ choices: [{ message: { content: 'x', reasoning: 'r' }, finish_reason: f }] }, 'm', signer, false));
-  assert.deepEqual(reasons.map((x) => x.stop_reason), ['end_turn', 'max_tokens', 'tool_use', 'refusal', 'end_turn', 'end_turn']);
+    toMessagesResponse({ choices: [{ message: { content: 'x', reasoning: 'r' }, finish_reason: f }] }, 'm', signer, false),
+  );
+  assert.deepEqual(
+    reasons.map((x) => x.stop_reason),
+    ['end_turn', 'max_tokens', 'tool_use', 'refusal', 'end_turn', 'end_turn'],
+  );
   assert.deepEqual(reasons[0]!.content, [{ type: 'text', text: 'x' }], 'thinking disabled drops reasoning');
   assert.deepEqual(reasons[0]!.usage, { input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
 });
