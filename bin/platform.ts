@@ -215,6 +215,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
           catalog,
           instanceRoutes: () => instances!.service.allRoutes(),
           tunnel: { secret, proxyUrl },
+          access: config,
         }),
       ],
       internalToken: token,

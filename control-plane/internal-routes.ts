@@ -4,7 +4,9 @@
 // lives under /api/internal/ and answers 401 to everyone else.
 import type { ModelEntry } from '../lib/config.js';
 import { SNAPSHOT_PATH, type GatewaySnapshot, type InstanceRouteWire } from '../lib/gateway-snapshot.js';
+import type { ModelAccessSettings } from './model-access.js';
 import { route, type Route } from './router.js';
+import { storeKeySource, storeLimitOverrides } from './sources.js';
 import type { Store } from './store.js';
 
 export interface InternalSources {
@@ -14,14 +16,24 @@ export interface InternalSources {
   /** Every live instance's route. */
   instanceRoutes(): InstanceRouteWire[];
   tunnel: GatewaySnapshot['tunnel'];
+  /** The unverified accounts' model access and cap, applied as the embedded gateway applies them. */
+  access?: ModelAccessSettings;
 }
 
-export function gatewaySnapshot(src: InternalSources): GatewaySnapshot {
+export async function gatewaySnapshot(src: InternalSources): Promise<GatewaySnapshot> {
   const { store } = src;
+  // The same sources as the embedded gateway's (control-plane/sources.ts), so a replica applies
+  // the same effective limits and session access.
+  const keySource = storeKeySource(store, src.access);
   return {
     keys: store.keys.all().map((k) => ({ keyHash: k.keyHash, accountId: k.accountId })),
-    sessions: store.sessions.live(),
-    limits: store.limits.all().map((l) => ({ accountId: l.accountId, rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens })),
+    sessions: [...((await keySource.loadSessions?.()) ?? [])],
+    limits: storeLimitOverrides(store, src.access).map(([accountId, l]) => ({
+      accountId,
+      rpm: l.rpm ?? null,
+      tpm: l.tpm ?? null,
+      dailyTokens: l.dailyTokens ?? null,
+    })),
     models: src.catalog(),
     instances: src.instanceRoutes(),
     tunnel: src.tunnel,
@@ -29,5 +41,5 @@ export function gatewaySnapshot(src: InternalSources): GatewaySnapshot {
 }
 
 export function internalRoutes(src: InternalSources): Route[] {
-  return [route({ method: 'get', path: SNAPSHOT_PATH, access: 'internal', handle: () => ({ body: gatewaySnapshot(src) }) })];
+  return [route({ method: 'get', path: SNAPSHOT_PATH, access: 'internal', handle: async () => ({ body: await gatewaySnapshot(src) }) })];
 }

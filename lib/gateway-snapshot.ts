@@ -27,7 +27,8 @@ export type InstanceRouteWire = z.output<typeof instanceRouteSchema>;
 
 export const gatewaySnapshotSchema = z.object({
   keys: z.array(z.object({ keyHash: hash, accountId })),
-  sessions: z.array(z.object({ tokenHash: hash, csrfHash: hash, accountId, expiresAt: z.number() })),
+  /** `modelAccess` false: an account under review whose shared model access is off (control-plane/model-access.ts). */
+  sessions: z.array(z.object({ tokenHash: hash, csrfHash: hash, accountId, expiresAt: z.number(), modelAccess: z.boolean().optional() })),
   limits: z.array(z.object({ accountId, rpm: limit, tpm: limit, dailyTokens: limit })),
   models: z.array(modelEntrySchema),
   instances: z.array(instanceRouteSchema),

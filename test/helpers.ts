@@ -62,3 +62,25 @@ export async function dockerAvailable(t: TestContext): Promise<boolean> {
   t.skip(`no Docker engine at ${DOCKER_SOCKET}: ${why}`);
   return false;
 }
+
+/**
+ * The environment of a whole platform for a test: data under `dataDir`, every server on an
+ * ephemeral port, fast sims, in-memory gates, the default catalog, instances as host processes
+ * (the docker runtime has its own suites). `extra` adds or overrides settings.
+ */
+export function platformTestEnv(dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    RC_DATA_DIR: dataDir,
+    RC_API_PORT: '0',
+    RC_GATEWAY_PORT: '0',
+    RC_AGENT_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_PROXY_PORT: '0',
+    RC_TUNNEL_PORT: '0',
+    RC_SIM_FAST: '1',
+    REDIS_URL: '',
+    RC_CONFIG: '',
+    RC_AGENT_RUNTIME: 'process',
+    ...extra,
+  };
+}

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { waitFor } from '../helpers.js';
+import { waitFor, platformTestEnv } from '../helpers.js';
 
 const CLAUDE_CODE_VERSION = '2.1.330';
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
@@ -48,17 +48,8 @@ test('Claude Code, unmodified and with its defaults, on both models of the defau
   const home = join(dataDir, 'home');
   const env = {
     ...process.env,
-    RC_DATA_DIR: dataDir,
-    RC_API_PORT: '0',
-    RC_GATEWAY_PORT: '0',
-    RC_AGENT_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_PROXY_PORT: '0',
-    RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1',
+    ...platformTestEnv(dataDir),
     RC_LOG_LEVEL: 'warn',
-    REDIS_URL: '',
-    RC_CONFIG: '',
   };
   const platform = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

@@ -19,7 +19,7 @@ import { staticDir } from '../../control-plane/console/serve.js';
 import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { killAgentProcesses } from '../agent/harness.js';
-import { waitFor } from '../helpers.js';
+import { waitFor, platformTestEnv } from '../helpers.js';
 import { browserAvailable, launchBrowser } from './browser.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
@@ -55,17 +55,7 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   mkdirSync(OUTPUT_DIR, { recursive: true });
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-console-'));
   const env = {
-    RC_DATA_DIR: dataDir,
-    RC_API_PORT: '0',
-    RC_GATEWAY_PORT: '0',
-    RC_AGENT_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_PROXY_PORT: '0',
-    RC_TUNNEL_PORT: '0',
-    RC_AGENT_RUNTIME: 'process',
-    RC_SIM_FAST: '1',
-    REDIS_URL: '',
-    RC_CONFIG: '',
+    ...platformTestEnv(dataDir),
     RC_AGENT_GPU_DETECT: 'configured',
     RC_INSTANCE_LAUNCH_RATE: '1:100',
     RC_LOG_LEVEL: 'silent',

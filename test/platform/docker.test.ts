@@ -16,7 +16,7 @@ import { Client } from 'undici';
 import { startPlatform } from '../../bin/platform.js';
 import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
-import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
+import { DOCKER_SOCKET, dockerAvailable, waitFor, platformTestEnv } from '../helpers.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
@@ -38,16 +38,7 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
   if (!(await dockerAvailable(t))) return;
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-docker-'));
   const env = {
-    RC_DATA_DIR: dataDir,
-    RC_API_PORT: '0',
-    RC_GATEWAY_PORT: '0',
-    RC_AGENT_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_PROXY_PORT: '0',
-    RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1',
-    REDIS_URL: '',
-    RC_CONFIG: '',
+    ...platformTestEnv(dataDir),
     RC_AGENT_GPU_DETECT: 'configured',
     RC_AGENT_RUNTIME: 'auto',
     RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET,

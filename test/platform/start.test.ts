@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { issueTunnelToken, tunnelSecret } from '../../gateway/tunnel/identity.js';
-import { waitFor } from '../helpers.js';
+import { waitFor, platformTestEnv } from '../helpers.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
@@ -19,19 +19,9 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-'));
   const env = {
     ...process.env,
-    RC_DATA_DIR: dataDir,
-    RC_API_PORT: '0',
-    RC_GATEWAY_PORT: '0',
-    RC_AGENT_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_PROXY_PORT: '0',
-    RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1',
+    ...platformTestEnv(dataDir),
     RC_LOG_LEVEL: 'warn',
-    REDIS_URL: '',
-    RC_CONFIG: '',
     RC_INSTANCE_LAUNCH_RATE: '60:5',
-    RC_AGENT_RUNTIME: 'process',
   };
   const child = spawn(process.execPath, [RC, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

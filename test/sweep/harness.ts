@@ -13,7 +13,7 @@ import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { killAgentProcesses } from '../agent/harness.js';
 import { prng } from '../../sim/generate.js';
-import { waitFor } from '../helpers.js';
+import { waitFor, platformTestEnv } from '../helpers.js';
 
 export interface SweepPlatform {
   platform: Platform;
@@ -37,18 +37,8 @@ export interface SweepPlatform {
 export async function startSweepPlatform(extraEnv: Record<string, string> = {}): Promise<SweepPlatform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-sweep-'));
   const config = loadConfig({
-    RC_DATA_DIR: dataDir,
-    RC_API_PORT: '0',
-    RC_GATEWAY_PORT: '0',
-    RC_AGENT_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_PROXY_PORT: '0',
-    RC_TUNNEL_PORT: '0',
-    RC_SIM_FAST: '1',
-    REDIS_URL: '',
-    RC_CONFIG: '',
+    ...platformTestEnv(dataDir),
     RC_AGENT_GPU_DETECT: 'configured',
-    RC_AGENT_RUNTIME: 'process',
     // The sweep sends thousands of requests from one address: the sign-in limits are tested apart
     // (test/control-plane/sign-in-attacks.test.ts).
     RC_LOGIN_PER_ADDRESS_PER_MINUTE: '1000000',
