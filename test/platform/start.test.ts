@@ -45,7 +45,8 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
     rmSync(`${dataDir}-instances`, { recursive: true, force: true });
   });
 
-  await waitFor(() => /sim backend .*sim-reasoner/.test(out) || child.exitCode !== null, 30_000);
+  // The banner's last lines (separate writes: a pipe may deliver them in several chunks).
+  await waitFor(() => /rc account create[\s\S]*Then:/.test(out) || child.exitCode !== null, 30_000);
   assert.equal(child.exitCode, null, `rc start exited early: ${err}`);
   const gateway = /model gateway\s+(http:\/\/\S+)\/v1/.exec(out)?.[1];
   const api = /platform API\s+(http:\/\/\S+)\/api/.exec(out)?.[1];

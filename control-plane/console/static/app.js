@@ -467,18 +467,18 @@ function svg(tag, attrs, ...children) {
  * its accessible name, a legend, and the figures as a table for screen readers.
  */
 function hourChart(byHour) {
-  const models = [...new Set(byHour.flatMap((h) => Object.keys(h.by_model)))].sort();
+  const models = [...new Set(byHour.flatMap((hr) => Object.keys(hr.by_model)))].sort();
   const colour = (m) => MODEL_COLOURS[models.indexOf(m) % MODEL_COLOURS.length];
-  const max = Math.max(1, ...byHour.map((h) => h.tokens));
-  const used = byHour.filter((h) => h.requests > 0);
+  const max = Math.max(1, ...byHour.map((hr) => hr.tokens));
+  const used = byHour.filter((hr) => hr.requests > 0);
   const peak = used.reduce((a, b) => (b.tokens > a.tokens ? b : a), used[0]);
   // Plot: 24 columns of 10 units from x=28; bars grow up from y=100 to at most y=8.
-  const bars = byHour.flatMap((h) => {
+  const bars = byHour.flatMap((hr) => {
     let y = 100;
-    return Object.entries(h.by_model).map(([m, u]) => {
+    return Object.entries(hr.by_model).map(([m, u]) => {
       const height = (92 * u.tokens) / max;
       y -= height;
-      return svg('rect', { x: 29 + h.hour * 10, y, width: 8, height, fill: colour(m) }, svg('title', {}, `${hh(h.hour)} ${m}: ${u.tokens.toLocaleString()} tokens, ${u.requests} requests`));
+      return svg('rect', { x: 29 + hr.hour * 10, y, width: 8, height, fill: colour(m) }, svg('title', {}, `${hh(hr.hour)} ${m}: ${u.tokens.toLocaleString()} tokens, ${u.requests} requests`));
     });
   });
   const ticks = [0, 6, 12, 18].map((hour) => svg('text', { x: 28 + hour * 10, y: 113 }, hh(hour)));
@@ -490,7 +490,7 @@ function hourChart(byHour) {
     h('figcaption', {}, h('ul', { class: 'legend' }, models.map((m) => h('li', {}, svg('svg', { viewBox: '0 0 10 10', 'aria-hidden': 'true' }, svg('rect', { width: 10, height: 10, fill: colour(m) })), m)))),
     h('table', { class: 'sr-only' }, h('caption', {}, 'Tokens and requests by hour today (UTC)'),
       h('thead', {}, h('tr', {}, ['Hour', 'Model', 'Tokens', 'Requests'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, used.flatMap((x) => Object.entries(x.by_model).map(([m, u]) => h('tr', {}, h('td', {}, hh(x.hour)), h('td', {}, m), h('td', {}, u.tokens.toLocaleString()), h('td', {}, u.requests)))))));
+      h('tbody', {}, used.flatMap((hr) => Object.entries(hr.by_model).map(([m, u]) => h('tr', {}, h('td', {}, hh(hr.hour)), h('td', {}, m), h('td', {}, u.tokens.toLocaleString()), h('td', {}, u.requests)))))));
 }
 
 async function modelsPage() {
@@ -507,7 +507,7 @@ async function modelsPage() {
     h('h2', {}, 'Today'),
     h('p', {}, `${usage.tokens_used.toLocaleString()} of ${usage.daily_cap.toLocaleString()} tokens used (${usage.requests} request${usage.requests === 1 ? '' : 's'}); resets ${fmtTime(usage.resets_at)}.`),
     h('div', { class: 'bar', role: 'meter', 'aria-label': 'Daily tokens used', 'aria-valuemin': '0', 'aria-valuemax': String(usage.daily_cap), 'aria-valuenow': String(usage.tokens_used) }, h('span', { 'data-w': pct(usage.tokens_used) })),
-    usage.by_hour && usage.by_hour.some((x) => x.requests > 0) ? [h('h3', {}, 'By hour'), hourChart(usage.by_hour), h('h3', {}, 'By model')] : null,
+    usage.by_hour && usage.by_hour.some((hr) => hr.requests > 0) ? [h('h3', {}, 'By hour'), hourChart(usage.by_hour), h('h3', {}, 'By model')] : null,
     byModel.length ? h('div', { class: 'chart', role: 'list', 'aria-label': 'Tokens by model today' }, byModel.map(([m, u]) => [
       h('span', { role: 'listitem' }, m), h('div', { class: 'bar', 'aria-hidden': 'true' }, h('span', { 'data-w': pct(u.input_tokens + u.output_tokens) })),
       h('span', { class: 'num' }, `${(u.input_tokens + u.output_tokens).toLocaleString()} tokens, ${u.requests} req.`)])) : h('p', { class: 'muted' }, 'No requests today.'),
