@@ -25,6 +25,7 @@ function emptyUsage(deps: ApiDeps, accountId: number) {
     requests: 0,
     resets_at: new Date((day + 1) * DAY_MS).toISOString(),
     by_model: {},
+    by_hour: Array.from({ length: 24 }, (_, hour) => ({ hour, tokens: 0, requests: 0, by_model: {} })),
   };
 }
 

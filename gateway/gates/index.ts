@@ -10,7 +10,7 @@ import { LimitGate, reportRedisState } from './limit-gate.js';
 import { RedisGateStore } from './redis-store.js';
 
 export { AccountLimits, type Limits, type LimitOverrides, type LimitsLookup, type LimitsSource } from './limits.js';
-export { LimitGate, InvalidDayError, type ModelUsage } from './limit-gate.js';
+export { LimitGate, InvalidDayError, type HourUsage, type ModelUsage } from './limit-gate.js';
 export { GateRedisError, RedisGateStore } from './redis-store.js';
 export { MemoryGateStore } from './memory-store.js';
 export { gateMetrics } from './metrics.js';

@@ -6,11 +6,11 @@ import { RcError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import { GATE_CODES, GateKind, type GateErrorCode } from './codes.js';
 import type { Limits, LimitsSource } from './limits.js';
-import { DAY_MS, dayIndex, dayString, formatDuration, normalizeEstimate, parseDay, retryAfterSeconds, type Outcome } from './math.js';
+import { DAY_MS, dayIndex, dayString, formatDuration, hourOfDay, normalizeEstimate, parseDay, retryAfterSeconds, type Outcome } from './math.js';
 import { MemoryGateStore } from './memory-store.js';
 import { counters, gauges } from './metrics.js';
 import type { RedisGateStore } from './redis-store.js';
-import type { AdmitInput, GateStore } from './store.js';
+import { type AdmitInput, type DayUsage, type GateStore, HOURS_PER_DAY } from './store.js';
 
 /** A `day` argument that is not a `YYYY-MM-DD` calendar date. */
 export class InvalidDayError extends RcError {
@@ -36,6 +36,19 @@ export interface ModelUsage {
   /** When the cap resets (the next UTC midnight), ISO 8601. */
   resets_at: string;
   by_model: Record<string, { requests: number; input_tokens: number; output_tokens: number; cached_input_tokens: number }>;
+  /** The day's 24 UTC hours, in order: finished requests and their tokens, by the hour they were admitted in. */
+  by_hour: HourUsage[];
+}
+
+/** One UTC hour of GET /api/profile/model-usage's `by_hour`. */
+export interface HourUsage {
+  hour: number;
+  /** Input + output tokens of the requests admitted in this hour that have finished. */
+  tokens: number;
+  /** Those requests. */
+  requests: number;
+  /** The same per model, only models with a finished request in this hour, sorted by name. */
+  by_model: Record<string, { tokens: number; requests: number }>;
 }
 
 /** What settle() needs; held by the request path as the decision's opaque `reservation`. */
@@ -43,6 +56,7 @@ interface Reservation {
   store: GateStore;
   estimate: number;
   day: number;
+  hour: number;
   limits: Limits;
   settled: boolean;
 }
@@ -90,6 +104,7 @@ export class LimitGate implements RequestGate {
       defaultOutput: req.defaultOutput === true,
       limits,
       day,
+      hour: hourOfDay(now),
       msToNextDay: (day + 1) * DAY_MS - now,
       nowMs: this.clientTime ? now : undefined,
     };
@@ -112,6 +127,7 @@ export class LimitGate implements RequestGate {
       estimate: r.estimate,
       limits: r.limits,
       day: r.day,
+      hour: r.hour,
       nowMs: this.clientTime ? this.clock.now() : undefined,
       // No usage seen (the response failed before any): nothing is charged, the reservation is returned.
       inputTokens: usage ? normalizeEstimate(usage.inputTokens) : 0,
@@ -144,7 +160,8 @@ export class LimitGate implements RequestGate {
       tokens_remaining: Math.max(0, cap - u.tokens - reserved),
       requests: u.requests,
       resets_at: new Date((d + 1) * DAY_MS).toISOString(),
-      by_model: Object.fromEntries([...u.byModel].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
+      by_model: Object.fromEntries([...u.byModel].sort(byName)),
+      by_hour: hourly(u),
     };
   }
 
@@ -176,7 +193,7 @@ export class LimitGate implements RequestGate {
     };
     if (o.gate === GateKind.None) {
       counters.admitted++;
-      const reservation: Reservation = { store, estimate: o.estimate, day: input.day, limits: l, settled: false };
+      const reservation: Reservation = { store, estimate: o.estimate, day: input.day, hour: input.hour, limits: l, settled: false };
       return { allowed: true, headers, reservation, maxOutputTokens: o.maxOutput >= 0 ? o.maxOutput : undefined, reservedTokens: o.estimate };
     }
     if (o.gate === GateKind.Requests) counters.deniedRequests++;
@@ -185,6 +202,27 @@ export class LimitGate implements RequestGate {
     const code = GATE_CODES[o.gate as keyof typeof GATE_CODES] ?? GATE_CODES[GateKind.Tokens];
     return { allowed: false, retryAfterSec: retryAfterSeconds(o.waitMs), code, headers };
   }
+}
+
+const byName = ([a]: [string, unknown], [b]: [string, unknown]): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** The day's 24 hours, totals and per model, from the stores' per-model hourly counters. */
+function hourly(u: DayUsage): HourUsage[] {
+  const models = [...u.byModelHour].sort(byName);
+  const out: HourUsage[] = [];
+  for (let hour = 0; hour < HOURS_PER_DAY; hour++) {
+    const h: HourUsage = { hour, tokens: 0, requests: 0, by_model: {} };
+    for (const [name, m] of models) {
+      const tokens = m.tokens[hour] ?? 0;
+      const requests = m.requests[hour] ?? 0;
+      if (requests === 0 && tokens === 0) continue;
+      h.tokens += tokens;
+      h.requests += requests;
+      h.by_model[name] = { tokens, requests };
+    }
+    out.push(h);
+  }
+  return out;
 }
 
 /** Logs and exposes the Redis state changes of a gate's store. */

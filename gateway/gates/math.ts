@@ -17,6 +17,13 @@ export function dayIndex(ms: number): number {
   return Math.floor(ms / DAY_MS);
 }
 
+export const HOUR_MS = 3_600_000;
+
+/** The UTC hour of the day (0..23). */
+export function hourOfDay(ms: number): number {
+  return Math.floor((ms - dayIndex(ms) * DAY_MS) / HOUR_MS);
+}
+
 /** `YYYY-MM-DD` of a day index. */
 export function dayString(day: number): string {
   return new Date(day * DAY_MS).toISOString().slice(0, 10);

@@ -3,8 +3,8 @@
 // beyond the outcome on the hot path once an account's state exists.
 import { GateKind } from './codes.js';
 import { SCALE, type Outcome } from './math.js';
-import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, SettleInput } from './store.js';
-import { emptyDayUsage } from './store.js';
+import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
+import { emptyDayUsage, emptyModelHours } from './store.js';
 import type { Limits } from './limits.js';
 
 interface Buckets {
@@ -98,12 +98,21 @@ export class MemoryGateStore implements GateStore {
     m.input_tokens += i.inputTokens;
     m.output_tokens += i.outputTokens;
     m.cached_input_tokens += i.cachedTokens;
+    const h = this.hours(day, i.model);
+    h.tokens[i.hour]! += used;
+    h.requests[i.hour]! += 1;
   }
 
   usage(accountId: number, day: number): DayUsage {
     const d = this.days.get(accountId)?.get(day);
     if (!d) return emptyDayUsage();
-    return { tokens: d.tokens, reserved: d.reserved, requests: d.requests, byModel: new Map([...d.byModel].map(([k, v]) => [k, { ...v }])) };
+    return {
+      tokens: d.tokens,
+      reserved: d.reserved,
+      requests: d.requests,
+      byModel: new Map([...d.byModel].map(([k, v]) => [k, { ...v }])),
+      byModelHour: new Map([...d.byModelHour].map(([k, v]) => [k, { tokens: [...v.tokens], requests: [...v.requests] }])),
+    };
   }
 
   /** Forgets buckets that are full again by `now` (a full bucket and a missing one behave alike). */
@@ -159,6 +168,15 @@ export class MemoryGateStore implements GateStore {
       day.byModel.set(model, m);
     }
     return m;
+  }
+
+  private hours(day: DayUsage, model: string): ModelHours {
+    let h = day.byModelHour.get(model);
+    if (!h) {
+      h = emptyModelHours();
+      day.byModelHour.set(model, h);
+    }
+    return h;
   }
 }
 

@@ -10,7 +10,8 @@ import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
 import { ADMIT_SCRIPT, SETTLE_SCRIPT } from './scripts.js';
-import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, SettleInput } from './store.js';
+import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
+import { emptyDayUsage, emptyModelHours, HOURS_PER_DAY } from './store.js';
 
 /** A gate call to Redis failed or timed out. */
 export class GateRedisError extends RcError {
@@ -150,6 +151,7 @@ export class RedisGateStore implements GateStore {
       i.model,
       DAY_TTL_SEC,
       String(i.cachedTokens),
+      String(i.hour),
     ];
     this.run(SETTLE, this.bucketKey(i.accountId), this.dayKey(i.accountId, i.day), args).catch((err: unknown) => {
       this.failed((err as Error).message);
@@ -167,11 +169,21 @@ export class RedisGateStore implements GateStore {
       counters.redisErrors++;
       throw new GateRedisError(`Cannot read model usage from Redis: ${(err as Error).message}`, err);
     }
-    const out: DayUsage = { tokens: 0, reserved: 0, requests: 0, byModel: new Map() };
+    const out = emptyDayUsage();
     const model = (name: string): ModelDayUsage => {
       let m = out.byModel.get(name);
       if (!m) out.byModel.set(name, (m = { requests: 0, input_tokens: 0, output_tokens: 0, cached_input_tokens: 0 }));
       return m;
+    };
+    // `ht:<hour>:<model>` / `hn:<hour>:<model>`: the model name may itself hold colons.
+    const hourly = (field: string, n: number, key: keyof ModelHours): void => {
+      const sep = field.indexOf(':', 3);
+      const hour = Number(field.slice(3, sep));
+      if (sep <= 3 || !Number.isInteger(hour) || hour < 0 || hour >= HOURS_PER_DAY) return;
+      const name = field.slice(sep + 1);
+      let h = out.byModelHour.get(name);
+      if (!h) out.byModelHour.set(name, (h = emptyModelHours()));
+      h[key][hour] = n;
     };
     for (const field in raw) {
       const n = Number(raw[field]) || 0;
@@ -182,6 +194,8 @@ export class RedisGateStore implements GateStore {
       else if (field.startsWith('i:')) model(field.slice(2)).input_tokens = n;
       else if (field.startsWith('o:')) model(field.slice(2)).output_tokens = n;
       else if (field.startsWith('c:')) model(field.slice(2)).cached_input_tokens = n;
+      else if (field.startsWith('ht:')) hourly(field, n, 'tokens');
+      else if (field.startsWith('hn:')) hourly(field, n, 'requests');
     }
     return out;
   }

@@ -4,7 +4,8 @@
 // number formatting keeps only 14 significant digits.
 //
 // KEYS[1]: the account's bucket hash {r, t, ts}; KEYS[2]: the account's day hash
-// {tokens, reserved, requests, n:<model>, i:<model>, o:<model>}. Both carry the account's hash
+// {tokens, reserved, requests, n:<model>, i:<model>, o:<model>, c:<model>, ht:<hour>:<model>,
+// hn:<hour>:<model>}. Both carry the account's hash
 // tag, so they live in one Redis Cluster slot.
 
 const CLOCK_AND_REFILL = `
@@ -97,9 +98,10 @@ return {gate, wait, math.floor(r / S), math.floor(t / S), math.ceil((rCap - r) /
 `;
 
 /**
- * ARGV: now ('' = Redis TIME), rpm, tpm, estimate, inputTokens, outputTokens, model, dayTtlSec, cachedTokens.
+ * ARGV: now ('' = Redis TIME), rpm, tpm, estimate, inputTokens, outputTokens, model, dayTtlSec, cachedTokens, hour.
  * Refunds (or charges) the token bucket by estimate - (input + output), releases the
- * reservation from the day and adds the real usage. Returns 1.
+ * reservation from the day and adds the real usage, also to the admission hour's counters
+ * (`ht:<hour>:<model>` tokens, `hn:<hour>:<model>` finished requests). Returns 1.
  */
 export const SETTLE_SCRIPT = `${CLOCK_AND_REFILL}
 local est = tonumber(ARGV[4])
@@ -117,6 +119,9 @@ redis.call('HINCRBY', KEYS[2], 'i:' .. ARGV[7], input)
 redis.call('HINCRBY', KEYS[2], 'o:' .. ARGV[7], output)
 local cached = tonumber(ARGV[9]) or 0
 if cached > 0 then redis.call('HINCRBY', KEYS[2], 'c:' .. ARGV[7], cached) end
+local hm = ARGV[10] .. ':' .. ARGV[7]
+redis.call('HINCRBY', KEYS[2], 'ht:' .. hm, input + output)
+redis.call('HINCRBY', KEYS[2], 'hn:' .. hm, 1)
 redis.call('EXPIRE', KEYS[2], ARGV[8])
 return 1
 `;

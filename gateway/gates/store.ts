@@ -15,6 +15,8 @@ export interface AdmitInput {
   limits: Limits;
   /** UTC day index the daily cap counts in (the gateway's clock). */
   day: number;
+  /** UTC hour (0..23) of that day: settle counts the request's usage in it. */
+  hour: number;
   /** Milliseconds until that day ends: the wait reported when the daily cap refuses. */
   msToNextDay: number;
   /** Bucket time in ms; undefined lets the Redis store use Redis' own clock (TIME). */
@@ -29,6 +31,8 @@ export interface SettleInput {
   limits: Limits;
   /** The day admission counted the reservation in. */
   day: number;
+  /** The UTC hour (0..23) of that day the request was admitted in: its usage counts in that hour. */
+  hour: number;
   nowMs: number | undefined;
   inputTokens: number;
   outputTokens: number;
@@ -44,6 +48,14 @@ export interface ModelDayUsage {
   cached_input_tokens: number;
 }
 
+/** One model's usage per UTC hour of a day: arrays of 24, indexed by hour. */
+export interface ModelHours {
+  /** Input + output tokens of finished requests admitted in that hour. */
+  tokens: number[];
+  /** Finished (settled) requests admitted in that hour. */
+  requests: number[];
+}
+
 /** One account's counters for one UTC day. */
 export interface DayUsage {
   /** Settled tokens (input + output) of finished requests. */
@@ -53,6 +65,8 @@ export interface DayUsage {
   /** Admitted requests. */
   requests: number;
   byModel: Map<string, ModelDayUsage>;
+  /** Per model, per hour (written by settle). */
+  byModelHour: Map<string, ModelHours>;
 }
 
 export interface GateStore {
@@ -63,5 +77,12 @@ export interface GateStore {
 }
 
 export function emptyDayUsage(): DayUsage {
-  return { tokens: 0, reserved: 0, requests: 0, byModel: new Map() };
+  return { tokens: 0, reserved: 0, requests: 0, byModel: new Map(), byModelHour: new Map() };
+}
+
+export const HOURS_PER_DAY = 24;
+
+/** Zeroed hourly counters for one model. */
+export function emptyModelHours(): ModelHours {
+  return { tokens: new Array<number>(HOURS_PER_DAY).fill(0), requests: new Array<number>(HOURS_PER_DAY).fill(0) };
 }

@@ -219,9 +219,31 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   await page.getByRole('link', { name: 'Credits' }).click();
   await page.getByRole('cell', { name: 'instance usage' }).first().waitFor();
 
-  // Model APIs: the catalog, today's usage and client snippets.
+  // Model APIs: the catalog, today's usage (after a chat completion on each model with the
+  // account's key through the platform's gateway: a chart by hour with an accessible name) and
+  // client snippets.
+  for (const model of ['sim-chat', 'sim-reasoner']) {
+    const chat = await fetch(`${platform.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${verified.api_token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: model === 'sim-chat' ? 8 : 24 }),
+    });
+    assert.equal(chat.status, 200, await chat.clone().text());
+    await chat.json();
+  }
+  // Usage is recorded when each response ends (on the gateway's side of the connection).
+  await waitFor(async () => {
+    const u = await fetch(`${api}/api/profile/model-usage`, { headers: { authorization: `Bearer ${verified.api_token}` } });
+    return ((await u.json()) as { by_hour: { requests: number }[] }).by_hour.reduce((n, x) => n + x.requests, 0) === 2;
+  });
   await page.getByRole('link', { name: 'Model APIs' }).click();
-  await page.getByRole('cell', { name: 'sim-chat' }).waitFor();
+  await page.getByRole('cell', { name: 'sim-chat' }).first().waitFor();
+  // (Two active hours when the test ran across the turn of an hour.)
+  const chart = page.getByRole('img', { name: /^Tokens by hour today \(UTC\), by model: [12] active hours?, peak \d+ tokens at \d\d:00$/ });
+  await chart.waitFor();
+  assert.equal(await chart.locator('rect').count(), 2, 'one bar segment per model');
+  // The figures for screen readers: a table row per hour and model.
+  assert.equal(await page.getByRole('table', { name: 'Tokens and requests by hour today (UTC)' }).getByRole('row').count(), 3);
   assert.match(await page.getByRole('heading', { name: 'openai' }).innerText(), /openai/);
   await shot(page, '12-models');
 

@@ -178,6 +178,10 @@ test('GET /api/profile/model-usage: default body from limits; the hook answers w
   assert.equal(r.body.tokens_remaining, 1234);
   assert.match(r.body.day, /^\d{4}-\d{2}-\d{2}$/);
   assert.ok(Date.parse(r.body.resets_at) > Date.now() - 1000);
+  assert.deepEqual(
+    r.body.by_hour,
+    Array.from({ length: 24 }, (_, hour) => ({ hour, tokens: 0, requests: 0, by_model: {} })),
+  );
   assert.equal((await p.call('GET', '/api/profile/model-usage')).status, 401);
 
   const hooked = await startPlatform({ modelUsage: async (id) => ({ account: id, from: 'gates' }) });

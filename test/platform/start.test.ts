@@ -35,7 +35,8 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
     rmSync(`${dataDir}-instances`, { recursive: true, force: true });
   });
 
-  await waitFor(() => /sim backend .*sim-reasoner/.test(out) || child.exitCode !== null, 30_000);
+  // The banner's last lines (separate writes: a pipe may deliver them in several chunks).
+  await waitFor(() => /rc account create[\s\S]*Then:/.test(out) || child.exitCode !== null, 30_000);
   assert.equal(child.exitCode, null, `rc start exited early: ${err}`);
   const gateway = /model gateway\s+(http:\/\/\S+)\/v1/.exec(out)?.[1];
   const api = /platform API\s+(http:\/\/\S+)\/api/.exec(out)?.[1];
@@ -65,6 +66,23 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   assert.equal(usage.status, 200);
   const body = (await usage.json()) as { requests: number };
   assert.equal(body.requests, 2);
+  // by_hour: both finished requests, by the UTC hour they were admitted in (settled when each response ended).
+  const byHour = await waitFor(async () => {
+    const u = (await (await fetch(`${api}/api/profile/model-usage`, { headers: { authorization: `Bearer ${account.api_token}` } })).json()) as {
+      tokens_used: number;
+      by_hour: { hour: number; tokens: number; requests: number; by_model: Record<string, { tokens: number; requests: number }> }[];
+    };
+    return u.by_hour.reduce((n, h) => n + h.requests, 0) === 2 ? u : undefined;
+  });
+  assert.deepEqual(
+    byHour.by_hour.map((h) => h.hour),
+    Array.from({ length: 24 }, (_, i) => i),
+  );
+  assert.equal(
+    byHour.by_hour.reduce((n, h) => n + (h.by_model['sim-chat']?.tokens ?? 0), 0),
+    byHour.tokens_used,
+  );
+  assert.ok(byHour.tokens_used > 0);
 
   // Launch the seeded vLLM template (its start command runs the sim) on the local agent.
   const auth = { authorization: `Bearer ${account.api_token}`, 'content-type': 'application/json' };

@@ -450,6 +450,49 @@ async function creditsPage() {
 
 // -- model APIs
 
+/** Model colours of the hourly chart (each at least 3:1 against white). */
+const MODEL_COLOURS = ['#0b5cad', '#b35c00', '#126b2f', '#7b3fa0', '#b3261e', '#44505c'];
+const compact = (n) => n.toLocaleString(undefined, { notation: 'compact', maximumFractionDigits: 1 });
+const hh = (hour) => `${String(hour).padStart(2, '0')}:00`;
+
+/** SVG element (the console's h() makes HTML ones). */
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  return append(el, children);
+}
+
+/**
+ * Today's tokens by UTC hour, stacked by model (usage.by_hour): an inline SVG with a summary as
+ * its accessible name, a legend, and the figures as a table for screen readers.
+ */
+function hourChart(byHour) {
+  const models = [...new Set(byHour.flatMap((hr) => Object.keys(hr.by_model)))].sort();
+  const colour = (m) => MODEL_COLOURS[models.indexOf(m) % MODEL_COLOURS.length];
+  const max = Math.max(1, ...byHour.map((hr) => hr.tokens));
+  const used = byHour.filter((hr) => hr.requests > 0);
+  const peak = used.reduce((a, b) => (b.tokens > a.tokens ? b : a), used[0]);
+  // Plot: 24 columns of 10 units from x=28; bars grow up from y=100 to at most y=8.
+  const bars = byHour.flatMap((hr) => {
+    let y = 100;
+    return Object.entries(hr.by_model).map(([m, u]) => {
+      const height = (92 * u.tokens) / max;
+      y -= height;
+      return svg('rect', { x: 29 + hr.hour * 10, y, width: 8, height, fill: colour(m) }, svg('title', {}, `${hh(hr.hour)} ${m}: ${u.tokens.toLocaleString()} tokens, ${u.requests} requests`));
+    });
+  });
+  const ticks = [0, 6, 12, 18].map((hour) => svg('text', { x: 28 + hour * 10, y: 113 }, hh(hour)));
+  const label = `Tokens by hour today (UTC), by model: ${used.length} active hour${used.length === 1 ? '' : 's'}, peak ${peak.tokens.toLocaleString()} tokens at ${hh(peak.hour)}`;
+  return h('figure', { class: 'hours' },
+    svg('svg', { viewBox: '0 0 270 116', role: 'img', 'aria-label': label },
+      svg('line', { x1: 28, y1: 8, x2: 270, y2: 8 }), svg('line', { x1: 28, y1: 100, x2: 270, y2: 100, class: 'axis' }),
+      svg('text', { x: 25, y: 11, 'text-anchor': 'end' }, compact(max)), svg('text', { x: 25, y: 103, 'text-anchor': 'end' }, '0'), ticks, bars),
+    h('figcaption', {}, h('ul', { class: 'legend' }, models.map((m) => h('li', {}, svg('svg', { viewBox: '0 0 10 10', 'aria-hidden': 'true' }, svg('rect', { width: 10, height: 10, fill: colour(m) })), m)))),
+    h('table', { class: 'sr-only' }, h('caption', {}, 'Tokens and requests by hour today (UTC)'),
+      h('thead', {}, h('tr', {}, ['Hour', 'Model', 'Tokens', 'Requests'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, used.flatMap((hr) => Object.entries(hr.by_model).map(([m, u]) => h('tr', {}, h('td', {}, hh(hr.hour)), h('td', {}, m), h('td', {}, u.tokens.toLocaleString()), h('td', {}, u.requests)))))));
+}
+
 async function modelsPage() {
   page('Model APIs', h('p', { class: 'muted' }, 'Loading…'));
   const [cat, usage] = await Promise.all([api('GET', '/api/models'), api('GET', '/api/profile/model-usage')]);
@@ -462,8 +505,9 @@ async function modelsPage() {
   page('Model APIs',
     h('p', {}, 'Free shared models with a daily token cap, separate from credits.'),
     h('h2', {}, 'Today'),
-    h('p', {}, `${usage.tokens_used.toLocaleString()} of ${usage.daily_cap.toLocaleString()} tokens used (${usage.requests} requests); resets ${fmtTime(usage.resets_at)}.`),
+    h('p', {}, `${usage.tokens_used.toLocaleString()} of ${usage.daily_cap.toLocaleString()} tokens used (${usage.requests} request${usage.requests === 1 ? '' : 's'}); resets ${fmtTime(usage.resets_at)}.`),
     h('div', { class: 'bar', role: 'meter', 'aria-label': 'Daily tokens used', 'aria-valuemin': '0', 'aria-valuemax': String(usage.daily_cap), 'aria-valuenow': String(usage.tokens_used) }, h('span', { 'data-w': pct(usage.tokens_used) })),
+    usage.by_hour && usage.by_hour.some((hr) => hr.requests > 0) ? [h('h3', {}, 'By hour'), hourChart(usage.by_hour), h('h3', {}, 'By model')] : null,
     byModel.length ? h('div', { class: 'chart', role: 'list', 'aria-label': 'Tokens by model today' }, byModel.map(([m, u]) => [
       h('span', { role: 'listitem' }, m), h('div', { class: 'bar', 'aria-hidden': 'true' }, h('span', { 'data-w': pct(u.input_tokens + u.output_tokens) })),
       h('span', { class: 'num' }, `${(u.input_tokens + u.output_tokens).toLocaleString()} tokens, ${u.requests} req.`)])) : h('p', { class: 'muted' }, 'No requests today.'),

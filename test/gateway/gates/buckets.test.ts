@@ -4,7 +4,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { admitted, denied, makeGate, req, type StoreKind } from './fixtures.js';
-import { InvalidDayError } from '../../../gateway/gates/index.js';
+import { type HourUsage, InvalidDayError } from '../../../gateway/gates/index.js';
 
 const BIG = 1_000_000_000;
 
@@ -155,6 +155,9 @@ for (const kind of ['memory', 'redis'] as StoreKind[]) {
           'sim-chat': { requests: 2, input_tokens: 50, output_tokens: 50, cached_input_tokens: 0 },
           'sim-reasoner': { requests: 1, input_tokens: 100, output_tokens: 200, cached_input_tokens: 80 },
         },
+        by_hour: hours({
+          23: { tokens: 400, requests: 2, by_model: { 'sim-chat': { tokens: 100, requests: 1 }, 'sim-reasoner': { tokens: 300, requests: 1 } } },
+        }),
       });
       g.clock.advance(999); // midnight UTC
       admitted(await g.gate.admit(req(7, 1000)));
@@ -166,6 +169,38 @@ for (const kind of ['memory', 'redis'] as StoreKind[]) {
       const empty = await g.gate.readUsage(8, '2025-12-31');
       assert.equal(empty.tokens_used, 0);
       assert.deepEqual(empty.by_model, {});
+    });
+
+    test('usage by hour: finished requests count in the UTC hour they were admitted in, per model', async (t) => {
+      const g = await makeGate(t, kind, { rpm: 1000, tpm: BIG, daily: BIG });
+      if (!g) return;
+      g.clock.set(Date.UTC(2026, 0, 1, 10, 59, 59));
+      const late = req(3, 100, 'org:model-a'); // a colon in the name: the Redis fields hold it
+      const a1 = admitted(await g.gate.admit(late));
+      g.clock.advance(2_000); // 11:00:01: settled in the next hour, counted in the hour of admission
+      g.gate.settle(late, a1, { inputTokens: 30, outputTokens: 12 });
+      const r2 = req(3, 100, 'sim-chat');
+      const a2 = admitted(await g.gate.admit(r2));
+      g.gate.settle(r2, a2, { inputTokens: 5, outputTokens: 5 });
+      const failed = req(3, 100, 'sim-chat');
+      g.gate.settle(failed, admitted(await g.gate.admit(failed)), undefined); // no usage: a request, no tokens
+      admitted(await g.gate.admit(req(3, 100, 'sim-chat'))); // in flight: not in by_hour yet
+      g.clock.set(Date.UTC(2026, 0, 1, 23, 59, 59));
+      const r3 = req(3, 100, 'sim-chat');
+      const a3 = admitted(await g.gate.admit(r3));
+      g.clock.advance(2_000); // after midnight: still the previous day's hour 23
+      g.gate.settle(r3, a3, { inputTokens: 1, outputTokens: 2 });
+      const u = await waitUsage(g.gate, 3, (x) => x.tokens_used === 55, '2026-01-01');
+      assert.equal(u.requests, 5);
+      assert.deepEqual(
+        u.by_hour,
+        hours({
+          10: { tokens: 42, requests: 1, by_model: { 'org:model-a': { tokens: 42, requests: 1 } } },
+          11: { tokens: 10, requests: 2, by_model: { 'sim-chat': { tokens: 10, requests: 2 } } },
+          23: { tokens: 3, requests: 1, by_model: { 'sim-chat': { tokens: 3, requests: 1 } } },
+        }),
+      );
+      assert.deepEqual((await g.gate.readUsage(3)).by_hour, hours({}), 'the new day starts empty');
     });
 
     test('an estimate above the daily cap passes only an unused day', async (t) => {
@@ -224,12 +259,18 @@ async function waitUsage(
   gate: import('../../../gateway/gates/index.js').LimitGate,
   accountId: number,
   ok: (u: import('../../../gateway/gates/index.js').ModelUsage) => boolean,
+  day?: string,
 ) {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const u = await gate.readUsage(accountId);
+    const u = await gate.readUsage(accountId, day);
     if (ok(u)) return u;
     if (Date.now() > deadline) throw new Error(`usage not reached: ${JSON.stringify(u)}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/** The 24 entries of `by_hour`: those given, the other hours empty. */
+function hours(given: Record<number, Omit<HourUsage, 'hour'>>): HourUsage[] {
+  return Array.from({ length: 24 }, (_, hour) => ({ hour, ...(given[hour] ?? { tokens: 0, requests: 0, by_model: {} }) }));
 }

@@ -20,6 +20,7 @@ test('keys carry the account hash tag and expire', async (t) => {
   g.gate.settle(r, a, { inputTokens: 10, outputTokens: 20 });
   await g.gate.readUsage(42); // ordered after the settle on the same connection
   const day = Math.floor(g.clock.now() / DAY);
+  const hour = new Date(g.clock.now()).getUTCHours();
   const keys = (await g.redis!.keys(`${g.prefix}*`)).sort();
   assert.deepEqual(keys, [`${g.prefix}{acct:42}:b`, `${g.prefix}{acct:42}:d:${day}`]);
   const bucketTtl = await g.redis!.pttl(`${g.prefix}{acct:42}:b`);
@@ -34,6 +35,8 @@ test('keys carry the account hash tag and expire', async (t) => {
     'n:sim-chat': '1',
     'i:sim-chat': '10',
     'o:sim-chat': '20',
+    [`ht:${hour}:sim-chat`]: '30',
+    [`hn:${hour}:sim-chat`]: '1',
   });
 });
 
