@@ -1,12 +1,13 @@
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_SIM_MODELS, loadConfig } from '../../lib/config.js';
 import { ConfigError } from '../../lib/errors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rc-config-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
 const file = (name: string, body: string) => {
   const p = join(dir, name);
   writeFileSync(p, body);
