@@ -1,21 +1,12 @@
 // What the gateway reads from the control plane's store, once at start (then kept current by
 // bus events): live keys, per-account limit overrides, and the shared model catalog.
 import type { ModelEntry } from '../lib/config.js';
+import type { KeyRecord, SessionRecord } from '../lib/gateway-snapshot.js';
 import { effectiveOverrides, hasSharedModelAccess, type ModelAccessSettings } from './model-access.js';
 import type { Store } from './store.js';
 
-/** Structurally identical to gateway/keys.ts KeySource (kept local so this part compiles alone). */
-export interface KeyRecord {
-  keyHash: string;
-  accountId: number;
-}
-export interface SessionRecord {
-  tokenHash: string;
-  csrfHash: string;
-  accountId: number;
-  expiresAt: number;
-  modelAccess?: boolean;
-}
+export type { KeyRecord, SessionRecord };
+/** Structurally the gateway's KeySource (gateway/keys.ts). */
 export interface KeySource {
   load(): Promise<Iterable<KeyRecord>>;
   loadSessions?(): Promise<Iterable<SessionRecord>>;

@@ -9,13 +9,10 @@ import type { Bus, BusEvent } from '../lib/bus.js';
 import { RcError } from '../lib/errors.js';
 import { hashKey, isWellFormedKey } from '../lib/keys.js';
 import { limitOverridesSchema } from './gates/limits.js';
-import type { SessionRecord } from './sessions.js';
+import type { KeyRecord, SessionRecord } from '../lib/gateway-snapshot.js';
 
 /** One live key: its SHA-256 hex hash and the account it belongs to. */
-export interface KeyRecord {
-  keyHash: string;
-  accountId: number;
-}
+export type { KeyRecord };
 /**
  * Where the directory's snapshot comes from (control-plane/ implements it over SQLite), read once
  * at start; `loadSessions` also gives the live browser sessions (gateway/sessions.ts).

@@ -4,24 +4,15 @@
 // them in memory like keys, so no request touches SQLite. A session credential is the
 // `rc_session` cookie plus the session's CSRF token in `x-csrf-token`: the custom header keeps
 // other pages of the same site from spending the user's quota with the cookie alone.
+import type { SessionRecord } from '../lib/gateway-snapshot.js';
 import type { Bus, BusEvent } from '../lib/bus.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { hashesEqual, hashKey } from '../lib/keys.js';
 import { AUTH_MISSING, type AuthFailure } from './keys.js';
 
-export const SESSION_COOKIE = 'rc_session';
+export type { SessionRecord };
 
-/**
- * One live session, as the control plane announces it (SHA-256 hex of the cookie token and of the
- * CSRF token). `modelAccess` false: an account under review while their daily cap is 0.
- */
-export interface SessionRecord {
-  tokenHash: string;
-  csrfHash: string;
-  accountId: number;
-  expiresAt: number;
-  modelAccess?: boolean;
-}
+export const SESSION_COOKIE = 'rc_session';
 
 /** A cookie that names no live session, or a missing or wrong CSRF token. */
 export const AUTH_SESSION: AuthFailure = Object.freeze({ reason: 'session' });

@@ -36,3 +36,22 @@ export const gatewaySnapshotSchema = z.object({
   tunnel: z.object({ secret: z.string().min(16), proxyUrl: z.string() }),
 });
 export type GatewaySnapshot = z.output<typeof gatewaySnapshotSchema>;
+
+/** A live key as gateways hold it (SHA-256 hex of the key). Shared by control-plane/sources.ts and gateway/keys.ts. */
+export interface KeyRecord {
+  keyHash: string;
+  accountId: number;
+}
+
+/**
+ * One live browser session as gateways hold it (SHA-256 hex of the cookie token and of the CSRF
+ * token). `modelAccess` false: an account under review while their daily cap is 0. Shared by
+ * control-plane/sources.ts and gateway/sessions.ts.
+ */
+export interface SessionRecord {
+  tokenHash: string;
+  csrfHash: string;
+  accountId: number;
+  expiresAt: number;
+  modelAccess?: boolean;
+}
