@@ -58,8 +58,6 @@ export function agentOptionsFromConfig(config: Config, logger: Logger): AgentOpt
     token,
     tokenFile,
     dataDir: dir,
-    // 'auto' is settled by chooseRuntime (it asks the engine); until then the safe choice.
-    runtime: config.agentRuntime === 'docker' ? 'docker' : 'process',
     gpus: { detect: config.agentGpuDetect, count: config.agentGpus, model: config.agentGpuModel, memoryMb: config.agentGpuMemoryMb },
     advertiseHost: config.agentAdvertiseHost || undefined,
     readyTimeoutMs: config.agentReadyTimeoutMs,
@@ -97,8 +95,9 @@ export function dockerAnswers(socketPath: string, timeoutMs = 2000): Promise<boo
   });
 }
 
-export const PROCESS_RUNTIME_WARNING =
-  'No Docker engine answers: instances run as host processes (the process runtime). This mode is for one trusted user on their own machine; see agent/README.md.';
+/** The warning printed when instances will run as host processes, with its cause. */
+export const processRuntimeWarning = (cause: string): string =>
+  `${cause}: instances run as host processes (the process runtime). This mode is for one trusted user on their own machine; see agent/README.md.`;
 
 /**
  * The runtime to use: `auto` is docker when an engine answers on the socket, else process, with
@@ -110,11 +109,11 @@ export async function chooseRuntime(
   warn: (message: string) => void = (m) => process.stderr.write(`warning: ${m}\n`),
 ): Promise<RuntimeKind> {
   if (setting === 'docker' || setting === 'process') {
-    if (setting === 'process') warn(PROCESS_RUNTIME_WARNING.replace('No Docker engine answers: instances', 'RC_AGENT_RUNTIME=process: instances'));
+    if (setting === 'process') warn(processRuntimeWarning('RC_AGENT_RUNTIME=process'));
     return setting;
   }
   if (await dockerAnswers(socketPath)) return 'docker';
-  warn(PROCESS_RUNTIME_WARNING);
+  warn(processRuntimeWarning('No Docker engine answers'));
   return 'process';
 }
 

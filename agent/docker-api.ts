@@ -19,7 +19,7 @@ export const CONTAINER_TOOLBOX_DIR = '/opt/rc';
 export const HOST_GATEWAY_NAME = 'host.docker.internal';
 
 export interface DockerRequest {
-  method: 'GET' | 'POST' | 'DELETE' | 'HEAD';
+  method: 'GET' | 'POST' | 'DELETE';
   path: string;
   body?: unknown;
 }

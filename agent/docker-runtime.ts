@@ -165,11 +165,6 @@ export class DockerRuntime implements Runtime {
     return subnet ? api.firstHostAddress(subnet) : undefined;
   }
 
-  /** The negotiated Engine API version (after init). */
-  get apiVersion(): string {
-    return this.version;
-  }
-
   // ---- images ---------------------------------------------------------------------------------
 
   private async imageEnv(image: string): Promise<string[] | undefined> {

@@ -11,7 +11,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, closeSync, lstatSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PROJECT_ROOT } from './toolbox.js';
+import { PROJECT_ROOT, TOOL_COMMANDS } from './toolbox.js';
 import { findByEnv, groupMembers, isAlive, readProcStat } from './procfs.js';
 import { StartFailure, type ExitInfo, type Runtime, type StartContext } from './runtime.js';
 import type { RuntimeRef } from './state.js';
@@ -83,11 +83,8 @@ export interface ProcessRuntimeOptions {
 function writeCommands(binDir: string): void {
   mkdirSync(binDir, { recursive: true, mode: 0o755 });
   chmodSync(binDir, 0o755);
-  for (const [name, entry] of [
-    ['rc', 'dist/bin/rc.js'],
-    ['rc-tunnel', 'dist/agent/tunnel/main.js'],
-  ] as const) {
-    writeFileSync(join(binDir, name), `#!/bin/sh\nexec "${process.execPath}" "${join(PROJECT_ROOT, entry)}" "$@"\n`, { mode: 0o755 });
+  for (const [name, entry] of TOOL_COMMANDS) {
+    writeFileSync(join(binDir, name), `#!/bin/sh\nexec "${process.execPath}" "${join(PROJECT_ROOT, 'dist', entry)}" "$@"\n`, { mode: 0o755 });
   }
 }
 
@@ -96,10 +93,8 @@ export class ProcessRuntime implements Runtime {
   readonly checkHost = '127.0.0.1';
   /** Children started by this agent process: their exit events are exact (code and signal). */
   private readonly children = new Map<number, { child: ChildProcess; exit: ExitInfo | undefined }>();
-  private readonly agentId: string;
 
   constructor(private readonly opts: ProcessRuntimeOptions) {
-    this.agentId = opts.agentId;
     writeCommands(opts.binDir);
   }
 
@@ -117,7 +112,7 @@ export class ProcessRuntime implements Runtime {
       chownTree(ctx.homeDir, user.uid, user.gid);
       if (ctx.volumePath && !spec.volume.startsWith('/')) chownTree(ctx.volumePath, user.uid, user.gid);
     }
-    Object.assign(env, spec.env, ctx.agentEnv, { [AGENT_ID_ENV]: this.agentId });
+    Object.assign(env, spec.env, ctx.agentEnv, { [AGENT_ID_ENV]: this.opts.agentId });
     const mainPort = spec.ports[0];
     if (mainPort !== undefined) env.PORT = String(ctx.hostPorts.get(mainPort));
     env.RC_INSTANCE_DIR = ctx.homeDir;
@@ -227,7 +222,7 @@ export class ProcessRuntime implements Runtime {
   async discover(): Promise<Map<string, RuntimeRef[]>> {
     const out = new Map<string, RuntimeRef[]>();
     const seen = new Set<number>();
-    for (const { env, stat } of findByEnv(AGENT_ID_ENV, this.agentId)) {
+    for (const { env, stat } of findByEnv(AGENT_ID_ENV, this.opts.agentId)) {
       const id = env.get(INSTANCE_ID_ENV);
       if (!id || seen.has(stat.pgrp)) continue;
       seen.add(stat.pgrp);

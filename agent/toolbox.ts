@@ -14,6 +14,12 @@ export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 const LOADER = `${CONTAINER_TOOLBOX_DIR}/lib/ld.so`;
 
+/** The commands every instance gets, and their entry points under dist/ (both runtimes write wrappers for them). */
+export const TOOL_COMMANDS = [
+  ['rc', 'bin/rc.js'],
+  ['rc-tunnel', 'agent/tunnel/main.js'],
+] as const;
+
 function script(entry: string): string {
   return `#!/bin/sh\nLD_LIBRARY_PATH=${CONTAINER_TOOLBOX_DIR}/lib exec ${CONTAINER_TOOLBOX_DIR}/bin/node ${CONTAINER_TOOLBOX_DIR}/app/dist/${entry} "$@"\n`;
 }
@@ -39,8 +45,7 @@ export function prepareToolbox(dir: string, nodeBinary = process.execPath, proje
   }
   // dist/ holds ES modules: the nearest package.json must say so.
   writeFileSync(join(dir, 'app', 'package.json'), '{"type":"module"}\n');
-  writeFileSync(join(dir, 'bin', 'rc'), script('bin/rc.js'), { mode: 0o755 });
-  writeFileSync(join(dir, 'bin', 'rc-tunnel'), script('agent/tunnel/main.js'), { mode: 0o755 });
+  for (const [name, entry] of TOOL_COMMANDS) writeFileSync(join(dir, 'bin', name), script(entry), { mode: 0o755 });
   writeFileSync(stampFile, stamp);
   return mounts;
 }

@@ -32,7 +32,7 @@ import { createGateway, type Gateway } from '../gateway/server.js';
 import { gatewayOptionsFromConfig } from '../gateway/cli.js';
 import { startAgent, type AgentHandle } from '../agent/server.js';
 import { agentOptionsFromConfig, chooseRuntime } from '../agent/cli.js';
-import { ensureLocalImage } from '../agent/images/catalog.js';
+import { buildKnownImage } from '../agent/images/catalog.js';
 
 const LOCAL_AGENT_ID = 'local';
 
@@ -126,7 +126,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
         agentOptions.docker = {
           ...agentOptions.docker,
           buildLocalImage: (image, onProgress) =>
-            ensureLocalImage(config.agentDockerSocket, image, (line) => {
+            buildKnownImage(config.agentDockerSocket, image, (line) => {
               const step = /^Step \d+\/\d+/.exec(line);
               if (step) onProgress(`building image: ${step[0].toLowerCase()}`);
             }),
@@ -187,7 +187,8 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     // URLs are configured. Every instance gets an rc-tunnel identity for the broker. The local
     // agent keeps the id `local` across restarts: instances remember their host by it.
     const settings = { ...config, instancePublicUrl: config.instancePublicUrl || gateway?.url || '', proxyPublicUrl: proxyUrl };
-    const brokerUrl = config.tunnelBrokers || publicUrls(resolveInstanceSettings(settings)).gateway;
+    const gatewayUrl = publicUrls(resolveInstanceSettings(settings)).gateway;
+    const brokerUrl = config.tunnelBrokers || gatewayUrl;
     instances = createInstances({
       store,
       bus,
@@ -207,7 +208,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       configuredModels: models,
       modelUsage: (accountId) => gate.readUsage(accountId),
       settings: config,
-      gatewayUrl: publicUrls(resolveInstanceSettings(settings)).gateway,
+      gatewayUrl,
       routes: (deps) => [
         ...instances!.routes(deps),
         ...internalRoutes({

@@ -7,6 +7,7 @@ import { mkdtempSync, mkdirSync, readdirSync, realpathSync, rmSync, symlinkSync,
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { Client } from 'undici';
+import { imageInspectRequest } from '../docker-api.js';
 import { buildImage, LABEL_IMAGE } from './build.js';
 import { addBinary, addTree, busyboxRoot } from './rootfs.js';
 
@@ -87,7 +88,7 @@ export const LOCAL_IMAGES: Record<string, ImageDefinition> = {
 async function imagePresent(socketPath: string, tag: string): Promise<boolean> {
   const client = new Client('http://localhost', { socketPath });
   try {
-    const res = await client.request({ method: 'GET', path: `/images/${encodeURIComponent(tag)}/json` });
+    const res = await client.request({ method: 'GET', path: imageInspectRequest(tag).path });
     await res.body.dump();
     return res.statusCode === 200;
   } finally {
@@ -110,11 +111,21 @@ export async function buildLocalImage(socketPath: string, tag: string, onOutput?
   }
 }
 
+/**
+ * Builds `tag` when the project knows it (whether or not the engine has it). Returns false for an
+ * image it does not know. The docker runtime's `buildLocalImage` hook: it asks only for images
+ * its own inspect found missing.
+ */
+export async function buildKnownImage(socketPath: string, tag: string, onOutput?: (line: string) => void): Promise<boolean> {
+  if (!LOCAL_IMAGES[tag]) return false;
+  await buildLocalImage(socketPath, tag, onOutput);
+  return true;
+}
+
 /** Builds `tag` when the project knows it and the engine lacks it. Returns false for an image it does not know. */
 export async function ensureLocalImage(socketPath: string, tag: string, onOutput?: (line: string) => void): Promise<boolean> {
-  if (!LOCAL_IMAGES[tag]) return false;
-  if (!(await imagePresent(socketPath, tag))) await buildLocalImage(socketPath, tag, onOutput);
-  return true;
+  if (LOCAL_IMAGES[tag] && (await imagePresent(socketPath, tag))) return true;
+  return buildKnownImage(socketPath, tag, onOutput);
 }
 
 /** Removes untagged leftovers of earlier builds of the project's images (label rc.local-image), nothing else. */
