@@ -78,6 +78,20 @@ export function admit(ctx: GatewayContext, res: Res, route: string, gateRequest:
 }
 
 /**
+ * The gate request of a shared model request: its input estimate plus the output it may generate
+ * (its max_tokens, or the default reservation, which the gate may shrink: `defaultOutput`).
+ */
+export function gateRequestFor(ctx: GatewayContext, accountId: number, model: string, inputTokens: number, maxTokens: number | undefined): GateRequest {
+  return {
+    accountId,
+    model,
+    estimatedTokens: inputTokens + (maxTokens ?? ctx.limits.defaultMaxTokens),
+    inputTokens,
+    defaultOutput: maxTokens === undefined,
+  };
+}
+
+/**
  * The max_tokens to forward so that the request cannot generate more than its account has
  * left, or undefined to leave the request's own. `requested` is the request's max_tokens
  * (undefined when it gave none); `maxContext` the model's context window (without max_tokens a

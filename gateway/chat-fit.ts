@@ -21,7 +21,8 @@ export function fitRequested(headerValue: string): boolean {
  * answers 400 itself when the prompt alone is too long. Only called when fitting applies.
  */
 export function fitChat(ctx: GatewayContext, res: Res, route: string, f: ChatFields, next: (f: ChatFields) => void): void {
-  const o = JSON.parse(typeof f.body === 'string' ? f.body : f.body.toString('utf8')) as Record<string, unknown>;
+  // The parsed body with the route's rewrites (chatFields): f.body is its serialization.
+  const o = f.obj;
   const field = typeof o.max_completion_tokens === 'number' ? 'max_completion_tokens' : typeof o.max_tokens === 'number' ? 'max_tokens' : undefined;
   const asked = field ? (o[field] as number) : undefined;
   const messages = Array.isArray(o.messages) ? o.messages : [];
@@ -52,7 +53,7 @@ export function fitChat(ctx: GatewayContext, res: Res, route: string, f: ChatFie
           next(f); // nests deeper than the stack allows: forwarded as it is, the backend judges
           return;
         }
-        next({ ...f, body, obj: o, maxTokens: r.maxTokens, estimatedTokens: f.estimatedTokens - (asked! - r.maxTokens) });
+        next({ ...f, body, obj: o, maxTokens: r.maxTokens });
         return;
       }
       next(f);

@@ -7,11 +7,10 @@
 import { boundingContext } from './context-fit.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { declaredLength, readBody, sendJson, track, type Res } from '../lib/http.js';
-import { admit, boundedMaxTokens, settlement } from './admit.js';
+import { admit, boundedMaxTokens, gateRequestFor, settlement } from './admit.js';
 import type { ModelState } from './catalog.js';
 import type { GatewayContext, RoutePlugin } from './context.js';
 import { ERRORS, fromBodyError, refuseChat, sendCanned, sendError, unknownModel, type CannedError } from './errors.js';
-import type { GateRequest } from './gate.js';
 import { AUTH_MISSING } from './keys.js';
 import { AUTH_SESSION, AUTH_UNVERIFIED } from './sessions.js';
 import { NO_MODEL } from './metrics.js';
@@ -33,7 +32,6 @@ export interface ChatFields {
   /** The body to forward. */
   body: Buffer | string;
   stripUsage: boolean;
-  estimatedTokens: number;
   /** The input part of the estimate (body bytes / 4). */
   inputTokens: number;
   /** The request's max_completion_tokens / max_tokens; undefined when it gave none. */
@@ -134,8 +132,7 @@ export function chatFields(ctx: GatewayContext, res: Res, raw: Buffer): ChatFiel
   const user = typeof o.user === 'string' ? o.user : undefined;
   const inputTokens = Math.ceil(raw.length / 4);
   const maxTokens = requestedMaxTokens(o);
-  const estimatedTokens = inputTokens + (maxTokens ?? ctx.limits.defaultMaxTokens);
-  return { model, stream, user, body, stripUsage, estimatedTokens, inputTokens, maxTokens, obj: o };
+  return { model, stream, user, body, stripUsage, inputTokens, maxTokens, obj: o };
 }
 
 /** The body with max_tokens (and max_completion_tokens when the request used it) set to `n`; undefined when it cannot be serialized. */
@@ -171,23 +168,16 @@ function completion(ctx: GatewayContext, res: Res, accountId: number, raw: Buffe
 }
 
 function forwardCompletion(ctx: GatewayContext, res: Res, accountId: number, f: ChatFields): void {
-  const gateRequest: GateRequest = {
-    accountId,
-    model: f.model.name,
-    estimatedTokens: f.estimatedTokens,
-    inputTokens: f.inputTokens,
-    defaultOutput: f.maxTokens === undefined,
-  };
+  const gateRequest = gateRequestFor(ctx, accountId, f.model.name, f.inputTokens, f.maxTokens);
   admit(ctx, res, CHAT_ROUTE, gateRequest, refuseChat, (decision) => {
+    const finish = settlement(ctx, CHAT_ROUTE, f.model, gateRequest, decision);
     let body = f.body;
     const bound = boundedMaxTokens(decision, f.maxTokens, boundingContext(f.model), f.inputTokens);
     if (bound !== undefined) {
       // The account has less left than the request could generate: it may generate no more.
       const rewritten = withMaxTokens(f.obj, bound);
       if (rewritten === undefined) {
-        ctx.admission.leave();
-        ctx.gate.settle(gateRequest, decision, ZERO_USAGE);
-        ctx.metrics.request(CHAT_ROUTE, f.model.name, ERRORS.tooDeep.status);
+        finish(ERRORS.tooDeep.status, ZERO_USAGE);
         sendCanned(res, ERRORS.tooDeep);
         return;
       }
@@ -198,9 +188,9 @@ function forwardCompletion(ctx: GatewayContext, res: Res, accountId: number, f: 
       stream: f.stream,
       stripUsage: f.stripUsage,
       inputTokens: f.inputTokens,
-      reservedTokens: decision.reservedTokens ?? f.estimatedTokens,
+      reservedTokens: decision.reservedTokens ?? gateRequest.estimatedTokens,
       headers: decision.headers,
-      onFinish: settlement(ctx, CHAT_ROUTE, model, gateRequest, decision),
+      onFinish: finish,
     });
     relay.call = ctx.upstreams.send(model, f.user, body, relay);
   });

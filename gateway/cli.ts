@@ -3,8 +3,7 @@
 // instance routes come from it (gateway/sync/). Otherwise keys come from --keys-file (and bus
 // events when REDIS_URL is set); the catalog from RC_CONFIG, reloaded on SIGHUP and when the
 // file changes.
-import { readFileSync } from 'node:fs';
-import { watch, type FSWatcher } from 'node:fs';
+import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
 import { RedisBus, type Bus } from '../lib/bus.js';
 import { loadConfig, type Config } from '../lib/config.js';

@@ -19,7 +19,6 @@ import { Connection, PoolError, PoolRequest, type ResponseHandler } from './http
 import { HEAD } from './http-parser.js';
 
 export { Connection, PoolError, PoolRequest, type PoolFailure, type ResponseHandler } from './http-connection.js';
-export { asciiLowerEquals } from './http-parser.js';
 
 export interface HttpPoolOptions {
   /** Most connections open at once; more requests wait in a queue. */

@@ -14,7 +14,7 @@ import type { GateUsage } from './gate.js';
 import { CLIENT_CLOSED } from './metrics.js';
 import { contentLengthOf, ResponseWriter, type WriterHooks } from './response-writer.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from './upstreams.js';
-import { indexOfUsage, lastIndexOfUsage, usageAt, ZERO_USAGE } from './usage.js';
+import { indexOfUsage, lastIndexOfUsage, relayedUsage, reservedUsage, usageAt, ZERO_USAGE } from './usage.js';
 
 const LF2 = Buffer.from('\n\n');
 const CRLF2 = Buffer.from('\r\n\r\n');
@@ -145,7 +145,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
    * makes it a slight over-count). What was generated reached the client as it came.
    */
   private relayedUsage(): GateUsage {
-    return { inputTokens: this.opts.inputTokens, outputTokens: this.events };
+    return relayedUsage(this.opts.inputTokens, this.events);
   }
 
   /**
@@ -155,8 +155,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
    */
   private abandonedUsage(): GateUsage {
     if (this.opts.stream) return this.relayedUsage();
-    const input = this.opts.inputTokens;
-    return { inputTokens: input, outputTokens: Math.max(0, this.opts.reservedTokens - input) };
+    return reservedUsage(this.opts.inputTokens, this.opts.reservedTokens);
   }
 
   private sseData(input: Buffer): void {

@@ -14,6 +14,7 @@
 // - Finish once: `finish(status, usage)` reaches `onFinish` exactly once, however the response ended.
 import type { Res } from '../lib/http.js';
 import { statusLine } from '../lib/http.js';
+import { asciiLowerEquals } from './http-parser.js';
 import type { GateUsage } from './gate.js';
 
 /** A response header name, as the backend client hands it over. */
@@ -36,8 +37,7 @@ export function headerNameIs(name: HeaderName, lower: Buffer): boolean {
     for (let i = 0; i < n; i++) if ((name.charCodeAt(i) | 0x20) !== lower[i]) return false;
     return true;
   }
-  for (let i = 0; i < n; i++) if ((name[i]! | 0x20) !== lower[i]) return false;
-  return true;
+  return asciiLowerEquals(name, lower);
 }
 
 /** True for a response header that is never relayed. */

@@ -87,3 +87,16 @@ export function findUsage(buf: Buffer): GateUsage | undefined {
 }
 
 export const ZERO_USAGE: GateUsage = Object.freeze({ inputTokens: 0, outputTokens: 0 });
+
+/**
+ * What a request ended without the backend's usage is charged (gateway/gates/README.md, "Exact
+ * caps"). A stream: the input estimate plus one output token per relayed event (a backend streams
+ * one event per decoding step). A request abandoned before its answer: its whole reservation.
+ */
+export function relayedUsage(inputTokens: number, events: number): GateUsage {
+  return { inputTokens, outputTokens: events };
+}
+
+export function reservedUsage(inputTokens: number, reservedTokens: number): GateUsage {
+  return { inputTokens, outputTokens: Math.max(0, reservedTokens - inputTokens) };
+}

@@ -3,7 +3,7 @@
 import { boundingContext } from '../context-fit.js';
 import type { Config } from '../../lib/config.js';
 import { sendJson, track, type Res } from '../../lib/http.js';
-import { admit, boundedMaxTokens, type Allowed } from '../admit.js';
+import { admit, boundedMaxTokens, gateRequestFor, type Allowed } from '../admit.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import type { GateRequest, GateUsage } from '../gate.js';
@@ -15,7 +15,7 @@ import { refuseMessages, sendError, upstreamFailure } from './reply.js';
 import { estimateInputTokens, prepare, type PreparedRequest } from './request.js';
 import { countTokensRequestSchema, messagesRequestSchema } from './schema.js';
 import { ThinkingSigner } from './signature.js';
-import { ZERO_USAGE } from '../usage.js';
+import { reservedUsage, ZERO_USAGE } from '../usage.js';
 import { relayStream } from './stream-relay.js';
 import { gateUsage, toMessagesResponse, type ChatCompletion } from './translate-response.js';
 
@@ -65,13 +65,7 @@ function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedReques
   const chat = p.chat;
   const messagesJson = JSON.stringify(chat.messages);
   const estimate = estimateInputTokens(messagesJson, chat.tools && JSON.stringify(chat.tools));
-  const greq: GateRequest = {
-    accountId: p.accountId,
-    model: p.model.name,
-    estimatedTokens: estimate + (chat.max_tokens ?? ctx.limits.defaultMaxTokens),
-    inputTokens: estimate,
-    defaultOutput: chat.max_tokens === undefined,
-  };
+  const greq = gateRequestFor(ctx, p.accountId, p.model.name, estimate, chat.max_tokens);
   admit(ctx, res, route, greq, refuseMessages, (decision) => {
     const bound = boundedMaxTokens(decision, chat.max_tokens, boundingContext(p.model), estimate);
     if (bound !== undefined) chat.max_tokens = bound; // no more than the account has left
@@ -151,7 +145,7 @@ async function exchange(
       // The client left before the answer: nothing relayed tells what the backend had generated
       // when the abort reached it, so the whole reservation is charged.
       ctx.metrics.request(route, p.model.name, CLIENT_CLOSED);
-      usage = { inputTokens: estimate, outputTokens: Math.max(0, (decision.reservedTokens ?? greq.estimatedTokens) - estimate) };
+      usage = reservedUsage(estimate, decision.reservedTokens ?? greq.estimatedTokens);
     }
   } finally {
     res.onAbort = undefined;

@@ -7,6 +7,7 @@
 // of one backend read into one corked write, so one socket send per backend read, not one per
 // chunk. The response head waits for that same write (it goes out with the first events when
 // they came in the same read as the backend's head, else alone right after that read).
+import { relayedUsage } from '../usage.js';
 import type { Res } from '../../lib/http.js';
 import type { ModelState } from '../catalog.js';
 import type { GatewayContext } from '../context.js';
@@ -96,7 +97,7 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks {
     // The backend's running count (continuous usage) when it reports one; else, for a stream
     // that was relayed, the input estimate plus one output token per relayed backend event.
     const reported = this.t.reportedUsage;
-    this.o.settle(reported ?? (this.streaming ? { inputTokens: this.o.inputTokensEstimate, outputTokens: this.events } : undefined));
+    this.o.settle(reported ?? (this.streaming ? relayedUsage(this.o.inputTokensEstimate, this.events) : undefined));
   }
 
   // UpstreamHandler

@@ -11,12 +11,11 @@
 import { boundingContext } from '../context-fit.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import { declaredLength, readBody, track, type Res } from '../../lib/http.js';
-import { admit, boundedMaxTokens, settlement } from '../admit.js';
+import { admit, boundedMaxTokens, gateRequestFor, settlement } from '../admit.js';
 import { authenticateRequest, modelRequest, reject, requestedMaxTokens } from '../chat.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { resolveEffort } from '../effort.js';
 import { CHAT_CODES, ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError } from '../errors.js';
-import type { GateRequest } from '../gate.js';
 import { NO_MODEL } from '../metrics.js';
 import { ChatRelay } from '../relay.js';
 import { ZERO_USAGE } from '../usage.js';
@@ -90,13 +89,7 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): 
   const sticky = [o.prompt_cache_key, o.user, o.safety_identifier].find((v): v is string => typeof v === 'string' && v !== '');
   const inputTokens = Math.ceil(raw.length / 4);
   const maxTokens = requestedMaxTokens({ max_tokens: o.max_output_tokens });
-  const gateRequest: GateRequest = {
-    accountId,
-    model: model.name,
-    estimatedTokens: inputTokens + (maxTokens ?? ctx.limits.defaultMaxTokens),
-    inputTokens,
-    defaultOutput: maxTokens === undefined,
-  };
+  const gateRequest = gateRequestFor(ctx, accountId, model.name, inputTokens, maxTokens);
   admit(ctx, res, RESPONSES_ROUTE, gateRequest, refuseChat, (decision) => {
     const finish = settlement(ctx, RESPONSES_ROUTE, model, gateRequest, decision);
     // Exact caps, as on chat completions: max_output_tokens lowered to what the account has left.

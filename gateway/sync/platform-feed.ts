@@ -28,7 +28,11 @@ import type { KeySource } from '../keys.js';
 import type { Gateway } from '../server.js';
 
 export class SnapshotError extends RcError {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** The control plane's HTTP status, when it answered. */
+    readonly answered?: number,
+  ) {
     super('RC_ERR_GATEWAY_SNAPSHOT', message, 502);
   }
 }
@@ -86,7 +90,8 @@ export class PlatformFeed {
       throw new SnapshotError(`control plane ${this.o.url} unreachable: ${(err as Error).message}`);
     }
     const text = await res.body.text();
-    if (res.statusCode !== 200) throw new SnapshotError(`control plane ${this.o.url} answered ${res.statusCode} to the snapshot: ${text.slice(0, 200)}`);
+    if (res.statusCode !== 200)
+      throw new SnapshotError(`control plane ${this.o.url} answered ${res.statusCode} to the snapshot: ${text.slice(0, 200)}`, res.statusCode);
     let parsed;
     try {
       parsed = gatewaySnapshotSchema.safeParse(JSON.parse(text));
@@ -109,7 +114,7 @@ export class PlatformFeed {
         this.setRoutes(snap.instances);
         return snap;
       } catch (err) {
-        if (this.closed || /answered 401/.test((err as Error).message)) throw err;
+        if (this.closed || (err instanceof SnapshotError && err.answered === 401)) throw err; // a wrong token: waiting cannot help
         this.o.logger.warn('waiting for the control plane', { err: (err as Error).message });
         await sleep(wait);
       }
