@@ -1,7 +1,7 @@
 // Who is calling: an API key (`Authorization: Bearer rc-...`) or a browser session cookie.
 // Both are checked against the database on every platform request (primary-key lookups), so a
 // rotated key or a signed-out session is refused at once.
-import { hashesEqual, hashKey, isWellFormedKey } from '../lib/keys.js';
+import { hashKey, isWellFormedKey, matchesHash } from '../lib/keys.js';
 import type { Account, Session } from './accounts.js';
 import { ApiError, forbidden, INVALID_BEARER, NO_API_KEY, unauthorized } from './errors.js';
 import type { Store } from './store.js';
@@ -66,7 +66,7 @@ export function identify(store: Store, h: CredentialHeaders, ignoreBadSession = 
 /** Cookie-authenticated writes need the session's CSRF token in the x-csrf-token header (compared by hash, in constant time). */
 export function checkCsrf(caller: Caller, header: string): void {
   if (caller.via !== 'session') return;
-  if (header === '' || !hashesEqual(hashKey(header), caller.session!.csrfHash)) throw forbidden(CSRF_INVALID, 'csrf_invalid');
+  if (!matchesHash(header, caller.session!.csrfHash)) throw forbidden(CSRF_INVALID, 'csrf_invalid');
 }
 
 /** Set-Cookie value for a new session. */

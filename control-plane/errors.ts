@@ -1,6 +1,7 @@
 // Errors of the platform API. Each maps to one HTTP reply with the SPEC's body shape
 // `{ detail: string }` (or, for account_not_verified, a detail object carrying the code and
 // the review page's redirect).
+import { retryAfterSeconds } from '../lib/clock.js';
 import { RcError } from '../lib/errors.js';
 
 /** Where an unverified account is sent (the review page of the web app). */
@@ -21,6 +22,9 @@ export const unauthorized = (detail: string) => new ApiError(401, 'RC_ERR_UNAUTH
 export const forbidden = (detail: string, code = 'RC_ERR_FORBIDDEN') => new ApiError(403, code, detail);
 export const notFound = (detail = 'Not Found') => new ApiError(404, 'RC_ERR_NOT_FOUND', detail);
 export const conflict = (detail: string, code = 'RC_ERR_CONFLICT') => new ApiError(409, code, detail);
+/** 429 with Retry-After (whole seconds of `waitMs`, at least 1). */
+export const tooManyRequests = (detail: string, waitMs: number, code: string) =>
+  new ApiError(429, code, detail, { 'retry-after': String(retryAfterSeconds(waitMs)) });
 export const unavailable = (detail: string, retryAfterSec: number, code = 'RC_ERR_UNAVAILABLE') =>
   new ApiError(503, code, detail, { 'retry-after': String(retryAfterSec) });
 

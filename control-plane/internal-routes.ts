@@ -26,7 +26,7 @@ export async function gatewaySnapshot(src: InternalSources): Promise<GatewaySnap
   // the same effective limits and session access.
   const keySource = storeKeySource(store, src.access);
   return {
-    keys: store.keys.all().map((k) => ({ keyHash: k.keyHash, accountId: k.accountId })),
+    keys: store.keys.all(),
     sessions: [...((await keySource.loadSessions?.()) ?? [])],
     limits: storeLimitOverrides(store, src.access).map(([accountId, l]) => ({
       accountId,

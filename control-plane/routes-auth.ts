@@ -7,8 +7,8 @@ import { hashKey } from '../lib/keys.js';
 import { csrfTokenFor } from './accounts.js';
 import { clearSessionCookie, sessionCookie, type Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
-import { ApiError, forbidden, unauthorized } from './errors.js';
-import { addressKey, KeyedBuckets, retryAfterSeconds, SignInLimits } from './auth/rate-limit.js';
+import { forbidden, tooManyRequests, unauthorized } from './errors.js';
+import { addressKey, KeyedBuckets, SignInLimits } from './auth/rate-limit.js';
 import { emailVerificationRequired, type EmailVerifications } from './auth/email-verification.js';
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import { effectiveOverrides, hasSharedModelAccess } from './model-access.js';
@@ -23,8 +23,6 @@ const credentials = z.strictObject({
 export const LOGIN_FAILED = 'Invalid e-mail or password';
 export const TOO_MANY_SIGN_INS = 'Too many sign-in attempts; retry after the Retry-After delay';
 export const TOO_MANY_SIGN_UPS = 'Too many sign-ups from this address; retry after the Retry-After delay';
-
-const tooMany = (detail: string, waitMs: number, code: string) => new ApiError(429, code, detail, { 'retry-after': String(retryAfterSeconds(waitMs)) });
 
 function secure(deps: ApiDeps, forwardedProto: string): boolean {
   const mode = deps.settings.cookieSecure;
@@ -50,7 +48,7 @@ function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, stat
     .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
   return {
     status,
-    body: { account: profile(deps.store, deps.store.accounts.byId(accountId)!), csrf_token: s.csrfToken, expires_at: new Date(s.expiresAt).toISOString() },
+    body: { account: profile(deps.store, account), csrf_token: s.csrfToken, expires_at: new Date(s.expiresAt).toISOString() },
     cookies: [sessionCookie(s.token, Math.floor(ttlMs / 1000), secure(deps, forwardedProto))],
   };
 }
@@ -77,7 +75,7 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
         if (deps.settings.signup !== 'open') throw forbidden('Sign-up is closed', 'signup_closed');
         // Each open sign-up is an account with its own daily model cap: one address cannot mint many.
         const wait = signUps.take(addressKey(clientAddress));
-        if (wait > 0) throw tooMany(TOO_MANY_SIGN_UPS, wait, 'signup_rate_limited');
+        if (wait > 0) throw tooManyRequests(TOO_MANY_SIGN_UPS, wait, 'signup_rate_limited');
         const passwordHash = await hashPassword(body.password);
         const a = store.transaction(() => {
           const created = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
@@ -105,7 +103,7 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
       async handle({ body, forwardedProto, clientAddress }) {
         // Limits first: a refused attempt costs no scrypt and checks no password (auth/rate-limit.ts).
         const wait = signIns.admit(body.email, clientAddress);
-        if (wait > 0) throw tooMany(TOO_MANY_SIGN_INS, wait, 'login_rate_limited');
+        if (wait > 0) throw tooManyRequests(TOO_MANY_SIGN_INS, wait, 'login_rate_limited');
         const found = store.accounts.withPassword(body.email);
         // Hash even when the account does not exist, so timing does not reveal which e-mails exist.
         const ok = await verifyPassword(body.password, found?.passwordHash ?? (await dummyHash()));

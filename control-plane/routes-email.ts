@@ -3,9 +3,9 @@
 import { z } from 'zod';
 import type { ApiDeps } from './deps.js';
 import { LINK_INVALID, VERIFY_PATH, type EmailVerifications } from './auth/email-verification.js';
-import { addressKey, retryAfterSeconds, type KeyedBuckets } from './auth/rate-limit.js';
+import { addressKey, type KeyedBuckets } from './auth/rate-limit.js';
 import type { MailSender } from './auth/mail.js';
-import { ApiError, badRequest } from './errors.js';
+import { badRequest, tooManyRequests } from './errors.js';
 import { route, type Route } from './router.js';
 
 export const RESEND_ANSWER = 'If this address is waiting for verification, a new link is on its way';
@@ -59,10 +59,7 @@ export function emailRoutes(
       body: z.strictObject({ email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')) }),
       handle({ body, clientAddress }) {
         const wait = perAddress.take(addressKey(clientAddress));
-        if (wait > 0)
-          throw new ApiError(429, 'signup_rate_limited', 'Too many requests from this address; retry after the Retry-After delay', {
-            'retry-after': String(retryAfterSeconds(wait)),
-          });
+        if (wait > 0) throw tooManyRequests('Too many requests from this address; retry after the Retry-After delay', wait, 'signup_rate_limited');
         const a = deps.store.accounts.byEmail(body.email);
         // The same answer whether or not the address exists or waits: nothing is learnt about accounts.
         if (a && deps.settings.emailVerification === 'required' && !verifications.isVerified(a.id)) sendLink(a.id, a.email);

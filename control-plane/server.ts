@@ -4,7 +4,7 @@
 import { rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { hashKey, hashesEqual } from '../lib/keys.js';
+import { hashKey, matchesHash } from '../lib/keys.js';
 import type { Bus } from '../lib/bus.js';
 import type { Clock } from '../lib/clock.js';
 import { DEFAULT_SIM_MODELS, type ModelEntry } from '../lib/config.js';
@@ -122,9 +122,9 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     store,
     logger,
     maxBodyBytes: settings.apiMaxBodyBytes,
-    isAdmin: (token) => adminHash !== undefined && token !== '' && hashesEqual(hashKey(token), adminHash),
+    isAdmin: (token) => adminHash !== undefined && matchesHash(token, adminHash),
     trustProxy: settings.trustProxy,
-    isInternal: (token) => internalHash !== undefined && token !== '' && hashesEqual(hashKey(token), internalHash),
+    isInternal: (token) => internalHash !== undefined && matchesHash(token, internalHash),
   });
   const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);
   listeningUrl = server.url;

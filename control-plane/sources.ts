@@ -17,8 +17,10 @@ export interface KeySource {
  * session; with `access`, sessions of accounts without shared model access are marked (model-access.ts).
  */
 export function storeKeySource(store: Store, access?: ModelAccessSettings): KeySource {
+  // Only when accounts under review have no shared model access is each session's account read.
+  const reviewClosed = access !== undefined && !hasSharedModelAccess(false, access);
   const withAccess = (r: SessionRecord): SessionRecord =>
-    access && !hasSharedModelAccess(store.accounts.byId(r.accountId)?.verified ?? false, access) ? { ...r, modelAccess: false } : r;
+    reviewClosed && !(store.accounts.byId(r.accountId)?.verified ?? false) ? { ...r, modelAccess: false } : r;
   return { load: async () => store.keys.all(), loadSessions: async () => store.sessions.live().map(withAccess) };
 }
 

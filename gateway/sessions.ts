@@ -7,7 +7,7 @@
 import type { SessionRecord } from '../lib/gateway-snapshot.js';
 import type { Bus, BusEvent } from '../lib/bus.js';
 import { systemClock, type Clock } from '../lib/clock.js';
-import { hashesEqual, hashKey } from '../lib/keys.js';
+import { hashKey, matchesHash } from '../lib/keys.js';
 import { AUTH_MISSING, type AuthFailure } from './keys.js';
 
 export type { SessionRecord };
@@ -97,7 +97,7 @@ export class SessionDirectory {
       this.byToken.delete(tokenHash);
       return AUTH_SESSION;
     }
-    if (csrf === '' || !hashesEqual(r.csrfHash, hashKey(csrf))) return AUTH_SESSION;
+    if (!matchesHash(csrf, r.csrfHash)) return AUTH_SESSION;
     return r.modelAccess === false ? AUTH_UNVERIFIED : r.accountId;
   }
 }

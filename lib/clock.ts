@@ -19,3 +19,8 @@ export class FakeClock implements Clock {
     this.t = ms;
   }
 }
+
+/** Whole seconds for Retry-After: rounded up, at least 1 (the gates and the platform API's limits). */
+export function retryAfterSeconds(waitMs: number): number {
+  return Math.max(1, Math.ceil(waitMs / 1000));
+}

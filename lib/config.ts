@@ -9,6 +9,10 @@ const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const ms = z.coerce.number().int().min(1);
 const bool = z.union([z.boolean(), z.enum(['0', '1', 'false', 'true']).transform((v) => v === '1' || v === 'true')]);
+/** An http(s) URL, or '' for none. */
+const httpUrlOrEmpty = z.union([z.literal(''), z.url({ protocol: /^https?$/ })]);
+/** A secret of at least 16 characters, or '' to have one generated. */
+const secretOrEmpty = z.union([z.literal(''), z.string().min(16)]);
 
 /** One entry of the shared model catalog. */
 export const modelEntrySchema = z.strictObject({
@@ -63,12 +67,7 @@ export const SETTINGS = {
   simPortBase: setting('RC_SIM_PORT_BASE', port, 9100, 'First port of the embedded simulated backends (one per default model)'),
   simTtftMs: setting('RC_SIM_TTFT_MS', z.coerce.number().min(0), 80, 'Embedded simulated backends: time to first token (ms)'),
   simTokensPerSecond: setting('RC_SIM_TOKENS_PER_SECOND', z.coerce.number().positive(), 50, 'Embedded simulated backends: output tokens per second'),
-  simFast: setting(
-    'RC_SIM_FAST',
-    z.union([z.boolean(), z.enum(['0', '1', 'false', 'true']).transform((v) => v === '1' || v === 'true')]),
-    false,
-    'Embedded simulated backends: no delays at all (1/true)',
-  ),
+  simFast: setting('RC_SIM_FAST', bool, false, 'Embedded simulated backends: no delays at all (1/true)'),
   dataDir: setting('RC_DATA_DIR', z.string().min(1), './data', 'Directory for SQLite, state and logs'),
   redisUrl: setting('REDIS_URL', z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]), '', 'Redis for gates and events; empty: in memory'),
   logLevel: setting('RC_LOG_LEVEL', z.enum(['silent', 'error', 'warn', 'info', 'debug']), 'info', 'Log level'),
@@ -123,7 +122,7 @@ export const SETTINGS = {
   signup: setting('RC_SIGNUP', z.enum(['open', 'closed']), 'open', 'Whether POST /api/auth/signup creates accounts'),
   trustProxy: setting(
     'RC_TRUST_PROXY',
-    z.union([z.boolean(), z.enum(['0', '1', 'false', 'true']).transform((v) => v === '1' || v === 'true')]),
+    bool,
     false,
     'Platform API behind a reverse proxy: client address from the last X-Forwarded-For entry, X-Forwarded-Host counts as own origin (1/true)',
   ),
@@ -152,20 +151,10 @@ export const SETTINGS = {
     'rc-platform@localhost',
     "Sender address of the platform's mails",
   ),
-  apiPublicUrl: setting(
-    'RC_API_PUBLIC_URL',
-    z.union([z.literal(''), z.url({ protocol: /^https?$/ })]),
-    '',
-    'Public URL of the platform API in mailed links; empty: its listening URL',
-  ),
+  apiPublicUrl: setting('RC_API_PUBLIC_URL', httpUrlOrEmpty, '', 'Public URL of the platform API in mailed links; empty: its listening URL'),
   couponRedemption: setting('RC_COUPON_REDEMPTION', z.enum(['open', 'closed']), 'open', 'Whether POST /api/credits/redeem accepts coupons (closed: 503)'),
   couponRetryAfterSec: setting('RC_COUPON_RETRY_AFTER_SEC', positiveInt, 3600, 'Retry-After of the 503 while coupon redemption is closed'),
-  agentToken: setting(
-    'RC_AGENT_TOKEN',
-    z.union([z.literal(''), z.string().min(16)]),
-    '',
-    'Shared token between control plane and agent; empty: generated into <dataDir>/agent/token',
-  ),
+  agentToken: setting('RC_AGENT_TOKEN', secretOrEmpty, '', 'Shared token between control plane and agent; empty: generated into <dataDir>/agent/token'),
   agentRuntime: setting(
     'RC_AGENT_RUNTIME',
     z.enum(['auto', 'process', 'docker']),
@@ -279,14 +268,14 @@ export const SETTINGS = {
   ),
   instancePublicUrl: setting(
     'RC_INSTANCE_PUBLIC_URL',
-    z.union([z.literal(''), z.url({ protocol: /^https?$/ })]),
+    httpUrlOrEmpty,
     '',
     'Public URL of the gateway in instance base URLs; empty: http://RC_HOST:RC_GATEWAY_PORT',
   ),
   launchTokenTtlSec: setting('RC_LAUNCH_TOKEN_TTL_SEC', positiveInt, 600, 'Lifetime of a launch verification token (single use)'),
   tunnelSecret: setting(
     'RC_TUNNEL_SECRET',
-    z.union([z.literal(''), z.string().min(16)]),
+    secretOrEmpty,
     '',
     'Secret signing rc-tunnel identities (shared by control plane and gateways); empty: generated into <dataDir>/tunnel/secret',
   ),
@@ -298,27 +287,22 @@ export const SETTINGS = {
   ),
   proxyPort: setting('RC_PROXY_PORT', port, 8081, 'Instance proxy port (browser access to instance apps; its own origin)'),
   tunnelPort: setting('RC_TUNNEL_PORT', port, 8082, 'Public tunnel URLs port (rc-tunnel services; their own origin, apart from the gateway and the proxy)'),
-  tunnelPublicUrl: setting(
-    'RC_TUNNEL_PUBLIC_URL',
-    z.union([z.literal(''), z.url({ protocol: /^https?$/ })]),
-    '',
-    'Public URL of tunnels (<url>/t/<tunnel id>/); empty: http://RC_HOST:RC_TUNNEL_PORT',
-  ),
+  tunnelPublicUrl: setting('RC_TUNNEL_PUBLIC_URL', httpUrlOrEmpty, '', 'Public URL of tunnels (<url>/t/<tunnel id>/); empty: http://RC_HOST:RC_TUNNEL_PORT'),
   proxyPublicUrl: setting(
     'RC_PROXY_PUBLIC_URL',
-    z.union([z.literal(''), z.url({ protocol: /^https?$/ })]),
+    httpUrlOrEmpty,
     '',
     'Public URL of the instance proxy in instance base URLs; empty: http://RC_HOST:RC_PROXY_PORT',
   ),
   internalToken: setting(
     'RC_INTERNAL_TOKEN',
-    z.union([z.literal(''), z.string().min(16)]),
+    secretOrEmpty,
     '',
     "Token gateways present to the control plane's internal API; empty on the control plane: generated into <dataDir>/internal.token",
   ),
   controlPlaneUrl: setting(
     'RC_CONTROL_PLANE_URL',
-    z.union([z.literal(''), z.url({ protocol: /^https?$/ })]),
+    httpUrlOrEmpty,
     '',
     'rc gateway: the control plane to learn keys, limits, sessions, catalog and instance routes from; empty: --keys-file and RC_CONFIG',
   ),

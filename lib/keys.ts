@@ -25,3 +25,8 @@ export function hashesEqual(a: string, b: string): boolean {
   if (a.length !== b.length) return false;
   return timingSafeEqual(Buffer.from(a, 'hex'), Buffer.from(b, 'hex'));
 }
+
+/** A presented secret (token, CSRF token) against its stored hash, in constant time; '' never matches. */
+export function matchesHash(given: string, hash: string): boolean {
+  return given !== '' && hashesEqual(hashKey(given), hash);
+}

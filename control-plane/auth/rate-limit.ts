@@ -47,9 +47,6 @@ export function addressKey(address: string): string {
     .join(':')}::/64`;
 }
 
-/** Whole seconds to wait (at least 1), for Retry-After. */
-export const retryAfterSeconds = (ms: number): number => Math.max(1, Math.ceil(ms / 1000));
-
 /** Token buckets by key: `capacity` tokens, refilled continuously at `capacity` per `periodMs`. */
 export class KeyedBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();

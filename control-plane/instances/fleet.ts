@@ -4,6 +4,7 @@
 // Without one (StoredFleet: the rc CLI on the database) only the registry changes, and the next
 // control-plane start acts on it.
 import { conflict, badRequest, notFound } from '../errors.js';
+import type { AgentConnection } from './agents.js';
 import type { Store } from '../store.js';
 import { HostStore, type HostRecord } from './host-store.js';
 import type { InstanceService } from './service.js';
@@ -55,9 +56,15 @@ function stillRunning(name: string, rows: InstanceRow[]) {
 export class LiveFleet implements FleetControl {
   constructor(private readonly service: InstanceService) {}
 
-  private view(name: string): HostView {
+  /** The host's connection; 404 when there is no such host. */
+  private conn(name: string): AgentConnection {
     const conn = this.service.agents.get(name);
     if (!conn) throw notFound(`No host named ${name}`);
+    return conn;
+  }
+
+  private view(name: string): HostView {
+    const conn = this.conn(name);
     const rows = this.service.instances.onAgent(name);
     const gpus = conn.host?.gpus;
     return {
@@ -89,8 +96,7 @@ export class LiveFleet implements FleetControl {
   }
 
   setDraining(name: string, draining: boolean): HostView {
-    const conn = this.service.agents.get(name);
-    if (!conn) throw notFound(`No host named ${name}`);
+    const conn = this.conn(name);
     if (conn.registered) this.service.hosts.setDraining(name, draining);
     conn.draining = draining;
     if (!draining) this.service.schedule();
@@ -98,8 +104,7 @@ export class LiveFleet implements FleetControl {
   }
 
   async remove(name: string, force: boolean): Promise<{ removed: string; ended_instances: string[] }> {
-    const conn = this.service.agents.get(name);
-    if (!conn) throw notFound(`No host named ${name}`);
+    const conn = this.conn(name);
     if (!conn.registered) throw badRequest(`Host ${name} is configured at start (the embedded agent); it cannot be removed`, 'host_static');
     const rows = this.service.instances.onAgent(name);
     if (rows.length && !force) throw stillRunning(name, rows);
@@ -151,8 +156,7 @@ export class StoredFleet implements FleetControl {
   }
 
   setDraining(name: string, draining: boolean): HostView {
-    this.get(name);
-    this.hosts.setDraining(name, draining);
+    if (!this.hosts.setDraining(name, draining)) throw notFound(`No host named ${name}`);
     return this.view(this.get(name));
   }
 

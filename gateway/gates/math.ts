@@ -44,10 +44,7 @@ export function msToNextDay(ms: number): number {
   return (dayIndex(ms) + 1) * DAY_MS - ms;
 }
 
-/** Whole seconds for Retry-After: rounded up, at least 1. */
-export function retryAfterSeconds(waitMs: number): number {
-  return Math.max(1, Math.ceil(waitMs / 1000));
-}
+export { retryAfterSeconds } from '../../lib/clock.js';
 
 /** A token estimate as a whole, non-negative number the buckets can hold exactly. */
 export function normalizeEstimate(tokens: number): number {
