@@ -1,6 +1,10 @@
 // Deterministic output: a seeded PRNG, filler text made of pieces that are one sim token each,
 // and tool-call arguments generated from a function's JSON Schema.
+import { randomUUID } from 'node:crypto';
 import { tokenize } from './tokenizer.js';
+
+/** A random 32-hex-digit id (as vLLM gives completions, responses, items and tool calls). */
+export const hexId = (): string => randomUUID().replace(/-/g, '');
 
 /** mulberry32: a tiny, fast, seedable PRNG returning floats in [0, 1). */
 export function prng(seed: number): () => number {

@@ -1,7 +1,6 @@
 // What one chat completion will generate, decided up front from the request, the prompt and
 // the seed: the reasoning pieces, then either answer pieces or one tool call, and why it ends.
-import { randomUUID } from 'node:crypto';
-import { hashString, prng, reasoningPieces, textPieces, toolArgumentPieces } from './generate.js';
+import { hashString, hexId, prng, reasoningPieces, textPieces, toolArgumentPieces } from './generate.js';
 import { contentText } from './tokenizer.js';
 import type { ChatRequest, Effort } from './request.js';
 
@@ -65,7 +64,7 @@ export function planOutput(req: ChatRequest, opts: { reasoningModel: boolean; li
     return {
       reasoning: reasoningPieces(rng, r),
       content: [],
-      tool: argCount > 0 ? { id: `chatcmpl-tool-${randomUUID().replace(/-/g, '')}`, name: tool.function.name, args: args.slice(0, argCount) } : undefined,
+      tool: argCount > 0 ? { id: `chatcmpl-tool-${hexId()}`, name: tool.function.name, args: args.slice(0, argCount) } : undefined,
       finish: total < natural ? 'length' : 'tool_calls',
       completionTokens: total,
     };

@@ -7,7 +7,7 @@
 // function tools, max_output_tokens -> max_tokens, reasoning.effort -> reasoning_effort), so it
 // is validated, planned, tokenized and prefix-cached exactly like a chat completion.
 // Not modelled: previous_response_id and stored responses (400), built-in tools (400).
-import { randomUUID } from 'node:crypto';
+import { hexId } from './generate.js';
 import { z } from 'zod';
 import type { Plan } from './plan.js';
 import { EFFORTS, SimRequestError } from './request.js';
@@ -93,8 +93,6 @@ export function responsesToChat(r: ResponsesRequest): Record<string, unknown> {
   return chat;
 }
 
-const hex = () => randomUUID().replace(/-/g, '');
-
 /** Ids and echoed fields of one response. */
 export interface ResponseMeta {
   id: string;
@@ -113,9 +111,9 @@ interface Items {
 
 function items(plan: Plan): Items {
   return {
-    reasoning: plan.reasoning.length ? { id: `rs_${hex()}`, text: plan.reasoning.join('') } : undefined,
-    message: !plan.tool && plan.content.length ? { id: `msg_${hex()}`, text: plan.content.join('') } : undefined,
-    call: plan.tool ? { id: `fc_${hex()}`, callId: `call_${hex().slice(0, 24)}`, name: plan.tool.name, args: plan.tool.args.join('') } : undefined,
+    reasoning: plan.reasoning.length ? { id: `rs_${hexId()}`, text: plan.reasoning.join('') } : undefined,
+    message: !plan.tool && plan.content.length ? { id: `msg_${hexId()}`, text: plan.content.join('') } : undefined,
+    call: plan.tool ? { id: `fc_${hexId()}`, callId: `call_${hexId().slice(0, 24)}`, name: plan.tool.name, args: plan.tool.args.join('') } : undefined,
   };
 }
 

@@ -1,12 +1,12 @@
 // The simulated serving backend: an OpenAI-compatible server that behaves like vLLM where a
 // client can see it (routes, bodies, SSE chunks, usage, errors), with configurable pace and
 // faults. Runs in-process (startSim) and as `rc sim` (sim/cli.ts).
-import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { uws, type HttpRequest, type HttpResponse } from '../lib/uws.js';
 import { listen, MAX_JSON_DEPTH, parseJsonObject, readBody, sendJson, statusLine, track, type Res, type Server } from '../lib/http.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { DEFAULT_AFTER_CHUNKS, DEFAULT_RETRY_AFTER_S, FaultState, parseFault, type Fault } from './faults.js';
+import { hexId } from './generate.js';
 import { planOutput } from './plan.js';
 import { completionBody, StreamRenderer } from './render.js';
 import { chatRequestSchema, checkChatRequest, SimRequestError, tokenizeChatSchema, tokenizePromptSchema, validate, vllmError } from './request.js';
@@ -112,7 +112,7 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
         max_model_len: opts.maxModelLen,
         permission: [
           {
-            id: `modelperm-${randomUUID().replace(/-/g, '')}`,
+            id: `modelperm-${hexId()}`,
             object: 'model_permission',
             created,
             allow_create_engine: false,
@@ -252,9 +252,9 @@ export async function startSim(options: SimOptions = {}): Promise<SimServer> {
     const plan = planOutput(req, { reasoningModel: opts.reasoning, limit: maxTokens ?? room, promptText, seed: opts.seed });
     // Prompt tokens served from the prefix cache (0 without it); the prompt's blocks are stored.
     const cached = promptIds ? prefixCache!.lookup(promptIds) : 0;
-    const id = `${responsesReq ? 'resp_' : 'chatcmpl-'}${randomUUID().replace(/-/g, '')}`;
-    const meta = responsesReq && { id, created: Math.floor(Date.now() / 1000), model: opts.model, req: responsesReq, promptTokens, cachedTokens: cached };
+    const id = `${responsesReq ? 'resp_' : 'chatcmpl-'}${hexId()}`;
     const now = Math.floor(Date.now() / 1000);
+    const meta = responsesReq && { id, created: now, model: opts.model, req: responsesReq, promptTokens, cachedTokens: cached };
     const r = call.res;
 
     if (!req.stream) {

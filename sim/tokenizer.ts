@@ -59,7 +59,11 @@ export function tokenId(piece: string): number {
 
 /** Token ids of `text`. */
 export function encode(text: string): number[] {
-  return tokenize(text).map(tokenId);
+  // One pass (no array of pieces first): this runs on every prompt when the prefix cache is on.
+  PIECE.lastIndex = 0;
+  const ids: number[] = [];
+  for (let m = PIECE.exec(text); m !== null; m = PIECE.exec(text)) ids.push(tokenId(m[0]));
+  return ids;
 }
 
 // ---- chat template -------------------------------------------------------------------------

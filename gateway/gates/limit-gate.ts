@@ -104,7 +104,7 @@ export class LimitGate implements RequestGate {
       defaultOutput: req.defaultOutput === true,
       limits,
       day,
-      hour: hourOfDay(now),
+      hour: hourOfDay(now, day),
       msToNextDay: (day + 1) * DAY_MS - now,
       nowMs: this.clientTime ? now : undefined,
     };
@@ -121,6 +121,7 @@ export class LimitGate implements RequestGate {
     const r = decision.reservation as Reservation | undefined;
     if (!r || r.settled) return; // not ours, or settled already: never reconcile twice
     r.settled = true;
+    const input = usage ? normalizeEstimate(usage.inputTokens) : 0;
     r.store.settle({
       accountId: req.accountId,
       model: req.model,
@@ -130,9 +131,9 @@ export class LimitGate implements RequestGate {
       hour: r.hour,
       nowMs: this.clientTime ? this.clock.now() : undefined,
       // No usage seen (the response failed before any): nothing is charged, the reservation is returned.
-      inputTokens: usage ? normalizeEstimate(usage.inputTokens) : 0,
+      inputTokens: input,
       outputTokens: usage ? normalizeEstimate(usage.outputTokens) : 0,
-      cachedTokens: usage?.cachedTokens ? Math.min(normalizeEstimate(usage.cachedTokens), normalizeEstimate(usage.inputTokens)) : 0,
+      cachedTokens: usage?.cachedTokens ? Math.min(normalizeEstimate(usage.cachedTokens), input) : 0,
     });
   }
 

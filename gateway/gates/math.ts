@@ -19,9 +19,9 @@ export function dayIndex(ms: number): number {
 
 export const HOUR_MS = 3_600_000;
 
-/** The UTC hour of the day (0..23). */
-export function hourOfDay(ms: number): number {
-  return Math.floor((ms - dayIndex(ms) * DAY_MS) / HOUR_MS);
+/** The UTC hour of the day (0..23); `day` is dayIndex(ms), when the caller has it already. */
+export function hourOfDay(ms: number, day = dayIndex(ms)): number {
+  return Math.floor((ms - day * DAY_MS) / HOUR_MS);
 }
 
 /** `YYYY-MM-DD` of a day index. */

@@ -4,7 +4,7 @@
 import { GateKind } from './codes.js';
 import { SCALE, type Outcome } from './math.js';
 import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
-import { emptyDayUsage, emptyModelHours } from './store.js';
+import { emptyDayUsage, emptyModelDayUsage, emptyModelHours } from './store.js';
 import type { Limits } from './limits.js';
 
 interface Buckets {
@@ -34,8 +34,8 @@ export class MemoryGateStore implements GateStore {
     // What is left for output after the input (exact caps: the route bounds max_tokens to it).
     let estimate = i.estimate;
     let maxOutput = -1;
+    const dailyRoom = limits.dailyTokens - used - i.input; // read only when the input is known
     if (i.input >= 0) {
-      const dailyRoom = limits.dailyTokens - used - i.input;
       maxOutput = Math.min(Math.floor(b.t / SCALE) - i.input, dailyRoom);
       // A default output shrinks to what is left (to the day's room when the bucket is what is
       // short: the bucket then refuses with its own, shorter wait).
@@ -64,7 +64,7 @@ export class MemoryGateStore implements GateStore {
     }
     if (gate === GateKind.None && i.input >= 0 && maxOutput < 1) {
       // Nothing left for output: refused before the backend is reached.
-      if (limits.dailyTokens - used - i.input < 1) {
+      if (dailyRoom < 1) {
         gate = GateKind.Daily;
         waitMs = i.msToNextDay;
       } else {
@@ -164,7 +164,7 @@ export class MemoryGateStore implements GateStore {
   private model(day: DayUsage, model: string): ModelDayUsage {
     let m = day.byModel.get(model);
     if (!m) {
-      m = { requests: 0, input_tokens: 0, output_tokens: 0, cached_input_tokens: 0 };
+      m = emptyModelDayUsage();
       day.byModel.set(model, m);
     }
     return m;

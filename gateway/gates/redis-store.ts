@@ -11,7 +11,7 @@ import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
 import { ADMIT_SCRIPT, SETTLE_SCRIPT } from './scripts.js';
 import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
-import { emptyDayUsage, emptyModelHours, HOURS_PER_DAY } from './store.js';
+import { emptyDayUsage, emptyModelDayUsage, emptyModelHours, HOURS_PER_DAY } from './store.js';
 
 /** A gate call to Redis failed or timed out. */
 export class GateRedisError extends RcError {
@@ -172,7 +172,7 @@ export class RedisGateStore implements GateStore {
     const out = emptyDayUsage();
     const model = (name: string): ModelDayUsage => {
       let m = out.byModel.get(name);
-      if (!m) out.byModel.set(name, (m = { requests: 0, input_tokens: 0, output_tokens: 0, cached_input_tokens: 0 }));
+      if (!m) out.byModel.set(name, (m = emptyModelDayUsage()));
       return m;
     };
     // `ht:<hour>:<model>` / `hn:<hour>:<model>`: the model name may itself hold colons.

@@ -53,8 +53,8 @@ local input = tonumber(ARGV[9])
 local d = redis.call('HMGET', KEYS[2], 'tokens', 'reserved')
 local used = (tonumber(d[1]) or 0) + (tonumber(d[2]) or 0)
 local maxOut = -1
+local dailyRoom = cap - used - input
 if input >= 0 then
-  local dailyRoom = cap - used - input
   maxOut = math.min(math.floor(t / S) - input, dailyRoom)
   local room = maxOut
   if room < 1 then room = dailyRoom end
@@ -77,7 +77,7 @@ if est > 0 and used + math.min(est, cap) > cap then
   if w > wait then wait = w end
 end
 if gate == 0 and input >= 0 and maxOut < 1 then
-  if cap - used - input < 1 then
+  if dailyRoom < 1 then
     gate = 3
     wait = tonumber(ARGV[7])
   else

@@ -82,6 +82,11 @@ export function emptyDayUsage(): DayUsage {
 
 export const HOURS_PER_DAY = 24;
 
+/** Zeroed day counters for one model. */
+export function emptyModelDayUsage(): ModelDayUsage {
+  return { requests: 0, input_tokens: 0, output_tokens: 0, cached_input_tokens: 0 };
+}
+
 /** Zeroed hourly counters for one model. */
 export function emptyModelHours(): ModelHours {
   return { tokens: new Array<number>(HOURS_PER_DAY).fill(0), requests: new Array<number>(HOURS_PER_DAY).fill(0) };
