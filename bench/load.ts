@@ -231,9 +231,12 @@ export async function compare(spec: { name: string; request: LoadRequest; target
   for (const t of spec.targets) results.push(await runLoad(t, spec.request, spec.options));
   const baseline = spec.baseline ?? spec.targets.at(-1)!.label;
   const base = results.find((r) => r.label === baseline);
-  const ratios: Record<string, number> = {};
-  for (const r of results) ratios[r.label] = base && base.rps > 0 ? r.rps / base.rps : NaN;
-  return { name: spec.name, request: spec.request, results, baseline, ratios };
+  return { name: spec.name, request: spec.request, results, baseline, ratios: ratiosTo(base, results) };
+}
+
+/** Each row's throughput as a ratio to `base`'s (NaN without a base or when it served nothing). */
+export function ratiosTo(base: LoadResult | undefined, rows: LoadResult[]): Record<string, number> {
+  return Object.fromEntries(rows.map((r) => [r.label, base && base.rps > 0 ? r.rps / base.rps : NaN]));
 }
 
 /** Prints comparisons as one table. */

@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKey, hashKey } from '../../lib/keys.js';
-import { compare, spawnRc, type LoadRequest } from '../load.js';
+import { randomId } from '../../lib/ids.js';
+import { compare, ratiosTo, spawnRc, type Comparison, type LoadOptions, type LoadRequest, type SpawnedTarget, type Target } from '../load.js';
 import type { LoadScenario } from './scenario.js';
 
 export const MODEL = 'bench-model';
@@ -25,6 +26,34 @@ export const messagesStream = (key: string): LoadRequest => ({
   body: JSON.stringify({ model: MODEL, max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'Hello there, how are you?' }] }),
 });
 
+/** Limits high enough not to refuse a benchmark. */
+export const NO_LIMITS = { RC_MODEL_RPM: '1000000000', RC_MODEL_TPM: '100000000000', RC_MODEL_DAILY_TOKENS: '100000000000' };
+
+/** `rc gateway` in front of `backend`, one key, no effective limits; gates in Redis when `redis` is given, else in memory. */
+export async function startGateway(label: string, dir: string, backend: string, key: string, redis?: { url: string; prefix: string }): Promise<SpawnedTarget> {
+  const keysFile = join(dir, 'keys.json');
+  writeFileSync(keysFile, JSON.stringify([{ keyHash: hashKey(key), accountId: 1 }]));
+  const config = join(dir, `config-${randomId('', 6)}.json`);
+  writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [backend] }] }));
+  const gates = redis ? { REDIS_URL: redis.url, RC_GATE_KEY_PREFIX: redis.prefix } : { REDIS_URL: '' };
+  return spawnRc(label, ['gateway', '--port', '0', '--keys-file', keysFile], { cpu: 0, env: { RC_CONFIG: config, ...NO_LIMITS, ...gates } });
+}
+
+/** One comparison: the request through the gateway, then the backend row it is measured against. */
+async function throughGateway(
+  name: string,
+  request: LoadRequest,
+  direct: LoadRequest,
+  gateway: Target,
+  backend: Target,
+  options: LoadOptions,
+): Promise<Comparison> {
+  const via = await compare({ name, request, targets: [gateway], options });
+  const base = (await compare({ name, request: direct, targets: [backend], options })).results[0]!;
+  const rows = [...via.results, base];
+  return { name, request: via.request, results: rows, baseline: base.label, ratios: ratiosTo(base, rows) };
+}
+
 export const gatewayScenarios: LoadScenario[] = [
   {
     name: 'gateway',
@@ -33,45 +62,15 @@ export const gatewayScenarios: LoadScenario[] = [
       const sim = await spawnRc('backend (sim directly)', ['sim', '--fast', '--port', '0', '--model', MODEL], { cpu: 1 });
       try {
         const key = generateKey();
-        const keysFile = join(dir, 'keys.json');
-        writeFileSync(keysFile, JSON.stringify([{ keyHash: hashKey(key), accountId: 1 }]));
-        const config = join(dir, 'config.json');
-        writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [sim.url] }] }));
-        // No REDIS_URL: the in-memory gates, limits high enough not to refuse the benchmark.
-        const gateway = await spawnRc('gateway -> sim', ['gateway', '--port', '0', '--keys-file', keysFile], {
-          cpu: 0,
-          env: { RC_CONFIG: config, REDIS_URL: '', RC_MODEL_RPM: '1000000000', RC_MODEL_TPM: '100000000000', RC_MODEL_DAILY_TOKENS: '100000000000' },
-        });
+        const gateway = await startGateway('gateway -> sim', dir, sim.url, key);
         try {
           const results = [];
           for (const stream of [false, true]) {
             const name = stream ? 'gateway stream (20 chunks)' : 'gateway non-stream (20 tokens)';
-            const viaGateway = await compare({ name, request: completion(stream, key), targets: [gateway], options });
-            const direct = await compare({ name, request: completion(stream), targets: [sim], options });
-            // One comparison: gateway row, then the backend row it is measured against.
-            const base = direct.results[0]!;
-            const rows = [...viaGateway.results, base];
-            results.push({
-              name,
-              request: viaGateway.request,
-              results: rows,
-              baseline: base.label,
-              ratios: Object.fromEntries(rows.map((r) => [r.label, base.rps > 0 ? r.rps / base.rps : NaN])),
-            });
+            results.push(await throughGateway(name, completion(stream, key), completion(stream), gateway, sim, options));
           }
           // /v1/messages through the gateway against the chat stream straight from the backend.
-          const name = 'gateway messages stream (max 20 tokens)';
-          const viaMessages = await compare({ name, request: messagesStream(key), targets: [gateway], options });
-          const direct = await compare({ name, request: completion(true), targets: [sim], options });
-          const base = direct.results[0]!;
-          const rows = [...viaMessages.results, base];
-          results.push({
-            name,
-            request: viaMessages.request,
-            results: rows,
-            baseline: base.label,
-            ratios: Object.fromEntries(rows.map((r) => [r.label, base.rps > 0 ? r.rps / base.rps : NaN])),
-          });
+          results.push(await throughGateway('gateway messages stream (max 20 tokens)', messagesStream(key), completion(true), gateway, sim, options));
           return results;
         } finally {
           await gateway.stop();

@@ -14,30 +14,16 @@ import { createInterface } from 'node:readline';
 import { spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { generateKey, hashKey } from '../../lib/keys.js';
+import { generateKey } from '../../lib/keys.js';
 import { randomId } from '../../lib/ids.js';
-import { compare, RC_CLI, spawnRc, stopper, type Comparison, type LoadOptions, type LoadRequest, type SpawnedTarget, type Target } from '../load.js';
+import { compare, ratiosTo, RC_CLI, spawnRc, stopper, type Comparison, type LoadOptions, type LoadRequest, type SpawnedTarget, type Target } from '../load.js';
 import { startNginx } from '../nginx.js';
-import { completion, messagesStream, MODEL } from './gateway.js';
+import { completion, messagesStream, MODEL, NO_LIMITS, startGateway } from './gateway.js';
 import type { LoadScenario } from './scenario.js';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
-const NO_LIMITS = { RC_MODEL_RPM: '1000000000', RC_MODEL_TPM: '100000000000', RC_MODEL_DAILY_TOKENS: '100000000000' };
-const chat = completion;
-const messages = messagesStream;
-
 interface Setup extends Target {
   key: string;
-}
-
-/** `rc gateway` in front of `backend`, one key, no effective limits; gates in Redis when `redisPrefix` is given. */
-async function startGateway(label: string, dir: string, backend: string, key: string, redisPrefix?: string): Promise<SpawnedTarget> {
-  const keysFile = join(dir, 'keys.json');
-  writeFileSync(keysFile, JSON.stringify([{ keyHash: hashKey(key), accountId: 1 }]));
-  const config = join(dir, `config-${randomId('', 6)}.json`);
-  writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [backend] }] }));
-  const redis = redisPrefix ? { REDIS_URL, RC_GATE_KEY_PREFIX: redisPrefix } : { REDIS_URL: '' };
-  return spawnRc(label, ['gateway', '--port', '0', '--keys-file', keysFile], { cpu: 0, env: { RC_CONFIG: config, ...NO_LIMITS, ...redis } });
 }
 
 /** The whole platform (`rc start`, what `npm start` runs) with the shared catalog on `backend`; a key made with `rc account create`. */
@@ -129,7 +115,7 @@ async function versusNginx(
     request: nginxRequest,
     results: rows,
     baseline: base.label,
-    ratios: Object.fromEntries(rows.map((r) => [r.label, base.rps > 0 ? r.rps / base.rps : NaN])),
+    ratios: ratiosTo(base, rows),
     cpuRatios: Object.fromEntries(
       rows.map((r) => [r.label, r.cpuUsPerRequest !== null && base.cpuUsPerRequest ? r.cpuUsPerRequest / base.cpuUsPerRequest : NaN]),
     ),
@@ -167,7 +153,7 @@ export const referenceScenarios: LoadScenario[] = [
         setups.push({ ...memory, key });
         redis = await redisAnswers();
         if (redis) {
-          const withRedis = await startGateway('rc gateway (Redis gates)', dir, sim.url, key, prefix);
+          const withRedis = await startGateway('rc gateway (Redis gates)', dir, sim.url, key, { url: REDIS_URL, prefix });
           stops.push(() => withRedis.stop());
           setups.push({ ...withRedis, key });
         } else process.stdout.write(`no Redis at ${REDIS_URL}: the Redis-gates row is left out\n`);
@@ -181,15 +167,15 @@ export const referenceScenarios: LoadScenario[] = [
         stops.push(() => pacedGateway.stop());
 
         return [
-          await versusNginx('chat non-stream (20 tokens)', setups, nginx, (s) => chat(false, s.key), chat(false), options),
-          await versusNginx('chat stream (20 chunks)', setups, nginx, (s) => chat(true, s.key), chat(true), options, 20),
-          await versusNginx('messages stream (20 tokens) vs nginx chat stream', setups, nginx, (s) => messages(s.key), chat(true), options, 20),
+          await versusNginx('chat non-stream (20 tokens)', setups, nginx, (s) => completion(false, s.key), completion(false), options),
+          await versusNginx('chat stream (20 chunks)', setups, nginx, (s) => completion(true, s.key), completion(true), options, 20),
+          await versusNginx('messages stream (20 tokens) vs nginx chat stream', setups, nginx, (s) => messagesStream(s.key), completion(true), options, 20),
           await versusNginx(
             'paced chat stream (20 chunks, 2 ms apart)',
             [{ ...pacedGateway, key }],
             nginxPaced!,
-            (s) => chat(true, s.key),
-            chat(true),
+            (s) => completion(true, s.key),
+            completion(true),
             options,
             20,
           ),
@@ -197,8 +183,8 @@ export const referenceScenarios: LoadScenario[] = [
             'paced messages stream (20 tokens, 2 ms apart)',
             [{ ...pacedGateway, key }],
             nginxPaced!,
-            (s) => messages(s.key),
-            chat(true),
+            (s) => messagesStream(s.key),
+            completion(true),
             options,
             20,
           ),
