@@ -1,6 +1,40 @@
 // Helpers shared by the test suites.
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import type { Server as HttpServer } from 'node:http';
 import type { TestContext } from 'node:test';
+
+/** The compiled `rc` command. */
+export const RC_JS = fileURLToPath(new URL('../bin/rc.js', import.meta.url));
+
+/** One `rc` run to its end: exit code, output, and stdout parsed as JSON when it is JSON. */
+export interface RcRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** Runs `rc <args>` on `dataDir` with a minimal environment (no Redis, silent logs) plus `env`; never rejects. */
+export function runRcCli(dataDir: string, args: string[], env: Record<string, string> = {}): Promise<RcRun> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [RC_JS, ...args],
+      { env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '', ...env }, timeout: 30_000 },
+      (err, stdout, stderr) => {
+        let json: unknown;
+        try {
+          json = JSON.parse(stdout);
+        } catch {
+          /* not JSON */
+        }
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr, json });
+      },
+    );
+  });
+}
 
 export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 
@@ -83,4 +117,17 @@ export function platformTestEnv(dataDir: string, extra: Record<string, string> =
     RC_AGENT_RUNTIME: 'process',
     ...extra,
   };
+}
+
+/** Listens on an ephemeral loopback port; the server and its open connections are closed after the test. Returns the port. */
+export async function listenLocal(t: TestContext, server: HttpServer): Promise<number> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(
+    () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  );
+  return (server.address() as { port: number }).port;
 }

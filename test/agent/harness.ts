@@ -7,17 +7,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { findByEnv } from '../../agent/procfs.js';
 import { AGENT_ID_ENV } from '../../agent/process-runtime.js';
 import { startAgent, type AgentHandle, type AgentOptions } from '../../agent/server.js';
 import type { InstanceEvent, InstanceInfo, InstanceState, WatchItem } from '../../agent/types.js';
 import { createLogger } from '../../lib/log.js';
-import { waitFor } from '../helpers.js';
+import { waitFor, RC_JS } from '../helpers.js';
 
 /** The compiled rc CLI next to this compiled test (works in dist/ and in .build/NAME/). */
-export const RC_JS = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
+export { RC_JS };
 
 /** A start command that runs the simulated backend on the routed port. */
 export function simCommand(model = 'm'): string {

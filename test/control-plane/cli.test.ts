@@ -2,48 +2,17 @@
 // (admin API; its events reach the platform's bus) and against the database alone.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { RedisBus, type BusEvent } from '../../lib/bus.js';
 import { hashKey } from '../../lib/keys.js';
 import { Store } from '../../control-plane/store.js';
 import { RUNTIME_FILE } from '../../control-plane/server.js';
-import { redisAvailable, REDIS_URL, waitFor } from '../helpers.js';
+import { redisAvailable, REDIS_URL, runRcCli, waitFor } from '../helpers.js';
 import { startPlatform } from './platform.js';
 
-const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-  json: any;
-} // eslint-disable-line @typescript-eslint/no-explicit-any
-
-function rc(dataDir: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [RC, ...args],
-      {
-        env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '', ...env },
-        timeout: 30_000,
-      },
-      (err, stdout, stderr) => {
-        let json: unknown;
-        try {
-          json = JSON.parse(stdout);
-        } catch {
-          /* not JSON */
-        }
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr, json });
-      },
-    );
-  });
-}
+const rc = runRcCli;
 
 test('rc against a running platform: accounts, coupons, images, models go through the admin API and publish events', async () => {
   const p = await startPlatform();

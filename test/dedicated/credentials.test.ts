@@ -12,7 +12,7 @@ import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
 import { forwardableRequestHeader, isPlatformSetCookie, withoutPlatformCookies } from '../../lib/instance-credentials.js';
 import { createLogger } from '../../lib/log.js';
 import { startPlatform } from '../control-plane/platform.js';
-import { waitFor } from '../helpers.js';
+import { waitFor, listenLocal } from '../helpers.js';
 import { startGatewayFixture } from './fixture.js';
 
 /** What an attacker's service sets: a platform session of its choosing (fixation), a cleared one, and its own cookie. */
@@ -35,15 +35,7 @@ async function startAttackerApp(t: TestContext): Promise<{ port: number; seen: I
       res.end('ok');
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(
-    () =>
-      new Promise((r) => {
-        server.closeAllConnections();
-        server.close(r);
-      }),
-  );
-  return { port: (server.address() as { port: number }).port, seen };
+  return { port: await listenLocal(t, server), seen };
 }
 
 /** Everything a victim's browser or client may attach. */

@@ -13,9 +13,10 @@ import { memoryKeySource } from '../../gateway/keys.js';
 import { createDedicatedEndpoints } from '../../gateway/dedicated/routes.js';
 import { InstanceRouteTable, type InstanceRoute, type RouteStatus } from '../../gateway/dedicated/instance-routes.js';
 import { createTunnelBroker, type TunnelBroker } from '../../gateway/tunnel/broker.js';
+import { RC_JS } from '../helpers.js';
 
 /** The compiled rc CLI next to this compiled test (works in dist/ and in .build/NAME/). */
-export const RC_JS = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
+export { RC_JS };
 export const TUNNEL_JS = fileURLToPath(new URL('../../agent/tunnel/main.js', import.meta.url));
 
 export const OWNER = 7;

@@ -9,7 +9,7 @@ import { test, type TestContext } from 'node:test';
 import WebSocket from 'ws';
 import { TunnelClient, connectUrl, type TunnelStatus } from '../../agent/tunnel/client.js';
 import { issueTunnelToken, tunnelId, verifyTunnelToken } from '../../gateway/tunnel/identity.js';
-import { waitFor } from '../helpers.js';
+import { waitFor, listenLocal } from '../helpers.js';
 import { RC_JS, startGatewayFixture, tempDir, TUNNEL_JS, type GatewayFixture } from './fixture.js';
 
 /** A local service: echoes method, url and body; /stream sends 200 chunks; /slow never answers. */
@@ -28,15 +28,7 @@ async function startLocal(t: TestContext): Promise<number> {
       res.end(JSON.stringify({ method: req.method, url: req.url, body: Buffer.concat(parts).toString(), prefix: req.headers['x-forwarded-prefix'] ?? null }));
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(
-    () =>
-      new Promise((r) => {
-        server.closeAllConnections();
-        server.close(r);
-      }),
-  );
-  return (server.address() as { port: number }).port;
+  return listenLocal(t, server);
 }
 
 function startClient(t: TestContext, f: GatewayFixture, instanceId: string, port: number): { client: TunnelClient; statuses: TunnelStatus[]; logs: string[] } {

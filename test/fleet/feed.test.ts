@@ -15,7 +15,7 @@ import { AccountLimits } from '../../gateway/gates/limits.js';
 import { createGateway } from '../../gateway/server.js';
 import { PlatformFeed } from '../../gateway/sync/platform-feed.js';
 import { platformGatewayParts } from '../../gateway/sync/platform-gateway.js';
-import { waitFor } from '../helpers.js';
+import { waitFor, listenLocal } from '../helpers.js';
 
 const TOKEN = 'i'.repeat(32);
 const route = (id: string, status: InstanceRouteWire['status'] = 'ready'): InstanceRouteWire => ({
@@ -57,16 +57,9 @@ async function startInternalApi(t: TestContext, initial: GatewaySnapshot) {
     if (holding) held = answer;
     else answer();
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(
-    () =>
-      new Promise((r) => {
-        server.closeAllConnections();
-        server.close(r);
-      }),
-  );
+  const port = await listenLocal(t, server);
   return {
-    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    url: `http://127.0.0.1:${port}`,
     set: (s: GatewaySnapshot) => {
       current = s;
     },

@@ -3,7 +3,6 @@
 // ephemeral port, a recording bus, a JSON client, and cleanup that kills every instance process.
 import type { ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { startAgent, type AgentHandle } from '../../agent/server.js';
 import { runAdminOp } from '../../control-plane/admin.js';
@@ -17,9 +16,9 @@ import { systemClock, type Clock } from '../../lib/clock.js';
 import { DEFAULT_SIM_MODELS } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { killAgentProcesses, newToken, spawnAgent as spawnAgentProcess, tempDir } from '../agent/harness.js';
-import { waitFor } from '../helpers.js';
+import { waitFor, RC_JS } from '../helpers.js';
 
-export const RC_JS = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
+export { RC_JS };
 const silent = createLogger('silent');
 
 /** Runs the simulated vLLM-like backend on the routed port ($PORT). */

@@ -2,39 +2,12 @@
 // against a running platform (through the admin API: the host is dialled at once).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { waitFor } from '../helpers.js';
-import { RC_JS, startPlatform, startTestAgent, tempDir } from './harness.js';
+import { runRcCli, waitFor } from '../helpers.js';
+import { startPlatform, startTestAgent, tempDir } from './harness.js';
 
-interface Run {
-  code: number;
-  stderr: string;
-  json: any;
-} // eslint-disable-line @typescript-eslint/no-explicit-any
-
-function rc(dataDir: string, args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [RC_JS, 'host', ...args],
-      {
-        env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '' },
-        timeout: 30_000,
-      },
-      (err, stdout, stderr) => {
-        let json: unknown;
-        try {
-          json = JSON.parse(stdout);
-        } catch {
-          /* not JSON */
-        }
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stderr, json });
-      },
-    );
-  });
-}
+const rc = (dataDir: string, args: string[]) => runRcCli(dataDir, ['host', ...args]);
 
 test('rc host without a running platform: the registry in the database; usage errors exit 2', async (t) => {
   const dir = tempDir(t, 'rc-host-cli-');
