@@ -40,37 +40,6 @@ const errorBody = {
   content: { 'application/json': { schema: { type: 'object', properties: { detail: {} }, required: ['detail'] } } },
 };
 
-/**
- * Summaries of the routes declared before the document existed, by "METHOD path"; a route's own
- * `summary` wins. A route in neither gets "METHOD path".
- */
-const SUMMARIES: Record<string, string> = {
-  'GET /api/health': 'Liveness',
-  'POST /api/auth/signup': 'Create an account (unverified) and sign in: session cookie and CSRF token',
-  'POST /api/auth/login': 'Sign in with e-mail and password: session cookie and CSRF token',
-  'POST /api/auth/logout': 'End the browser session',
-  'GET /api/auth/session': "The caller, how they are signed in, and the session's CSRF token",
-  'GET /api/me': 'The account profile; `credits` is the live balance',
-  'POST /api/profile/ssh-key': 'Set (or with "" remove) the SSH public key for instances launched afterwards',
-  'POST /api/profile/api-token': 'Issue a new API key; the old one stops at once',
-  'POST /api/credits/redeem': 'Redeem a coupon',
-  'GET /api/profile/model-usage': 'Shared model API usage today against the daily cap',
-  'GET /api/profile/templates': "The caller's templates and the selectable images",
-  'GET /api/profile/templates/:id': "One of the caller's templates, in full",
-  'POST /api/profile/templates': 'Create a template',
-  'PUT /api/profile/templates/:id': 'Replace a template (omitted fields take their defaults)',
-  'DELETE /api/profile/templates/:id': 'Delete a template (running instances keep their copy)',
-  'GET /api/templates': "Published templates, plus the caller's own with a credential",
-  'POST /api/templates/:id/launch': 'Launch an instance from a template',
-  'POST /api/notebook/request': 'Launch an instance (template in the body)',
-  'GET /api/notebook/status': "The status object of the caller's latest instance",
-  'DELETE /api/notebook/current': "Destroy the caller's active instance; billing stops now",
-  'POST /api/profile/launch-verification': 'Turn launch verification on (key or session) or off (session only)',
-  'POST /api/profile/launch-verification-token': 'A single-use launch verification token (browser session only)',
-  'POST /api/admin/:op': 'Operator actions of the rc CLI',
-  'POST /api/admin/instances/launch-verification': 'Operator: launch verification of an account, and tokens',
-};
-
 function operation(r: Route): JsonSchema {
   const { params } = openApiPath(r.path);
   const parameters: JsonSchema[] = params.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
@@ -82,7 +51,7 @@ function operation(r: Route): JsonSchema {
   }
   const op: JsonSchema = {
     operationId: `${HTTP_METHOD[r.method]}${r.path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
-    summary: r.summary ?? SUMMARIES[`${HTTP_METHOD[r.method].toUpperCase()} ${r.path}`] ?? `${HTTP_METHOD[r.method].toUpperCase()} ${r.path}`,
+    summary: r.summary ?? `${HTTP_METHOD[r.method].toUpperCase()} ${r.path}`,
     tags: [r.path.split('/')[2] ?? 'api'],
     security: SECURITY[r.access],
     responses: {

@@ -35,12 +35,14 @@ export function accountRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'get',
       path: '/api/me',
+      summary: 'The account profile; `credits` is the live balance',
       access: 'required',
       handle: (_req, caller: Caller) => ({ body: profile(store, caller.account) }),
     }),
     route({
       method: 'post',
       path: '/api/profile/ssh-key',
+      summary: 'Set (or with "" remove) the SSH public key for instances launched afterwards',
       access: 'required',
       body: z.strictObject({ ssh_public_key: z.string() }),
       handle({ body }, caller: Caller) {
@@ -57,6 +59,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'post',
       path: '/api/profile/api-token',
+      summary: 'Issue a new API key; the old one stops at once',
       access: 'required',
       async handle(_req, caller: Caller) {
         if (!caller.account.verified) throw accountNotVerified();
@@ -70,6 +73,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'post',
       path: '/api/credits/redeem',
+      summary: 'Redeem a coupon',
       access: 'required',
       body: z.strictObject({ coupon: z.string().trim().min(1, 'coupon must not be empty').max(128) }),
       handle({ body }, caller: Caller) {
@@ -80,6 +84,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'get',
       path: '/api/profile/model-usage',
+      summary: 'Shared model API usage today against the daily cap',
       access: 'required',
       async handle(_req, caller: Caller) {
         const id = caller.account.id;

@@ -68,6 +68,7 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
     route({
       method: 'post',
       path: '/api/auth/signup',
+      summary: 'Create an account (unverified) and sign in: session cookie and CSRF token',
       access: 'none',
       body: credentials,
       sameOriginJson: true,
@@ -97,6 +98,7 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
     route({
       method: 'post',
       path: '/api/auth/login',
+      summary: 'Sign in with e-mail and password: session cookie and CSRF token',
       access: 'none',
       body: credentials,
       sameOriginJson: true,
@@ -119,6 +121,7 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
     route({
       method: 'post',
       path: '/api/auth/logout',
+      summary: 'End the browser session',
       access: 'required',
       sameOriginJson: true,
       handle({ forwardedProto }, caller: Caller) {
@@ -134,6 +137,7 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
     route({
       method: 'get',
       path: '/api/auth/session',
+      summary: "The caller, how they are signed in, and the session's CSRF token",
       access: 'required',
       handle(_req, caller: Caller) {
         return {

@@ -22,6 +22,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'get',
       path: '/api/profile/templates',
+      summary: "The caller's templates and the selectable images",
       access: 'required',
       handle: (_req, caller: Caller) => ({
         body: { templates: store.templates.listOwned(caller.account.id).map(toListItem), images: store.images.enabled() },
@@ -30,6 +31,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'get',
       path: '/api/profile/templates/:id',
+      summary: "One of the caller's templates, in full",
       access: 'required',
       handle({ params }, caller: Caller) {
         const id = templateId(params[0]);
@@ -40,6 +42,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'post',
       path: '/api/profile/templates',
+      summary: 'Create a template',
       access: 'required',
       body: templateInputSchema,
       handle({ body }, caller: Caller) {
@@ -50,6 +53,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'put',
       path: '/api/profile/templates/:id',
+      summary: 'Replace a template (omitted fields take their defaults)',
       access: 'required',
       body: templateInputSchema,
       handle({ params, body }, caller: Caller) {
@@ -64,6 +68,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'del',
       path: '/api/profile/templates/:id',
+      summary: 'Delete a template (running instances keep their copy)',
       access: 'required',
       handle({ params }, caller: Caller) {
         const id = templateId(params[0]);
@@ -74,6 +79,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
     route({
       method: 'get',
       path: '/api/templates',
+      summary: "Published templates, plus the caller's own with a credential",
       access: 'optional',
       handle: (_req, caller) => ({ body: { templates: store.templates.listPublic(caller?.account.id) } }),
     }),

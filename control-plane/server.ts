@@ -95,7 +95,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const sendLink = linkSender(deps, verifications, options.mail ?? mailSender(settings.smtpUrl, logger), () => settings.apiPublicUrl || listeningUrl);
 
   const routes: Route[] = [
-    route({ method: 'get', path: '/api/health', access: 'none', handle: () => ({ body: { status: 'ok' } }) }),
+    route({ method: 'get', path: '/api/health', summary: 'Liveness', access: 'none', handle: () => ({ body: { status: 'ok' } }) }),
     ...authRoutes(deps, { verifications, sendLink }, signUps),
     ...emailRoutes(deps, verifications, sendLink, signUps),
     ...accountRoutes(deps),
@@ -104,6 +104,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
       // Operator actions for the rc CLI; the body is validated per operation (admin.ts).
       method: 'post',
       path: '/api/admin/:op',
+      summary: 'Operator actions of the rc CLI',
       access: 'admin',
       body: z.record(z.string(), z.unknown()),
       async handle({ params, body }) {

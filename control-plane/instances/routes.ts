@@ -35,6 +35,7 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
     route({
       method: 'post',
       path: '/api/templates/:id/launch',
+      summary: 'Launch an instance from a template',
       access: 'required',
       body: launchBody,
       optionalBody: true,
@@ -43,6 +44,7 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
     route({
       method: 'post',
       path: '/api/notebook/request',
+      summary: 'Launch an instance (template in the body)',
       access: 'required',
       body: requestBody,
       handle: ({ body }, caller: Caller) => ({ body: service.launch(caller.account, body.template_id, body) }),
@@ -50,12 +52,14 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
     route({
       method: 'get',
       path: '/api/notebook/status',
+      summary: "The status object of the caller's latest instance",
       access: 'required',
       handle: (_req, caller: Caller) => ({ body: service.status(caller.account.id) }),
     }),
     route({
       method: 'del',
       path: '/api/notebook/current',
+      summary: "Destroy the caller's active instance; billing stops now",
       access: 'required',
       handle: async (_req, caller: Caller) => ({ body: await service.destroyCurrent(caller.account.id) }),
     }),
@@ -64,6 +68,7 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
       // so a leaked key can neither launch nor switch the protection off.
       method: 'post',
       path: '/api/profile/launch-verification',
+      summary: 'Turn launch verification on (key or session) or off (session only)',
       access: 'required',
       body: z.strictObject({ enabled: z.boolean() }),
       handle({ body }, caller: Caller) {
@@ -75,6 +80,7 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
     route({
       method: 'post',
       path: '/api/profile/launch-verification-token',
+      summary: 'A single-use launch verification token (browser session only)',
       access: 'required',
       body: z.strictObject({}),
       handle(_req, caller: Caller) {
@@ -87,6 +93,7 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
       // Operator: `rc launch-verification --email E [--enable|--disable] [--token]`.
       method: 'post',
       path: '/api/admin/instances/launch-verification',
+      summary: 'Operator: launch verification of an account, and tokens',
       access: 'admin',
       body: z.strictObject({ email: z.string().trim().min(1).max(254), enabled: z.boolean().optional(), issue_token: z.boolean().default(false) }),
       handle({ body }) {
