@@ -36,7 +36,8 @@ const hostAddress = z
   .regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([1-9][0-9]{0,4})$/, 'address must be host:port')
   .refine((a) => Number(a.slice(a.lastIndexOf(':') + 1)) <= 65535, 'address port must be at most 65535');
 const agentToken = z.string().min(16, 'token must have at least 16 characters').max(512).regex(/^\S+$/, 'token must not contain spaces');
-const fleet = (ctx: AdminContext): FleetControl => ctx.fleet ?? new StoredFleet(ctx.store);
+/** The running service's hosts, else the database's (made once per context: it prepares its statements). */
+const fleet = (ctx: AdminContext): FleetControl => (ctx.fleet ??= new StoredFleet(ctx.store));
 
 interface AdminOp<S extends z.ZodType> {
   input: S;

@@ -47,6 +47,9 @@ export function addressKey(address: string): string {
     .join(':')}::/64`;
 }
 
+/** The key of an (account, client address) pair. */
+const pairKeyOf = (email: string, address: string): string => `${email}\0${address}`;
+
 /** Token buckets by key: `capacity` tokens, refilled continuously at `capacity` per `periodMs`. */
 export class KeyedBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
@@ -114,7 +117,7 @@ export class SignInLimits {
   admit(email: string, clientAddress: string): number {
     const address = addressKey(clientAddress);
     const now = this.clock.now();
-    const pairKey = `${email}\0${address}`;
+    const pairKey = pairKeyOf(email, address);
     const pair = this.pairs.get(pairKey);
     if (pair && pair.blockedUntil > now) return pair.blockedUntil - now;
     const knownAt = this.known.get(pairKey);
@@ -128,9 +131,8 @@ export class SignInLimits {
 
   /** A wrong password (or unknown e-mail) from `address`. */
   failed(email: string, clientAddress: string): void {
-    const address = addressKey(clientAddress);
     const now = this.clock.now();
-    const pairKey = `${email}\0${address}`;
+    const pairKey = pairKeyOf(email, addressKey(clientAddress));
     const old = this.pairs.get(pairKey);
     const pair = old && now - old.at < PAIR_FORGET_MS ? old : { failures: 0, blockedUntil: 0, at: now };
     pair.failures += 1;
@@ -143,11 +145,10 @@ export class SignInLimits {
 
   /** A successful sign-in: the pair's failures are forgotten and the address becomes known. */
   succeeded(email: string, clientAddress: string): void {
-    const address = addressKey(clientAddress);
-    const pairKey = `${email}\0${address}`;
-    this.pairs.delete(pairKey);
-    this.known.set(pairKey, this.clock.now());
     const now = this.clock.now();
+    const pairKey = pairKeyOf(email, addressKey(clientAddress));
+    this.pairs.delete(pairKey);
+    this.known.set(pairKey, now);
     if (this.known.size > SWEEP_AT && now - this.lastSweep >= SWEEP_EVERY_MS) {
       this.lastSweep = now;
       for (const [k, at] of this.known) if (now - at >= KNOWN_ADDRESS_TTL_MS) this.known.delete(k);
