@@ -3,13 +3,13 @@
 // request carries `x-rc-fit-max-tokens: 1` (or `true`) or the catalog entry has `fitMaxTokens`.
 // Then max_completion_tokens (or max_tokens) is lowered to what fits, and a prompt that alone
 // is too long gets 400 `prompt is too long: N tokens > M maximum`, code `context_length_exceeded`.
-import type { Res } from '../lib/http.js';
+import { headerName, type Res } from '../lib/http.js';
 import type { ChatFields } from './chat.js';
 import type { GatewayContext } from './context.js';
-import { fitMaxTokens, promptTooLongMessage } from './context-fit.js';
+import { fitMaxTokens, fitsByRequestSize, promptTooLongMessage } from './context-fit.js';
 import { CHAT_CODES, GatewayError, sendError } from './errors.js';
 
-export const FIT_HEADER = 'x-rc-fit-max-tokens';
+export const FIT_HEADER = headerName('x-rc-fit-max-tokens');
 
 /** Whether the header asks for fitting (read it synchronously in the uWS handler). */
 export function fitRequested(headerValue: string): boolean {
@@ -33,9 +33,14 @@ export function fitChat(ctx: GatewayContext, res: Res, route: string, f: ChatFie
     chat_template_kwargs:
       o.chat_template_kwargs !== null && typeof o.chat_template_kwargs === 'object' ? (o.chat_template_kwargs as Record<string, unknown>) : undefined,
   };
+  const requestBytes = Buffer.byteLength(f.body);
+  if (fitsByRequestSize(f.model, prompt, asked, requestBytes)) {
+    next(f);
+    return;
+  }
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
-  fitMaxTokens(ctx, f.model, f.user, prompt, asked, ac.signal, Buffer.byteLength(f.body)).then(
+  fitMaxTokens(ctx, f.model, f.user, prompt, asked, ac.signal, requestBytes).then(
     (r) => {
       res.onAbort = undefined;
       if (res.aborted) return;

@@ -75,6 +75,18 @@ export function promptTooLongMessage(r: { promptTokens: number; maximum: number 
 }
 
 /**
+ * The common case of fitMaxTokens, decided synchronously: the client's request body alone shows
+ * that the prompt and `maxTokens` fit the known context. Routes call it first so that a small
+ * request makes no promise, abort signal or closure.
+ */
+export function fitsByRequestSize(model: ModelState, prompt: PromptParts, maxTokens: number | undefined, requestBytes: number | undefined): boolean {
+  const known = contextWindow(model);
+  if (known === undefined || requestBytes === undefined) return false;
+  const bound = 2 * requestBytes + 128 * (prompt.messages.length + (prompt.tools?.length ?? 0) + 1);
+  return bound + (maxTokens ?? 1) + TEMPLATE_MARGIN <= known;
+}
+
+/**
  * Whether `prompt` with `maxTokens` output tokens fits `model`'s context; counts with /tokenize
  * only when it might not. `maxTokens` undefined: only the prompt is checked. Any failure of the
  * count (no /tokenize, backend down, odd answer) gives `fits`: the backend then judges.
@@ -89,12 +101,9 @@ export async function fitMaxTokens(
   /** Byte length of the client's request body, when known: skips serializing small requests. */
   requestBytes?: number,
 ): Promise<FitResult> {
+  if (fitsByRequestSize(model, prompt, maxTokens, requestBytes)) return FITS;
   const known = contextWindow(model);
   const wanted = maxTokens ?? 1;
-  if (known !== undefined && requestBytes !== undefined) {
-    const bound = 2 * requestBytes + 128 * (prompt.messages.length + (prompt.tools?.length ?? 0) + 1);
-    if (bound + wanted + TEMPLATE_MARGIN <= known) return FITS;
-  }
   if (noTokenize.has(model)) return FITS;
   const body = JSON.stringify(prompt);
   if (known !== undefined && Buffer.byteLength(body) + wanted + TEMPLATE_MARGIN <= known) return FITS;

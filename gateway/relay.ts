@@ -175,7 +175,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
       this.carry = Buffer.from(chunk.subarray(cut));
       chunk = chunk.subarray(0, cut);
     }
-    for (let e = chunk.indexOf(LF2); e >= 0; e = chunk.indexOf(LF2, e + 2)) this.events++;
+    this.events += countEventEnds(chunk);
     const out = this.out;
     let p = indexOfUsage(chunk);
     if (p < 0) {
@@ -198,6 +198,24 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
     }
     if (from < chunk.length) out.write(chunk.subarray(from));
   }
+}
+
+/**
+ * The number of `\n\n` (ends of events) in `chunk`. It searches for the one byte LF: V8 calls
+ * Buffer#indexOf of a number through its fast API, about a tenth of the cost of a call with a
+ * Buffer needle, and this runs for every event of every stream.
+ */
+export function countEventEnds(chunk: Buffer): number {
+  let n = 0;
+  const last = chunk.length - 1;
+  let i = chunk.indexOf(0x0a);
+  while (i >= 0 && i < last) {
+    if (chunk[i + 1] === 0x0a) {
+      n++;
+      i = chunk.indexOf(0x0a, i + 2);
+    } else i = chunk.indexOf(0x0a, i + 1);
+  }
+  return n;
 }
 
 /** The event in chunk[start, end) is a usage-only one: its `choices` list is empty. */

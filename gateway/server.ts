@@ -2,7 +2,7 @@
 // messages protocol), /metrics and /health, over an in-memory key directory and catalog.
 import type { Bus } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
-import { listen, send, sendJson, track, type Server } from '../lib/http.js';
+import { headerName, listen, send, sendJson, track, type Server } from '../lib/http.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse } from '../lib/uws.js';
 import { Catalog } from './catalog.js';
@@ -49,6 +49,12 @@ export interface Gateway {
   close(graceMs?: number): Promise<void>;
 }
 
+// Header names as bytes: uWS takes them without a string conversion (lib/http.ts headerName).
+const AUTHORIZATION = headerName('authorization');
+const X_API_KEY = headerName('x-api-key');
+const COOKIE = headerName('cookie');
+const X_CSRF_TOKEN = headerName('x-csrf-token');
+
 export const DEFAULT_LIMITS: GatewayLimits = {
   maxBodyBytes: 8 * 1024 * 1024,
   maxInflight: 2048,
@@ -81,12 +87,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     metrics,
     authenticate,
     authenticateShared(req) {
-      const authorization = req.getHeader('authorization');
+      const authorization = req.getHeader(AUTHORIZATION);
       // x-api-key only counts without Authorization (Bearer wins), so it is read only then.
-      const auth = authenticate(authorization, authorization === '' ? req.getHeader('x-api-key') : '');
+      const auth = authenticate(authorization, authorization === '' ? req.getHeader(X_API_KEY) : '');
       if (auth !== AUTH_MISSING) return auth;
-      const cookie = req.getHeader('cookie');
-      return cookie === '' ? auth : sessions.authenticate(cookie, req.getHeader('x-csrf-token'));
+      const cookie = req.getHeader(COOKIE);
+      return cookie === '' ? auth : sessions.authenticate(cookie, req.getHeader(X_CSRF_TOKEN));
     },
   };
 

@@ -5,7 +5,7 @@ import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, type Res } f
 import type { HttpRequest } from '../../lib/uws.js';
 import type { ModelState } from '../catalog.js';
 import type { GatewayContext } from '../context.js';
-import { fitMaxTokens, promptTooLongMessage } from '../context-fit.js';
+import { fitMaxTokens, fitsByRequestSize, promptTooLongMessage } from '../context-fit.js';
 import { MessagesError } from './errors.js';
 import { describeIssue, type MessagesRequest } from './schema.js';
 import type { ThinkingSigner } from './signature.js';
@@ -108,9 +108,13 @@ function fitContext(
   onError: (e: MessagesError) => void,
 ): void {
   const chat = p.chat;
+  const prompt = { model: chat.model, messages: chat.messages, tools: chat.tools, chat_template_kwargs: chat.chat_template_kwargs };
+  if (fitsByRequestSize(p.model, prompt, chat.max_tokens, requestBytes)) {
+    onReady(p);
+    return;
+  }
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
-  const prompt = { model: chat.model, messages: chat.messages, tools: chat.tools, chat_template_kwargs: chat.chat_template_kwargs };
   fitMaxTokens(ctx, p.model, p.stickyKey, prompt, chat.max_tokens, ac.signal, requestBytes).then(
     (r) => {
       res.onAbort = undefined;

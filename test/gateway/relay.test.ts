@@ -4,6 +4,7 @@ import { connect } from 'node:net';
 import { describe, it } from 'node:test';
 import { modelEntrySchema } from '../../lib/config.js';
 import { waitFor } from '../helpers.js';
+import { countEventEnds } from '../../gateway/relay.js';
 import { HELLO, spawnRc, startFixture, stop } from './fixture.js';
 
 describe('gateway relay', () => {
@@ -158,5 +159,17 @@ describe('gateway relay', () => {
     } finally {
       await f.close();
     }
+  });
+
+  it('counts the ends of events (\\n\\n) a chunk holds, wherever it was cut', () => {
+    const b = (t: string) => Buffer.from(t);
+    assert.equal(countEventEnds(b('')), 0);
+    assert.equal(countEventEnds(b('data: {}\n\ndata: {}\n\ndata: [DONE]\n\n')), 3);
+    assert.equal(countEventEnds(b('data: {}\n\ndata: {')), 1);
+    assert.equal(countEventEnds(b('data: a\ndata: b\n\n')), 1); // a two-line event
+    assert.equal(countEventEnds(b('\n\n\n\n')), 2);
+    assert.equal(countEventEnds(b('\n\n\n')), 1);
+    assert.equal(countEventEnds(b('data: x\n')), 0); // an end split across chunks is not counted here
+    assert.equal(countEventEnds(b('data: x\r\n\r\n')), 0); // only LF LF ends count, as the relay did before
   });
 });
