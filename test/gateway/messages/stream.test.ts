@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ThinkingSigner } from '../../../gateway/messages/signature.js';
-import { KEEPALIVE_COMMENT, PING_EVENT, StreamTranslator, type ChatChunk } from '../../../gateway/messages/stream.js';
+import { jsonString, KEEPALIVE_COMMENT, PING_EVENT, StreamTranslator, type ChatChunk } from '../../../gateway/messages/stream.js';
 
 const signer = new ThinkingSigner('test-secret');
 
@@ -252,4 +252,24 @@ test('reportedUsage feeds the gate; ping and keep-alive are well-formed', () => 
   assert.deepEqual(t.reportedUsage, { inputTokens: 3, outputTokens: 4, cachedTokens: 0 });
   assert.deepEqual(events(PING_EVENT), [{ type: 'ping' }]);
   assert.match(KEEPALIVE_COMMENT, /^:[^\n]*\n\n$/);
+});
+
+test('jsonString is JSON.stringify of a string, escapes, control characters and lone surrogates included', () => {
+  const cases = [
+    '',
+    'a',
+    ' token',
+    'é日本語🎉',
+    'q"uote',
+    'back\\slash',
+    'new\nline',
+    'tab\t',
+    '\u0000\u001f\u007f',
+    '\ud800 lone',
+    'lone \udfff',
+    '\ud83c\udf89',
+    '</script>',
+    '\u2028\u2029',
+  ];
+  for (const c of cases) assert.equal(jsonString(c), JSON.stringify(c), JSON.stringify(c));
 });
