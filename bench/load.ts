@@ -281,14 +281,19 @@ export interface SpawnedTarget extends Target {
  * Spawns `rc <args>` (e.g. `['sim', '--fast', '--port', '0', '--model', 'm']`) and waits for the
  * one JSON line with its `url` on stdout. `cpu` pins it to one core with taskset when available.
  */
-export async function spawnRc(label: string, args: string[], opts: { cpu?: number; env?: NodeJS.ProcessEnv } = {}): Promise<SpawnedTarget> {
+export function spawnRc(label: string, args: string[], opts: { cpu?: number; env?: NodeJS.ProcessEnv } = {}): Promise<SpawnedTarget> {
+  return spawnNode(label, RC_CLI, args, opts);
+}
+
+/** Spawns `node <script> <args>` and waits for the one JSON line with its `url` on stdout (as spawnRc). */
+export async function spawnNode(label: string, script: string, args: string[], opts: { cpu?: number; env?: NodeJS.ProcessEnv } = {}): Promise<SpawnedTarget> {
   const pin = opts.cpu !== undefined && hasTaskset();
-  const [cmd, argv] = pin ? ['taskset', ['-c', String(opts.cpu), process.execPath, RC_CLI, ...args]] : [process.execPath, [RC_CLI, ...args]];
+  const [cmd, argv] = pin ? ['taskset', ['-c', String(opts.cpu), process.execPath, script, ...args]] : [process.execPath, [script, ...args]];
   const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: { RC_LOG_LEVEL: 'warn', ...process.env, ...opts.env } });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`rc ${args.join(' ')} exited with ${code} before printing its URL`)));
+    child.once('exit', (code) => reject(new Error(`${script} ${args.join(' ')} exited with ${code} before printing its URL`)));
   });
   const { url } = JSON.parse(line) as { url: string };
   return { label, url, pid: child.pid!, child, stop: stopper(child, exited) };

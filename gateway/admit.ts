@@ -38,43 +38,60 @@ export function refusalStatus(r: Refusal): number {
  * while the gate decided is neither forwarded nor refused: its reservation is returned at once.
  */
 export function admit(ctx: GatewayContext, res: Res, route: string, gateRequest: GateRequest, reply: RefusalReply, forward: (decision: Allowed) => void): void {
-  const refuse = (r: Refusal): void => {
-    ctx.metrics.request(route, gateRequest.model, refusalStatus(r));
-    reply(res, r);
-  };
+  // Plain functions with their arguments, no closures: this runs for every request, and with
+  // the in-memory gates the decision is there at once.
   if (!ctx.admission.tryEnter()) {
-    refuse(POOL_EXHAUSTED);
+    refuse(ctx, res, route, gateRequest, reply, POOL_EXHAUSTED);
     return;
   }
-  const onDecision = (d: GateDecision): void => {
-    if (!d.allowed) {
-      ctx.admission.leave();
-      refuse({ kind: 'rate_limited', code: d.code, retryAfterSec: d.retryAfterSec, headers: d.headers });
-      return;
-    }
-    if (res.aborted) {
-      // The client left while the gate decided: nothing was forwarded, nothing was used.
-      ctx.admission.leave();
-      ctx.metrics.request(route, gateRequest.model, CLIENT_CLOSED);
-      ctx.gate.settle(gateRequest, d, ZERO_USAGE);
-      return;
-    }
-    forward(d);
-  };
-  const failed = (err: unknown): void => {
-    ctx.admission.leave();
-    ctx.logger.error('gate admit failed', { err, route, model: gateRequest.model });
-    refuse(GATE_UNAVAILABLE);
-  };
   let decision: GateDecision | Promise<GateDecision>;
   try {
     decision = ctx.gate.admit(gateRequest);
   } catch (err) {
-    failed(err);
+    gateFailed(ctx, res, route, gateRequest, reply, err);
     return;
   }
-  if (decision instanceof Promise) decision.then(onDecision, failed);
-  else onDecision(decision);
+  if (decision instanceof Promise) {
+    decision.then(
+      (d) => decided(ctx, res, route, gateRequest, reply, forward, d),
+      (err: unknown) => gateFailed(ctx, res, route, gateRequest, reply, err),
+    );
+  } else decided(ctx, res, route, gateRequest, reply, forward, decision);
+}
+
+function refuse(ctx: GatewayContext, res: Res, route: string, gateRequest: GateRequest, reply: RefusalReply, r: Refusal): void {
+  ctx.metrics.request(route, gateRequest.model, refusalStatus(r));
+  reply(res, r);
+}
+
+function decided(
+  ctx: GatewayContext,
+  res: Res,
+  route: string,
+  gateRequest: GateRequest,
+  reply: RefusalReply,
+  forward: (decision: Allowed) => void,
+  d: GateDecision,
+): void {
+  if (!d.allowed) {
+    ctx.admission.leave();
+    refuse(ctx, res, route, gateRequest, reply, { kind: 'rate_limited', code: d.code, retryAfterSec: d.retryAfterSec, headers: d.headers });
+    return;
+  }
+  if (res.aborted) {
+    // The client left while the gate decided: nothing was forwarded, nothing was used.
+    ctx.admission.leave();
+    ctx.metrics.request(route, gateRequest.model, CLIENT_CLOSED);
+    ctx.gate.settle(gateRequest, d, ZERO_USAGE);
+    return;
+  }
+  forward(d);
+}
+
+function gateFailed(ctx: GatewayContext, res: Res, route: string, gateRequest: GateRequest, reply: RefusalReply, err: unknown): void {
+  ctx.admission.leave();
+  ctx.logger.error('gate admit failed', { err, route, model: gateRequest.model });
+  refuse(ctx, res, route, gateRequest, reply, GATE_UNAVAILABLE);
 }
 
 /**

@@ -12,13 +12,29 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { generateKey } from '../../lib/keys.js';
 import { randomId } from '../../lib/ids.js';
-import { compare, ratiosTo, RC_CLI, spawnRc, stopper, type Comparison, type LoadOptions, type LoadRequest, type SpawnedTarget, type Target } from '../load.js';
+import {
+  compare,
+  ratiosTo,
+  RC_CLI,
+  spawnNode,
+  spawnRc,
+  stopper,
+  type Comparison,
+  type LoadOptions,
+  type LoadRequest,
+  type SpawnedTarget,
+  type Target,
+} from '../load.js';
 import { startNginx } from '../nginx.js';
 import { completion, messagesStream, MODEL, NO_LIMITS, startGateway } from './gateway.js';
+
+/** bench/floor-relay.ts, compiled next to this file's directory: the runtime's floor (uWS + net, no gateway work). */
+const FLOOR_RELAY = fileURLToPath(new URL('../floor-relay.js', import.meta.url));
 import type { LoadScenario } from './scenario.js';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -165,14 +181,23 @@ export const referenceScenarios: LoadScenario[] = [
 
         const pacedGateway = await startGateway('rc gateway (memory gates)', dir, paced.url, key);
         stops.push(() => pacedGateway.stop());
+        // The floor: what Node, V8 and uWS cost for the same two HTTP exchanges with no gateway work.
+        const floor = await spawnNode('floor: uWS + net relay, no gateway work', FLOOR_RELAY, [sim.url], { cpu: 0 });
+        stops.push(() => floor.stop());
+        const pacedFloor = await spawnNode('floor: uWS + net relay, no gateway work', FLOOR_RELAY, [paced.url], { cpu: 0 });
+        stops.push(() => pacedFloor.stop());
+        const withFloor = [...setups, { ...floor, key }];
 
         return [
-          await versusNginx('chat non-stream (20 tokens)', setups, nginx, (s) => completion(false, s.key), completion(false), options),
-          await versusNginx('chat stream (20 chunks)', setups, nginx, (s) => completion(true, s.key), completion(true), options, 20),
+          await versusNginx('chat non-stream (20 tokens)', withFloor, nginx, (s) => completion(false, s.key), completion(false), options),
+          await versusNginx('chat stream (20 chunks)', withFloor, nginx, (s) => completion(true, s.key), completion(true), options, 20),
           await versusNginx('messages stream (20 tokens) vs nginx chat stream', setups, nginx, (s) => messagesStream(s.key), completion(true), options, 20),
           await versusNginx(
             'paced chat stream (20 chunks, 2 ms apart)',
-            [{ ...pacedGateway, key }],
+            [
+              { ...pacedGateway, key },
+              { ...pacedFloor, key },
+            ],
             nginxPaced!,
             (s) => completion(true, s.key),
             completion(true),

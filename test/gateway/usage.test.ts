@@ -42,6 +42,13 @@ describe('gateway usage scanning', () => {
       cachedTokens: 32,
     });
     assert.equal(findUsage(b('{"usage":null}')), undefined);
+    // String values, escaped quotes and backslashes included, do not hide the names after them.
+    assert.deepEqual(findUsage(b('{"usage":{"note":"a \\"q\\": \\\\","prompt_tokens":4,"x":"\\\\","completion_tokens":5}}')), {
+      inputTokens: 4,
+      outputTokens: 5,
+    });
+    // A string value that reads like a name is not one.
+    assert.deepEqual(findUsage(b('{"usage":{"k":"prompt_tokens","prompt_tokens":6,"completion_tokens":1}}')), { inputTokens: 6, outputTokens: 1 });
     assert.equal(findUsage(b('{"usage":{"prompt_tokens":"12"}}')), undefined, 'a count must be a number');
     // The last usage object wins (a whole body may carry an earlier one in its content).
     assert.deepEqual(findUsage(b('{"a":{"usage":{"prompt_tokens":1,"completion_tokens":1}},"usage":{"prompt_tokens":2,"completion_tokens":3}}')), {
