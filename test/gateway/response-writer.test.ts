@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { listen, track } from '../../lib/http.js';
 import { uws } from '../../lib/uws.js';
 import { ResponseRelay } from '../../gateway/dedicated/forward.js';
-import { headerNameIs, isHopByHop, type HeaderName } from '../../gateway/response-writer.js';
+import { connect } from 'node:net';
+import { headerNameIs, isHopByHop, ResponseWriter, type HeaderName } from '../../gateway/response-writer.js';
 
 const SET_COOKIE = Buffer.from('set-cookie');
 const dropCookies = (name: HeaderName): boolean => headerNameIs(name, SET_COOKIE);
@@ -105,4 +106,38 @@ test('isHopByHop: framing, Date and uWS mark in any case, as Buffer or string; n
     assert.ok(isHopByHop(Buffer.from(h)), h);
   }
   for (const h of ['content-type', 'set-cookie', 'x-date', 'dates', 'connections']) assert.ok(!isHopByHop(h), h);
+});
+
+test("the route's own headers (the gate's) arrive as separate header lines, in order", async (t) => {
+  const app = uws().App();
+  const extra = { 'x-ratelimit-limit-requests': '60', 'x-ratelimit-remaining-requests': '59', 'x-ratelimit-reset-tokens': '1m0s' };
+  app.get('/gated', (res) => {
+    const w = new ResponseWriter(track(res), { onAbort() {}, onDrain() {}, onFinish() {} });
+    w.head(200, ['Content-Type', 'application/json'], extra);
+    w.end(Buffer.from('{}'));
+  });
+  const server = await listen(app, '127.0.0.1', 0);
+  t.after(() => server.close());
+
+  const r = await fetch(`${server.url}/gated`);
+  assert.equal(await r.text(), '{}');
+  for (const [k, v] of Object.entries(extra)) assert.equal(r.headers.get(k), v, k);
+  // On the wire: one `name: value` line each, between the relayed headers and uWS's own.
+  const raw = await new Promise<string>((resolve, reject) => {
+    const s = connect(server.port, '127.0.0.1', () => s.end('GET /gated HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'));
+    let text = '';
+    s.setEncoding('latin1');
+    s.on('data', (d: string) => {
+      text += d;
+    });
+    s.on('end', () => resolve(text));
+    s.on('error', reject);
+  });
+  const lines = raw.slice(0, raw.indexOf('\r\n\r\n')).split('\r\n');
+  assert.deepEqual(lines.slice(1, 5), [
+    'Content-Type: application/json',
+    'x-ratelimit-limit-requests: 60',
+    'x-ratelimit-remaining-requests: 59',
+    'x-ratelimit-reset-tokens: 1m0s',
+  ]);
 });
