@@ -134,7 +134,7 @@ export class Connection {
       this.connected = true;
       this.activeAt = performance.now();
     });
-    // TLS sockets take no `onread`: their bytes come as 'data' events.
+    // TLS sockets keep the 'data' path: `onread` is used on plain TCP sockets only.
     if (pool.secure) socket.on('data', (buf: Buffer) => this.onBytes(buf));
     socket.on('end', () => this.onEnd());
     socket.on('error', (err: Error) => {
