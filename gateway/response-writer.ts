@@ -13,7 +13,7 @@
 // - Abort: a client that goes away calls `onAbort` (the source then cancels the backend request).
 // - Finish once: `finish(status, usage)` reaches `onFinish` exactly once, however the response ended.
 import type { Res } from '../lib/http.js';
-import { headerName, statusLine } from '../lib/http.js';
+import { headerName, sendJson, statusLine } from '../lib/http.js';
 import { asciiLowerEquals } from './http-parser.js';
 import type { GateUsage } from './gate.js';
 
@@ -27,8 +27,6 @@ export type HeaderFilter = (name: HeaderName, value: HeaderName) => boolean;
 export const HOP_BY_HOP_RESPONSE = ['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets', 'proxy-connection'];
 const HOP_BY_HOP_BYTES = HOP_BY_HOP_RESPONSE.map((h) => Buffer.from(h));
 const CONTENT_LENGTH = Buffer.from('content-length');
-const CONTENT_TYPE = headerName('content-type');
-const JSON_TYPE = Buffer.from('application/json');
 
 /** ASCII case-insensitive equality of a header name with a lower-case name (no string is made for a Buffer). */
 export function headerNameIs(name: HeaderName, lower: Buffer): boolean {
@@ -208,13 +206,7 @@ export class ResponseWriter {
     if (this.isClosed) return;
     this.closed = true;
     this.queue.length = 0;
-    const res = this.res;
-    res.cork(() => {
-      res.writeStatus(statusLine(status));
-      res.writeHeader(CONTENT_TYPE, JSON_TYPE);
-      if (headers) for (const k in headers) res.writeHeader(headerName(k), headers[k]!);
-      res.end(body);
-    });
+    sendJson(this.res, status, body, headers);
   }
 
   /** Closes the connection without ending the response: a truncated body is never taken as whole. */
