@@ -6,7 +6,7 @@
 import { headerName, type Res } from '../lib/http.js';
 import type { ChatFields } from './chat.js';
 import type { GatewayContext } from './context.js';
-import { fitMaxTokens, fitsByRequestSize, promptTooLongMessage } from './context-fit.js';
+import { fitForResponse, promptTooLongMessage } from './context-fit.js';
 import { CHAT_CODES, GatewayError, sendError } from './errors.js';
 
 export const FIT_HEADER = headerName('x-rc-fit-max-tokens');
@@ -33,39 +33,24 @@ export function fitChat(ctx: GatewayContext, res: Res, route: string, f: ChatFie
     chat_template_kwargs:
       o.chat_template_kwargs !== null && typeof o.chat_template_kwargs === 'object' ? (o.chat_template_kwargs as Record<string, unknown>) : undefined,
   };
-  const requestBytes = Buffer.byteLength(f.body);
-  if (fitsByRequestSize(f.model, prompt, asked, requestBytes)) {
+  fitForResponse(ctx, res, f.model, f.user, prompt, asked, Buffer.byteLength(f.body), (r) => {
+    if (r.kind === 'too-long') {
+      ctx.metrics.request(route, f.model.name, 400);
+      sendError(res, new GatewayError(CHAT_CODES.contextLengthExceeded, promptTooLongMessage(r), 400, 'invalid_request_error', 'messages'));
+      return;
+    }
+    if (r.kind === 'lowered' && field) {
+      o[field] = r.maxTokens;
+      let body: string;
+      try {
+        body = JSON.stringify(o);
+      } catch {
+        next(f); // nests deeper than the stack allows: forwarded as it is, the backend judges
+        return;
+      }
+      next({ ...f, body, obj: o, maxTokens: r.maxTokens });
+      return;
+    }
     next(f);
-    return;
-  }
-  const ac = new AbortController();
-  res.onAbort = () => ac.abort();
-  fitMaxTokens(ctx, f.model, f.user, prompt, asked, ac.signal, requestBytes).then(
-    (r) => {
-      res.onAbort = undefined;
-      if (res.aborted) return;
-      if (r.kind === 'too-long') {
-        ctx.metrics.request(route, f.model.name, 400);
-        sendError(res, new GatewayError(CHAT_CODES.contextLengthExceeded, promptTooLongMessage(r), 400, 'invalid_request_error', 'messages'));
-        return;
-      }
-      if (r.kind === 'lowered' && field) {
-        o[field] = r.maxTokens;
-        let body: string;
-        try {
-          body = JSON.stringify(o);
-        } catch {
-          next(f); // nests deeper than the stack allows: forwarded as it is, the backend judges
-          return;
-        }
-        next({ ...f, body, obj: o, maxTokens: r.maxTokens });
-        return;
-      }
-      next(f);
-    },
-    () => {
-      res.onAbort = undefined;
-      if (!res.aborted) next(f);
-    },
-  );
+  });
 }

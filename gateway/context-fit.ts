@@ -25,6 +25,7 @@
 // reports in its /tokenize answer (vLLM's, the same value as its /v1/models), learned on the
 // first count and kept per catalog model (the smallest seen over its upstreams). Until known,
 // every request counts.
+import type { Res } from '../lib/http.js';
 import type { ModelState } from './catalog.js';
 import type { GatewayContext } from './context.js';
 import { requestUpstream } from './upstreams.js';
@@ -76,14 +77,48 @@ export function promptTooLongMessage(r: { promptTokens: number; maximum: number 
 
 /**
  * The common case of fitMaxTokens, decided synchronously: the client's request body alone shows
- * that the prompt and `maxTokens` fit the known context. Routes call it first so that a small
- * request makes no promise, abort signal or closure.
+ * that the prompt and `maxTokens` fit the known context (fitForResponse asks it first).
  */
-export function fitsByRequestSize(model: ModelState, prompt: PromptParts, maxTokens: number | undefined, requestBytes: number | undefined): boolean {
+function fitsByRequestSize(model: ModelState, prompt: PromptParts, maxTokens: number | undefined, requestBytes: number | undefined): boolean {
   const known = contextWindow(model);
   if (known === undefined || requestBytes === undefined) return false;
   const bound = 2 * requestBytes + 128 * (prompt.messages.length + (prompt.tools?.length ?? 0) + 1);
   return bound + (maxTokens ?? 1) + TEMPLATE_MARGIN <= known;
+}
+
+/**
+ * fitMaxTokens for a request in flight on `res` (the chat and messages routes): `done` gets the
+ * result, at once when the request's size shows it fits (no promise, abort signal or closure),
+ * else after the count, which a client that goes away aborts. `done` is never called once the
+ * client has gone; a count that fails gives `fits` (the backend then judges).
+ */
+export function fitForResponse(
+  ctx: GatewayContext,
+  res: Res,
+  model: ModelState,
+  stickyKey: string | undefined,
+  prompt: PromptParts,
+  maxTokens: number | undefined,
+  requestBytes: number,
+  done: (r: FitResult) => void,
+): void {
+  if (fitsByRequestSize(model, prompt, maxTokens, requestBytes)) {
+    done(FITS);
+    return;
+  }
+  const ac = new AbortController();
+  res.onAbort = () => ac.abort();
+  fitMaxTokens(ctx, model, stickyKey, prompt, maxTokens, ac.signal, requestBytes).then(
+    (r) => {
+      res.onAbort = undefined;
+      if (!res.aborted) done(r);
+    },
+    (err: unknown) => {
+      res.onAbort = undefined;
+      ctx.logger.error('fitting max_tokens failed', { err, model: model.name });
+      if (!res.aborted) done(FITS);
+    },
+  );
 }
 
 /**

@@ -5,7 +5,7 @@ import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, type Res } f
 import type { HttpRequest } from '../../lib/uws.js';
 import type { ModelState } from '../catalog.js';
 import type { GatewayContext } from '../context.js';
-import { fitMaxTokens, fitsByRequestSize, promptTooLongMessage } from '../context-fit.js';
+import { fitForResponse, promptTooLongMessage } from '../context-fit.js';
 import { MessagesError } from './errors.js';
 import { describeIssue, type MessagesRequest } from './schema.js';
 import type { ThinkingSigner } from './signature.js';
@@ -109,28 +109,13 @@ function fitContext(
 ): void {
   const chat = p.chat;
   const prompt = { model: chat.model, messages: chat.messages, tools: chat.tools, chat_template_kwargs: chat.chat_template_kwargs };
-  if (fitsByRequestSize(p.model, prompt, chat.max_tokens, requestBytes)) {
-    onReady(p);
-    return;
-  }
-  const ac = new AbortController();
-  res.onAbort = () => ac.abort();
-  fitMaxTokens(ctx, p.model, p.stickyKey, prompt, chat.max_tokens, ac.signal, requestBytes).then(
-    (r) => {
-      res.onAbort = undefined;
-      if (res.aborted) return;
-      if (r.kind === 'too-long') onError(new MessagesError(400, promptTooLongMessage(r)));
-      else {
-        if (r.kind === 'lowered') chat.max_tokens = r.maxTokens;
-        onReady(p);
-      }
-    },
-    (err: unknown) => {
-      res.onAbort = undefined;
-      ctx.logger.error('fitting max_tokens failed', { err, model: p.model.name });
+  fitForResponse(ctx, res, p.model, p.stickyKey, prompt, chat.max_tokens, requestBytes, (r) => {
+    if (r.kind === 'too-long') onError(new MessagesError(400, promptTooLongMessage(r)));
+    else {
+      if (r.kind === 'lowered') chat.max_tokens = r.maxTokens;
       onReady(p);
-    },
-  );
+    }
+  });
 }
 
 /**
