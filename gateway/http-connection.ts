@@ -15,9 +15,11 @@ import {
   IDLE,
   LENGTH,
   LF,
+  emptyParsedHead,
   parseHead,
   TRAILERS,
   UNTIL_CLOSE,
+  type HeaderLines,
   type ParsedHead,
 } from './http-parser.js';
 import type { HttpPool } from './http-pool.js';
@@ -50,8 +52,8 @@ export class PoolError extends Error {
 
 /** Receives one response. Every call happens asynchronously to `request()`. */
 export interface ResponseHandler {
-  /** `rawHeaders`: name, value, name, value... as sent (slices of the read buffer, valid to keep). */
-  onHead(status: number, rawHeaders: Buffer[]): void;
+  /** `headers`: the head's lines (valid to keep; Buffers of them are made on demand). */
+  onHead(status: number, headers: HeaderLines): void;
   /** A body chunk (valid to keep). Return false to pause the socket until `resume()`. */
   onData(chunk: Buffer): boolean;
   /** The body is complete. May follow an onData that returned false (nothing more is coming). */
@@ -116,7 +118,7 @@ export class Connection {
   /** The server ended the connection (seen while paused: handled when resumed). */
   private eof = false;
   private dead = false;
-  private readonly parsed: ParsedHead = { status: 0, keepAlive: true, state: IDLE, length: -1, raw: [] };
+  private readonly parsed: ParsedHead = emptyParsedHead();
 
   constructor(private readonly pool: HttpPool) {
     const socket = pool.secure
@@ -480,7 +482,7 @@ export class Connection {
     if (this.state === LENGTH) this.remaining = h.length;
     this.keepAlive = h.keepAlive;
     const req = this.req!;
-    req.handler.onHead(status, h.raw);
+    req.handler.onHead(status, h.headers);
     return this.req === req ? status : -1;
   }
 }

@@ -1,6 +1,7 @@
 // The HTTP/1.1 response parsing of the backend client (gateway/http-pool.ts): byte-level
 // helpers, the parser states of a connection, the head and the chunk-size line. Pure functions
-// over Buffers: no strings are made for the headers, values stay slices of the read buffer.
+// over Buffers: no strings are made for the headers, and no Buffers either until a route asks
+// for them (HeaderLines).
 export const CRLF2 = Buffer.from('\r\n\r\n');
 export const LF = 0x0a;
 export const CR = 0x0d;
@@ -84,6 +85,72 @@ export function chunkSize(b: Buffer, start: number, end: number): number {
   return size;
 }
 
+/** Response headers never relayed (lower case): framing, Date and uWS's mark are uWS's own. */
+export const HOP_BY_HOP_RESPONSE = ['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets', 'proxy-connection'];
+export const HOP_BY_HOP_BYTES = HOP_BY_HOP_RESPONSE.map((h) => Buffer.from(h));
+
+/** True when `buf[start, end)` is one of the hop-by-hop names, in any case. */
+export function isHopByHopAt(buf: Buffer, start: number, end: number): boolean {
+  const n = end - start;
+  if (n !== 4 && n !== 10 && n !== 11 && n !== 14 && n !== 16 && n !== 17) return false;
+  for (let i = 0; i < HOP_BY_HOP_BYTES.length; i++) if (asciiLowerEquals(buf, HOP_BY_HOP_BYTES[i]!, start, end)) return true;
+  return false;
+}
+
+/**
+ * The header lines of one response head, held as offsets into the bytes they were read in. A
+ * Buffer per name and per value cost more than parsing the whole head (each slice of a Buffer
+ * goes through the species lookup of TypedArray#subarray), and most routes read one header or
+ * none: the messages stream reads none, a chat completion writes on only its content type.
+ */
+export class HeaderLines {
+  constructor(
+    private readonly buf: Buffer,
+    /** nameStart, nameEnd, valueStart, valueEnd of each line, in order. */
+    private readonly at: number[],
+    /** The Content-Length the head declared, or -1. */
+    readonly contentLength: number,
+  ) {}
+
+  /** The number of header lines. */
+  get count(): number {
+    return this.at.length >> 2;
+  }
+
+  /** name, value, name, value... as sent (new slices of the read buffer, valid to keep). */
+  all(): Buffer[] {
+    return this.slices(false);
+  }
+
+  /** The same without the hop-by-hop lines (HOP_BY_HOP_RESPONSE): what a relay writes on. */
+  endToEnd(): Buffer[] {
+    return this.slices(true);
+  }
+
+  /** The value of the first line named `lower` (a lower-case name), as latin1 text, or undefined. */
+  get(lower: Buffer): string | undefined {
+    const buf = this.buf;
+    const at = this.at;
+    for (let i = 0; i < at.length; i += 4) {
+      if (asciiLowerEquals(buf, lower, at[i]!, at[i + 1]!)) return buf.toString('latin1', at[i + 2]!, at[i + 3]!);
+    }
+    return undefined;
+  }
+
+  private slices(skipHopByHop: boolean): Buffer[] {
+    const buf = this.buf;
+    const at = this.at;
+    const out: Buffer[] = [];
+    for (let i = 0; i < at.length; i += 4) {
+      if (skipHopByHop && isHopByHopAt(buf, at[i]!, at[i + 1]!)) continue;
+      out.push(buf.subarray(at[i]!, at[i + 1]!), buf.subarray(at[i + 2]!, at[i + 3]!));
+    }
+    return out;
+  }
+}
+
+const NO_LINES = new HeaderLines(Buffer.alloc(0), [], -1);
+
 /** What a response head says about its body and connection (one per connection, reused). */
 export interface ParsedHead {
   status: number;
@@ -92,8 +159,13 @@ export interface ParsedHead {
   state: number;
   /** Content-Length (LENGTH). */
   length: number;
-  /** name, value, name, value... (slices of `buf`). */
-  raw: Buffer[];
+  /** The header lines (a new object per head: valid to keep). */
+  headers: HeaderLines;
+}
+
+/** A ParsedHead to reuse, before its first parse. */
+export function emptyParsedHead(): ParsedHead {
+  return { status: 0, keepAlive: true, state: IDLE, length: -1, headers: NO_LINES };
 }
 
 /**
@@ -113,7 +185,7 @@ export function parseHead(buf: Buffer, start: number, end: number, out: ParsedHe
   let length = -1;
   let chunked = false;
   let encoded = false;
-  const raw: Buffer[] = [];
+  const at: number[] = [];
   // One pass over the bytes: a head is a few hundred bytes, and a native indexOf per line and
   // per colon costs more in call overhead than this loop in all.
   const stop = end + 2; // every header line ends with CRLF; the blank line is not included
@@ -132,18 +204,17 @@ export function parseHead(buf: Buffer, start: number, end: number, out: ParsedHe
     let b = lineEnd;
     while (a < b && (buf[a] === 0x20 || buf[a] === 0x09)) a++;
     while (b > a && (buf[b - 1] === 0x20 || buf[b - 1] === 0x09)) b--;
-    const name = buf.subarray(p, colon);
-    const value = buf.subarray(a, b);
-    raw.push(name, value);
+    at.push(p, colon, a, b);
     const n = colon - p;
-    if (n === 14 && asciiLowerEquals(name, CONTENT_LENGTH)) {
+    if (n === 14 && asciiLowerEquals(buf, CONTENT_LENGTH, p, colon)) {
       const v = decimal(buf, a, b);
       if (v < 0 || (length >= 0 && v !== length)) return 'bad content-length';
       length = v;
-    } else if (n === 17 && asciiLowerEquals(name, TRANSFER_ENCODING)) {
+    } else if (n === 17 && asciiLowerEquals(buf, TRANSFER_ENCODING, p, colon)) {
       encoded = true;
-      chunked = hasToken(value, CHUNKED);
-    } else if (n === 10 && asciiLowerEquals(name, CONNECTION)) {
+      chunked = hasToken(buf.subarray(a, b), CHUNKED);
+    } else if (n === 10 && asciiLowerEquals(buf, CONNECTION, p, colon)) {
+      const value = buf.subarray(a, b);
       if (hasToken(value, CLOSE)) keepAlive = false;
       else if (hasToken(value, KEEP_ALIVE)) keepAlive = true;
     }
@@ -167,6 +238,6 @@ export function parseHead(buf: Buffer, start: number, end: number, out: ParsedHe
   out.keepAlive = keepAlive;
   out.state = state;
   out.length = length;
-  out.raw = raw;
+  out.headers = new HeaderLines(buf, at, length);
   return undefined;
 }

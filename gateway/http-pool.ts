@@ -19,6 +19,7 @@ import { Connection, PoolError, PoolRequest, type ResponseHandler } from './http
 import { HEAD } from './http-parser.js';
 
 export { Connection, PoolError, PoolRequest, type PoolFailure, type ResponseHandler } from './http-connection.js';
+export type { HeaderLines } from './http-parser.js';
 
 export interface HttpPoolOptions {
   /** Most connections open at once; more requests wait in a queue. */

@@ -12,7 +12,8 @@ import type { GatewayContext } from './context.js';
 import { CHAT_CODES, ERRORS } from './errors.js';
 import type { GateUsage } from './gate.js';
 import { CLIENT_CLOSED } from './metrics.js';
-import { contentLengthOf, ResponseWriter, type WriterHooks } from './response-writer.js';
+import type { HeaderLines } from './http-pool.js';
+import { ResponseWriter, type WriterHooks } from './response-writer.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from './upstreams.js';
 import { indexOfUsage, lastIndexOfUsage, relayedUsage, reservedUsage, usageAt, ZERO_USAGE } from './usage.js';
 
@@ -75,11 +76,11 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
 
   // UpstreamHandler
 
-  onHead(status: number, rawHeaders: Buffer[]): void {
+  onHead(status: number, headers: HeaderLines): void {
     this.status = status;
     this.sse = this.opts.stream && status === 200;
-    if (!this.sse) this.contentLength = contentLengthOf(rawHeaders);
-    this.out.head(status, rawHeaders, this.opts.headers);
+    if (!this.sse) this.contentLength = headers.contentLength;
+    this.out.head(status, headers.endToEnd(), this.opts.headers);
   }
 
   onData(chunk: Buffer): boolean {

@@ -14,7 +14,7 @@
 // - Finish once: `finish(status, usage)` reaches `onFinish` exactly once, however the response ended.
 import type { Res } from '../lib/http.js';
 import { headerName, sendJson, statusLine } from '../lib/http.js';
-import { asciiLowerEquals } from './http-parser.js';
+import { asciiLowerEquals, HOP_BY_HOP_BYTES } from './http-parser.js';
 import type { GateUsage } from './gate.js';
 
 /** A response header name, as the backend client hands it over. */
@@ -23,9 +23,6 @@ export type HeaderName = Buffer | string;
 /** A route's own response header rule: true drops the header (checked after the hop-by-hop list). */
 export type HeaderFilter = (name: HeaderName, value: HeaderName) => boolean;
 
-/** Response headers never relayed (lower case): framing, Date and uWS's mark are uWS's own. */
-export const HOP_BY_HOP_RESPONSE = ['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets', 'proxy-connection'];
-const HOP_BY_HOP_BYTES = HOP_BY_HOP_RESPONSE.map((h) => Buffer.from(h));
 const CONTENT_LENGTH = Buffer.from('content-length');
 
 /** ASCII case-insensitive equality of a header name with a lower-case name (no string is made for a Buffer). */

@@ -6,7 +6,7 @@ import type { ErrorCode } from './errors.js';
 import { performance } from 'node:perf_hooks';
 import { RcError } from '../lib/errors.js';
 import type { ModelState } from './catalog.js';
-import { HttpPool, type PoolError, type PoolRequest, type ResponseHandler } from './http-pool.js';
+import { HttpPool, type HeaderLines, type PoolError, type PoolRequest, type ResponseHandler } from './http-pool.js';
 
 export interface UpstreamOptions {
   /** Keep-alive connections per upstream. */
@@ -56,8 +56,8 @@ export class UpstreamError extends RcError {
 
 /** What a request path implements to receive a backend response. */
 export interface UpstreamHandler {
-  /** The response head; `rawHeaders` is the flat list name, value, name, value... as the backend sent them. */
-  onHead(status: number, rawHeaders: Buffer[]): void;
+  /** The response head: its status and header lines (HeaderLines makes Buffers of them on demand). */
+  onHead(status: number, headers: HeaderLines): void;
   /** A body chunk as it arrived (valid to keep). Return false to pause until `call.resume()`. */
   onData(chunk: Buffer): boolean;
   /** The body is complete (this may follow an onData that returned false: nothing more is coming). */
@@ -260,11 +260,11 @@ class Exchange implements ResponseHandler, UpstreamCall {
 
   // http-pool ResponseHandler ------------------------------------------------------------
 
-  onHead(status: number, rawHeaders: Buffer[]): void {
+  onHead(status: number, headers: HeaderLines): void {
     this.headSeen = true;
     if (status >= 500) this.upstream!.failed();
     else this.upstream!.succeeded();
-    this.handler.onHead(status, rawHeaders);
+    this.handler.onHead(status, headers);
   }
 
   onData(chunk: Buffer): boolean {
@@ -369,8 +369,9 @@ export function requestUpstream(
       sticky,
       body,
       {
-        onHead(s, raw) {
+        onHead(s, lines) {
           status = s;
+          const raw = lines.all();
           for (let i = 0; i + 1 < raw.length; i += 2) headers[raw[i]!.toString('latin1').toLowerCase()] = raw[i + 1]!.toString('latin1');
         },
         onData(chunk) {

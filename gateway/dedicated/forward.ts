@@ -12,7 +12,7 @@ import type { Res } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
 import { forwardableRequestHeader, isPlatformSetCookie } from '../../lib/instance-credentials.js';
 
-import { HttpPool, type PoolError, type ResponseHandler } from '../http-pool.js';
+import { HttpPool, type HeaderLines, type PoolError, type ResponseHandler } from '../http-pool.js';
 import { CLIENT_CLOSED } from '../metrics.js';
 import { contentLengthOf, headerNameIs, ResponseWriter, type HeaderFilter, type HeaderName, type WriterHooks } from '../response-writer.js';
 
@@ -234,8 +234,8 @@ class PoolSource implements ResponseHandler {
 
   constructor(private readonly relay: ResponseRelay) {}
 
-  onHead(status: number, rawHeaders: Buffer[]): void {
-    this.relay.head(status, rawHeaders);
+  onHead(status: number, headers: HeaderLines): void {
+    this.relay.head(status, headers.all());
   }
 
   onData(chunk: Buffer): boolean {

@@ -112,11 +112,3 @@ export function backendError(status: number, body: string, retryAfter: string | 
   const headers = s === 429 || s === 503 ? { 'retry-after': retryAfter && /^\d+$/.test(retryAfter) ? retryAfter : '1' } : undefined;
   return new MessagesError(s, backendErrorMessage(body), headers);
 }
-
-/** The value of `name` (lower-case) in undici's flat raw header list. */
-export function rawHeader(raw: Buffer[], name: string): string | undefined {
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    if (raw[i]!.length === name.length && raw[i]!.toString('latin1').toLowerCase() === name) return raw[i + 1]!.toString('latin1');
-  }
-  return undefined;
-}

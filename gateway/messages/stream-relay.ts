@@ -14,7 +14,8 @@ import type { GatewayContext } from '../context.js';
 import type { GateUsage } from '../gate.js';
 import { ResponseWriter, type WriterHooks } from '../response-writer.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from '../upstreams.js';
-import { backendError, MessagesError, rawHeader } from './errors.js';
+import type { HeaderLines } from '../http-pool.js';
+import { backendError, MessagesError } from './errors.js';
 import { sendError } from './reply.js';
 import type { ThinkingSigner } from './signature.js';
 import { SseParser } from './sse.js';
@@ -37,6 +38,8 @@ export interface RelayOptions {
   settle(usage: GateUsage | undefined): void;
 }
 
+/** The backend's Retry-After, kept on a relayed 429 or 503. */
+const RETRY_AFTER = Buffer.from('retry-after');
 /** Largest backend error body we read to relay its message. */
 const MAX_ERROR_BYTES = 64 * 1024;
 
@@ -102,11 +105,11 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks {
 
   // UpstreamHandler
 
-  onHead(s: number, raw: Buffer[]): void {
+  onHead(s: number, headers: HeaderLines): void {
     this.status = s;
     if (s !== 200) {
       this.errorParts = [];
-      this.retryAfter = rawHeader(raw, 'retry-after');
+      this.retryAfter = headers.get(RETRY_AFTER);
       return;
     }
     if (this.res.aborted) return;

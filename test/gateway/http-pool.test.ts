@@ -77,11 +77,12 @@ function fetchVia(pool: HttpPool, body: Buffer | string = '{"x":1}', path = '/v1
     const out: Collected = { status: 0, headers: {}, rawHeaders: [], body: Buffer.alloc(0), chunks: 0 };
     const parts: Buffer[] = [];
     pool.request(path, body, {
-      onHead(status, raw) {
+      onHead(status, lines) {
+        const raw = lines.all();
         out.status = status;
         out.rawHeaders = raw.map((b) => b.toString('latin1'));
         for (let i = 0; i < raw.length; i += 2) out.headers[raw[i]!.toString('latin1').toLowerCase()] = raw[i + 1]!.toString('latin1');
-        handler?.onHead?.(status, raw);
+        handler?.onHead?.(status, lines);
       },
       onData(chunk) {
         parts.push(chunk);
