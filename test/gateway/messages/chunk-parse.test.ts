@@ -31,15 +31,40 @@ test('text-token chunks read the same as JSON.parse, escapes and unicode include
   }
 });
 
+test('the first, finish and usage-only chunks of vLLM read the same as JSON.parse', () => {
+  const head = '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m",';
+  const shapes = [
+    `${head}"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":21,"total_tokens":21,"completion_tokens":0}}`,
+    `${head}"choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
+    `${head}"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
+    `${head}"choices":[{"index":0,"delta":{"content":"\\n"},"logprobs":null,"finish_reason":"stop","stop_reason":128001}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
+    `${head}"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":"</s>"}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":1}}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1,"prompt_tokens_details":null}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
+    // Counts of every length read as JSON.parse reads them, past a double's exact integers too.
+    `${head}"choices":[],"usage":{"prompt_tokens":999999999999999,"total_tokens":3,"completion_tokens":0,"prompt_tokens_details":{"cached_tokens":98765432109876543210}}}`,
+  ];
+  for (const data of shapes) assert.deepEqual(parseChunk(data), { object: 'chat.completion.chunk', ...pick(JSON.parse(data) as ChatChunk) }, data);
+});
+
+/** JSON.parse's object without the fields the fast path leaves out (id, created, model, index, logprobs, total_tokens). */
+function pick(c: ChatChunk): ChatChunk {
+  const choices = c.choices?.map((ch) => ({ delta: ch.delta, finish_reason: ch.finish_reason }));
+  const { total_tokens: _, ...usage } = c.usage as Record<string, unknown>;
+  return { choices, usage };
+}
+
 test('other shapes go through JSON.parse and read the same', () => {
   const other = [
-    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":21,"total_tokens":21,"completion_tokens":0}}',
-    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}',
-    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":1}}}',
+    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":null},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":21,"total_tokens":21,"completion_tokens":0}}',
+    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning_content":"hm"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}',
+    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":""}}]},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}',
     '{"error":{"message":"boom","code":503}}',
     vllm('"a"').replace('"usage":{"prompt_tokens":21,', '"usage":{"prompt_tokens":21,"prompt_tokens_details":{"cached_tokens":5},'),
     vllm('"a"').replace('"model":"m"', '"model":"m","error":"late"'),
     vllm('"a"').replace('"object":"chat.completion.chunk"', '"object":"error"'),
+    vllm('"a"').replace('"finish_reason":null', '"finish_reason":"Stop"'),
   ];
   for (const data of other) assert.deepEqual(read(parseChunk(data)), read(JSON.parse(data) as ChatChunk), data);
 });
