@@ -4,7 +4,6 @@
 // admission did pass later, its reservation is handed back.
 import type { GateErrorCode } from './codes.js';
 import { createHash } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
 import { RcError } from '../../lib/errors.js';
 import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
@@ -35,6 +34,21 @@ const BACKOFF_MS = 1000;
 /** Reconciliations held while Redis is away, at most. */
 const MAX_PENDING_SETTLES = 10_000;
 
+/**
+ * What the store needs of a Redis client. The gate's own RespClient (resp-client.ts) and an
+ * ioredis client or Cluster handed to createGate (the keys of one account share a slot) both fit.
+ */
+export interface GateRedis {
+  /** 'ready' while commands can be sent. */
+  readonly status: string;
+  on(event: 'ready' | 'close', listener: () => void): unknown;
+  off(event: 'ready' | 'close', listener: () => void): unknown;
+  evalsha(sha: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  eval(script: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  script(subcommand: 'LOAD', source: string): Promise<unknown>;
+  hgetall(key: string): Promise<Record<string, string>>;
+}
+
 export interface RedisGateStoreOptions {
   /** Key prefix (RC_GATE_KEY_PREFIX); keys are `<prefix>{acct:<id>}:b` and `<prefix>{acct:<id>}:d:<day>`. */
   prefix: string;
@@ -54,9 +68,9 @@ export class RedisGateStore implements GateStore {
   private readonly onReady = () => this.whenReady();
   private readonly onClose = () => this.setUp(false, 'connection closed');
 
-  /** `redis`: a client, or an ioredis Cluster (the keys of one account share a slot). Give it `enableOfflineQueue: false`. */
+  /** `redis`: a RespClient, an ioredis client or Cluster (give ioredis `enableOfflineQueue: false`). */
   constructor(
-    readonly redis: Redis | Cluster,
+    readonly redis: GateRedis,
     options: RedisGateStoreOptions,
   ) {
     if (/[{}]/.test(options.prefix)) throw new RcError('RC_ERR_CONFIG', 'Gate key prefix must not contain braces (they delimit the hash tag)', 500);

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
-import { createGate, gateMetrics, GateRedisError } from '../../../gateway/gates/index.js';
+import { createGate, gateMetrics, GateRedisError, type RespClient } from '../../../gateway/gates/index.js';
 import { counters } from '../../../gateway/gates/metrics.js';
 import { admitted, connectRedis, gateConfig, PrivateRedis, req } from './fixtures.js';
 import { waitFor } from '../../helpers.js';
@@ -90,10 +90,10 @@ test('a reconciliation made while the connection is down is replayed when it is 
   const gate = createGate(config);
   t.after(() => gate.close());
   await waitFor(() => gate.onRedis);
-  const client = gate.redis!.redis;
+  const client = gate.redis!.redis as RespClient; // the gate's own connection
   const r = req(3, 100);
   const a = admitted(await gate.admit(r));
-  const id = await client.client('ID');
+  const id = await client.call('CLIENT', 'ID');
   const settledWhileDown = new Promise<number>((resolve) => {
     client.once('close', () => {
       gate.settle(r, a, { inputTokens: 30, outputTokens: 40 });

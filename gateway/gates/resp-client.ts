@@ -1,0 +1,277 @@
+// The gates' own Redis connection: one socket, commands pipelined in order, replies read with a
+// small RESP2 parser. It does what the gates ask of Redis (EVALSHA, EVAL, SCRIPT LOAD, HGETALL)
+// and nothing else. Why not ioredis: two script calls per request cost about 150k instructions
+// through its command objects, argument flattening, string building and parser, more than the
+// rest of the gateway's work on a request; here they cost a few thousand. ioredis still serves
+// the event bus and any client handed to createGate (a Cluster, tests).
+//
+// Behaviour the store relies on, as ioredis gives it with enableOfflineQueue off:
+// - status is 'ready' only while connected; a command sent otherwise fails at once;
+// - a lost connection fails every command in flight (with a plain Error: it may not have run),
+//   emits 'close', and is retried with a backoff; 'ready' is emitted on each (re)connection;
+// - an error reply fails its command with a ReplyError (it ran, and would fail again).
+import { EventEmitter } from 'node:events';
+import * as net from 'node:net';
+import * as tls from 'node:tls';
+
+/** An error reply from Redis (the command reached Redis and was refused). */
+export class ReplyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ReplyError';
+  }
+}
+
+export type RespStatus = 'connecting' | 'ready' | 'reconnecting' | 'end';
+
+export interface RespClientOptions {
+  /** Give up a connection attempt after this long (then retry). Default 2000 ms. */
+  connectTimeoutMs?: number;
+  /** The wait before reconnection attempt `n` (1, 2, ...). Default min(n * 100, 1000) ms. */
+  retryDelayMs?: (attempt: number) => number;
+}
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+}
+
+/** The reply is not complete in the bytes read so far. */
+const INCOMPLETE = Symbol('incomplete');
+/** The bytes are not RESP: the connection is out of step. */
+const MALFORMED = Symbol('malformed');
+
+export class RespClient extends EventEmitter {
+  status: RespStatus = 'connecting';
+  private socket: net.Socket | undefined;
+  /** Commands sent and not yet answered, oldest first. */
+  private readonly inFlight: Pending[] = [];
+  /** Commands written during this event-loop turn, sent in one write by flush(). */
+  private out = '';
+  private flushQueued = false;
+  /** Bytes read that do not yet make a whole reply. */
+  private rest: Buffer | undefined;
+  private attempt = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private readonly url: URL;
+  private readonly connectTimeoutMs: number;
+  private readonly retryDelayMs: (attempt: number) => number;
+  private readonly flushTask = () => this.flush();
+
+  constructor(url: string, options: RespClientOptions = {}) {
+    super();
+    this.url = new URL(url);
+    if (this.url.protocol !== 'redis:' && this.url.protocol !== 'rediss:') throw new Error(`Not a Redis URL: ${this.url.protocol}`);
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 2000;
+    this.retryDelayMs = options.retryDelayMs ?? ((n) => Math.min(n * 100, 1000));
+    this.connect();
+  }
+
+  evalsha(sha: string, numkeys: number, ...args: string[]): Promise<unknown> {
+    return this.call('EVALSHA', sha, String(numkeys), ...args);
+  }
+
+  eval(script: string, numkeys: number, ...args: string[]): Promise<unknown> {
+    return this.call('EVAL', script, String(numkeys), ...args);
+  }
+
+  script(subcommand: 'LOAD', source: string): Promise<unknown> {
+    return this.call('SCRIPT', subcommand, source);
+  }
+
+  async hgetall(key: string): Promise<Record<string, string>> {
+    const flat = (await this.call('HGETALL', key)) as string[];
+    const out: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i]!] = flat[i + 1]!;
+    return out;
+  }
+
+  /** One command; fails at once unless the connection is ready. */
+  call(...args: string[]): Promise<unknown> {
+    if (this.status !== 'ready') return Promise.reject(new Error(`Redis connection is ${this.status}`));
+    return new Promise((resolve, reject) => this.send(args, { resolve, reject }));
+  }
+
+  /** Closes the connection for good; commands in flight fail. */
+  disconnect(): void {
+    if (this.status === 'end') return;
+    this.status = 'end';
+    clearTimeout(this.retryTimer);
+    this.socket?.destroy();
+  }
+
+  private send(args: string[], pending: Pending): void {
+    let cmd = `*${args.length}\r\n`;
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i]!;
+      cmd += `$${Buffer.byteLength(a)}\r\n${a}\r\n`;
+    }
+    this.out += cmd;
+    this.inFlight.push(pending);
+    if (!this.flushQueued) {
+      this.flushQueued = true;
+      queueMicrotask(this.flushTask);
+    }
+  }
+
+  private flush(): void {
+    this.flushQueued = false;
+    if (this.out === '' || !this.socket) return;
+    this.socket.write(this.out);
+    this.out = '';
+  }
+
+  private connect(): void {
+    const { hostname, port, protocol } = this.url;
+    const host = hostname.replace(/^\[|\]$/g, '') || '127.0.0.1';
+    const options = { host, port: Number(port) || 6379 };
+    const socket = protocol === 'rediss:' ? tls.connect({ ...options, servername: net.isIP(host) ? undefined : host }) : net.connect(options);
+    this.socket = socket;
+    socket.setNoDelay(true);
+    socket.setTimeout(this.connectTimeoutMs, () => socket.destroy(new Error(`Redis did not accept a connection within ${this.connectTimeoutMs} ms`)));
+    socket.once(protocol === 'rediss:' ? 'secureConnect' : 'connect', () => this.onConnect(socket));
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    // Like ioredis, errors are events; without a listener they are dropped, not thrown.
+    socket.on('error', (err) => {
+      if (this.listenerCount('error') > 0) this.emit('error', err);
+    });
+    socket.on('close', () => this.onClose(socket));
+  }
+
+  private onConnect(socket: net.Socket): void {
+    socket.setTimeout(0);
+    // AUTH and SELECT from the URL go first; the connection is ready once they have answered.
+    const setup: Promise<unknown>[] = [];
+    const user = decodeURIComponent(this.url.username);
+    const password = decodeURIComponent(this.url.password);
+    const db = this.url.pathname.slice(1);
+    const run = (args: string[]) => setup.push(new Promise((resolve, reject) => this.send(args, { resolve, reject })));
+    if (password !== '') run(user === '' ? ['AUTH', password] : ['AUTH', user, password]);
+    if (db !== '' && db !== '0') run(['SELECT', db]);
+    Promise.all(setup).then(
+      () => {
+        if (this.socket !== socket || this.status === 'end') return;
+        this.attempt = 0;
+        this.status = 'ready';
+        this.emit('ready');
+      },
+      (err: Error) => socket.destroy(err),
+    );
+  }
+
+  private onClose(socket: net.Socket): void {
+    if (this.socket !== socket) return;
+    this.socket = undefined;
+    this.rest = undefined;
+    this.out = '';
+    const lost = this.inFlight.splice(0);
+    const wasEnded = this.status === 'end';
+    if (!wasEnded) this.status = 'reconnecting';
+    for (const p of lost) p.reject(new Error('Redis connection closed'));
+    this.emit('close');
+    if (wasEnded) return;
+    this.retryTimer = setTimeout(
+      () => {
+        if (this.status === 'end') return;
+        this.status = 'connecting';
+        this.connect();
+      },
+      this.retryDelayMs(++this.attempt),
+    );
+    this.retryTimer.unref(); // a client waiting to reconnect does not keep the process alive
+  }
+
+  private onData(chunk: Buffer): void {
+    let buf = chunk;
+    if (this.rest) {
+      buf = Buffer.concat([this.rest, chunk]);
+      this.rest = undefined;
+    }
+    let pos = 0;
+    while (pos < buf.length) {
+      const reply = parseReply(buf, pos);
+      if (reply === INCOMPLETE) break;
+      pos = parsedTo;
+      const pending = reply === MALFORMED ? undefined : this.inFlight.shift();
+      if (!pending) {
+        // Not RESP, or a reply to nothing: the stream is out of step; start over on a new connection.
+        this.socket?.destroy(new Error('Unexpected bytes from Redis'));
+        return;
+      }
+      if (reply instanceof ReplyError) pending.reject(reply);
+      else pending.resolve(reply);
+    }
+    if (pos < buf.length) this.rest = buf.subarray(pos);
+  }
+}
+
+/** Where the last complete parseReply ended (a module variable: no tuple per reply). */
+let parsedTo = 0;
+
+/**
+ * One RESP2 reply starting at `pos`: a number, a string, null, an array of replies, or a
+ * ReplyError; INCOMPLETE when its bytes have not all arrived, MALFORMED when they are not
+ * RESP. Sets parsedTo past it.
+ */
+export function parseReply(buf: Buffer, pos: number): unknown {
+  const lf = buf.indexOf(0x0a, pos);
+  if (lf < 0) return INCOMPLETE;
+  const type = buf[pos];
+  const lineEnd = lf - 1; // the CR before LF
+  switch (type) {
+    case 0x3a: // ':' integer
+      parsedTo = lf + 1;
+      return integerAt(buf, pos + 1, lineEnd);
+    case 0x2b: // '+' simple string
+      parsedTo = lf + 1;
+      return buf.toString('utf8', pos + 1, lineEnd);
+    case 0x2d: // '-' error
+      parsedTo = lf + 1;
+      return new ReplyError(buf.toString('utf8', pos + 1, lineEnd));
+    case 0x24: {
+      // '$' bulk string: $<length>\r\n<bytes>\r\n, or $-1 (nil)
+      const n = integerAt(buf, pos + 1, lineEnd);
+      if (n < 0) {
+        parsedTo = lf + 1;
+        return null;
+      }
+      const end = lf + 1 + n;
+      if (end + 2 > buf.length) return INCOMPLETE;
+      parsedTo = end + 2;
+      return buf.toString('utf8', lf + 1, end);
+    }
+    case 0x2a: {
+      // '*' array: *<count>\r\n then each element, or *-1 (nil)
+      const n = integerAt(buf, pos + 1, lineEnd);
+      if (n < 0) {
+        parsedTo = lf + 1;
+        return null;
+      }
+      const items: unknown[] = new Array(n);
+      let at = lf + 1;
+      for (let i = 0; i < n; i++) {
+        const item = parseReply(buf, at);
+        if (item === INCOMPLETE || item === MALFORMED) return item;
+        items[i] = item;
+        at = parsedTo;
+      }
+      parsedTo = at;
+      return items;
+    }
+    default:
+      return MALFORMED;
+  }
+}
+
+/** The (possibly negative) decimal integer in buf[start, end). */
+function integerAt(buf: Buffer, start: number, end: number): number {
+  let i = start;
+  let sign = 1;
+  if (buf[i] === 0x2d) {
+    sign = -1;
+    i++;
+  }
+  let n = 0;
+  for (; i < end; i++) n = n * 10 + buf[i]! - 0x30;
+  return sign * n;
+}

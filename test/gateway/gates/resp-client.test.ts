@@ -1,0 +1,124 @@
+// The gates' own Redis connection (gateway/gates/resp-client.ts): its RESP parser on every split
+// of the bytes, then against real redis-servers: the gates' commands, pipelining in order, large
+// and UTF-8 values, error replies, a killed connection, AUTH and SELECT from the URL.
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import { parseReply, ReplyError, RespClient } from '../../../gateway/gates/resp-client.js';
+import { waitFor } from '../../helpers.js';
+import { connectRedis, PrivateRedis } from './fixtures.js';
+
+const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+
+/** The reply in `bytes`, or the marker parseReply returned. */
+const parseAll = (bytes: string): unknown => parseReply(Buffer.from(bytes), 0);
+
+test('parseReply reads each RESP2 type, and waits for a reply split anywhere', () => {
+  const cases: [string, unknown][] = [
+    [':42\r\n', 42],
+    [':-7\r\n', -7],
+    ['+OK\r\n', 'OK'],
+    ['$4\r\nhé!\r\n', 'hé!'],
+    ['$0\r\n\r\n', ''],
+    ['$-1\r\n', null],
+    ['*-1\r\n', null],
+    ['*0\r\n', []],
+    ['*3\r\n:1\r\n$2\r\nab\r\n*2\r\n:-2\r\n$-1\r\n', [1, 'ab', [-2, null]]],
+    ['$4\r\na\r\nb\r\n', 'a\r\nb'],
+  ];
+  for (const [bytes, value] of cases) {
+    assert.deepEqual(parseAll(bytes), value, JSON.stringify(bytes));
+    // Cut short at every byte, the reply is not complete yet (a symbol, never a value).
+    const full = Buffer.from(bytes);
+    for (let n = 0; n < full.length; n++) assert.equal(typeof parseReply(full.subarray(0, n), 0), 'symbol', `${JSON.stringify(bytes)} cut at ${n}`);
+  }
+  const err = parseAll('-NOSCRIPT No matching script\r\n');
+  assert.ok(err instanceof ReplyError);
+  assert.equal(err.message, 'NOSCRIPT No matching script');
+  assert.equal(err.name, 'ReplyError');
+  assert.equal(typeof parseAll('?what\r\n'), 'symbol', 'not RESP');
+});
+
+async function client(t: TestContext, url = REDIS_URL): Promise<RespClient | undefined> {
+  const c = new RespClient(url, { connectTimeoutMs: 1000 });
+  c.on('error', () => {});
+  t.after(() => c.disconnect());
+  try {
+    await waitFor(() => c.status === 'ready', 5000);
+  } catch (err) {
+    if (process.env.RC_REQUIRE_REDIS === '1') throw err;
+    t.skip(`no Redis at ${url}`);
+    return undefined;
+  }
+  return c;
+}
+
+test('the gates commands, in one pipeline, answered in order', async (t) => {
+  const c = await client(t);
+  if (!c) return;
+  const key = `rc-test-resp:{${process.pid}}:h`;
+  const src = 'return {tonumber(ARGV[1]) * 2, KEYS[1], #ARGV[2]}';
+  const sha = (await c.script('LOAD', src)) as string;
+  assert.match(sha, /^[0-9a-f]{40}$/);
+  // A burst sent in one turn: one write, replies matched to commands by their order.
+  const burst = Array.from({ length: 200 }, (_, i) => c.evalsha(sha, 1, `k${i}`, String(i), 'é'.repeat(i % 5)));
+  const replies = await Promise.all(burst);
+  for (const [i, r] of replies.entries()) assert.deepEqual(r, [i * 2, `k${i}`, 2 * (i % 5)]);
+  assert.deepEqual(await c.eval(src, 1, 'x', '21', ''), [42, 'x', 0]);
+  // An error reply fails its command only.
+  const unknown = c.evalsha('0'.repeat(40), 0);
+  const after = c.call('PING');
+  await assert.rejects(unknown, (e: Error) => e instanceof ReplyError && e.message.startsWith('NOSCRIPT'));
+  assert.equal(await after, 'PONG');
+  // HGETALL as an object; a value larger than one socket read.
+  const big = 'v'.repeat(300_000);
+  await c.call('HSET', key, 'a', '1', 'ünï', big);
+  assert.deepEqual(await c.hgetall(key), { a: '1', ünï: big });
+  assert.deepEqual(await c.hgetall(`${key}:none`), {});
+  await c.call('DEL', key);
+});
+
+test('a killed connection fails what is in flight, then comes back ready', async (t) => {
+  const c = await client(t);
+  if (!c) return;
+  const admin = await connectRedis(REDIS_URL);
+  t.after(() => admin.disconnect());
+  const id = await c.call('CLIENT', 'ID');
+  const closed = new Promise<void>((resolve) => c.once('close', () => resolve()));
+  const blocked = assert.rejects(
+    c.call('BLPOP', `rc-test-resp:{${process.pid}}:never`, '5'),
+    (e: Error) => !(e instanceof ReplyError),
+    'a plain error: it may not have run',
+  );
+  await admin.client('KILL', 'ID', String(id));
+  await blocked;
+  await closed;
+  await assert.rejects(c.call('PING'), /Redis connection is/);
+  await waitFor(() => c.status === 'ready', 5000);
+  assert.equal(await c.call('PING'), 'PONG');
+  c.disconnect();
+  assert.equal(c.status, 'end');
+  await assert.rejects(c.call('PING'), /Redis connection is end/);
+});
+
+test('AUTH and SELECT come from the URL; a wrong password never gets ready', async (t) => {
+  const server = await PrivateRedis.start(t);
+  if (!server) return;
+  const admin = await connectRedis(server.url);
+  await admin.config('SET', 'requirepass', 's3cr:t');
+  admin.disconnect();
+  const port = new URL(server.url).port;
+  const c = await client(t, `redis://:${encodeURIComponent('s3cr:t')}@127.0.0.1:${port}/3`);
+  assert.ok(c);
+  await c.call('SET', 'where', 'db3');
+  assert.equal(await c.call('GET', 'where'), 'db3');
+  await c.call('SELECT', '0');
+  assert.equal(await c.call('GET', 'where'), null, 'the value went to db 3');
+
+  const wrong = new RespClient(`redis://:nope@127.0.0.1:${port}`, { connectTimeoutMs: 500, retryDelayMs: () => 100 });
+  const errors: Error[] = [];
+  wrong.on('error', (e: Error) => errors.push(e));
+  t.after(() => wrong.disconnect());
+  await waitFor(() => errors.length > 0, 5000);
+  assert.notEqual(wrong.status, 'ready');
+  assert.match(errors[0]!.message, /WRONGPASS|invalid|password/i);
+});
