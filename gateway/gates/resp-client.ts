@@ -46,7 +46,7 @@ export class RespClient extends EventEmitter {
   private socket: net.Socket | undefined;
   /** Commands sent and not yet answered, oldest first. */
   private readonly inFlight: Pending[] = [];
-  /** Commands written during this event-loop turn, sent in one write by flush(). */
+  /** Commands written during this event-loop turn, sent in one write by flush() (setImmediate). */
   private out = '';
   private flushQueued = false;
   /** Bytes read that do not yet make a whole reply. */
@@ -109,8 +109,10 @@ export class RespClient extends EventEmitter {
     this.out += cmd;
     this.inFlight.push(pending);
     if (!this.flushQueued) {
+      // After the loop's whole I/O phase, not after this callback: every request whose bytes
+      // came in the same poll (each its own uWS callback) shares the one socket write.
       this.flushQueued = true;
-      queueMicrotask(this.flushTask);
+      setImmediate(this.flushTask);
     }
   }
 
