@@ -89,10 +89,14 @@ export function chunkSize(b: Buffer, start: number, end: number): number {
 export const HOP_BY_HOP_RESPONSE = ['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding', 'uwebsockets', 'proxy-connection'];
 export const HOP_BY_HOP_BYTES = HOP_BY_HOP_RESPONSE.map((h) => Buffer.from(h));
 
+/** False for a name length no hop-by-hop name has (most names): the cheap test before comparing. */
+export function mayBeHopByHop(n: number): boolean {
+  return n === 4 || n === 10 || n === 11 || n === 14 || n === 16 || n === 17;
+}
+
 /** True when `buf[start, end)` is one of the hop-by-hop names, in any case. */
 export function isHopByHopAt(buf: Buffer, start: number, end: number): boolean {
-  const n = end - start;
-  if (n !== 4 && n !== 10 && n !== 11 && n !== 14 && n !== 16 && n !== 17) return false;
+  if (!mayBeHopByHop(end - start)) return false;
   for (let i = 0; i < HOP_BY_HOP_BYTES.length; i++) if (asciiLowerEquals(buf, HOP_BY_HOP_BYTES[i]!, start, end)) return true;
   return false;
 }

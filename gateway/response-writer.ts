@@ -14,7 +14,7 @@
 // - Finish once: `finish(status, usage)` reaches `onFinish` exactly once, however the response ended.
 import type { Res } from '../lib/http.js';
 import { headerName, sendJson, statusLine } from '../lib/http.js';
-import { asciiLowerEquals, HOP_BY_HOP_BYTES } from './http-parser.js';
+import { asciiLowerEquals, HOP_BY_HOP_BYTES, mayBeHopByHop } from './http-parser.js';
 import type { GateUsage } from './gate.js';
 
 /** A response header name, as the backend client hands it over. */
@@ -39,8 +39,7 @@ export function headerNameIs(name: HeaderName, lower: Buffer): boolean {
 
 /** True for a response header that is never relayed. */
 export function isHopByHop(name: HeaderName): boolean {
-  const n = name.length;
-  if (n !== 4 && n !== 10 && n !== 11 && n !== 14 && n !== 16 && n !== 17) return false;
+  if (!mayBeHopByHop(name.length)) return false;
   for (let i = 0; i < HOP_BY_HOP_BYTES.length; i++) if (headerNameIs(name, HOP_BY_HOP_BYTES[i]!)) return true;
   return false;
 }
