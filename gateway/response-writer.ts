@@ -260,7 +260,8 @@ export class ResponseWriter {
   private writeHead(): void {
     const res = this.res;
     this.headWritten = true;
-    res.writeStatus(statusLine(this.status));
+    // uWS writes `200 OK` itself with the first header or the end: one call less on most responses.
+    if (this.status !== 200) res.writeStatus(statusLine(this.status));
     const raw = this.raw;
     const drop = this.options.dropHeader;
     for (let i = 0; i + 1 < raw.length; i += 2) {
