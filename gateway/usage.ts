@@ -56,6 +56,18 @@ function keyIs(buf: Buffer, a: number, b: number, key: Buffer): boolean {
   return true;
 }
 
+/** The index of the quote that ends the JSON string whose body starts at `from` (escaped quotes skipped), or -1. */
+function closingQuote(buf: Buffer, from: number): number {
+  let q = buf.indexOf(0x22, from);
+  while (q > 0) {
+    let slashes = 0;
+    while (buf[q - 1 - slashes] === 0x5c) slashes++;
+    if ((slashes & 1) === 0) return q;
+    q = buf.indexOf(0x22, q + 1);
+  }
+  return q;
+}
+
 /** The non-negative integer at buf[i] (whitespace allowed before it) within [i, stop), or -1. */
 function countAt(buf: Buffer, i: number, stop: number): number {
   while (i < stop && (buf[i] === 0x20 || buf[i] === 0x0a || buf[i] === 0x0d || buf[i] === 0x09)) i++;
@@ -71,8 +83,8 @@ function countAt(buf: Buffer, i: number, stop: number): number {
 
 /**
  * Usage read from the object starting at `pos` (the index of `"usage":{`), looking no further than
- * `end`. One loop over the bytes of the window (at most WINDOW): a native indexOf per quote cost
- * more in call overhead than the whole loop. The first occurrence of each count's `"name":` wins.
+ * `end`. One pass over the quoted names in the window, each found by a one-byte search (V8's fast
+ * API call); the first occurrence of each count's `"name":` wins.
  */
 export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage | undefined {
   const stop = Math.min(end, pos + WINDOW);
@@ -81,24 +93,14 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
   let input = -1;
   let output = -1;
   let cached = -1;
-  let i = pos + USAGE_KEY.length;
-  while (i < stop) {
-    if (buf[i] !== 0x22) {
-      i++;
-      continue;
-    }
-    // A JSON string from the quote at i: its closing quote is the first one not escaped.
-    const a = i + 1;
-    let close = a;
-    while (close < stop) {
-      const c = buf[close];
-      if (c === 0x22) break;
-      close += c === 0x5c ? 2 : 1;
-    }
-    if (close >= stop) break;
+  let open = buf.indexOf(0x22, pos + USAGE_KEY.length);
+  while (open >= 0 && open < stop) {
+    const close = closingQuote(buf, open + 1);
+    if (close < 0 || close >= stop) break;
     // A name is a quoted string followed by ':' (a string value never is).
     if (close + 1 < stop && buf[close + 1] === 0x3a) {
-      const n = close - a;
+      const n = close - open - 1;
+      const a = open + 1;
       if (n === 13) {
         if (prompt < 0 && keyIs(buf, a, close, PROMPT)) prompt = countAt(buf, close + 2, stop);
         else if (cached < 0 && keyIs(buf, a, close, CACHED)) cached = countAt(buf, close + 2, stop);
@@ -107,7 +109,7 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
         if (completion < 0 && keyIs(buf, a, close, COMPLETION)) completion = countAt(buf, close + 2, stop);
       } else if (n === 12 && input < 0 && keyIs(buf, a, close, INPUT)) input = countAt(buf, close + 2, stop);
     }
-    i = close + 1;
+    open = buf.indexOf(0x22, close + 1);
   }
   if (prompt < 0 && completion < 0) {
     // Not a chat completion's usage: a Responses API one (/v1/responses)?
