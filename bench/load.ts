@@ -271,6 +271,8 @@ export function printComparisons(comparisons: Comparison[], write: (s: string) =
 
 /** The compiled `rc` CLI next to this compiled file (dist/bin/rc.js or .build/NAME/bin/rc.js). */
 export const RC_CLI = fileURLToPath(new URL('../bin/rc.js', import.meta.url));
+/** bench/floor-relay.ts, compiled next to this file: the runtime's floor (uWS + net, no gateway work). */
+export const FLOOR_RELAY = fileURLToPath(new URL('./floor-relay.js', import.meta.url));
 
 export interface SpawnedTarget extends Target {
   child: ChildProcess;

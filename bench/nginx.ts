@@ -2,29 +2,19 @@
 // one process (master_process off, so its CPU is one pid's), proxy_pass to the same backend with
 // keep-alive upstream connections and buffering off: a C relay that does no auth, no parsing,
 // no gates. Installed with apt-get when missing (as root), else the scenario is skipped.
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { findOrInstall } from './apt.js';
 import { stopper, type SpawnedTarget } from './load.js';
 
 const NGINX_PATHS = ['/usr/sbin/nginx', '/usr/bin/nginx'];
 
 /** The nginx binary, installing Debian's nginx-light when none is found; undefined when that fails. */
 export function findNginx(): string | undefined {
-  const found = NGINX_PATHS.find((p) => existsSync(p));
-  if (found) return found;
-  try {
-    process.stdout.write('nginx not found: installing nginx-light with apt-get\n');
-    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'nginx-light'], {
-      stdio: 'inherit',
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    });
-  } catch {
-    return undefined;
-  }
-  return NGINX_PATHS.find((p) => existsSync(p));
+  return findOrInstall(NGINX_PATHS, 'nginx-light');
 }
 
 /** A TCP port that was free a moment ago. */
@@ -39,7 +29,10 @@ export function sparePort(): Promise<number> {
   });
 }
 
-/** The configuration: one process, keep-alive to the backend, nothing buffered, no logs. */
+/**
+ * The configuration: one process, keep-alive to the backend, nothing buffered, no logs. Neither side's
+ * connections are closed after 1000 requests (nginx's default): the gateway never closes them either.
+ */
 export function nginxConfig(dir: string, port: number, backend: URL): string {
   return `daemon off;
 master_process off;
@@ -51,9 +44,10 @@ http {
   access_log off;
   client_body_temp_path ${join(dir, 'body')};
   proxy_temp_path ${join(dir, 'proxy')};
-  upstream backend { server ${backend.host}; keepalive 64; }
+  upstream backend { server ${backend.host}; keepalive 64; keepalive_requests 1000000; }
   server {
     listen 127.0.0.1:${port};
+    keepalive_requests 1000000;
     location / {
       proxy_pass http://backend;
       proxy_http_version 1.1;

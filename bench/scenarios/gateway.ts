@@ -29,14 +29,25 @@ export const messagesStream = (key: string): LoadRequest => ({
 /** Limits high enough not to refuse a benchmark. */
 export const NO_LIMITS = { RC_MODEL_RPM: '1000000000', RC_MODEL_TPM: '100000000000', RC_MODEL_DAILY_TOKENS: '100000000000' };
 
-/** `rc gateway` in front of `backend`, one key, no effective limits; gates in Redis when `redis` is given, else in memory. */
-export async function startGateway(label: string, dir: string, backend: string, key: string, redis?: { url: string; prefix: string }): Promise<SpawnedTarget> {
+/** The `rc gateway` arguments and environment for `backend` and one key (its files written in `dir`); gates in Redis when `redis` is given, else in memory. */
+export function gatewayCommand(
+  dir: string,
+  backend: string,
+  key: string,
+  redis?: { url: string; prefix: string },
+): { args: string[]; env: Record<string, string> } {
   const keysFile = join(dir, 'keys.json');
   writeFileSync(keysFile, JSON.stringify([{ keyHash: hashKey(key), accountId: 1 }]));
   const config = join(dir, `config-${randomId('', 6)}.json`);
   writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [backend] }] }));
-  const gates = redis ? { REDIS_URL: redis.url, RC_GATE_KEY_PREFIX: redis.prefix } : { REDIS_URL: '' };
-  return spawnRc(label, ['gateway', '--port', '0', '--keys-file', keysFile], { cpu: 0, env: { RC_CONFIG: config, ...NO_LIMITS, ...gates } });
+  const gates: Record<string, string> = redis ? { REDIS_URL: redis.url, RC_GATE_KEY_PREFIX: redis.prefix } : { REDIS_URL: '' };
+  return { args: ['gateway', '--port', '0', '--keys-file', keysFile], env: { RC_CONFIG: config, ...NO_LIMITS, ...gates } };
+}
+
+/** `rc gateway` in front of `backend`, one key, no effective limits; gates in Redis when `redis` is given, else in memory. */
+export async function startGateway(label: string, dir: string, backend: string, key: string, redis?: { url: string; prefix: string }): Promise<SpawnedTarget> {
+  const { args, env } = gatewayCommand(dir, backend, key, redis);
+  return spawnRc(label, args, { cpu: 0, env });
 }
 
 /** One comparison: the request through the gateway, then the backend row it is measured against. */

@@ -12,13 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { generateKey } from '../../lib/keys.js';
 import { randomId } from '../../lib/ids.js';
 import {
   compare,
+  FLOOR_RELAY,
   ratiosTo,
   RC_CLI,
   spawnNode,
@@ -32,9 +32,6 @@ import {
 } from '../load.js';
 import { startNginx } from '../nginx.js';
 import { completion, messagesStream, MODEL, NO_LIMITS, startGateway } from './gateway.js';
-
-/** bench/floor-relay.ts, compiled next to this file's directory: the runtime's floor (uWS + net, no gateway work). */
-const FLOOR_RELAY = fileURLToPath(new URL('../floor-relay.js', import.meta.url));
 import type { LoadScenario } from './scenario.js';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
