@@ -30,7 +30,7 @@ test('.ci/run installs and starts what the suite needs, and runs npm test with a
   assert.match(ci, /dockerd --iptables=false/);
   const testLine = ci.split('\n').find((l) => /^[A-Z_=0-9 ]*npm test$/.test(l));
   assert.ok(testLine, '.ci/run has an `... npm test` line');
-  for (const flag of ['RC_REQUIRE_REDIS=1', 'RC_REQUIRE_DOCKER=1', 'RC_REQUIRE_NETNS=1', 'RC_REQUIRE_BROWSER=1']) {
+  for (const flag of ['RC_REQUIRE_REDIS=1', 'RC_REQUIRE_DOCKER=1', 'RC_REQUIRE_NETNS=1', 'RC_REQUIRE_BROWSER=1', 'RC_REQUIRE_VALGRIND=1']) {
     assert.ok(testLine.includes(flag), `npm test runs with ${flag}`);
   }
   assert.match(ci, /scripts\/build-images\.mjs/);

@@ -1,0 +1,118 @@
+// `npm run bench:profile`: instructions per request of the gateway, the floor relay and nginx, each
+// under callgrind in front of the same `rc sim --fast` (which runs natively), for an exact number
+// of requests; then the gateway's costliest functions with JIT code named. Slow (valgrind runs a
+// process some 50 times slower): about a minute per target and workload. See bench/README.md.
+//
+// Environment: RC_PROFILE_TARGETS (default gateway,floor,nginx), RC_PROFILE_WORKLOADS (default
+// chat,stream,messages), RC_PROFILE_REQUESTS (3000 measured), RC_PROFILE_WARMUP (10000 before:
+// fewer leave V8's compiler threads busy in the counted interval),
+// RC_PROFILE_CONNECTIONS (8), RC_PROFILE_TOP (20 functions listed; 0: none), RC_PROFILE_TOP_OF
+// (gateway: the target whose functions are listed).
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateKey } from '../../lib/keys.js';
+import { FLOOR_RELAY, RC_CLI, spawnRc, type LoadRequest } from '../load.js';
+import { findNginx, nginxConfig, sparePort } from '../nginx.js';
+import { completion, gatewayCommand, messagesStream, MODEL } from '../scenarios/gateway.js';
+import { startUnderCallgrind, type CallgrindTarget, type Counts, type FunctionCost } from './callgrind.js';
+import { sendExactly } from './exact-client.js';
+
+const env = process.env;
+const requests = Number(env.RC_PROFILE_REQUESTS) || 3000;
+const warmup = Number(env.RC_PROFILE_WARMUP) || 10_000;
+const connections = Number(env.RC_PROFILE_CONNECTIONS) || 8;
+const top = env.RC_PROFILE_TOP === undefined ? 20 : Number(env.RC_PROFILE_TOP);
+const topOf = env.RC_PROFILE_TOP_OF ?? 'gateway';
+const targets = (env.RC_PROFILE_TARGETS ?? 'gateway,floor,nginx').split(',');
+const workloads = (env.RC_PROFILE_WORKLOADS ?? 'chat,stream,messages').split(',');
+
+/** A workload: what the gateway is sent (with its key) and what a plain relay is sent instead. */
+const WORKLOADS: Record<string, { gateway: (key: string) => LoadRequest; relay: LoadRequest }> = {
+  chat: { gateway: (key) => completion(false, key), relay: completion(false) },
+  stream: { gateway: (key) => completion(true, key), relay: completion(true) },
+  // A relay cannot translate: it relays the chat stream the gateway translates from.
+  messages: { gateway: messagesStream, relay: completion(true) },
+};
+
+interface Row {
+  workload: string;
+  target: string;
+  counts: Counts;
+}
+
+async function startTarget(name: string, dir: string, backend: string, key: string): Promise<CallgrindTarget> {
+  const node = [process.execPath, '--perf-basic-prof'];
+  if (name === 'gateway') {
+    const { args, env: extra } = gatewayCommand(dir, backend, key);
+    return startUnderCallgrind('rc gateway (memory gates)', [...node, RC_CLI, ...args], extra, { kind: 'json-url' }, dir);
+  }
+  if (name === 'floor') return startUnderCallgrind('floor: uWS + net relay', [...node, FLOOR_RELAY, backend], {}, { kind: 'json-url' }, dir);
+  if (name === 'nginx') {
+    const bin = findNginx();
+    if (!bin) throw new Error('nginx is not installed and could not be');
+    const port = await sparePort();
+    const conf = join(dir, 'nginx.conf');
+    writeFileSync(conf, nginxConfig(dir, port, new URL(backend)));
+    const url = `http://127.0.0.1:${port}`;
+    return startUnderCallgrind('nginx (1 process)', [bin, '-p', dir, '-c', conf, '-e', join(dir, 'error.log')], {}, { kind: 'port', url }, dir);
+  }
+  throw new Error(`Unknown target ${name}: gateway, floor or nginx`);
+}
+
+async function profile(name: string, backend: string): Promise<{ rows: Row[]; top: Map<string, FunctionCost[]> }> {
+  const dir = mkdtempSync(join(tmpdir(), `rc-profile-${name}-`));
+  const key = generateKey();
+  const rows: Row[] = [];
+  const tops = new Map<string, FunctionCost[]>();
+  const target = await startTarget(name, dir, backend, key);
+  try {
+    for (const w of workloads) {
+      const spec = WORKLOADS[w];
+      if (!spec) throw new Error(`Unknown workload ${w}: ${Object.keys(WORKLOADS).join(', ')}`);
+      const request = name === 'gateway' ? spec.gateway(key) : spec.relay;
+      const send = async (n: number): Promise<void> => {
+        const r = await sendExactly(target.url, request, n, connections);
+        if (r.failed > 0) throw new Error(`${target.label}, ${w}: ${r.failed} of ${n} responses failed; the first: ${r.firstFailure}`);
+      };
+      process.stdout.write(`  ${target.label}: ${w}, ${warmup} warm-up then ${requests} counted requests\n`);
+      await send(warmup);
+      const counts = await target.measure(() => send(requests), requests);
+      rows.push({ workload: w, target: target.label, counts });
+      if (name === topOf && top > 0) tops.set(w, await target.topFunctions(top));
+    }
+  } finally {
+    await target.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return { rows, top: tops };
+}
+
+const sim = await spawnRc('sim', ['sim', '--fast', '--port', '0', '--model', MODEL], { cpu: 1 });
+const rows: Row[] = [];
+const tops = new Map<string, FunctionCost[]>();
+try {
+  for (const name of targets) {
+    process.stdout.write(`profiling ${name} under callgrind ...\n`);
+    const r = await profile(name, sim.url);
+    rows.push(...r.rows);
+    for (const [w, list] of r.top) tops.set(w, list);
+  }
+} finally {
+  await sim.stop();
+}
+
+const k = (n: number): string => `${(n / 1000).toFixed(1)}k`;
+process.stdout.write(`\ninstructions per request (callgrind, user space only; ${requests} requests, ${connections} connections)\n`);
+process.stdout.write(`${'workload'.padEnd(10)}${'target'.padEnd(28)}${'main thread'.padStart(12)}${'all threads'.padStart(13)}${'x nginx'.padStart(9)}\n`);
+for (const r of rows) {
+  const base = rows.find((b) => b.workload === r.workload && b.target.startsWith('nginx'));
+  const ratio = base ? `${(r.counts.allPerRequest / base.counts.allPerRequest).toFixed(2)}x` : '-';
+  process.stdout.write(
+    `${r.workload.padEnd(10)}${r.target.padEnd(28)}${k(r.counts.mainPerRequest).padStart(12)}${k(r.counts.allPerRequest).padStart(13)}${ratio.padStart(9)}\n`,
+  );
+}
+for (const [w, list] of tops) {
+  process.stdout.write(`\n${topOf}, ${w}: the main thread's costliest functions (own instructions per request)\n`);
+  for (const f of list) process.stdout.write(`${String(f.perRequest).padStart(8)}  ${f.name.slice(0, 150)}\n`);
+}
