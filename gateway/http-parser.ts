@@ -172,6 +172,12 @@ export function emptyParsedHead(): ParsedHead {
   return { status: 0, keepAlive: true, state: IDLE, length: -1, headers: NO_LINES };
 }
 
+/** The index of the first LF in buf[from, stop), or stop. */
+function nextLf(buf: Buffer, from: number, stop: number): number {
+  const lf = buf.indexOf(LF, from);
+  return lf < 0 || lf >= stop ? stop : lf;
+}
+
 /**
  * Parses the head in buf[start, end) (end: the index of its CRLF CRLF) into `out`. Returns an
  * error message for a malformed head, else undefined. A 1xx status sets only `out.status`.
@@ -190,19 +196,14 @@ export function parseHead(buf: Buffer, start: number, end: number, out: ParsedHe
   let chunked = false;
   let encoded = false;
   const at: number[] = [];
-  // One pass over the bytes: a head is a few hundred bytes, and a native indexOf per line and
-  // per colon costs more in call overhead than this loop in all.
+  // Lines and colons are found with Buffer#indexOf of one byte (V8's fast API call, some 80
+  // instructions): a JS loop costs 10 to 30 instructions a byte, over 4k for a 150-byte head.
   const stop = end + 2; // every header line ends with CRLF; the blank line is not included
-  let p = start + 12;
-  while (p < stop && buf[p] !== LF) p++;
-  p++;
+  let p = nextLf(buf, start + 12, stop) + 1;
   while (p < stop) {
-    let colon = p;
-    let c = 0;
-    while (colon < stop && (c = buf[colon]!) !== 0x3a && c !== LF) colon++;
-    if (c !== 0x3a || colon === p) return 'bad header line';
-    let lf = colon + 1;
-    while (lf < stop && buf[lf] !== LF) lf++;
+    const lf = nextLf(buf, p, stop);
+    const colon = buf.indexOf(0x3a, p);
+    if (colon < 0 || colon >= lf || colon === p) return 'bad header line';
     const lineEnd = buf[lf - 1] === CR ? lf - 1 : lf;
     let a = colon + 1;
     let b = lineEnd;
