@@ -49,3 +49,14 @@ test('an unterminated last event is delivered at end; nothing is delivered twice
   assert.deepEqual(parseAll([Buffer.from('data: {"x":1}\n')]), ['{"x":1}']);
   assert.deepEqual(parseAll([Buffer.from('')]), []);
 });
+
+test('invalid UTF-8 becomes U+FFFD as a decoding of each line alone would make it, wherever the stream is cut', () => {
+  // A lone continuation byte, a lead byte cut by the line's end, an overlong form, a lead byte before CR.
+  const lines = [Buffer.from([0x7b, 0x80, 0x7d]), Buffer.from([0x61, 0xe2, 0x82]), Buffer.from([0xc0, 0xaf, 0x62]), Buffer.from([0x63, 0xf0, 0x9f])];
+  const bytes = Buffer.concat(lines.flatMap((l, i) => [Buffer.from('data: '), l, Buffer.from(i === 3 ? '\r\n\r\n' : '\n\n')]));
+  const expected = lines.map((l) => l.toString('utf8'));
+  assert.ok(expected.every((e) => e.includes('\ufffd')));
+  for (let i = 0; i <= bytes.length; i++) {
+    assert.deepEqual(parseAll([bytes.subarray(0, i), bytes.subarray(i)]), expected, `split at ${i}`);
+  }
+});
