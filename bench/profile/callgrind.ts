@@ -110,26 +110,32 @@ export async function startUnderCallgrind(
   };
 }
 
+/** The target's URL once it is ready; a target not ready within 120 s is killed. */
 function whenReady(child: ChildProcess, ready: Readiness): Promise<string> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the target under callgrind did not start within 120 s')), 120_000);
-    const done = (url: string): void => {
+    let settled = false;
+    const settle = (err: Error | undefined, url = ''): void => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
-      resolve(url);
+      if (err) reject(err);
+      else resolve(url);
     };
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the target under callgrind exited with ${code} before it was ready`));
-    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      settle(new Error('the target under callgrind was not ready within 120 s'));
+    }, 120_000);
+    child.once('exit', (code) => settle(new Error(`the target under callgrind exited with ${code} before it was ready`)));
     if (ready.kind === 'json-url') {
       createInterface({ input: child.stdout! }).on('line', (line) => {
-        if (line.startsWith('{') && line.includes('"url"')) done((JSON.parse(line) as { url: string }).url);
+        if (line.startsWith('{') && line.includes('"url"')) settle(undefined, (JSON.parse(line) as { url: string }).url);
       });
       return;
     }
     const poll = (): void => {
+      if (settled) return;
       fetch(ready.url).then(
-        () => done(ready.url),
+        () => settle(undefined, ready.url),
         () => setTimeout(poll, 200),
       );
     };
