@@ -89,7 +89,7 @@ export class RespClient extends EventEmitter {
   /** One command; fails at once unless the connection is ready. */
   call(...args: string[]): Promise<unknown> {
     if (this.status !== 'ready') return Promise.reject(new Error(`Redis connection is ${this.status}`));
-    return new Promise((resolve, reject) => this.send(args, { resolve, reject }));
+    return this.send(args);
   }
 
   /** Closes the connection for good; commands in flight fail. */
@@ -100,20 +100,21 @@ export class RespClient extends EventEmitter {
     this.socket?.destroy();
   }
 
-  private send(args: string[], pending: Pending): void {
+  /** Queues a command for this turn's write; its reply settles the promise. */
+  private send(args: string[]): Promise<unknown> {
     let cmd = `*${args.length}\r\n`;
     for (let i = 0; i < args.length; i++) {
       const a = args[i]!;
       cmd += `$${Buffer.byteLength(a)}\r\n${a}\r\n`;
     }
     this.out += cmd;
-    this.inFlight.push(pending);
     if (!this.flushQueued) {
       // After the loop's whole I/O phase, not after this callback: every request whose bytes
       // came in the same poll (each its own uWS callback) shares the one socket write.
       this.flushQueued = true;
       setImmediate(this.flushTask);
     }
+    return new Promise((resolve, reject) => this.inFlight.push({ resolve, reject }));
   }
 
   private flush(): void {
@@ -147,9 +148,8 @@ export class RespClient extends EventEmitter {
     const user = decodeURIComponent(this.url.username);
     const password = decodeURIComponent(this.url.password);
     const db = this.url.pathname.slice(1);
-    const run = (args: string[]) => setup.push(new Promise((resolve, reject) => this.send(args, { resolve, reject })));
-    if (password !== '') run(user === '' ? ['AUTH', password] : ['AUTH', user, password]);
-    if (db !== '' && db !== '0') run(['SELECT', db]);
+    if (password !== '') setup.push(this.send(user === '' ? ['AUTH', password] : ['AUTH', user, password]));
+    if (db !== '' && db !== '0') setup.push(this.send(['SELECT', db]));
     Promise.all(setup).then(
       () => {
         if (this.socket !== socket || this.status === 'end') return;
