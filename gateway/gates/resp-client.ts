@@ -220,10 +220,15 @@ export function parseReply(buf: Buffer, pos: number): unknown {
   if (lf < 0) return INCOMPLETE;
   const type = buf[pos];
   const lineEnd = lf - 1; // the CR before LF
+  if (lineEnd <= pos || buf[lineEnd] !== 0x0d) return MALFORMED;
   switch (type) {
-    case 0x3a: // ':' integer
+    case 0x3a: {
+      // ':' integer
+      const n = integerAt(buf, pos + 1, lineEnd);
+      if (Number.isNaN(n)) return MALFORMED;
       parsedTo = lf + 1;
-      return integerAt(buf, pos + 1, lineEnd);
+      return n;
+    }
     case 0x2b: // '+' simple string
       parsedTo = lf + 1;
       return buf.toString('utf8', pos + 1, lineEnd);
@@ -233,6 +238,7 @@ export function parseReply(buf: Buffer, pos: number): unknown {
     case 0x24: {
       // '$' bulk string: $<length>\r\n<bytes>\r\n, or $-1 (nil)
       const n = integerAt(buf, pos + 1, lineEnd);
+      if (Number.isNaN(n)) return MALFORMED;
       if (n < 0) {
         parsedTo = lf + 1;
         return null;
@@ -245,6 +251,7 @@ export function parseReply(buf: Buffer, pos: number): unknown {
     case 0x2a: {
       // '*' array: *<count>\r\n then each element, or *-1 (nil)
       const n = integerAt(buf, pos + 1, lineEnd);
+      if (Number.isNaN(n)) return MALFORMED;
       if (n < 0) {
         parsedTo = lf + 1;
         return null;
@@ -265,7 +272,7 @@ export function parseReply(buf: Buffer, pos: number): unknown {
   }
 }
 
-/** The (possibly negative) decimal integer in buf[start, end). */
+/** The (possibly negative) decimal integer in buf[start, end); NaN when those bytes are not one. */
 function integerAt(buf: Buffer, start: number, end: number): number {
   let i = start;
   let sign = 1;
@@ -273,7 +280,12 @@ function integerAt(buf: Buffer, start: number, end: number): number {
     sign = -1;
     i++;
   }
+  if (i >= end) return Number.NaN;
   let n = 0;
-  for (; i < end; i++) n = n * 10 + buf[i]! - 0x30;
+  for (; i < end; i++) {
+    const d = buf[i]! - 0x30;
+    if (d < 0 || d > 9) return Number.NaN;
+    n = n * 10 + d;
+  }
   return sign * n;
 }

@@ -36,6 +36,11 @@ test('parseReply reads each RESP2 type, and waits for a reply split anywhere', (
   assert.equal(err.message, 'NOSCRIPT No matching script');
   assert.equal(err.name, 'ReplyError');
   assert.equal(typeof parseAll('?what\r\n'), 'symbol', 'not RESP');
+  // Whole lines that are not RESP: a count that is not a number, or a line without its CR. Each is
+  // malformed, not incomplete: a valid reply after it does not make it one.
+  for (const bad of [':4x\r\n', ':\r\n', ':-\r\n', '$\r\n', '$1a\r\nx\r\n', '*b\r\n', ':42\n', '+OK\n']) {
+    assert.equal(typeof parseAll(`${bad}:1\r\n`), 'symbol', JSON.stringify(bad));
+  }
 });
 
 async function client(t: TestContext, url = REDIS_URL): Promise<RespClient | undefined> {
