@@ -79,9 +79,9 @@ export function promptTooLongMessage(r: { promptTokens: number; maximum: number 
  * The common case of fitMaxTokens, decided synchronously: the client's request body alone shows
  * that the prompt and `maxTokens` fit the known context (fitForResponse asks it first).
  */
-function fitsByRequestSize(model: ModelState, prompt: PromptParts, maxTokens: number | undefined, requestBytes: number | undefined): boolean {
+function fitsByRequestSize(model: ModelState, prompt: PromptParts, maxTokens: number | undefined, requestBytes: number): boolean {
   const known = contextWindow(model);
-  if (known === undefined || requestBytes === undefined) return false;
+  if (known === undefined) return false;
   const bound = 2 * requestBytes + 128 * (prompt.messages.length + (prompt.tools?.length ?? 0) + 1);
   return bound + (maxTokens ?? 1) + TEMPLATE_MARGIN <= known;
 }
@@ -108,7 +108,7 @@ export function fitForResponse(
   }
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
-  fitMaxTokens(ctx, model, stickyKey, prompt, maxTokens, ac.signal, requestBytes).then(
+  fitMaxTokens(ctx, model, stickyKey, prompt, maxTokens, ac.signal).then(
     (r) => {
       res.onAbort = undefined;
       if (!res.aborted) done(r);
@@ -124,19 +124,17 @@ export function fitForResponse(
 /**
  * Whether `prompt` with `maxTokens` output tokens fits `model`'s context; counts with /tokenize
  * only when it might not. `maxTokens` undefined: only the prompt is checked. Any failure of the
- * count (no /tokenize, backend down, odd answer) gives `fits`: the backend then judges.
+ * count (no /tokenize, backend down, odd answer) gives `fits`: the backend then judges. Called
+ * by fitForResponse once the request's size alone did not show a fit.
  */
-export async function fitMaxTokens(
+async function fitMaxTokens(
   ctx: GatewayContext,
   model: ModelState,
   stickyKey: string | undefined,
   prompt: PromptParts,
   maxTokens: number | undefined,
-  signal?: AbortSignal,
-  /** Byte length of the client's request body, when known: skips serializing small requests. */
-  requestBytes?: number,
+  signal: AbortSignal,
 ): Promise<FitResult> {
-  if (fitsByRequestSize(model, prompt, maxTokens, requestBytes)) return FITS;
   const known = contextWindow(model);
   const wanted = maxTokens ?? 1;
   if (noTokenize.has(model)) return FITS;
