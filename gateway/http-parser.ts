@@ -116,11 +116,6 @@ export class HeaderLines {
     readonly contentLength: number,
   ) {}
 
-  /** The number of header lines. */
-  get count(): number {
-    return this.at.length >> 2;
-  }
-
   /** name, value, name, value... as sent (new slices of the read buffer, valid to keep). */
   all(): Buffer[] {
     return this.slices(false);

@@ -23,7 +23,7 @@ test('header lines come back as sent, in order, with values trimmed', () => {
   assert.equal(error, undefined);
   assert.equal(h.status, 200);
   assert.equal(h.state, LENGTH);
-  assert.equal(h.headers.count, 5);
+  assert.equal(h.headers.all().length, 2 * 5);
   assert.equal(h.headers.contentLength, 4);
   assert.deepEqual(text(h.headers.all()), [
     'Content-Type',
@@ -49,7 +49,7 @@ test('endToEnd drops exactly the hop-by-hop lines, in any case', () => {
   const { error, h } = parse(`HTTP/1.1 200 OK\r\n${hop}${kept}\r\n`);
   assert.equal(error, undefined);
   assert.deepEqual(text(h.headers.endToEnd()), ['x-da', '1', 'set-cookie', 'a=1', 'x-uwebsockets', '2', 'content-lengths', '3', 'content-type', 'text/plain']);
-  assert.equal(h.headers.count, HOP_BY_HOP_RESPONSE.length + 5);
+  assert.equal(h.headers.all().length, 2 * (HOP_BY_HOP_RESPONSE.length + 5));
 });
 
 test('get finds the first line of a name in any case, as text', () => {
