@@ -18,6 +18,10 @@ const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 interface Exchange {
   res: HttpResponse;
   aborted: boolean;
+  /** The backend's status line and content type, written with the first body bytes (one send). */
+  status: string;
+  type: string;
+  headWritten: boolean;
   /** Bytes of an unfinished head or chunk-size line. */
   pending: Buffer | undefined;
   headDone: boolean;
@@ -70,13 +74,14 @@ class BackendSocket {
       const lengthAt = head.indexOf('\r\ncontent-length:');
       x.left = lengthAt < 0 ? -1 : Number.parseInt(head.slice(lengthAt + 17), 10);
       x.headDone = true;
-      if (!x.aborted) x.res.cork(() => x.res.writeStatus(status).writeHeader('content-type', type));
+      x.status = status;
+      x.type = type;
       i = end + 4;
     }
     if (x.left >= 0) {
       const body = buf.subarray(i, i + x.left);
       x.left -= body.length;
-      if (!x.aborted) x.res.cork(() => (x.left === 0 ? x.res.end(body) : x.res.write(body)));
+      deliver(x, body, x.left === 0);
       if (x.left === 0) this.done();
       return;
     }
@@ -105,14 +110,14 @@ class BackendSocket {
       const size = Number.parseInt(buf.toString('latin1', i, lf), 16);
       i = lf + 1;
       if (size === 0) {
-        if (!x.aborted) x.res.cork(() => x.res.end(parts.length === 1 ? parts[0] : Buffer.concat(parts)));
+        deliver(x, parts.length === 1 ? parts[0] : Buffer.concat(parts), true);
         this.done();
         return;
       }
       x.chunkLeft = size;
     }
     buf = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
-    if (buf.length > 0 && !x.aborted) x.res.cork(() => x.res.write(buf));
+    if (buf.length > 0) deliver(x, buf, false);
   }
 
   private done(): void {
@@ -121,13 +126,26 @@ class BackendSocket {
   }
 }
 
+/** Writes `body` (and the head, the first time) in one cork, so one send; `last` ends the response. */
+function deliver(x: Exchange, body: Buffer | undefined, last: boolean): void {
+  if (x.aborted) return;
+  x.res.cork(() => {
+    if (!x.headWritten) {
+      x.headWritten = true;
+      x.res.writeStatus(x.status).writeHeader('content-type', x.type);
+    }
+    if (last) x.res.end(body);
+    else if (body) x.res.write(body);
+  });
+}
+
 const idle: BackendSocket[] = [];
 const headPrefix = `POST PATH HTTP/1.1\r\nhost: ${backend.host}\r\ncontent-type: application/json\r\ncontent-length: `;
 
 const app = uws().App();
 app.post('/*', (res, req) => {
   const path = req.getUrl();
-  const x: Exchange = { res, aborted: false, pending: undefined, headDone: false, left: -1, chunkLeft: 0, skip: 0 };
+  const x: Exchange = { res, aborted: false, status: '', type: '', headWritten: false, pending: undefined, headDone: false, left: -1, chunkLeft: 0, skip: 0 };
   res.onAborted(() => {
     x.aborted = true;
   });
