@@ -60,18 +60,22 @@ http {
 `;
 }
 
+/** nginx's arguments in front of `backendUrl`, its files in `dir`, and the URL it will listen on. */
+export async function nginxCommand(dir: string, backendUrl: string): Promise<{ args: string[]; url: string }> {
+  const port = await sparePort();
+  const conf = join(dir, 'nginx.conf');
+  writeFileSync(conf, nginxConfig(dir, port, new URL(backendUrl)));
+  return { args: ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], url: `http://127.0.0.1:${port}` };
+}
+
 /** Starts nginx in front of `backendUrl`; `cpu` pins it with taskset. Undefined when nginx cannot run here. */
 export async function startNginx(label: string, backendUrl: string, opts: { cpu?: number } = {}): Promise<SpawnedTarget | undefined> {
   const bin = findNginx();
   if (!bin) return undefined;
   const dir = mkdtempSync(join(tmpdir(), 'rc-bench-nginx-'));
-  const port = await sparePort();
-  const conf = join(dir, 'nginx.conf');
-  writeFileSync(conf, nginxConfig(dir, port, new URL(backendUrl)));
-  const args = ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')];
+  const { args, url } = await nginxCommand(dir, backendUrl);
   const child = opts.cpu !== undefined ? spawn('taskset', ['-c', String(opts.cpu), bin, ...args], { stdio: 'ignore' }) : spawn(bin, args, { stdio: 'ignore' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 10_000;
   for (;;) {
     try {

@@ -8,12 +8,12 @@
 // fewer leave V8's compiler threads busy in the counted interval),
 // RC_PROFILE_CONNECTIONS (8), RC_PROFILE_TOP (20 functions listed; 0: none), RC_PROFILE_TOP_OF
 // (gateway: the target whose functions are listed).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKey } from '../../lib/keys.js';
 import { FLOOR_RELAY, RC_CLI, spawnRc, type LoadRequest } from '../load.js';
-import { findNginx, nginxConfig, sparePort } from '../nginx.js';
+import { findNginx, nginxCommand } from '../nginx.js';
 import { completion, gatewayCommand, messagesStream, MODEL } from '../scenarios/gateway.js';
 import { startUnderCallgrind, type CallgrindTarget, type Counts, type FunctionCost } from './callgrind.js';
 import { sendExactly } from './exact-client.js';
@@ -69,13 +69,10 @@ async function startTarget(name: string, dir: string, backend: string, key: stri
   if (name === 'nginx') {
     const bin = findNginx();
     if (!bin) throw new Error('nginx is not installed and could not be');
-    const port = await sparePort();
-    const conf = join(dir, 'nginx.conf');
-    writeFileSync(conf, nginxConfig(dir, port, new URL(backend)));
-    const url = `http://127.0.0.1:${port}`;
-    return startUnderCallgrind('nginx (1 process)', [bin, '-p', dir, '-c', conf, '-e', join(dir, 'error.log')], {}, { kind: 'port', url }, dir);
+    const { args, url } = await nginxCommand(dir, backend);
+    return startUnderCallgrind('nginx (1 process)', [bin, ...args], {}, { kind: 'port', url }, dir);
   }
-  throw new Error(`Unknown target ${name}: gateway, floor or nginx`);
+  throw new Error(`Unknown target ${name}`);
 }
 
 async function profile(name: string, backend: string): Promise<{ rows: Row[]; top: Map<string, FunctionCost[]> }> {
@@ -86,8 +83,7 @@ async function profile(name: string, backend: string): Promise<{ rows: Row[]; to
   const target = await startTarget(name, dir, backend, key);
   try {
     for (const w of workloads) {
-      const spec = WORKLOADS[w];
-      if (!spec) throw new Error(`Unknown workload ${w}: ${Object.keys(WORKLOADS).join(', ')}`);
+      const spec = WORKLOADS[w]!;
       const request = name === 'gateway' ? spec.gateway(key) : spec.relay;
       const send = async (n: number): Promise<void> => {
         const r = await sendExactly(target.url, request, n, connections);
@@ -105,6 +101,11 @@ async function profile(name: string, backend: string): Promise<{ rows: Row[]; to
   }
   return { rows, top: tops };
 }
+
+// Names are checked before anything starts: a target under callgrind takes a minute to get to them.
+const TARGETS = ['gateway', 'floor', 'nginx'];
+for (const t of targets) if (!TARGETS.includes(t)) throw new Error(`Unknown target ${t}: ${TARGETS.join(', ')}`);
+for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`Unknown workload ${w}: ${Object.keys(WORKLOADS).join(', ')}`);
 
 const sim = await spawnRc('sim', ['sim', '--fast', '--port', '0', '--model', MODEL], { cpu: 1 });
 const rows: Row[] = [];
