@@ -19,7 +19,6 @@ import { indexOfUsage, lastIndexOfUsage, relayedUsage, reservedUsage, usageAt, Z
 
 const LF2 = Buffer.from('\n\n');
 const CRLF2 = Buffer.from('\r\n\r\n');
-const DATA = Buffer.from('data:');
 const CHOICES_KEY = Buffer.from('"choices":[');
 
 export interface RelayOptions {
@@ -176,29 +175,45 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
       this.carry = Buffer.from(chunk.subarray(cut));
       chunk = chunk.subarray(0, cut);
     }
-    this.events += countEventEnds(chunk);
     const out = this.out;
     let p = indexOfUsage(chunk);
-    if (p < 0) {
-      out.write(chunk);
-      return;
-    }
-    // An event carries usage (normally only the last one before [DONE]).
     let from = 0;
+    // The events that carry usage (normally only the last one before [DONE]).
     while (p >= 0) {
-      const start = Math.max(from, chunk.lastIndexOf(DATA, p));
-      let end = chunk.indexOf(LF2, p);
-      end = end < 0 ? chunk.length : end + 2;
+      const end = eventEnd(chunk, p);
       const u = usageAt(chunk, p, end);
       if (u) this.usage = u;
-      if (this.opts.stripUsage && isUsageOnly(chunk, start, end)) {
-        if (start > from) out.write(chunk.subarray(from, start));
-        from = end;
+      if (this.opts.stripUsage) {
+        const start = Math.max(from, chunk.lastIndexOf(0x0a, p) + 1); // the start of the line that has the usage
+        if (isUsageOnly(chunk, start, end)) {
+          if (start > from) out.write(chunk.subarray(from, start));
+          from = end;
+        }
       }
       p = indexOfUsage(chunk, end);
     }
-    if (from < chunk.length) out.write(chunk.subarray(from));
+    // The relayed events are counted only while the backend's own usage has not come: once it
+    // has, they are never charged (a stream asked for usage has it in its last read, so a stream
+    // that arrives in one read is not counted at all).
+    if (this.usage === undefined) this.events += countEventEnds(chunk);
+    if (from === 0) out.write(chunk);
+    else if (from < chunk.length) out.write(chunk.subarray(from));
   }
+}
+
+/**
+ * The index just past the blank line that ends the event holding `p` (`\n\n` or `\n\r\n`), or
+ * the chunk's length. One-byte searches: Buffer#indexOf of a number is V8's fast API call.
+ */
+function eventEnd(chunk: Buffer, p: number): number {
+  const n = chunk.length;
+  let i = chunk.indexOf(0x0a, p);
+  while (i >= 0) {
+    if (chunk[i + 1] === 0x0a) return i + 2;
+    if (chunk[i + 1] === 0x0d && chunk[i + 2] === 0x0a) return i + 3;
+    i = chunk.indexOf(0x0a, i + 1);
+  }
+  return n;
 }
 
 /**
@@ -219,10 +234,30 @@ export function countEventEnds(chunk: Buffer): number {
   return n;
 }
 
-/** The event in chunk[start, end) is a usage-only one: its `choices` list is empty. */
+/** `"choices":`, the 10 bytes before the `[` of a chunk's list of choices. */
+const CHOICES_NAME = CHOICES_KEY.subarray(0, CHOICES_KEY.length - 1);
+
+/**
+ * The event in chunk[start, end) is a usage-only one: its `choices` list is empty. The list's `[`
+ * is found with a one-byte search for the event's first `[` (before it come only the id, object,
+ * created and model), checked to follow `"choices":`; a search for the whole key (a Buffer needle
+ * starting with `"`, several times slower) is left for events where it does not.
+ */
 function isUsageOnly(chunk: Buffer, start: number, end: number): boolean {
-  const c = chunk.indexOf(CHOICES_KEY, start);
-  if (c < 0 || c >= end) return false;
-  const i = c + CHOICES_KEY.length;
-  return i < end && chunk[i] === 0x5d; // ']'
+  let open = chunk.indexOf(0x5b, start);
+  if (open < 0 || open >= end) return false;
+  if (!follows(chunk, open, CHOICES_NAME)) {
+    const c = chunk.indexOf(CHOICES_KEY, start);
+    if (c < 0 || c >= end) return false;
+    open = c + CHOICES_NAME.length;
+  }
+  return open + 1 < end && chunk[open + 1] === 0x5d; // ']'
+}
+
+/** chunk[at - name.length, at) equals `name`. */
+function follows(chunk: Buffer, at: number, name: Buffer): boolean {
+  const from = at - name.length;
+  if (from < 0) return false;
+  for (let i = 0; i < name.length; i++) if (chunk[from + i] !== name[i]) return false;
+  return true;
 }
