@@ -33,8 +33,11 @@ export interface CallgrindTarget {
   child: ChildProcess;
   /** Counts what `load` makes the target execute (one dump each call); `requests` divides the totals. */
   measure(load: () => Promise<unknown>, requests: number): Promise<Counts>;
-  /** The functions of the last measure()'s main thread by their own instructions, JIT code named. */
-  topFunctions(n: number): Promise<FunctionCost[]>;
+  /**
+   * The functions of the last measure()'s main thread by their own instructions (or, `inclusive`,
+   * with those of what they call), JIT code named.
+   */
+  topFunctions(n: number, inclusive?: boolean): Promise<FunctionCost[]>;
   stop(): Promise<void>;
 }
 
@@ -93,10 +96,12 @@ export async function startUnderCallgrind(
       }
       return { mainPerRequest: Math.round(main / n), allPerRequest: Math.round(all / n) };
     },
-    async topFunctions(n) {
+    async topFunctions(n, inclusive = false) {
       const main = dumpFiles(outDir, pid, dumps).find((f) => f.endsWith('-01'));
       if (!main) return [];
-      const { stdout } = await run('callgrind_annotate', ['--threshold=100', main], { maxBuffer: 64 * 1024 * 1024 });
+      const { stdout } = await run('callgrind_annotate', ['--threshold=100', `--inclusive=${inclusive ? 'yes' : 'no'}`, main], {
+        maxBuffer: 64 * 1024 * 1024,
+      });
       const mapFile = `/tmp/perf-${pid}.map`;
       const jit = existsSync(mapFile) ? parsePerfMap(readFileSync(mapFile, 'utf8')) : [];
       return parseAnnotate(stdout, jit)

@@ -7,7 +7,8 @@
 // chat,sdk-chat,stream,messages), RC_PROFILE_REQUESTS (3000 measured), RC_PROFILE_WARMUP (10000 before:
 // fewer leave V8's compiler threads busy in the counted interval),
 // RC_PROFILE_CONNECTIONS (8), RC_PROFILE_TOP (20 functions listed; 0: none), RC_PROFILE_TOP_OF
-// (gateway: the target whose functions are listed).
+// (gateway: the target whose functions are listed), RC_PROFILE_INCLUSIVE (1: the list counts what
+// each function calls too).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +25,7 @@ const warmup = Number(env.RC_PROFILE_WARMUP) || 10_000;
 const connections = Number(env.RC_PROFILE_CONNECTIONS) || 8;
 const top = env.RC_PROFILE_TOP === undefined ? 20 : Number(env.RC_PROFILE_TOP);
 const topOf = env.RC_PROFILE_TOP_OF ?? 'gateway';
+const inclusive = env.RC_PROFILE_INCLUSIVE === '1';
 const targets = (env.RC_PROFILE_TARGETS ?? 'gateway,floor,nginx').split(',');
 const workloads = (env.RC_PROFILE_WORKLOADS ?? 'chat,sdk-chat,stream,messages').split(',');
 
@@ -93,7 +95,7 @@ async function profile(name: string, backend: string): Promise<{ rows: Row[]; to
       await send(warmup);
       const counts = await target.measure(() => send(requests), requests);
       rows.push({ workload: w, target: target.label, counts });
-      if (name === topOf && top > 0) tops.set(w, await target.topFunctions(top));
+      if (name === topOf && top > 0) tops.set(w, await target.topFunctions(top, inclusive));
     }
   } finally {
     await target.stop();
@@ -132,6 +134,6 @@ for (const r of rows) {
   );
 }
 for (const [w, list] of tops) {
-  process.stdout.write(`\n${topOf}, ${w}: the main thread's costliest functions (own instructions per request)\n`);
+  process.stdout.write(`\n${topOf}, ${w}: the main thread's costliest functions (${inclusive ? 'inclusive' : 'own'} instructions per request)\n`);
   for (const f of list) process.stdout.write(`${String(f.perRequest).padStart(8)}  ${f.name.slice(0, 150)}\n`);
 }
