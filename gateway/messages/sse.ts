@@ -2,6 +2,13 @@
 // byte chunks split anywhere (even inside a UTF-8 character) and calls `onData` with each
 // event's data (several `data:` lines joined by "\n"). Lines end with "\n" or "\r\n"; other
 // fields (event, id, retry) and comments are ignored, since backends put everything in data.
+//
+// A read that is all ASCII (English text streams, and any backend that escapes the rest) is read
+// as one latin1 string: its lines are found with String#indexOf and cut out as slices of it,
+// which V8 makes without copying. Any other read is split into lines as bytes and each data line
+// decoded as UTF-8 on its own (so a character cut by the read's end waits for the next read).
+// The two give the same events: in ASCII, latin1 and UTF-8 decode alike.
+import { isAscii } from 'node:buffer';
 
 const LF = 10;
 const CR = 13;
@@ -18,8 +25,8 @@ export class SseParser {
       buf = Buffer.concat([this.rest, chunk]);
       this.rest = undefined;
     }
-    let start = 0;
     const len = buf.length;
+    let start = isAscii(buf) ? this.asciiLines(buf.toString('latin1')) : 0;
     while (start < len) {
       const nl = buf.indexOf(LF, start);
       if (nl < 0) break;
@@ -29,6 +36,21 @@ export class SseParser {
     }
     // Keep the partial line (a copy: the caller may reuse its buffer).
     if (start < len) this.rest = Buffer.from(buf.subarray(start));
+  }
+
+  /** Takes the whole lines of `s` (one read, all ASCII); returns where the unfinished last line starts. */
+  private asciiLines(s: string): number {
+    let start = 0;
+    const len = s.length;
+    while (start < len) {
+      const nl = s.indexOf('\n', start);
+      if (nl < 0) break;
+      const end = nl > start && s.charCodeAt(nl - 1) === CR ? nl - 1 : nl;
+      if (start === end) this.dispatch();
+      else if (end - start >= 5 && s.startsWith('data:', start)) this.addData(s.slice(s.charCodeAt(start + 5) === 0x20 ? start + 6 : start + 5, end));
+      start = nl + 1;
+    }
+    return start;
   }
 
   /** The stream ended: an event not terminated by a blank line is still delivered. */
@@ -49,9 +71,13 @@ export class SseParser {
     // "data:" = 64 61 74 61 3a
     if (end - start >= 5 && buf[start] === 0x64 && buf[start + 1] === 0x61 && buf[start + 2] === 0x74 && buf[start + 3] === 0x61 && buf[start + 4] === 0x3a) {
       const from = buf[start + 5] === 0x20 ? start + 6 : start + 5;
-      const value = buf.toString('utf8', from, end);
-      this.data = this.data === undefined ? value : `${this.data}\n${value}`;
+      this.addData(buf.toString('utf8', from, end));
     }
+  }
+
+  /** One data line's value: an event's data lines are joined with "\n". */
+  private addData(value: string): void {
+    this.data = this.data === undefined ? value : `${this.data}\n${value}`;
   }
 
   private dispatch(): void {

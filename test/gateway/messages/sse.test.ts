@@ -60,3 +60,29 @@ test('invalid UTF-8 becomes U+FFFD as a decoding of each line alone would make i
     assert.deepEqual(parseAll([bytes.subarray(0, i), bytes.subarray(i)]), expected, `split at ${i}`);
   }
 });
+
+// Reads that are all ASCII are split as one latin1 string; the rest as bytes. Every framing of
+// the stream above without its non-ASCII text, cut anywhere, gives the same events.
+const ASCII_STREAM = STREAM.replace('héllo ✓ 😀', 'hello');
+const ASCII_EXPECTED = EXPECTED.map((e) => e.replace('héllo ✓ 😀', 'hello'));
+
+test('an ASCII stream split at every byte boundary (two and three pieces)', () => {
+  const bytes = Buffer.from(ASCII_STREAM);
+  assert.deepEqual(parseAll([bytes]), ASCII_EXPECTED);
+  for (let i = 0; i <= bytes.length; i++) {
+    assert.deepEqual(parseAll([bytes.subarray(0, i), bytes.subarray(i)]), ASCII_EXPECTED, `split at ${i}`);
+    for (let j = i; j <= bytes.length; j += 7) {
+      assert.deepEqual(parseAll([bytes.subarray(0, i), bytes.subarray(i, j), bytes.subarray(j)]), ASCII_EXPECTED, `split at ${i}, ${j}`);
+    }
+  }
+});
+
+test('ASCII and non-ASCII reads in turn: a line cut between them, an event whose data lines come in both', () => {
+  const bytes = Buffer.from('data: {"a":1}\n\ndata: é1\ndata: two\n\ndata: x\ndata: ✓\n\n');
+  const expected = ['{"a":1}', 'é1\ntwo', 'x\n✓'];
+  for (let i = 0; i <= bytes.length; i++) {
+    for (let j = i; j <= bytes.length; j++) {
+      assert.deepEqual(parseAll([bytes.subarray(0, i), bytes.subarray(i, j), bytes.subarray(j)]), expected, `split at ${i}, ${j}`);
+    }
+  }
+});
