@@ -5,18 +5,19 @@
 // reads). The shapes: a text token, the first chunk (role and empty content), the last token with
 // its finish reason (and vLLM's stop_reason), and the usage-only chunk (no choices, cached-token
 // details). Anything else (reasoning, tool calls, errors, other key orders or extra fields) goes
-// through JSON.parse: the result is the same either way.
-import type { ChatChunk } from './stream.js';
+// through JSON.parse: the result is the same either way. The translator takes the matched fields
+// as they are (textChunk), with no chunk object in between: a stream's chunks are most of its work.
+import type { ChatUsage } from './translate-response.js';
 
 // A JSON string body without escapes or control characters; the content may hold escapes
 // (validated below by JSON.parse of the literal). Numbers in JSON's own grammar.
 const PLAIN = String.raw`[^"\\\x00-\x1f]*`;
 const INT = '(?:0|[1-9][0-9]*)';
-// Groups: 1 role, 2 content, 3 finish reason (none when null), 4 prompt tokens, 5 completion
-// tokens, 6 `null` details, 7 cached tokens. No choice at all leaves 1 to 3 undefined.
+// Groups: 1 content, 2 finish reason (none when null), 3 prompt tokens, 4 completion tokens,
+// 5 `null` details, 6 cached tokens. No choice at all leaves 1 and 2 undefined.
 const CHUNK = new RegExp(
   String.raw`^\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
-    String.raw`"choices":\[(?:\{"index":0,"delta":\{(?:"role":"(assistant)",)?"content":"((?:[^"\\\x00-\x1f]|\\.)*)"\},"logprobs":null,` +
+    String.raw`"choices":\[(?:\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"((?:[^"\\\x00-\x1f]|\\.)*)"\},"logprobs":null,` +
     String.raw`"finish_reason":(?:null|"([a-z_]+)")(?:,"stop_reason":(?:null|${INT}|"${PLAIN}"))?\})?\],` +
     String.raw`"usage":\{"prompt_tokens":(${INT}),"total_tokens":${INT},"completion_tokens":(${INT})` +
     String.raw`(?:,"prompt_tokens_details":(?:(null)|\{"cached_tokens":(${INT})\}))?\}\}$`,
@@ -34,22 +35,33 @@ function intOf(digits: string): number {
   return n;
 }
 
-/** The chunk in `data`, as JSON.parse returns it (throws like JSON.parse on bad JSON). */
-export function parseChunk(data: string): ChatChunk {
+/** What the translator reads of a plain text-token chunk (or of a usage-only one). */
+export interface TextChunk {
+  /** The text, unescaped; undefined for a chunk without a choice (usage only). */
+  content: string | undefined;
+  /** The finish reason, null while the text goes on. */
+  finish: string | null;
+  usage: ChatUsage;
+}
+
+/**
+ * The chunk in `data` when it has one of the plain shapes, else undefined (JSON.parse then reads
+ * it, and finds what it holds or that it is malformed). A content with a bad escape is undefined
+ * too: JSON.parse then throws on it.
+ */
+export function textChunk(data: string): TextChunk | undefined {
   const m = CHUNK.exec(data);
-  if (m === null) return JSON.parse(data) as ChatChunk;
-  const usage: NonNullable<ChatChunk['usage']> = { prompt_tokens: intOf(m[4]!), completion_tokens: intOf(m[5]!) };
-  if (m[7] !== undefined) usage.prompt_tokens_details = { cached_tokens: intOf(m[7]) };
-  else if (m[6] !== undefined) usage.prompt_tokens_details = null;
-  let content = m[2];
-  if (content === undefined) return { object: 'chat.completion.chunk', choices: [], usage };
-  if (content.includes('\\')) {
+  if (m === null) return undefined;
+  const usage: ChatUsage = { prompt_tokens: intOf(m[3]!), completion_tokens: intOf(m[4]!) };
+  if (m[6] !== undefined) usage.prompt_tokens_details = { cached_tokens: intOf(m[6]) };
+  else if (m[5] !== undefined) usage.prompt_tokens_details = null;
+  let content = m[1];
+  if (content !== undefined && content.includes('\\')) {
     try {
       content = JSON.parse(`"${content}"`) as string;
     } catch {
-      return JSON.parse(data) as ChatChunk; // throws: a bad escape
+      return undefined;
     }
   }
-  const delta = m[1] === undefined ? { content } : { role: 'assistant', content };
-  return { object: 'chat.completion.chunk', choices: [{ delta, finish_reason: m[3] ?? null }], usage };
+  return { content, finish: m[2] ?? null, usage };
 }

@@ -7,7 +7,7 @@
 // then message_stop. Blocks open only when they have content; indices are contiguous.
 // A backend error ends the stream with an `error` event.
 import { randomFillSync, type Hmac } from 'node:crypto';
-import { parseChunk } from './chunk-parse.js';
+import { textChunk, type TextChunk } from './chunk-parse.js';
 import { randomId } from '../../lib/ids.js';
 import { errorTypeForStatus, type MessagesErrorType } from './errors.js';
 import type { ThinkingSigner } from './signature.js';
@@ -96,13 +96,31 @@ export class StreamTranslator {
   pushData(data: string): string {
     if (this.done) return '';
     if (data === '[DONE]') return this.end();
+    const text = textChunk(data);
+    if (text !== undefined) return this.pushText(text);
     let chunk: ChatChunk;
     try {
-      chunk = parseChunk(data);
+      chunk = JSON.parse(data) as ChatChunk;
     } catch {
       return this.fail('api_error', 'The model backend sent a malformed stream chunk');
     }
     return this.push(chunk);
+  }
+
+  /**
+   * A plain text-token chunk, as push() would take the same chunk parsed: the usage, then the
+   * text (no reasoning, tool calls or error can be in this shape), then the finish reason.
+   */
+  private pushText(c: TextChunk): string {
+    this.usage = c.usage;
+    let out = this.started ? '' : this.start();
+    const content = c.content;
+    if (content) {
+      if (this.open !== Block.Text) out += this.openBlock(Block.Text, '{"type":"text","text":""}');
+      out += `event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"text_delta","text":${jsonString(content)}}}\n\n`;
+    }
+    if (c.finish) this.finish = c.finish;
+    return out;
   }
 
   /** One parsed upstream chunk. */

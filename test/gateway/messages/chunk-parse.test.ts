@@ -1,8 +1,9 @@
-// The fast path of parseChunk must give what JSON.parse gives (for every field the translator
-// reads), and throw where JSON.parse throws.
+// The fast path of the stream translator (textChunk, for the plain chunk shapes) must read what
+// JSON.parse reads (for every field the translator reads), leave every other shape and every
+// malformed chunk to JSON.parse, and translate exactly as the parsed chunk translates.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseChunk } from '../../../gateway/messages/chunk-parse.js';
+import { textChunk, type TextChunk } from '../../../gateway/messages/chunk-parse.js';
 import { ThinkingSigner } from '../../../gateway/messages/signature.js';
 import { StreamTranslator, type ChatChunk } from '../../../gateway/messages/stream.js';
 
@@ -10,24 +11,38 @@ import { StreamTranslator, type ChatChunk } from '../../../gateway/messages/stre
 const vllm = (contentJson: string, p = 21, c = 2) =>
   `{"id":"chatcmpl-fb93","object":"chat.completion.chunk","created":1795243335,"model":"m","choices":[{"index":0,"delta":{"content":${contentJson}},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":${p},"total_tokens":${p + c},"completion_tokens":${c}}}`;
 
-/** What the translator reads of a chunk. */
-function read(c: ChatChunk) {
+/** What the translator reads of a plain chunk, from JSON.parse's object: textChunk must give the same. */
+function read(c: ChatChunk): TextChunk {
   const choice = c.choices?.[0];
-  return {
-    error: c.error,
-    object: c.object,
-    usage: c.usage && { p: c.usage.prompt_tokens, c: c.usage.completion_tokens, d: c.usage.prompt_tokens_details },
-    delta: choice?.delta,
-    finish: choice?.finish_reason,
-    n: c.choices?.length,
-  };
+  const { total_tokens: _, ...usage } = c.usage as Record<string, unknown>;
+  return { content: choice?.delta?.content ?? undefined, finish: choice?.finish_reason ?? null, usage };
+}
+
+/** The events of `chunks` (then [DONE]) through pushData, and through push of JSON.parse's objects. */
+function bothWays(chunks: string[]): { viaText: string; viaObjects: string } {
+  const signer = new ThinkingSigner('s');
+  const a = new StreamTranslator({ model: 'm', signer });
+  const b = new StreamTranslator({ model: 'm', signer });
+  let viaText = '';
+  let viaObjects = '';
+  for (const c of chunks) {
+    viaText += a.pushData(c);
+    viaObjects += b.push(JSON.parse(c) as ChatChunk);
+  }
+  viaText += a.pushData('[DONE]');
+  viaObjects += b.pushData('[DONE]');
+  assert.deepEqual(a.reportedUsage, b.reportedUsage);
+  const noId = (s: string) => s.replace(/"id":"msg_[A-Za-z0-9_-]{16}"/, '"id":"msg_"');
+  return { viaText: noId(viaText), viaObjects: noId(viaObjects) };
 }
 
 test('text-token chunks read the same as JSON.parse, escapes and unicode included', () => {
   const contents = ['"With"', '""', '" re\\u00e9\\n\\"q\\\\"', '"\\\\"', '"日本語 🎉"', '"a\\/b\\tc"', '"\\ud83c\\udf89"'];
   for (const content of contents) {
     const data = vllm(content, 1234, 0);
-    assert.deepEqual(read(parseChunk(data)), read(JSON.parse(data) as ChatChunk), data);
+    assert.deepEqual(textChunk(data), read(JSON.parse(data) as ChatChunk), data);
+    const { viaText, viaObjects } = bothWays([data]);
+    assert.equal(viaText, viaObjects, data);
   }
 });
 
@@ -45,15 +60,14 @@ test('the first, finish and usage-only chunks of vLLM read the same as JSON.pars
     // Counts of every length read as JSON.parse reads them, past a double's exact integers too.
     `${head}"choices":[],"usage":{"prompt_tokens":999999999999999,"total_tokens":3,"completion_tokens":0,"prompt_tokens_details":{"cached_tokens":98765432109876543210}}}`,
   ];
-  for (const data of shapes) assert.deepEqual(parseChunk(data), { object: 'chat.completion.chunk', ...pick(JSON.parse(data) as ChatChunk) }, data);
+  for (const data of shapes) {
+    assert.deepEqual(textChunk(data), read(JSON.parse(data) as ChatChunk), data);
+    const { viaText, viaObjects } = bothWays([data]);
+    assert.equal(viaText, viaObjects, data);
+  }
+  const { viaText, viaObjects } = bothWays(shapes);
+  assert.equal(viaText, viaObjects);
 });
-
-/** JSON.parse's object without the fields the fast path leaves out (id, created, model, index, logprobs, total_tokens). */
-function pick(c: ChatChunk): ChatChunk {
-  const choices = c.choices?.map((ch) => ({ delta: ch.delta, finish_reason: ch.finish_reason }));
-  const { total_tokens: _, ...usage } = c.usage as Record<string, unknown>;
-  return { choices, usage };
-}
 
 test('other shapes go through JSON.parse and read the same', () => {
   const other = [
@@ -66,7 +80,11 @@ test('other shapes go through JSON.parse and read the same', () => {
     vllm('"a"').replace('"object":"chat.completion.chunk"', '"object":"error"'),
     vllm('"a"').replace('"finish_reason":null', '"finish_reason":"Stop"'),
   ];
-  for (const data of other) assert.deepEqual(read(parseChunk(data)), read(JSON.parse(data) as ChatChunk), data);
+  for (const data of other) {
+    assert.equal(textChunk(data), undefined, data);
+    const { viaText, viaObjects } = bothWays([data]);
+    assert.equal(viaText, viaObjects, data);
+  }
 });
 
 test('malformed chunks throw like JSON.parse', () => {
@@ -79,7 +97,10 @@ test('malformed chunks throw like JSON.parse', () => {
   ];
   for (const data of bad) {
     assert.throws(() => JSON.parse(data), data);
-    assert.throws(() => parseChunk(data), data);
+    assert.equal(textChunk(data), undefined, data);
+    const t = new StreamTranslator({ model: 'm', signer: new ThinkingSigner('s') });
+    assert.match(t.pushData(data), /^event: error\ndata: .*"The model backend sent a malformed stream chunk"/, data);
+    assert.equal(t.done, true);
   }
 });
 
