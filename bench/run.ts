@@ -3,7 +3,7 @@
 //
 // Environment: RC_BENCH_ONLY=micro|load, RC_BENCH_FILTER=<substring of a suite/scenario name>,
 // RC_BENCH_MICRO_TIME_MS (default 300 per task), RC_BENCH_DURATION_S (default 3),
-// RC_BENCH_WARMUP_S (default 1), RC_BENCH_CONNECTIONS (default 32), RC_BENCH_TOOL=wrk|autocannon,
+// RC_BENCH_WARMUP_S (default 1), RC_BENCH_ROUNDS (default 1; gateway-vs-nginx), RC_BENCH_CONNECTIONS (default 32), RC_BENCH_TOOL=wrk|autocannon,
 // RC_BENCH_RESULTS_DIR (default ./bench/results).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';

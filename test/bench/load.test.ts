@@ -59,3 +59,47 @@ for (const tool of tools) {
     assert.ok(bad.results[0]!.errors > 0);
   });
 }
+
+test('medianOfRounds: each row is the round of median CPU, each ratio the median of per-round ratios to that round baseline', async () => {
+  const { medianOfRounds } = await import('../../bench/scenarios/reference.js');
+  const row = (label: string, cpu: number | null, rps = 1) =>
+    ({
+      label,
+      url: '',
+      tool: 'wrk',
+      connections: 1,
+      durationS: 1,
+      requests: 1,
+      rps,
+      p50Ms: 0,
+      p99Ms: 0,
+      errors: 0,
+      cpuUsPerRequest: cpu,
+      cpuCores: null,
+    }) as const;
+  // The gateway's CPU drifts with nginx's: per-round ratios 2, 1.5 and 1.502 (median 1.502), where
+  // the medians of the columns (60, 40) would give 1.5 and their means (70, 41.1) 1.70.
+  const rounds = [
+    [row('gw', 100, 10), row('nginx', 50)],
+    [row('gw', 60, 20), row('nginx', 40)],
+    [row('gw', 50, 30), row('nginx', 33.3)],
+  ];
+  const { rows, cpuRatios } = medianOfRounds(rounds);
+  assert.deepEqual(
+    rows.map((r) => [r.label, r.cpuUsPerRequest, r.rps]),
+    [
+      ['gw', 60, 20],
+      ['nginx', 40, 1],
+    ],
+  );
+  assert.equal(cpuRatios.gw!.toFixed(3), '1.502');
+  assert.equal(cpuRatios.nginx, 1);
+  // Two rounds: the lower middle row; the ratio the mean of the two ratios. A round without CPU is left out.
+  const two = medianOfRounds([rounds[0]!, rounds[1]!, [row('gw', null), row('nginx', 10)]]);
+  assert.equal(two.rows[0]!.cpuUsPerRequest, 60);
+  assert.equal(two.cpuRatios.gw, 1.75);
+  // One round: that round, as before rounds existed.
+  const one = medianOfRounds([rounds[0]!]);
+  assert.deepEqual(one.rows, rounds[0]);
+  assert.equal(one.cpuRatios.gw, 2);
+});
