@@ -22,6 +22,24 @@ describe('gateway usage scanning', () => {
       assert.equal(indexOfUsage(buf), buf.indexOf(USAGE_KEY), `first in ${text}`);
       assert.equal(lastIndexOfUsage(buf), buf.lastIndexOf(USAGE_KEY), `last in ${text}`);
     }
+    // The searches try the nearest few `{` one by one, then search for the key: any number of
+    // other objects before or after the usage (or none, or no usage at all), from any offset,
+    // finds what a plain search finds.
+    for (let k = 0; k <= 20; k++) {
+      const others = '{"a":{}}'.repeat(k);
+      for (const text of [
+        `{"x":1,"usage":{"prompt_tokens":1,"prompt_tokens_details":{"cached_tokens":0}},"y":[${others}]}`,
+        `"usage":{${others}`,
+        `{${others}"usage":{"usage":{}}`,
+        `{"usage":1,${others}}`,
+        `${others}{"choices":[{"delta":{"content":"{{"}}],"usage":{"prompt_tokens":1}}${others}`,
+        others,
+      ]) {
+        const buf = b(text);
+        assert.equal(lastIndexOfUsage(buf), buf.lastIndexOf(USAGE_KEY), `last in ${text}`);
+        for (let from = 0; from <= buf.length; from += 3) assert.equal(indexOfUsage(buf, from), buf.indexOf(USAGE_KEY, from), `first from ${from} in ${text}`);
+      }
+    }
     const two = b('{"usage":{"prompt_tokens":1}} {"usage":{"prompt_tokens":2}}');
     const first = indexOfUsage(two);
     assert.equal(indexOfUsage(two, first + 1), two.indexOf(USAGE_KEY, first + 1));
