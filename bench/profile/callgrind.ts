@@ -38,7 +38,8 @@ export interface CallgrindTarget {
    * with those of what they call), JIT code named.
    */
   topFunctions(n: number, inclusive?: boolean): Promise<FunctionCost[]>;
-  stop(): Promise<void>;
+  /** Stops the target; `keepMap` leaves its JIT map in /tmp. */
+  stop(keepMap?: boolean): Promise<void>;
 }
 
 export interface Counts {
@@ -108,9 +109,9 @@ export async function startUnderCallgrind(
         .slice(0, n)
         .map((f) => ({ perRequest: Math.round(f.instructions / requests), name: f.name }));
     },
-    async stop() {
+    async stop(keepMap = false) {
       await stopper(child, exited, 30_000)();
-      rmSync(`/tmp/perf-${pid}.map`, { force: true });
+      if (!keepMap) rmSync(`/tmp/perf-${pid}.map`, { force: true });
     },
   };
 }

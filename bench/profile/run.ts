@@ -8,7 +8,9 @@
 // fewer leave V8's compiler threads busy in the counted interval),
 // RC_PROFILE_CONNECTIONS (8), RC_PROFILE_TOP (20 functions listed; 0: none), RC_PROFILE_TOP_OF
 // (gateway: the target whose functions are listed), RC_PROFILE_INCLUSIVE (1: the list counts what
-// each function calls too).
+// each function calls too), RC_PROFILE_PACED (1: the backend paces its chunks 2 ms apart; use few
+// connections and requests, a stream then takes 40 ms), RC_PROFILE_KEEP (1: keep the callgrind
+// files and JIT maps, for callgrind_annotate --tree=caller and the like).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +28,8 @@ const connections = Number(env.RC_PROFILE_CONNECTIONS) || 8;
 const top = env.RC_PROFILE_TOP === undefined ? 20 : Number(env.RC_PROFILE_TOP);
 const topOf = env.RC_PROFILE_TOP_OF ?? 'gateway';
 const inclusive = env.RC_PROFILE_INCLUSIVE === '1';
+const paced = env.RC_PROFILE_PACED === '1';
+const keep = env.RC_PROFILE_KEEP === '1';
 const targets = (env.RC_PROFILE_TARGETS ?? 'gateway,floor,nginx').split(',');
 const workloads = (env.RC_PROFILE_WORKLOADS ?? 'chat,sdk-chat,stream,messages').split(',');
 
@@ -98,8 +102,9 @@ async function profile(name: string, backend: string): Promise<{ rows: Row[]; to
       if (name === topOf && top > 0) tops.set(w, await target.topFunctions(top, inclusive));
     }
   } finally {
-    await target.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await target.stop(keep);
+    if (keep) process.stdout.write(`  kept: ${dir} (callgrind files; the JIT map is /tmp/perf-${target.pid}.map)\n`);
+    else rmSync(dir, { recursive: true, force: true });
   }
   return { rows, top: tops };
 }
@@ -109,7 +114,9 @@ const TARGETS = ['gateway', 'floor', 'nginx'];
 for (const t of targets) if (!TARGETS.includes(t)) throw new Error(`Unknown target ${t}: ${TARGETS.join(', ')}`);
 for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`Unknown workload ${w}: ${Object.keys(WORKLOADS).join(', ')}`);
 
-const sim = await spawnRc('sim', ['sim', '--fast', '--port', '0', '--model', MODEL], { cpu: 1 });
+// Paced: 20 chunks 2 ms apart, the first at once, as a GPU streams tokens (one backend read per chunk).
+const pacing = paced ? ['--ttft-ms', '0', '--tokens-per-second', '500'] : ['--fast'];
+const sim = await spawnRc('sim', ['sim', ...pacing, '--port', '0', '--model', MODEL], { cpu: 1 });
 const rows: Row[] = [];
 const tops = new Map<string, FunctionCost[]>();
 try {
