@@ -4,64 +4,14 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
-import { createServer, type Server, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { HttpPool, PoolError, type HttpPoolOptions, type ResponseHandler } from '../../gateway/http-pool.js';
 import { waitFor } from '../helpers.js';
-
-interface ReceivedRequest {
-  head: string;
-  body: Buffer;
-  socket: Socket;
-  index: number;
-}
-
-/** A TCP server that parses requests (head + Content-Length body) and hands each to `onRequest`. */
-async function rawServer(
-  onRequest: (r: ReceivedRequest) => void,
-): Promise<{ port: number; url: string; connections: () => number; requests: ReceivedRequest[]; close(): Promise<void> }> {
-  let connections = 0;
-  const requests: ReceivedRequest[] = [];
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((socket) => {
-    connections++;
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => {});
-    let pending = Buffer.alloc(0);
-    socket.on('data', (d: Buffer) => {
-      pending = Buffer.concat([pending, d]);
-      for (;;) {
-        const end = pending.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const head = pending.subarray(0, end).toString('latin1');
-        const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        if (pending.length < end + 4 + length) return;
-        const body = Buffer.from(pending.subarray(end + 4, end + 4 + length));
-        pending = pending.subarray(end + 4 + length);
-        const r = { head, body, socket, index: requests.length };
-        requests.push(r);
-        onRequest(r);
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  return {
-    port,
-    url: `http://127.0.0.1:${port}`,
-    connections: () => connections,
-    requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
+import { rawServer } from './raw-server.js';
 
 interface Collected {
   status: number;

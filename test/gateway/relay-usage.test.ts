@@ -3,11 +3,11 @@
 // into two backend reads; the usage is metered; a stream cut short is charged its relayed events
 // only while the backend's usage has not come.
 import assert from 'node:assert/strict';
-import { createServer, type Server, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { modelEntrySchema } from '../../lib/config.js';
 import { waitFor } from '../helpers.js';
 import { HELLO, post, startFixture, type Fixture } from './fixture.js';
+import { rawServer } from './raw-server.js';
 
 /** What the raw backend answers to one request: body pieces (each one HTTP chunk), then an end or a cut. */
 interface Script {
@@ -16,33 +16,15 @@ interface Script {
   cut?: boolean;
 }
 
-/** An HTTP/1.1 backend that answers each request with the next script, each piece its own chunk. */
-async function rawBackend(next: () => Script): Promise<{ server: Server; url: string }> {
-  const server = createServer((socket: Socket) => {
-    let pending = Buffer.alloc(0);
-    socket.on('data', (d: Buffer) => {
-      pending = Buffer.concat([pending, d]);
-      for (;;) {
-        const headEnd = pending.indexOf('\r\n\r\n');
-        if (headEnd < 0) return;
-        const length = Number(/content-length: *(\d+)/i.exec(pending.subarray(0, headEnd).toString('latin1'))?.[1] ?? 0);
-        if (pending.length < headEnd + 4 + length) return;
-        pending = pending.subarray(headEnd + 4 + length);
-        const s = next();
-        let out = 'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n';
-        for (const p of s.pieces) out += `${Buffer.byteLength(p).toString(16)}\r\n${p}\r\n`;
-        if (s.cut) {
-          socket.end(out, () => socket.destroy());
-          return;
-        }
-        socket.write(`${out}0\r\n\r\n`);
-      }
-    });
-    socket.on('error', () => {});
+/** A backend that answers each request with the next script, each piece its own HTTP chunk. */
+function scriptedBackend(next: () => Script) {
+  return rawServer((r) => {
+    const s = next();
+    let out = 'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n';
+    for (const p of s.pieces) out += `${Buffer.byteLength(p).toString(16)}\r\n${p}\r\n`;
+    if (s.cut) r.socket.end(out, () => r.socket.destroy());
+    else r.socket.write(`${out}0\r\n\r\n`);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  return { server, url: `http://127.0.0.1:${port}` };
 }
 
 const chunk = (id: string, delta: string, finish = 'null', usage = ''): string =>
@@ -52,17 +34,17 @@ const usageOnly = (id: string, model = 'm'): string =>
 
 describe('chat stream relay: usage', () => {
   let f: Fixture;
-  let backend: { server: Server; url: string };
+  let backend: Awaited<ReturnType<typeof rawServer>>;
   let script: Script = { pieces: [] };
   let auth: Record<string, string>;
   before(async () => {
-    backend = await rawBackend(() => script);
+    backend = await scriptedBackend(() => script);
     f = await startFixture({ models: () => [modelEntrySchema.parse({ name: 'm', upstreams: [backend.url] })] });
     auth = { authorization: `Bearer ${f.key}` };
   });
   after(async () => {
     await f.close();
-    await new Promise((resolve) => backend.server.close(resolve));
+    await backend.close();
   });
 
   const stream = (extra: Record<string, unknown> = {}) =>
