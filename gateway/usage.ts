@@ -2,15 +2,12 @@
 // then the two counts read digit by digit from the few bytes that follow. OpenAI-compatible
 // backends (vLLM, SGLang, sim) serialize compactly, so the key has no space before its object.
 //
-// The search goes from `{` to `{` with one-byte searches (V8's fast API call for Buffer#indexOf
-// of a number, about a tenth of the cost of a search for a Buffer needle, whose set-up dominates
-// on a chunk of a few hundred bytes) and checks the 8 bytes before each. A chat chunk has three
-// or four `{`, and the usage object closes a completion, so either way the key is a few steps
-// away. Past a few `{` that are something else (code in the text), a search for the key's tail
-// `ge":{` takes over: Node's Buffer#indexOf is slow for a needle that starts with `"` (the most
-// frequent byte in JSON, so almost every position is a candidate): about 2 µs for a 4.6 KB
-// stream chunk, against 0.25 µs for `ge":{`, whose first byte is rare. This runs on every
-// relayed chunk.
+// The searches look for the key's tail `ge":{` and check the four bytes before it: Node's
+// Buffer#indexOf is slow for a needle that starts with `"` (the most frequent byte in JSON, so
+// almost every position is a candidate): about 2 µs for a 4.6 KB stream chunk, against 0.25 µs
+// for `ge":{`, whose first byte is rare. This runs on every relayed chunk. The last usage of a
+// whole completion is found from the end `{` by `{` instead (one-byte searches, V8's fast API
+// call, about a tenth of a Buffer-needle search's set-up): its usage object closes it.
 import type { GateUsage } from './gate.js';
 
 export const USAGE_KEY = Buffer.from('"usage":{');
@@ -18,7 +15,7 @@ export const USAGE_KEY = Buffer.from('"usage":{');
 const USAGE_TAIL = Buffer.from('ge":{');
 /** The usage object is short; this bounds the bytes we look at. */
 const WINDOW = 512;
-/** How many `{` are tried one by one before the search for the key's tail takes over. */
+/** How many `{` lastIndexOfUsage tries one by one before the search for the key's tail takes over. */
 const BRACES_TRIED = 8;
 
 /** True when `buf[s..s+4)` is `"usa` (the head of USAGE_KEY). */
@@ -31,16 +28,14 @@ function usageKeyEndsAt(buf: Buffer, open: number): boolean {
   return usageHeadAt(buf, open - 8) && buf[open - 4] === 0x67 && buf[open - 3] === 0x65 && buf[open - 2] === 0x22 && buf[open - 1] === 0x3a;
 }
 
-/** Index of the first `"usage":{` at or after `from`, or -1. */
+/**
+ * Index of the first `"usage":{` at or after `from`, or -1. A search for the key's tail: a read of
+ * a stream that carries no usage (most of them, when only the last event has it) is searched to
+ * its end, which one native search does at a fixed cost, where stepping from `{` to `{` would
+ * call into Node's Buffer#indexOf once per `{`.
+ */
 export function indexOfUsage(buf: Buffer, from = 0): number {
-  let open = buf.indexOf(0x7b, from + 8);
-  for (let tried = 0; open >= 0 && tried < BRACES_TRIED; tried++) {
-    if (usageKeyEndsAt(buf, open)) return open - 8;
-    open = buf.indexOf(0x7b, open + 1);
-  }
-  if (open < 0) return -1;
-  // Every `{` before `open` was checked: the key, if there is one, ends at or after it.
-  let p = buf.indexOf(USAGE_TAIL, open - 4);
+  let p = buf.indexOf(USAGE_TAIL, from + 4);
   while (p >= 0) {
     if (usageHeadAt(buf, p - 4)) return p - 4;
     p = buf.indexOf(USAGE_TAIL, p + 1);
@@ -48,7 +43,10 @@ export function indexOfUsage(buf: Buffer, from = 0): number {
   return -1;
 }
 
-/** Index of the last `"usage":{` in `buf`, or -1 (from the end, as indexOfUsage from the start). */
+/**
+ * Index of the last `"usage":{` in `buf`, or -1: from the end, `{` by `{`. A whole completion's
+ * usage object closes it, so its `{` is the last or the one before.
+ */
 export function lastIndexOfUsage(buf: Buffer): number {
   let open = buf.lastIndexOf(0x7b);
   for (let tried = 0; open >= 0 && tried < BRACES_TRIED; tried++) {
