@@ -1,12 +1,12 @@
 // Parsing one upstream stream chunk. JSON.parse of a vLLM chunk (~300 bytes with continuous
 // usage) is most of the translation's CPU; the chunks of a plain text answer always have the same
-// few shapes, so they are matched by one anchored regex (several times cheaper) and built as the
-// object JSON.parse would have returned (less id, created, model and total_tokens, which nothing
-// reads). The shapes: a text token, the first chunk (role and empty content), the last token with
-// its finish reason (and vLLM's stop_reason), and the usage-only chunk (no choices, cached-token
-// details). Anything else (reasoning, tool calls, errors, other key orders or extra fields) goes
-// through JSON.parse: the result is the same either way. The translator takes the matched fields
-// as they are (textChunk), with no chunk object in between: a stream's chunks are most of its work.
+// few shapes, so they are matched by one anchored regex (several times cheaper), and what the
+// translator reads of them (text, finish reason, usage; not id, created, model or total_tokens)
+// is taken from its groups. The shapes: a text token, the first chunk (role and empty content),
+// the last token with its finish reason (and vLLM's stop_reason), and the usage-only chunk (no
+// choices, cached-token details). Anything else (reasoning, tool calls, errors, other key orders
+// or extra fields) goes through JSON.parse: the result is the same either way
+// (test/gateway/messages/chunk-parse.test.ts).
 import type { ChatUsage } from './translate-response.js';
 
 // A JSON string body without escapes or control characters; the content may hold escapes

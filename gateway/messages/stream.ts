@@ -115,10 +115,7 @@ export class StreamTranslator {
     this.usage = c.usage;
     let out = this.started ? '' : this.start();
     const content = c.content;
-    if (content) {
-      if (this.open !== Block.Text) out += this.openBlock(Block.Text, '{"type":"text","text":""}');
-      out += `event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"text_delta","text":${jsonString(content)}}}\n\n`;
-    }
+    if (content) out += this.textDelta(content);
     if (c.finish) this.finish = c.finish;
     return out;
   }
@@ -142,10 +139,7 @@ export class StreamTranslator {
         this.hmac!.update(reasoning, 'utf8');
         out += `event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"thinking_delta","thinking":${jsonString(reasoning)}}}\n\n`;
       }
-      if (delta.content) {
-        if (this.open !== Block.Text) out += this.openBlock(Block.Text, '{"type":"text","text":""}');
-        out += `event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"text_delta","text":${jsonString(delta.content)}}}\n\n`;
-      }
+      if (delta.content) out += this.textDelta(delta.content);
       if (delta.tool_calls) for (const tc of delta.tool_calls) out += this.toolFragment(tc);
     }
     if (choice.finish_reason) this.finish = choice.finish_reason;
@@ -182,6 +176,12 @@ export class StreamTranslator {
     const u = messagesUsage(this.usage);
     if (!this.usage?.prompt_tokens) u.input_tokens = this.fallbackInputTokens;
     return `event: message_start\ndata: {"type":"message_start","message":{"id":"${messageId()}","type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${usageJson(u)}}}\n\n`;
+  }
+
+  /** A text token's events: the text block's start when it is not open yet, then its delta. */
+  private textDelta(text: string): string {
+    const start = this.open === Block.Text ? '' : this.openBlock(Block.Text, '{"type":"text","text":""}');
+    return `${start}event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"text_delta","text":${jsonString(text)}}}\n\n`;
   }
 
   private openBlock(kind: Block, contentBlock: string): string {
