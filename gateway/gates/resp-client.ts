@@ -235,26 +235,20 @@ export function parseReply(buf: Buffer, pos: number): unknown {
     case 0x2d: // '-' error
       parsedTo = lf + 1;
       return new ReplyError(buf.toString('utf8', pos + 1, lineEnd));
-    case 0x24: {
-      // '$' bulk string: $<length>\r\n<bytes>\r\n, or $-1 (nil)
+    case 0x24: // '$' bulk string: $<length>\r\n<bytes>\r\n
+    case 0x2a: {
+      // '*' array: *<count>\r\n then each element. Both are nil with a length of -1.
       const n = integerAt(buf, pos + 1, lineEnd);
       if (Number.isNaN(n)) return MALFORMED;
       if (n < 0) {
         parsedTo = lf + 1;
         return null;
       }
-      const end = lf + 1 + n;
-      if (end + 2 > buf.length) return INCOMPLETE;
-      parsedTo = end + 2;
-      return buf.toString('utf8', lf + 1, end);
-    }
-    case 0x2a: {
-      // '*' array: *<count>\r\n then each element, or *-1 (nil)
-      const n = integerAt(buf, pos + 1, lineEnd);
-      if (Number.isNaN(n)) return MALFORMED;
-      if (n < 0) {
-        parsedTo = lf + 1;
-        return null;
+      if (type === 0x24) {
+        const end = lf + 1 + n;
+        if (end + 2 > buf.length) return INCOMPLETE;
+        parsedTo = end + 2;
+        return buf.toString('utf8', lf + 1, end);
       }
       const items: unknown[] = new Array(n);
       let at = lf + 1;
