@@ -19,16 +19,32 @@ export class GateRedisError extends RcError {
   }
 }
 
+type ScriptArg = string | number | Buffer;
+
 interface Script {
   src: string;
-  sha: string;
+  /** The script's SHA-1 in hex, as bytes (EVALSHA's first argument, the same on every call). */
+  sha: Buffer;
 }
-const script = (src: string): Script => ({ src, sha: createHash('sha1').update(src).digest('hex') });
+const script = (src: string): Script => ({ src, sha: Buffer.from(createHash('sha1').update(src).digest('hex'), 'latin1') });
+
+/**
+ * The arguments every call of one account or model repeats, as bytes made once: the account's
+ * two keys (the day's key made anew when the day changes) and model names. The client copies them
+ * as they are instead of encoding the same strings on every request. Bounded: past this many
+ * entries a map starts over.
+ */
+const MAX_CACHED = 100_000;
+interface AccountKeys {
+  bucket: Buffer;
+  day: number;
+  dayKey: Buffer;
+}
 const ADMIT = script(ADMIT_SCRIPT);
 const SETTLE = script(SETTLE_SCRIPT);
 
 /** Day hashes live a week past their day, for readUsage. */
-const DAY_TTL_SEC = String((8 * DAY_MS) / 1000);
+const DAY_TTL_SEC = (8 * DAY_MS) / 1000;
 /** After a failure, skip Redis this long (unless it reports ready again sooner). */
 const BACKOFF_MS = 1000;
 /** Reconciliations held while Redis is away, at most. */
@@ -43,8 +59,9 @@ export interface GateRedis {
   readonly status: string;
   on(event: 'ready' | 'close', listener: () => void): unknown;
   off(event: 'ready' | 'close', listener: () => void): unknown;
-  evalsha(sha: string, numkeys: number, ...args: string[]): Promise<unknown>;
-  eval(script: string, numkeys: number, ...args: string[]): Promise<unknown>;
+  /** Numbers go as their decimal strings (String(n)) and Buffers as their bytes, as both clients send them. */
+  evalsha(sha: string | Buffer, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
+  eval(script: string, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
   script(subcommand: 'LOAD', source: string): Promise<unknown>;
   hgetall(key: string): Promise<Record<string, string>>;
 }
@@ -65,6 +82,8 @@ export class RedisGateStore implements GateStore {
   private backoffUntil = 0;
   private up = false;
   private pending: SettleInput[] = [];
+  private readonly accountKeys = new Map<number, AccountKeys>();
+  private readonly modelNames = new Map<string, Buffer>();
   private readonly onReady = () => this.whenReady();
   private readonly onClose = () => this.setUp(false, 'connection closed');
 
@@ -99,21 +118,47 @@ export class RedisGateStore implements GateStore {
     return `${this.prefix}{acct:${accountId}}:d:${day}`;
   }
 
+  /** The account's bucket and day keys as bytes (made once per account and day). */
+  private keysOf(accountId: number, day: number): AccountKeys {
+    let k = this.accountKeys.get(accountId);
+    if (k === undefined) {
+      if (this.accountKeys.size >= MAX_CACHED) this.accountKeys.clear();
+      k = { bucket: Buffer.from(this.bucketKey(accountId)), day, dayKey: Buffer.from(this.dayKey(accountId, day)) };
+      this.accountKeys.set(accountId, k);
+    } else if (k.day !== day) {
+      k.day = day;
+      k.dayKey = Buffer.from(this.dayKey(accountId, day));
+    }
+    return k;
+  }
+
+  /** A model name as bytes (made once per name). */
+  private modelName(model: string): Buffer {
+    let b = this.modelNames.get(model);
+    if (b === undefined) {
+      if (this.modelNames.size >= MAX_CACHED) this.modelNames.clear();
+      b = Buffer.from(model);
+      this.modelNames.set(model, b);
+    }
+    return b;
+  }
+
   /** One atomic admission; rejects with GateRedisError on failure or after the timeout. */
   admit(i: AdmitInput): Promise<Outcome> {
+    // Numbers as numbers: the client writes their digits (String(n) for anything but a safe integer).
     const args = [
-      i.nowMs === undefined ? '' : String(i.nowMs),
-      String(i.limits.rpm),
-      String(i.limits.tpm),
-      String(i.limits.dailyTokens),
-      String(i.estimate),
-      i.model,
-      String(i.msToNextDay),
+      i.nowMs ?? '',
+      i.limits.rpm,
+      i.limits.tpm,
+      i.limits.dailyTokens,
+      i.estimate,
+      this.modelName(i.model),
+      i.msToNextDay,
       DAY_TTL_SEC,
-      String(i.input),
-      i.defaultOutput ? '1' : '0',
+      i.input,
+      i.defaultOutput ? 1 : 0,
     ];
-    const call = this.run(ADMIT, this.bucketKey(i.accountId), this.dayKey(i.accountId, i.day), args);
+    const call = this.run(ADMIT, this.keysOf(i.accountId, i.day), args);
     return new Promise<Outcome>((resolve, reject) => {
       let settled = false;
       const timer = setTimeout(() => {
@@ -156,18 +201,18 @@ export class RedisGateStore implements GateStore {
       return;
     }
     const args = [
-      i.nowMs === undefined ? '' : String(i.nowMs),
-      String(i.limits.rpm),
-      String(i.limits.tpm),
-      String(i.estimate),
-      String(i.inputTokens),
-      String(i.outputTokens),
-      i.model,
+      i.nowMs ?? '',
+      i.limits.rpm,
+      i.limits.tpm,
+      i.estimate,
+      i.inputTokens,
+      i.outputTokens,
+      this.modelName(i.model),
       DAY_TTL_SEC,
-      String(i.cachedTokens),
-      String(i.hour),
+      i.cachedTokens,
+      i.hour,
     ];
-    this.run(SETTLE, this.bucketKey(i.accountId), this.dayKey(i.accountId, i.day), args).catch((err: unknown) => {
+    this.run(SETTLE, this.keysOf(i.accountId, i.day), args).catch((err: unknown) => {
       this.failed((err as Error).message);
       // An error reply would fail again: only a connection failure is worth a replay.
       if ((err as Error).name !== 'ReplyError') this.hold(i);
@@ -225,12 +270,13 @@ export class RedisGateStore implements GateStore {
     this.redis.off('close', this.onClose);
   }
 
-  private run(s: Script, k1: string, k2: string, args: string[]): Promise<unknown> {
+  private run(s: Script, keys: AccountKeys, args: ScriptArg[]): Promise<unknown> {
     counters.redisCalls++;
-    return this.redis.evalsha(s.sha, 2, k1, k2, ...args).catch((err: unknown) => {
+    const { bucket, dayKey } = keys;
+    return this.redis.evalsha(s.sha, 2, bucket, dayKey, ...args).catch((err: unknown) => {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
       counters.redisCalls++;
-      return this.redis.eval(s.src, 2, k1, k2, ...args); // also caches the script in Redis
+      return this.redis.eval(s.src, 2, bucket, dayKey, ...args); // also caches the script in Redis
     });
   }
 

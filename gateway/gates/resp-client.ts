@@ -13,6 +13,7 @@
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
+import { RespWriter, type RespArg } from './resp-encode.js';
 
 /** An error reply from Redis (the command reached Redis and was refused). */
 export class ReplyError extends Error {
@@ -47,7 +48,7 @@ export class RespClient extends EventEmitter {
   /** Commands sent and not yet answered, oldest first. */
   private readonly inFlight: Pending[] = [];
   /** Commands written during this event-loop turn, sent in one write by flush() (setImmediate). */
-  private out = '';
+  private readonly out = new RespWriter();
   private flushQueued = false;
   /** Bytes read that do not yet make a whole reply. */
   private rest: Buffer | undefined;
@@ -67,12 +68,12 @@ export class RespClient extends EventEmitter {
     this.connect();
   }
 
-  evalsha(sha: string, numkeys: number, ...args: string[]): Promise<unknown> {
-    return this.call('EVALSHA', sha, String(numkeys), ...args);
+  evalsha(sha: string | Buffer, numkeys: number, ...args: RespArg[]): Promise<unknown> {
+    return this.call('EVALSHA', sha, numkeys, ...args);
   }
 
-  eval(script: string, numkeys: number, ...args: string[]): Promise<unknown> {
-    return this.call('EVAL', script, String(numkeys), ...args);
+  eval(script: string, numkeys: number, ...args: RespArg[]): Promise<unknown> {
+    return this.call('EVAL', script, numkeys, ...args);
   }
 
   script(subcommand: 'LOAD', source: string): Promise<unknown> {
@@ -87,7 +88,7 @@ export class RespClient extends EventEmitter {
   }
 
   /** One command; fails at once unless the connection is ready. */
-  call(...args: string[]): Promise<unknown> {
+  call(...args: RespArg[]): Promise<unknown> {
     if (this.status !== 'ready') return Promise.reject(new Error(`Redis connection is ${this.status}`));
     return this.send(args);
   }
@@ -101,13 +102,8 @@ export class RespClient extends EventEmitter {
   }
 
   /** Queues a command for this turn's write; its reply settles the promise. */
-  private send(args: string[]): Promise<unknown> {
-    let cmd = `*${args.length}\r\n`;
-    for (let i = 0; i < args.length; i++) {
-      const a = args[i]!;
-      cmd += `$${Buffer.byteLength(a)}\r\n${a}\r\n`;
-    }
-    this.out += cmd;
+  private send(args: readonly RespArg[]): Promise<unknown> {
+    this.out.command(args);
     if (!this.flushQueued) {
       // After the loop's whole I/O phase, not after this callback: every request whose bytes
       // came in the same poll (each its own uWS callback) shares the one socket write.
@@ -119,9 +115,8 @@ export class RespClient extends EventEmitter {
 
   private flush(): void {
     this.flushQueued = false;
-    if (this.out === '' || !this.socket) return;
-    this.socket.write(this.out);
-    this.out = '';
+    if (this.out.length === 0 || !this.socket) return;
+    this.socket.write(this.out.take());
   }
 
   private connect(): void {
@@ -165,7 +160,7 @@ export class RespClient extends EventEmitter {
     if (this.socket !== socket) return;
     this.socket = undefined;
     this.rest = undefined;
-    this.out = '';
+    this.out.clear();
     const lost = this.inFlight.splice(0);
     const wasEnded = this.status === 'end';
     if (!wasEnded) this.status = 'reconnecting';

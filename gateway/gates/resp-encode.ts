@@ -1,0 +1,159 @@
+// RESP2 commands written as bytes into one growing buffer, for the gates' Redis connection
+// (resp-client.ts). The gates send two script calls per request, 14 arguments each: built as a
+// string (`*14\r\n$7\r\nEVALSHA\r\n...`, one concatenation per piece, then flattened and encoded
+// at the socket write, and a String() per number) they cost about 17k instructions a request
+// (bench/profile, gateway-redis target). Here an ASCII string is copied a character at a time,
+// an integer written a digit at a time, bytes copied in one call, and only a string with other
+// characters goes through Buffer#write; the bytes are the same as the string encoding's
+// (test/gateway/gates/resp-encode.test.ts). The store hands the arguments it sends on every
+// request (script sha, keys, model name) as Buffers it made once.
+
+/**
+ * An argument: a string (sent as UTF-8), a number (sent as its decimal string, String(n)) or
+ * bytes (sent as they are), as ioredis takes them too.
+ */
+export type RespArg = string | number | Buffer;
+
+const CR = 0x0d;
+const LF = 0x0a;
+const DOLLAR = 0x24;
+const STAR = 0x2a;
+const MINUS = 0x2d;
+
+/** Commands written since the last take(), as RESP2 bytes. */
+export class RespWriter {
+  private buf: Buffer;
+  private len = 0;
+
+  constructor(initialBytes = 4096) {
+    this.buf = Buffer.allocUnsafe(initialBytes);
+  }
+
+  /** Bytes written and not yet taken. */
+  get length(): number {
+    return this.len;
+  }
+
+  /** Appends one command: `*<n>` then each argument as a bulk string. */
+  command(args: readonly RespArg[]): void {
+    this.reserve(16);
+    this.buf[this.len++] = STAR;
+    this.digits(args.length);
+    this.crlf();
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i]!;
+      if (typeof a === 'number') {
+        if (Number.isSafeInteger(a)) this.integer(a);
+        else this.string(String(a));
+      } else if (typeof a === 'string') this.string(a);
+      else this.bytes(a);
+    }
+  }
+
+  /** The bytes written so far (a copy: the writer's buffer is reused), and a fresh start. */
+  take(): Buffer {
+    const out = Buffer.allocUnsafe(this.len);
+    this.buf.copy(out, 0, 0, this.len);
+    this.len = 0;
+    return out;
+  }
+
+  /** Drops what was written (the connection it was for is gone). */
+  clear(): void {
+    this.len = 0;
+  }
+
+  /** A safe integer as a bulk string: `$<digits>\r\n<n>\r\n`. */
+  private integer(n: number): void {
+    this.reserve(48);
+    const negative = n < 0;
+    const abs = negative ? -n : n;
+    this.buf[this.len++] = DOLLAR;
+    this.digits(decimalLength(abs) + (negative ? 1 : 0));
+    this.crlf();
+    if (negative) this.buf[this.len++] = MINUS;
+    this.digits(abs);
+    this.crlf();
+  }
+
+  /** Bytes as a bulk string. */
+  private bytes(b: Buffer): void {
+    this.reserve(b.length + 24);
+    this.buf[this.len++] = DOLLAR;
+    this.digits(b.length);
+    this.crlf();
+    this.buf.set(b, this.len);
+    this.len += b.length;
+    this.crlf();
+  }
+
+  /** A string as a bulk string of its UTF-8 bytes. */
+  private string(s: string): void {
+    const n = s.length;
+    this.reserve(n + 24);
+    const start = this.len;
+    const buf = this.buf;
+    buf[this.len++] = DOLLAR;
+    this.digits(n);
+    this.crlf();
+    let at = this.len;
+    for (let i = 0; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) {
+        // Not ASCII: its byte length is not its length. Start this argument over through Buffer#write.
+        this.len = start;
+        this.utf8String(s);
+        return;
+      }
+      buf[at++] = c;
+    }
+    this.len = at;
+    this.crlf();
+  }
+
+  private utf8String(s: string): void {
+    const bytes = Buffer.byteLength(s, 'utf8');
+    this.reserve(bytes + 24);
+    this.buf[this.len++] = DOLLAR;
+    this.digits(bytes);
+    this.crlf();
+    this.len += this.buf.write(s, this.len, 'utf8');
+    this.crlf();
+  }
+
+  /** A non-negative safe integer's decimal digits. */
+  private digits(n: number): void {
+    const count = decimalLength(n);
+    const buf = this.buf;
+    let at = this.len + count;
+    this.len = at;
+    do {
+      const q = Math.floor(n / 10);
+      buf[--at] = 0x30 + (n - q * 10);
+      n = q;
+    } while (n > 0);
+  }
+
+  private crlf(): void {
+    this.buf[this.len++] = CR;
+    this.buf[this.len++] = LF;
+  }
+
+  /** Room for `n` more bytes. */
+  private reserve(n: number): void {
+    if (this.len + n <= this.buf.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.len + n));
+    this.buf.copy(bigger, 0, 0, this.len);
+    this.buf = bigger;
+  }
+}
+
+/** How many decimal digits a non-negative safe integer has. */
+function decimalLength(n: number): number {
+  let count = 1;
+  while (n >= 10) {
+    n = Math.floor(n / 10);
+    count++;
+  }
+  return count;
+}
