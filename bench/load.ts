@@ -273,6 +273,8 @@ export function printComparisons(comparisons: Comparison[], write: (s: string) =
 export const RC_CLI = fileURLToPath(new URL('../bin/rc.js', import.meta.url));
 /** bench/floor-relay.ts, compiled next to this file: the runtime's floor (uWS + net, no gateway work). */
 export const FLOOR_RELAY = fileURLToPath(new URL('./floor-relay.js', import.meta.url));
+/** bench/uws-front.ts, compiled next to this file: uWS and one JS handler answering from memory, no backend exchange. */
+export const UWS_FRONT = fileURLToPath(new URL('./uws-front.js', import.meta.url));
 
 export interface SpawnedTarget extends Target {
   child: ChildProcess;

@@ -3,6 +3,8 @@
 // of requests; then the gateway's costliest functions with JIT code named. Slow (valgrind runs a
 // process some 50 times slower): about a minute per target and workload. See bench/README.md.
 //
+// Targets: gateway (memory gates), gateway-redis (gates in Redis at REDIS_URL), floor (the JS relay
+// with no gateway work), front (uWS answering from memory, no backend exchange), nginx.
 // Environment: RC_PROFILE_TARGETS (default gateway,floor,nginx), RC_PROFILE_WORKLOADS (default
 // chat,sdk-chat,stream,messages), RC_PROFILE_REQUESTS (3000 measured), RC_PROFILE_WARMUP (10000 before:
 // fewer leave V8's compiler threads busy in the counted interval),
@@ -12,10 +14,12 @@
 // connections and requests, a stream then takes 40 ms), RC_PROFILE_KEEP (1: keep the callgrind
 // files and JIT maps, for callgrind_annotate --tree=caller and the like).
 import { mkdtempSync, rmSync } from 'node:fs';
+import { Redis } from 'ioredis';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKey } from '../../lib/keys.js';
-import { FLOOR_RELAY, RC_CLI, spawnRc, type LoadRequest } from '../load.js';
+import { randomId } from '../../lib/ids.js';
+import { FLOOR_RELAY, RC_CLI, spawnRc, UWS_FRONT, type LoadRequest } from '../load.js';
 import { findNginx, nginxCommand } from '../nginx.js';
 import { completion, gatewayCommand, messagesStream, MODEL } from '../scenarios/gateway.js';
 import { startUnderCallgrind, type CallgrindTarget, type Counts, type FunctionCost } from './callgrind.js';
@@ -31,6 +35,9 @@ const inclusive = env.RC_PROFILE_INCLUSIVE === '1';
 const paced = env.RC_PROFILE_PACED === '1';
 const keep = env.RC_PROFILE_KEEP === '1';
 const targets = (env.RC_PROFILE_TARGETS ?? 'gateway,floor,nginx').split(',');
+/** gateway-redis: the gates' keys live under a prefix of their own, deleted at the end. */
+const REDIS_URL = env.REDIS_URL || 'redis://127.0.0.1:6379';
+const redisPrefix = `rcprofile:${randomId('', 8)}:`;
 const workloads = (env.RC_PROFILE_WORKLOADS ?? 'chat,sdk-chat,stream,messages').split(',');
 
 /** The headers the official openai SDK (JS, 5.x) adds to a request: 15 in all with ours, where wrk sends 4. */
@@ -71,6 +78,11 @@ async function startTarget(name: string, dir: string, backend: string, key: stri
     const { args, env: extra } = gatewayCommand(dir, backend, key);
     return startUnderCallgrind('rc gateway (memory gates)', [...node, RC_CLI, ...args], extra, { kind: 'json-url' }, dir);
   }
+  if (name === 'gateway-redis') {
+    const { args, env: extra } = gatewayCommand(dir, backend, key, { url: REDIS_URL, prefix: redisPrefix });
+    return startUnderCallgrind('rc gateway (Redis gates)', [...node, RC_CLI, ...args], extra, { kind: 'json-url' }, dir);
+  }
+  if (name === 'front') return startUnderCallgrind('front: uWS answering alone', [...node, UWS_FRONT, backend], {}, { kind: 'json-url' }, dir);
   if (name === 'floor') return startUnderCallgrind('floor: uWS + net relay', [...node, FLOOR_RELAY, backend], {}, { kind: 'json-url' }, dir);
   if (name === 'nginx') {
     const bin = findNginx();
@@ -79,6 +91,16 @@ async function startTarget(name: string, dir: string, backend: string, key: stri
     return startUnderCallgrind('nginx (1 process)', [bin, ...args], {}, { kind: 'port', url }, dir);
   }
   throw new Error(`Unknown target ${name}`);
+}
+
+async function deleteKeys(url: string, pattern: string): Promise<void> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    const keys = await redis.keys(pattern);
+    if (keys.length) await redis.del(...keys);
+  } finally {
+    redis.disconnect();
+  }
 }
 
 async function profile(name: string, backend: string): Promise<{ rows: Row[]; top: Map<string, FunctionCost[]> }> {
@@ -90,7 +112,7 @@ async function profile(name: string, backend: string): Promise<{ rows: Row[]; to
   try {
     for (const w of workloads) {
       const spec = WORKLOADS[w]!;
-      const request = name === 'gateway' ? spec.gateway(key) : spec.relay;
+      const request = name.startsWith('gateway') ? spec.gateway(key) : spec.relay;
       const send = async (n: number): Promise<void> => {
         const r = await sendExactly(target.url, request, n, connections);
         if (r.failed > 0) throw new Error(`${target.label}, ${w}: ${r.failed} of ${n} responses failed; the first: ${r.firstFailure}`);
@@ -110,7 +132,7 @@ async function profile(name: string, backend: string): Promise<{ rows: Row[]; to
 }
 
 // Names are checked before anything starts: a target under callgrind takes a minute to get to them.
-const TARGETS = ['gateway', 'floor', 'nginx'];
+const TARGETS = ['gateway', 'gateway-redis', 'floor', 'front', 'nginx'];
 for (const t of targets) if (!TARGETS.includes(t)) throw new Error(`Unknown target ${t}: ${TARGETS.join(', ')}`);
 for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`Unknown workload ${w}: ${Object.keys(WORKLOADS).join(', ')}`);
 
@@ -128,6 +150,7 @@ try {
   }
 } finally {
   await sim.stop();
+  if (targets.includes('gateway-redis')) await deleteKeys(REDIS_URL, `${redisPrefix}*`);
 }
 
 const k = (n: number): string => `${(n / 1000).toFixed(1)}k`;
