@@ -20,6 +20,7 @@ import {
   compare,
   FLOOR_RELAY,
   ratiosTo,
+  UWS_FRONT,
   RC_CLI,
   spawnNode,
   spawnRc,
@@ -228,7 +229,10 @@ export const referenceScenarios: LoadScenario[] = [
         stops.push(() => floor.stop());
         const pacedFloor = await spawnNode('floor: uWS + net relay, no gateway work', FLOOR_RELAY, [paced.url], { cpu: 0 });
         stops.push(() => pacedFloor.stop());
-        const withFloor = [...setups, { ...floor, key }];
+        // The front alone: uWS and one JS handler answering from memory, no backend exchange at all.
+        const front = await spawnNode('front: uWS answering alone, no backend', UWS_FRONT, [sim.url], { cpu: 0 });
+        stops.push(() => front.stop());
+        const withFloor = [...setups, { ...floor, key }, { ...front, key }];
 
         return [
           await versusNginx('chat non-stream (20 tokens)', withFloor, nginx, (s) => completion(false, s.key), completion(false), options),
