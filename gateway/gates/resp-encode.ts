@@ -68,9 +68,7 @@ export class RespWriter {
     this.reserve(48);
     const negative = n < 0;
     const abs = negative ? -n : n;
-    this.buf[this.len++] = DOLLAR;
-    this.digits(decimalLength(abs) + (negative ? 1 : 0));
-    this.crlf();
+    this.lengthLine(decimalLength(abs) + (negative ? 1 : 0));
     if (negative) this.buf[this.len++] = MINUS;
     this.digits(abs);
     this.crlf();
@@ -79,9 +77,7 @@ export class RespWriter {
   /** Bytes as a bulk string. */
   private bytes(b: Buffer): void {
     this.reserve(b.length + 24);
-    this.buf[this.len++] = DOLLAR;
-    this.digits(b.length);
-    this.crlf();
+    this.lengthLine(b.length);
     this.buf.set(b, this.len);
     this.len += b.length;
     this.crlf();
@@ -92,10 +88,8 @@ export class RespWriter {
     const n = s.length;
     this.reserve(n + 24);
     const start = this.len;
+    this.lengthLine(n);
     const buf = this.buf;
-    buf[this.len++] = DOLLAR;
-    this.digits(n);
-    this.crlf();
     let at = this.len;
     for (let i = 0; i < n; i++) {
       const c = s.charCodeAt(i);
@@ -114,10 +108,15 @@ export class RespWriter {
   private utf8String(s: string): void {
     const bytes = Buffer.byteLength(s, 'utf8');
     this.reserve(bytes + 24);
-    this.buf[this.len++] = DOLLAR;
-    this.digits(bytes);
-    this.crlf();
+    this.lengthLine(bytes);
     this.len += this.buf.write(s, this.len, 'utf8');
+    this.crlf();
+  }
+
+  /** A bulk string's length line, `$<n>\r\n` (room already reserved). */
+  private lengthLine(n: number): void {
+    this.buf[this.len++] = DOLLAR;
+    this.digits(n);
     this.crlf();
   }
 
