@@ -68,9 +68,10 @@ export class RespWriter {
     this.reserve(48);
     const negative = n < 0;
     const abs = negative ? -n : n;
-    this.lengthLine(decimalLength(abs) + (negative ? 1 : 0));
+    const count = decimalLength(abs);
+    this.lengthLine(count + (negative ? 1 : 0));
     if (negative) this.buf[this.len++] = MINUS;
-    this.digits(abs);
+    this.digits(abs, count);
     this.crlf();
   }
 
@@ -120,9 +121,8 @@ export class RespWriter {
     this.crlf();
   }
 
-  /** A non-negative safe integer's decimal digits. */
-  private digits(n: number): void {
-    const count = decimalLength(n);
+  /** A non-negative safe integer's decimal digits (`count` of them, when the caller knows it). */
+  private digits(n: number, count = decimalLength(n)): void {
     const buf = this.buf;
     let at = this.len + count;
     this.len = at;
