@@ -1,14 +1,16 @@
-// The gates in Redis, shared by every gateway replica. One script call (EVALSHA, EVAL after a
-// NOSCRIPT) per admission and one per reconciliation. A call that has not answered within the
-// timeout is abandoned: the caller falls back to the in-memory gates, and if the abandoned
-// admission did pass later, its reservation is handed back.
+// The gates in Redis, shared by every gateway replica. The admissions and reconciliations one
+// event-loop turn makes for one account go to Redis as one script call (scripts.ts GATE_SCRIPT:
+// EVALSHA, EVAL after a NOSCRIPT), applied there in order, each as if it ran alone. An
+// admission that has not been answered within the timeout is abandoned: the caller falls back to
+// the in-memory gates, and if the abandoned admission did pass later, its reservation is handed
+// back.
 import type { GateErrorCode } from './codes.js';
 import { createHash } from 'node:crypto';
 import { RcError } from '../../lib/errors.js';
 import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
-import { ADMIT_SCRIPT, SETTLE_SCRIPT } from './scripts.js';
+import { GATE_SCRIPT } from './scripts.js';
 import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
 import { emptyDayUsage, emptyModelDayUsage, emptyModelHours, HOURS_PER_DAY } from './store.js';
 
@@ -40,8 +42,34 @@ interface AccountKeys {
   day: number;
   dayKey: Buffer;
 }
-const ADMIT = script(ADMIT_SCRIPT);
-const SETTLE = script(SETTLE_SCRIPT);
+const GATE = script(GATE_SCRIPT);
+/** The script's markers of an admission and a reconciliation (the first of a call's 10 values). */
+const ADMISSION = Buffer.from('a');
+const RECONCILIATION = Buffer.from('s');
+/** Numbers the script returns per admission. */
+const OUTCOME_LENGTH = 8;
+
+/** An admission waiting for its account's script call. */
+interface PendingAdmission {
+  input: AdmitInput;
+  resolve(o: Outcome): void;
+  reject(err: Error): void;
+}
+
+/**
+ * The calls of one account and day made during one event-loop turn, sent as one script call at
+ * the end of the turn (in the same socket write as the turn's other accounts' calls).
+ */
+interface Batch {
+  bucket: Buffer;
+  dayKey: Buffer;
+  day: number;
+  /** ARGV: the day's TTL, then 10 values per call, in the order they were made. */
+  args: ScriptArg[];
+  admissions: PendingAdmission[];
+  /** Kept to be held and replayed if the connection fails under them. */
+  settles: SettleInput[];
+}
 
 /** Day hashes live a week past their day, for readUsage. */
 const DAY_TTL_SEC = (8 * DAY_MS) / 1000;
@@ -57,6 +85,11 @@ const MAX_PENDING_SETTLES = 10_000;
 export interface GateRedis {
   /** 'ready' while commands can be sent. */
   readonly status: string;
+  /**
+   * Runs `task` just before the commands of this event-loop turn are written (RespClient): a
+   * command it sends goes in the same write. Clients without it (ioredis) get a setImmediate.
+   */
+  beforeWrite?(task: () => void): void;
   on(event: 'ready' | 'close', listener: () => void): unknown;
   off(event: 'ready' | 'close', listener: () => void): unknown;
   /** Numbers go as their decimal strings (String(n)) and Buffers as their bytes, as both clients send them. */
@@ -82,6 +115,12 @@ export class RedisGateStore implements GateStore {
   private backoffUntil = 0;
   private up = false;
   private pending: SettleInput[] = [];
+  /** This turn's calls, by account (the calls of an account's other day: in `sealed`). */
+  private readonly batches = new Map<number, Batch>();
+  /** Batches closed before their turn ended (the account's calls moved to another day): sent first, in order. */
+  private readonly sealed: Batch[] = [];
+  private sendScheduled = false;
+  private readonly sendTask = () => this.sendBatches();
   private readonly accountKeys = new Map<number, AccountKeys>();
   private readonly modelNames = new Map<string, Buffer>();
   private readonly onReady = () => this.whenReady();
@@ -143,54 +182,27 @@ export class RedisGateStore implements GateStore {
     return b;
   }
 
-  /** One atomic admission; rejects with GateRedisError on failure or after the timeout. */
+  /**
+   * One atomic admission (sent with the account's other calls of this turn); rejects with
+   * GateRedisError on failure or after the timeout.
+   */
   admit(i: AdmitInput): Promise<Outcome> {
-    // Numbers as numbers: the client writes their digits (String(n) for anything but a safe integer).
-    const args = [
-      i.nowMs ?? '',
-      i.limits.rpm,
-      i.limits.tpm,
-      i.limits.dailyTokens,
-      i.estimate,
-      this.modelName(i.model),
-      i.msToNextDay,
-      DAY_TTL_SEC,
-      i.input,
-      i.defaultOutput ? 1 : 0,
-    ];
-    const call = this.run(ADMIT, this.keysOf(i.accountId, i.day), args);
     return new Promise<Outcome>((resolve, reject) => {
-      let settled = false;
-      const timer = setTimeout(() => {
-        settled = true;
-        counters.redisTimeouts++;
-        this.failed(`admission took over ${this.timeoutMs} ms`);
-        reject(new GateRedisError(`Redis did not answer within ${this.timeoutMs} ms`));
-      }, this.timeoutMs);
-      call.then(
-        (reply) => {
-          if (settled) {
-            // Too late: the caller went to the in-memory gates. Hand the reservation back.
-            const late = toOutcome(reply);
-            if (late && late.gate === GateKind.None) {
-              this.settle({ ...i, estimate: late.estimate, inputTokens: 0, outputTokens: 0, cachedTokens: 0 });
-            }
-            return;
-          }
-          settled = true;
-          clearTimeout(timer);
-          const o = toOutcome(reply);
-          if (o) resolve(o);
-          else reject(new GateRedisError(`Unexpected reply from the admission script: ${JSON.stringify(reply)}`));
-        },
-        (err: unknown) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          this.failed((err as Error).message);
-          reject(new GateRedisError(`Redis admission failed: ${(err as Error).message}`, err));
-        },
+      const b = this.batchOf(i.accountId, i.day);
+      // Numbers as numbers: the client writes their digits (String(n) for anything but a safe integer).
+      b.args.push(
+        ADMISSION,
+        i.nowMs ?? '',
+        i.limits.rpm,
+        i.limits.tpm,
+        i.limits.dailyTokens,
+        i.estimate,
+        this.modelName(i.model),
+        i.msToNextDay,
+        i.input,
+        i.defaultOutput ? 1 : 0,
       );
+      b.admissions.push({ input: i, resolve, reject });
     });
   }
 
@@ -200,7 +212,9 @@ export class RedisGateStore implements GateStore {
       this.hold(i);
       return;
     }
-    const args = [
+    const b = this.batchOf(i.accountId, i.day);
+    b.args.push(
+      RECONCILIATION,
       i.nowMs ?? '',
       i.limits.rpm,
       i.limits.tpm,
@@ -208,19 +222,16 @@ export class RedisGateStore implements GateStore {
       i.inputTokens,
       i.outputTokens,
       this.modelName(i.model),
-      DAY_TTL_SEC,
       i.cachedTokens,
       i.hour,
-    ];
-    this.run(SETTLE, this.keysOf(i.accountId, i.day), args).catch((err: unknown) => {
-      this.failed((err as Error).message);
-      // An error reply would fail again: only a connection failure is worth a replay.
-      if ((err as Error).name !== 'ReplyError') this.hold(i);
-    });
+    );
+    b.settles.push(i);
   }
 
   /** One account's counters for one day (one HGETALL). */
   async usage(accountId: number, day: number): Promise<DayUsage> {
+    // This turn's calls go first, so that the read sees the reconciliations made before it.
+    if (this.sendScheduled) this.sendBatches();
     let raw: Record<string, string>;
     try {
       raw = await withTimeout(this.redis.hgetall(this.dayKey(accountId, day)), Math.max(this.timeoutMs, 1000));
@@ -270,20 +281,93 @@ export class RedisGateStore implements GateStore {
     this.redis.off('close', this.onClose);
   }
 
-  private run(s: Script, keys: AccountKeys, args: ScriptArg[]): Promise<unknown> {
+  /** This turn's batch of an account's calls on `day`; the first call of a turn schedules the send. */
+  private batchOf(accountId: number, day: number): Batch {
+    let b = this.batches.get(accountId);
+    if (b !== undefined && b.day === day) return b;
+    // A call of another day (a reconciliation after midnight): the calls so far go first.
+    if (b !== undefined) this.sealed.push(b);
+    const keys = this.keysOf(accountId, day);
+    b = { bucket: keys.bucket, dayKey: keys.dayKey, day, args: [DAY_TTL_SEC], admissions: [], settles: [] };
+    this.batches.set(accountId, b);
+    if (!this.sendScheduled) {
+      this.sendScheduled = true;
+      if (this.redis.beforeWrite) this.redis.beforeWrite(this.sendTask);
+      else setImmediate(this.sendTask);
+    }
+    return b;
+  }
+
+  /** Sends this turn's batches, one script call each. */
+  private sendBatches(): void {
+    this.sendScheduled = false;
+    for (let k = 0; k < this.sealed.length; k++) this.send(this.sealed[k]!);
+    this.sealed.length = 0;
+    for (const b of this.batches.values()) this.send(b);
+    this.batches.clear();
+  }
+
+  private send(b: Batch): void {
+    const admissions = b.admissions;
+    let abandoned = false;
+    const timer =
+      admissions.length === 0
+        ? undefined
+        : setTimeout(() => {
+            abandoned = true;
+            counters.redisTimeouts++;
+            this.failed(`admission took over ${this.timeoutMs} ms`);
+            const err = new GateRedisError(`Redis did not answer within ${this.timeoutMs} ms`);
+            for (let k = 0; k < admissions.length; k++) admissions[k]!.reject(err);
+          }, this.timeoutMs);
+    this.run(b).then(
+      (reply) => {
+        const outcomes = toOutcomes(reply, admissions.length);
+        if (abandoned) {
+          // Too late: the callers went to the in-memory gates. Hand the reservations back.
+          if (outcomes) for (let k = 0; k < outcomes.length; k++) this.handBack(admissions[k]!.input, outcomes[k]!);
+          return;
+        }
+        clearTimeout(timer);
+        if (outcomes) for (let k = 0; k < outcomes.length; k++) admissions[k]!.resolve(outcomes[k]!);
+        else {
+          const err = new GateRedisError(`Unexpected reply from the gate script: ${JSON.stringify(reply)}`);
+          for (let k = 0; k < admissions.length; k++) admissions[k]!.reject(err);
+        }
+      },
+      (err: unknown) => {
+        this.failed((err as Error).message);
+        if (!abandoned) {
+          clearTimeout(timer);
+          const e = new GateRedisError(`Redis admission failed: ${(err as Error).message}`, err);
+          for (let k = 0; k < admissions.length; k++) admissions[k]!.reject(e);
+        }
+        // An error reply would fail again: only a connection failure is worth a replay.
+        if ((err as Error).name !== 'ReplyError') for (let k = 0; k < b.settles.length; k++) this.hold(b.settles[k]!);
+      },
+    );
+  }
+
+  /** Returns the reservation of an admission that passed after its caller stopped waiting. */
+  private handBack(i: AdmitInput, o: Outcome): void {
+    if (o.gate !== GateKind.None) return;
+    this.settle({ ...i, estimate: o.estimate, inputTokens: 0, outputTokens: 0, cachedTokens: 0 });
+  }
+
+  private run(b: Batch): Promise<unknown> {
     counters.redisCalls++;
-    const { bucket, dayKey } = keys;
-    return this.redis.evalsha(s.sha, 2, bucket, dayKey, ...args).catch((err: unknown) => {
+    const { bucket, dayKey, args } = b;
+    return this.redis.evalsha(GATE.sha, 2, bucket, dayKey, ...args).catch((err: unknown) => {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
       counters.redisCalls++;
-      return this.redis.eval(s.src, 2, bucket, dayKey, ...args); // also caches the script in Redis
+      return this.redis.eval(GATE.src, 2, bucket, dayKey, ...args); // also caches the script in Redis
     });
   }
 
   private whenReady(): void {
     this.backoffUntil = 0;
-    // Preload both scripts so the first EVALSHA finds them (EVAL covers a race with a flush).
-    Promise.all([this.redis.script('LOAD', ADMIT.src), this.redis.script('LOAD', SETTLE.src)]).catch(() => {});
+    // Preload the script so the first EVALSHA finds it (EVAL covers a race with a flush).
+    this.redis.script('LOAD', GATE.src).catch(() => {});
     this.setUp(true, 'ready');
     const held = this.pending;
     this.pending = [];
@@ -312,19 +396,25 @@ export class RedisGateStore implements GateStore {
   }
 }
 
-function toOutcome(reply: unknown): Outcome | undefined {
-  if (!Array.isArray(reply) || reply.length !== 8 || !reply.every((v) => typeof v === 'number')) return undefined;
-  const [gate, waitMs, remainingRequests, remainingTokens, resetRequestsMs, resetTokensMs, maxOutput, estimate] = reply as number[];
-  return {
-    gate: gate!,
-    waitMs: waitMs!,
-    remainingRequests: remainingRequests!,
-    remainingTokens: remainingTokens!,
-    resetRequestsMs: resetRequestsMs!,
-    resetTokensMs: resetTokensMs!,
-    maxOutput: maxOutput!,
-    estimate: estimate!,
-  };
+/** The `count` admissions' outcomes of a script reply (8 numbers each), or undefined when it is not that. */
+function toOutcomes(reply: unknown, count: number): Outcome[] | undefined {
+  if (!Array.isArray(reply) || reply.length !== count * OUTCOME_LENGTH) return undefined;
+  const out: Outcome[] = new Array(count);
+  for (let k = 0, at = 0; k < count; k++, at += OUTCOME_LENGTH) {
+    for (let j = at; j < at + OUTCOME_LENGTH; j++) if (typeof reply[j] !== 'number') return undefined;
+    const v = reply as number[];
+    out[k] = {
+      gate: v[at]!,
+      waitMs: v[at + 1]!,
+      remainingRequests: v[at + 2]!,
+      remainingTokens: v[at + 3]!,
+      resetRequestsMs: v[at + 4]!,
+      resetTokensMs: v[at + 5]!,
+      maxOutput: v[at + 6]!,
+      estimate: v[at + 7]!,
+    };
+  }
+  return out;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

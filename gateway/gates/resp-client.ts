@@ -50,6 +50,8 @@ export class RespClient extends EventEmitter {
   /** Commands written during this event-loop turn, sent in one write by flush() (setImmediate). */
   private readonly out = new RespWriter();
   private flushQueued = false;
+  /** Tasks to run just before this turn's write (beforeWrite). */
+  private beforeWriteTasks: (() => void)[] = [];
   /** Bytes read that do not yet make a whole reply. */
   private rest: Buffer | undefined;
   private attempt = 0;
@@ -101,19 +103,38 @@ export class RespClient extends EventEmitter {
     this.socket?.destroy();
   }
 
+  /**
+   * Runs `task` at the end of this event-loop turn, just before the turn's commands are written:
+   * what it sends goes in the same write (the gate store sends each account's calls of the turn
+   * as one script call from there).
+   */
+  beforeWrite(task: () => void): void {
+    this.beforeWriteTasks.push(task);
+    this.scheduleFlush();
+  }
+
   /** Queues a command for this turn's write; its reply settles the promise. */
   private send(args: readonly RespArg[]): Promise<unknown> {
     this.out.command(args);
-    if (!this.flushQueued) {
-      // After the loop's whole I/O phase, not after this callback: every request whose bytes
-      // came in the same poll (each its own uWS callback) shares the one socket write.
-      this.flushQueued = true;
-      setImmediate(this.flushTask);
-    }
+    this.scheduleFlush();
     return new Promise((resolve, reject) => this.inFlight.push({ resolve, reject }));
   }
 
+  private scheduleFlush(): void {
+    if (this.flushQueued) return;
+    // After the loop's whole I/O phase, not after this callback: every request whose bytes
+    // came in the same poll (each its own uWS callback) shares the one socket write.
+    this.flushQueued = true;
+    setImmediate(this.flushTask);
+  }
+
   private flush(): void {
+    const tasks = this.beforeWriteTasks;
+    if (tasks.length > 0) {
+      // Still flagged as queued while they run: what they send joins this write.
+      this.beforeWriteTasks = [];
+      for (let k = 0; k < tasks.length; k++) tasks[k]!();
+    }
     this.flushQueued = false;
     if (this.out.length === 0 || !this.socket) return;
     this.socket.write(this.out.take());

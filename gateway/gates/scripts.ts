@@ -1,127 +1,177 @@
-// The two Lua scripts of the Redis store. They mirror memory-store.ts and math.ts exactly
-// (levels scaled by 60000, integers only). Each runs atomically in Redis, so N gateways
-// sharing Redis decide as one. Numbers go back to Redis as '%d' strings: Lua's default
-// number formatting keeps only 14 significant digits.
+// The Lua script of the Redis store. It mirrors memory-store.ts and math.ts exactly (levels
+// scaled by 60000, integers only) and runs atomically in Redis, so N gateways sharing Redis
+// decide as one. Numbers go back to Redis as '%d' strings: Lua's default number formatting keeps
+// only 14 significant digits.
 //
 // KEYS[1]: the account's bucket hash {r, t, ts}; KEYS[2]: the account's day hash
 // {tokens, reserved, requests, n:<model>, i:<model>, o:<model>, c:<model>, ht:<hour>:<model>,
-// hn:<hour>:<model>}. Both carry the account's hash
-// tag, so they live in one Redis Cluster slot.
-
-const CLOCK_AND_REFILL = `
-local S = 60000
-local now = tonumber(ARGV[1])
-if not now then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-end
-local rpm = tonumber(ARGV[2])
-local tpm = tonumber(ARGV[3])
-local rCap = rpm * S
-local tCap = tpm * S
-local b = redis.call('HMGET', KEYS[1], 'r', 't', 'ts')
-local r = tonumber(b[1])
-local t = tonumber(b[2])
-local ts = tonumber(b[3])
-if not (r and t and ts) then
-  r = rCap; t = tCap; ts = now
-elseif now > ts then
-  r = r + (now - ts) * rpm
-  t = t + (now - ts) * tpm
-  ts = now
-end
-if r > rCap then r = rCap end
-if t > tCap then t = tCap end
-local function save()
-  redis.call('HSET', KEYS[1], 'r', string.format('%d', r), 't', string.format('%d', t), 'ts', string.format('%d', ts))
-  -- Expire once both buckets would be full again: a missing bucket reads as full. (At most
-  -- 30 days: a debt that deep is forgiven.)
-  local ttl = math.max(math.ceil((rCap - r) / rpm), math.ceil((tCap - t) / tpm)) + 1000
-  redis.call('PEXPIRE', KEYS[1], string.format('%d', math.min(ttl, 2592000000)))
-end
-`;
+// hn:<hour>:<model>}. Both carry the account's hash tag, so they live in one Redis Cluster slot.
 
 /**
- * ARGV: now ('' = Redis TIME), rpm, tpm, dailyTokens, estimate, model, msToNextDay, dayTtlSec,
- * input (-1: not split), defaultOutput (0/1).
- * Returns {gate, waitMs, remainingRequests, remainingTokens, resetRequestsMs, resetTokensMs, maxOutput, estimate}.
+ * The gate calls of one account and day, applied in order as if each ran alone (each reads the
+ * bucket as the calls before it left it in Redis), in one atomic step. The store gathers the calls
+ * an event-loop turn makes for one account (admissions of new requests, reconciliations of
+ * finished ones) into one script call: under load a turn holds several, and each call costs
+ * Redis about 13 us of dispatch, Lua set-up and hash reads and writes, most of it the same for
+ * one call or ten. The bucket is read once and written once, each day field incremented once.
+ *
+ * ARGV[1]: the day hash's TTL in seconds; then 10 values per call:
+ * - admission: 'a', now ('' = Redis TIME), rpm, tpm, dailyTokens, estimate, model, msToNextDay,
+ *   input (-1: not split), defaultOutput (0/1);
+ * - reconciliation: 's', now, rpm, tpm, estimate, inputTokens, outputTokens, model, cachedTokens,
+ *   hour. It refunds (or charges) the token bucket by estimate - (input + output), releases the
+ *   reservation from the day and adds the real usage, also to the admission hour's counters
+ *   (`ht:<hour>:<model>` tokens, `hn:<hour>:<model>` finished requests).
+ *
+ * Returns 8 numbers per admission, in order: gate, waitMs, remainingRequests, remainingTokens,
+ * resetRequestsMs, resetTokensMs, maxOutput, estimate.
  */
-export const ADMIT_SCRIPT = `${CLOCK_AND_REFILL}
-local cap = tonumber(ARGV[4])
-local est = tonumber(ARGV[5])
-local input = tonumber(ARGV[9])
+export const GATE_SCRIPT = `
+local S = 60000
+local b = redis.call('HMGET', KEYS[1], 'r', 't', 'ts')
+-- The bucket as stored, which is what each call reads: a missing bucket reads as full.
+local sr, st, sts = tonumber(b[1]), tonumber(b[2]), tonumber(b[3])
+local stored = sr ~= nil and st ~= nil and sts ~= nil
+local ttl = nil
 local d = redis.call('HMGET', KEYS[2], 'tokens', 'reserved')
-local used = (tonumber(d[1]) or 0) + (tonumber(d[2]) or 0)
-local maxOut = -1
-local dailyRoom = cap - used - input
-if input >= 0 then
-  maxOut = math.min(math.floor(t / S) - input, dailyRoom)
-  local room = maxOut
-  if room < 1 then room = dailyRoom end
-  if ARGV[10] == '1' and room >= 1 and est - input > room then est = input + room end
-end
-local gate = 0
-local wait = 0
-if r < S then
-  gate = 1
-  wait = math.ceil((S - r) / rpm)
-end
-local needT = math.min(est, tpm) * S
-if est > 0 and t < needT then
-  local w = math.ceil((needT - t) / tpm)
-  if w >= wait then gate = 2; wait = w end
-end
-if est > 0 and used + math.min(est, cap) > cap then
-  gate = 3
-  local w = tonumber(ARGV[7])
-  if w > wait then wait = w end
-end
-if gate == 0 and input >= 0 and maxOut < 1 then
-  if dailyRoom < 1 then
-    gate = 3
-    wait = tonumber(ARGV[7])
+local tokens = tonumber(d[1]) or 0
+local reserved = tonumber(d[2]) or 0
+local delta, fields = {}, {}
+local function add(f, n)
+  local v = delta[f]
+  if v == nil then
+    fields[#fields + 1] = f
+    delta[f] = n
   else
-    gate = 2
-    wait = math.ceil(((input + 1) * S - t) / tpm)
+    delta[f] = v + n
   end
 end
-if gate == 0 then
-  r = r - S
-  t = t - est * S
-  save()
-  redis.call('HINCRBY', KEYS[2], 'reserved', est)
-  redis.call('HINCRBY', KEYS[2], 'requests', 1)
-  redis.call('HINCRBY', KEYS[2], 'n:' .. ARGV[6], 1)
-  redis.call('EXPIRE', KEYS[2], ARGV[8])
-end
-return {gate, wait, math.floor(r / S), math.floor(t / S), math.ceil((rCap - r) / rpm), math.ceil((tCap - t) / tpm), maxOut, est}
-`;
-
-/**
- * ARGV: now ('' = Redis TIME), rpm, tpm, estimate, inputTokens, outputTokens, model, dayTtlSec, cachedTokens, hour.
- * Refunds (or charges) the token bucket by estimate - (input + output), releases the
- * reservation from the day and adds the real usage, also to the admission hour's counters
- * (`ht:<hour>:<model>` tokens, `hn:<hour>:<model>` finished requests). Returns 1.
- */
-export const SETTLE_SCRIPT = `${CLOCK_AND_REFILL}
-local est = tonumber(ARGV[4])
-local input = tonumber(ARGV[5])
-local output = tonumber(ARGV[6])
-local refund = est - input - output
-if refund ~= 0 then
-  t = t + refund * S
+local clock = nil
+local dayTouched = false
+local out = {}
+for i = 2, #ARGV, 10 do
+  local now = tonumber(ARGV[i + 1])
+  if not now then
+    if not clock then
+      local tm = redis.call('TIME')
+      clock = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+    end
+    now = clock
+  end
+  local rpm = tonumber(ARGV[i + 2])
+  local tpm = tonumber(ARGV[i + 3])
+  local rCap = rpm * S
+  local tCap = tpm * S
+  local r, t, ts
+  if not stored then
+    r = rCap; t = tCap; ts = now
+  else
+    r = sr; t = st; ts = sts
+    if now > ts then
+      r = r + (now - ts) * rpm
+      t = t + (now - ts) * tpm
+      ts = now
+    end
+  end
+  if r > rCap then r = rCap end
   if t > tCap then t = tCap end
-  save()
+  local save = false
+  if ARGV[i] == 'a' then
+    local cap = tonumber(ARGV[i + 4])
+    local est = tonumber(ARGV[i + 5])
+    local input = tonumber(ARGV[i + 8])
+    local used = tokens + reserved
+    local maxOut = -1
+    local dailyRoom = cap - used - input
+    if input >= 0 then
+      maxOut = math.min(math.floor(t / S) - input, dailyRoom)
+      local room = maxOut
+      if room < 1 then room = dailyRoom end
+      if ARGV[i + 9] == '1' and room >= 1 and est - input > room then est = input + room end
+    end
+    local gate = 0
+    local wait = 0
+    if r < S then
+      gate = 1
+      wait = math.ceil((S - r) / rpm)
+    end
+    local needT = math.min(est, tpm) * S
+    if est > 0 and t < needT then
+      local w = math.ceil((needT - t) / tpm)
+      if w >= wait then gate = 2; wait = w end
+    end
+    if est > 0 and used + math.min(est, cap) > cap then
+      gate = 3
+      local w = tonumber(ARGV[i + 7])
+      if w > wait then wait = w end
+    end
+    if gate == 0 and input >= 0 and maxOut < 1 then
+      if dailyRoom < 1 then
+        gate = 3
+        wait = tonumber(ARGV[i + 7])
+      else
+        gate = 2
+        wait = math.ceil(((input + 1) * S - t) / tpm)
+      end
+    end
+    if gate == 0 then
+      r = r - S
+      t = t - est * S
+      save = true
+      reserved = reserved + est
+      add('reserved', est)
+      add('requests', 1)
+      add('n:' .. ARGV[i + 6], 1)
+      dayTouched = true
+    end
+    local n = #out
+    out[n + 1] = gate
+    out[n + 2] = wait
+    out[n + 3] = math.floor(r / S)
+    out[n + 4] = math.floor(t / S)
+    out[n + 5] = math.ceil((rCap - r) / rpm)
+    out[n + 6] = math.ceil((tCap - t) / tpm)
+    out[n + 7] = maxOut
+    out[n + 8] = est
+  else
+    local est = tonumber(ARGV[i + 4])
+    local input = tonumber(ARGV[i + 5])
+    local output = tonumber(ARGV[i + 6])
+    local model = ARGV[i + 7]
+    local refund = est - input - output
+    if refund ~= 0 then
+      t = t + refund * S
+      if t > tCap then t = tCap end
+      save = true
+    end
+    reserved = reserved - est
+    tokens = tokens + input + output
+    add('reserved', 0 - est) -- not -est: Lua's -0 is not an integer to Redis
+    add('tokens', input + output)
+    add('i:' .. model, input)
+    add('o:' .. model, output)
+    local cached = tonumber(ARGV[i + 8]) or 0
+    if cached > 0 then add('c:' .. model, cached) end
+    local hm = ARGV[i + 9] .. ':' .. model
+    add('ht:' .. hm, input + output)
+    add('hn:' .. hm, 1)
+    dayTouched = true
+  end
+  if save then
+    sr = r; st = t; sts = ts; stored = true
+    -- Expire once both buckets would be full again: a missing bucket reads as full. (At most
+    -- 30 days: a debt that deep is forgiven.)
+    ttl = math.max(math.ceil((rCap - r) / rpm), math.ceil((tCap - t) / tpm)) + 1000
+  end
 end
-redis.call('HINCRBY', KEYS[2], 'reserved', 0 - est) -- not -est: Lua's -0 is not an integer to Redis
-redis.call('HINCRBY', KEYS[2], 'tokens', input + output)
-redis.call('HINCRBY', KEYS[2], 'i:' .. ARGV[7], input)
-redis.call('HINCRBY', KEYS[2], 'o:' .. ARGV[7], output)
-local cached = tonumber(ARGV[9]) or 0
-if cached > 0 then redis.call('HINCRBY', KEYS[2], 'c:' .. ARGV[7], cached) end
-local hm = ARGV[10] .. ':' .. ARGV[7]
-redis.call('HINCRBY', KEYS[2], 'ht:' .. hm, input + output)
-redis.call('HINCRBY', KEYS[2], 'hn:' .. hm, 1)
-redis.call('EXPIRE', KEYS[2], ARGV[8])
-return 1
+if ttl then
+  redis.call('HSET', KEYS[1], 'r', string.format('%d', sr), 't', string.format('%d', st), 'ts', string.format('%d', sts))
+  redis.call('PEXPIRE', KEYS[1], string.format('%d', math.min(ttl, 2592000000)))
+end
+for k = 1, #fields do
+  local f = fields[k]
+  redis.call('HINCRBY', KEYS[2], f, string.format('%d', delta[f]))
+end
+if dayTouched then redis.call('EXPIRE', KEYS[2], ARGV[1]) end
+return out
 `;

@@ -1,12 +1,12 @@
-// What only the Redis store does: hash-tagged keys with TTLs, one round trip per admission and
-// per reconciliation, EVALSHA with the EVAL fallback, Redis' own clock, and one decision for
+// What only the Redis store does: hash-tagged keys with TTLs, one script call per account and
+// event-loop turn, EVALSHA with the EVAL fallback, Redis' own clock, and one decision for
 // many clients at once.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FakeClock } from '../../../lib/clock.js';
 import { createGate } from '../../../gateway/gates/index.js';
 import { counters } from '../../../gateway/gates/metrics.js';
-import { admitted, connectRedis, denied, dropKeys, gateConfig, makeGate, PrivateRedis, req } from './fixtures.js';
+import { admitted, connectRedis, denied, dropKeys, gateConfig, makeGate, PrivateRedis, req, type Admitted } from './fixtures.js';
 import { redisAvailable } from '../../helpers.js';
 
 const BIG = 1_000_000_000;
@@ -40,19 +40,49 @@ test('keys carry the account hash tag and expire', async (t) => {
   });
 });
 
-test('one script call per admission and one per reconciliation', async (t) => {
+test('one script call per account and event-loop turn, each call applied in order', async (t) => {
   const g = await makeGate(t, 'redis', { rpm: BIG, tpm: BIG, daily: BIG });
   if (!g) return;
   admitted(await g.gate.admit(req(1, 1))); // warm
   const before = counters.redisCalls;
   const decisions = [];
+  // One admission per turn: one call each.
   for (let i = 0; i < 20; i++) decisions.push(admitted(await g.gate.admit(req(1, 5))));
   assert.equal(counters.redisCalls - before, 20);
+  // Twenty reconciliations of one turn: one call, sent before a usage read of the same turn.
   for (const d of decisions) g.gate.settle(req(1, 5), d, { inputTokens: 1, outputTokens: 1 });
-  assert.equal(counters.redisCalls - before, 40);
   const u = await g.gate.readUsage(1);
+  assert.equal(counters.redisCalls - before, 21);
   assert.equal(u.tokens_used, 40);
+  assert.equal(u.tokens_reserved, 1, 'only the warm-up request is still reserved');
   assert.equal(u.requests, 21);
+  // Two accounts in one turn: one call each.
+  await Promise.all([g.gate.admit(req(2, 1)), g.gate.admit(req(3, 1)), g.gate.admit(req(2, 1))]);
+  assert.equal(counters.redisCalls - before, 23);
+});
+
+test('admissions of one turn are decided in the order they were made', async (t) => {
+  const g = await makeGate(t, 'redis', { rpm: 10, tpm: BIG, daily: BIG });
+  if (!g) return;
+  const before = counters.redisCalls;
+  const burst = await Promise.all(Array.from({ length: 25 }, () => g.gate.admit(req(4, 1))));
+  assert.equal(counters.redisCalls - before, 1, 'one script call for the whole burst');
+  assert.deepEqual(
+    burst.map((d) => d.allowed),
+    Array.from({ length: 25 }, (_, i) => i < 10),
+  );
+  // Each admission saw the bucket as the one before it left it.
+  assert.deepEqual(
+    burst.slice(0, 10).map((d) => d.headers['x-ratelimit-remaining-requests']),
+    ['9', '8', '7', '6', '5', '4', '3', '2', '1', '0'],
+  );
+  // A reconciliation and an admission in one turn: the admission sees the refund.
+  const tight = await makeGate(t, 'redis', { rpm: BIG, tpm: 100, daily: BIG });
+  if (!tight) return;
+  const first = admitted(await tight.gate.admit(req(5, 100)));
+  tight.gate.settle(req(5, 100), first, { inputTokens: 10, outputTokens: 10 });
+  const next = await tight.gate.admit(req(5, 80));
+  assert.equal(next.allowed, true, 'the 80 tokens refunded in the same turn were there for it');
 });
 
 test('without a clock the buckets run on Redis TIME', async (t) => {
@@ -135,3 +165,56 @@ test('an enormous estimate against a tiny bucket stays a decision in Redis (no s
   assert.equal(counters.redisFallback, fallbacks);
   assert.equal(counters.redisErrors, errors);
 });
+
+// Two sets of limits: the first refuses by the request and token buckets, the second by the daily cap.
+for (const limits of [
+  { rpm: 8, tpm: 1200, daily: 3000 },
+  { rpm: 10, tpm: 1500, daily: 1500 },
+]) {
+  test(`calls batched in one turn decide exactly as the in-memory gates deciding one at a time (${JSON.stringify(limits)})`, async (t) => {
+    const redis = await makeGate(t, 'redis', limits);
+    if (!redis) return;
+    const memory = (await makeGate(t, 'memory', limits))!;
+    // A small deterministic generator: the same sequence for both stores.
+    let seed = 12345;
+    const rand = (n: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return Math.floor(seed / 65536) % n; // the high bits: the low ones of this generator cycle quickly
+    };
+    type Open = { r: ReturnType<typeof req>; a: Admitted };
+    const open: [Open[], Open[]] = [[], []];
+    const decisions: [boolean[], boolean[]] = [[], []];
+    for (let turn = 0; turn < 12; turn++) {
+      // One turn: reconciliations of earlier admissions and new admissions, three accounts mixed.
+      const settles: { k: number; input: number; output: number }[] = [];
+      for (let n = Math.min(rand(4), open[0].length); n > 0; n--) settles.push({ k: rand(1000), input: rand(60), output: rand(200) });
+      // Half of them give their input (the exact caps: a default output shrinks to what is left).
+      const admits = Array.from({ length: 2 + rand(8) }, () => {
+        const r = req(1 + rand(3), 20 + rand(300));
+        return rand(2) === 0 ? r : { ...r, inputTokens: rand(20), defaultOutput: rand(2) === 0 };
+      });
+      const pause = 700 + rand(2000);
+      const results: unknown[][] = [];
+      for (const [i, g] of [redis, memory].entries()) {
+        const mine = open[i as 0 | 1];
+        for (const s of settles) {
+          const [o] = mine.splice(s.k % mine.length, 1);
+          g.gate.settle(o!.r, o!.a, { inputTokens: s.input, outputTokens: s.output });
+        }
+        const ds = await Promise.all(admits.map((r) => g.gate.admit(r)));
+        ds.forEach((d, j) => {
+          if (d.allowed) mine.push({ r: admits[j]!, a: d });
+        });
+        // What the caller sees of each decision: the verdict, the bucket levels and waits in the headers.
+        results.push(ds.map((d) => (d.allowed ? [true, d.headers, d.maxOutputTokens, d.reservedTokens] : [false, d.headers, d.code, d.retryAfterSec])));
+        decisions[i as 0 | 1].push(...ds.map((d) => d.allowed));
+        g.clock.advance(pause);
+      }
+      assert.deepEqual(results[0], results[1], `turn ${turn}`);
+    }
+    assert.ok(decisions[0].includes(true) && decisions[0].includes(false), 'the sequence both admits and refuses');
+    for (const account of [1, 2, 3]) {
+      assert.deepEqual(await redis.gate.readUsage(account), await memory.gate.readUsage(account), `account ${account}`);
+    }
+  });
+}
