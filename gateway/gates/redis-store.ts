@@ -11,6 +11,7 @@ import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
 import { GATE_SCRIPT } from './scripts.js';
+import type { Limits } from './limits.js';
 import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
 import { emptyDayUsage, emptyModelDayUsage, emptyModelHours, HOURS_PER_DAY } from './store.js';
 
@@ -43,7 +44,7 @@ interface AccountKeys {
   dayKey: Buffer;
 }
 const GATE = script(GATE_SCRIPT);
-/** The script's markers of an admission and a reconciliation (the first of a call's 10 values). */
+/** The script's markers of an admission and a reconciliation (the first of a call's values). */
 const ADMISSION = Buffer.from('a');
 const RECONCILIATION = Buffer.from('s');
 /** Numbers the script returns per admission. */
@@ -64,7 +65,8 @@ interface Batch {
   bucket: Buffer;
   dayKey: Buffer;
   day: number;
-  /** ARGV: the day's TTL, then 10 values per call, in the order they were made. */
+  limits: Limits;
+  /** ARGV: the day's TTL, the account's three limits, then each call's values, in the order they were made. */
   args: ScriptArg[];
   admissions: PendingAdmission[];
   /** Kept to be held and replayed if the connection fails under them. */
@@ -188,20 +190,9 @@ export class RedisGateStore implements GateStore {
    */
   admit(i: AdmitInput): Promise<Outcome> {
     return new Promise<Outcome>((resolve, reject) => {
-      const b = this.batchOf(i.accountId, i.day);
+      const b = this.batchOf(i.accountId, i.day, i.limits);
       // Numbers as numbers: the client writes their digits (String(n) for anything but a safe integer).
-      b.args.push(
-        ADMISSION,
-        i.nowMs ?? '',
-        i.limits.rpm,
-        i.limits.tpm,
-        i.limits.dailyTokens,
-        i.estimate,
-        this.modelName(i.model),
-        i.msToNextDay,
-        i.input,
-        i.defaultOutput ? 1 : 0,
-      );
+      b.args.push(ADMISSION, i.nowMs ?? '', i.estimate, this.modelName(i.model), i.msToNextDay, i.input, i.defaultOutput ? 1 : 0);
       b.admissions.push({ input: i, resolve, reject });
     });
   }
@@ -212,19 +203,8 @@ export class RedisGateStore implements GateStore {
       this.hold(i);
       return;
     }
-    const b = this.batchOf(i.accountId, i.day);
-    b.args.push(
-      RECONCILIATION,
-      i.nowMs ?? '',
-      i.limits.rpm,
-      i.limits.tpm,
-      i.estimate,
-      i.inputTokens,
-      i.outputTokens,
-      this.modelName(i.model),
-      i.cachedTokens,
-      i.hour,
-    );
+    const b = this.batchOf(i.accountId, i.day, i.limits);
+    b.args.push(RECONCILIATION, i.nowMs ?? '', i.estimate, i.inputTokens, i.outputTokens, this.modelName(i.model), i.cachedTokens, i.hour);
     b.settles.push(i);
   }
 
@@ -281,14 +261,26 @@ export class RedisGateStore implements GateStore {
     this.redis.off('close', this.onClose);
   }
 
-  /** This turn's batch of an account's calls on `day`; the first call of a turn schedules the send. */
-  private batchOf(accountId: number, day: number): Batch {
+  /**
+   * This turn's batch of an account's calls on `day` under `limits`; the first call of a turn
+   * schedules the send.
+   */
+  private batchOf(accountId: number, day: number, limits: Limits): Batch {
     let b = this.batches.get(accountId);
-    if (b !== undefined && b.day === day) return b;
-    // A call of another day (a reconciliation after midnight): the calls so far go first.
+    if (b !== undefined && b.day === day && sameLimits(b.limits, limits)) return b;
+    // A call of another day (a reconciliation after midnight) or under other limits (they
+    // changed, or the reservation was made under the old ones): the calls so far go first.
     if (b !== undefined) this.sealed.push(b);
     const keys = this.keysOf(accountId, day);
-    b = { bucket: keys.bucket, dayKey: keys.dayKey, day, args: [DAY_TTL_SEC], admissions: [], settles: [] };
+    b = {
+      bucket: keys.bucket,
+      dayKey: keys.dayKey,
+      day,
+      limits,
+      args: [DAY_TTL_SEC, limits.rpm, limits.tpm, limits.dailyTokens],
+      admissions: [],
+      settles: [],
+    };
     this.batches.set(accountId, b);
     if (!this.sendScheduled) {
       this.sendScheduled = true;
@@ -394,6 +386,10 @@ export class RedisGateStore implements GateStore {
     }
     this.pending.push(i);
   }
+}
+
+function sameLimits(a: Limits, b: Limits): boolean {
+  return a === b || (a.rpm === b.rpm && a.tpm === b.tpm && a.dailyTokens === b.dailyTokens);
 }
 
 /** The `count` admissions' outcomes of a script reply (8 numbers each), or undefined when it is not that. */

@@ -8,20 +8,22 @@
 // hn:<hour>:<model>}. Both carry the account's hash tag, so they live in one Redis Cluster slot.
 
 /**
- * The gate calls of one account and day, applied in order as if each ran alone (each reads the
- * bucket as the calls before it left it in Redis), in one atomic step. The store gathers the calls
+ * The gate calls of one account and day, applied in order in one atomic step, each seeing the
+ * buckets and the day as the calls before it left them: the same decisions as memory-store.ts
+ * makes taking them one at a time. The store gathers the calls
  * an event-loop turn makes for one account (admissions of new requests, reconciliations of
  * finished ones) into one script call: under load a turn holds several, and each call costs
  * Redis about 13 us of dispatch, Lua set-up and hash reads and writes, most of it the same for
  * one call or ten. The bucket is read once and written once, each day field incremented once.
  *
- * ARGV[1]: the day hash's TTL in seconds; then 10 values per call:
- * - admission: 'a', now ('' = Redis TIME), rpm, tpm, dailyTokens, estimate, model, msToNextDay,
- *   input (-1: not split), defaultOutput (0/1);
- * - reconciliation: 's', now, rpm, tpm, estimate, inputTokens, outputTokens, model, cachedTokens,
- *   hour. It refunds (or charges) the token bucket by estimate - (input + output), releases the
- *   reservation from the day and adds the real usage, also to the admission hour's counters
- *   (`ht:<hour>:<model>` tokens, `hn:<hour>:<model>` finished requests).
+ * ARGV[1]: the day hash's TTL in seconds; ARGV[2..4]: the account's rpm, tpm and dailyTokens
+ * (the store starts another call when they change); then the calls, in order:
+ * - admission (7 values): 'a', now ('' = Redis TIME), estimate, model, msToNextDay, input (-1:
+ *   not split), defaultOutput (0/1);
+ * - reconciliation (8 values): 's', now, estimate, inputTokens, outputTokens, model,
+ *   cachedTokens, hour. It refunds (or charges) the token bucket by estimate - (input + output),
+ *   releases the reservation from the day and adds the real usage, also to the admission hour's
+ *   counters (`ht:<hour>:<model>` tokens, `hn:<hour>:<model>` finished requests).
  *
  * Returns 8 numbers per admission, in order: gate, waitMs, remainingRequests, remainingTokens,
  * resetRequestsMs, resetTokensMs, maxOutput, estimate.
@@ -29,10 +31,10 @@
 export const GATE_SCRIPT = `
 local S = 60000
 local b = redis.call('HMGET', KEYS[1], 'r', 't', 'ts')
--- The bucket as stored, which is what each call reads: a missing bucket reads as full.
-local sr, st, sts = tonumber(b[1]), tonumber(b[2]), tonumber(b[3])
-local stored = sr ~= nil and st ~= nil and sts ~= nil
-local ttl = nil
+local r, t, ts = tonumber(b[1]), tonumber(b[2]), tonumber(b[3])
+-- A missing bucket reads as full.
+local exists = r ~= nil and t ~= nil and ts ~= nil
+local touched = false
 local d = redis.call('HMGET', KEYS[2], 'tokens', 'reserved')
 local tokens = tonumber(d[1]) or 0
 local reserved = tonumber(d[2]) or 0
@@ -49,7 +51,30 @@ end
 local clock = nil
 local dayTouched = false
 local out = {}
-for i = 2, #ARGV, 10 do
+local rpm = tonumber(ARGV[2])
+local tpm = tonumber(ARGV[3])
+local cap = tonumber(ARGV[4])
+local rCap = rpm * S
+local tCap = tpm * S
+-- The buckets refilled up to \`now\` at the current rates and kept so, as memory-store.ts does:
+-- each interval is refilled at the rates in force when a call observed it, so a change of limits
+-- acts from the next call on, in both stores alike.
+local function refill(now)
+  if not exists then
+    r = rCap; t = tCap; ts = now
+    exists = true
+  elseif now > ts then
+    r = r + (now - ts) * rpm
+    t = t + (now - ts) * tpm
+    ts = now
+  end
+  -- Also clamps levels above a capacity that was lowered since.
+  if r > rCap then r = rCap end
+  if t > tCap then t = tCap end
+  touched = true
+end
+local i = 5
+while i <= #ARGV do
   local now = tonumber(ARGV[i + 1])
   if not now then
     if not clock then
@@ -58,28 +83,14 @@ for i = 2, #ARGV, 10 do
     end
     now = clock
   end
-  local rpm = tonumber(ARGV[i + 2])
-  local tpm = tonumber(ARGV[i + 3])
-  local rCap = rpm * S
-  local tCap = tpm * S
-  local r, t, ts
-  if not stored then
-    r = rCap; t = tCap; ts = now
-  else
-    r = sr; t = st; ts = sts
-    if now > ts then
-      r = r + (now - ts) * rpm
-      t = t + (now - ts) * tpm
-      ts = now
-    end
-  end
-  if r > rCap then r = rCap end
-  if t > tCap then t = tCap end
-  local save = false
   if ARGV[i] == 'a' then
-    local cap = tonumber(ARGV[i + 4])
-    local est = tonumber(ARGV[i + 5])
-    local input = tonumber(ARGV[i + 8])
+    refill(now)
+    local est = tonumber(ARGV[i + 2])
+    local model = ARGV[i + 3]
+    local toNextDay = tonumber(ARGV[i + 4])
+    local input = tonumber(ARGV[i + 5])
+    local defaultOutput = ARGV[i + 6]
+    i = i + 7
     local used = tokens + reserved
     local maxOut = -1
     local dailyRoom = cap - used - input
@@ -87,7 +98,7 @@ for i = 2, #ARGV, 10 do
       maxOut = math.min(math.floor(t / S) - input, dailyRoom)
       local room = maxOut
       if room < 1 then room = dailyRoom end
-      if ARGV[i + 9] == '1' and room >= 1 and est - input > room then est = input + room end
+      if defaultOutput == '1' and room >= 1 and est - input > room then est = input + room end
     end
     local gate = 0
     local wait = 0
@@ -102,13 +113,12 @@ for i = 2, #ARGV, 10 do
     end
     if est > 0 and used + math.min(est, cap) > cap then
       gate = 3
-      local w = tonumber(ARGV[i + 7])
-      if w > wait then wait = w end
+      if toNextDay > wait then wait = toNextDay end
     end
     if gate == 0 and input >= 0 and maxOut < 1 then
       if dailyRoom < 1 then
         gate = 3
-        wait = tonumber(ARGV[i + 7])
+        wait = toNextDay
       else
         gate = 2
         wait = math.ceil(((input + 1) * S - t) / tpm)
@@ -117,11 +127,10 @@ for i = 2, #ARGV, 10 do
     if gate == 0 then
       r = r - S
       t = t - est * S
-      save = true
       reserved = reserved + est
       add('reserved', est)
       add('requests', 1)
-      add('n:' .. ARGV[i + 6], 1)
+      add('n:' .. model, 1)
       dayTouched = true
     end
     local n = #out
@@ -134,15 +143,18 @@ for i = 2, #ARGV, 10 do
     out[n + 7] = maxOut
     out[n + 8] = est
   else
-    local est = tonumber(ARGV[i + 4])
-    local input = tonumber(ARGV[i + 5])
-    local output = tonumber(ARGV[i + 6])
-    local model = ARGV[i + 7]
+    local est = tonumber(ARGV[i + 2])
+    local input = tonumber(ARGV[i + 3])
+    local output = tonumber(ARGV[i + 4])
+    local model = ARGV[i + 5]
+    local cached = tonumber(ARGV[i + 6]) or 0
+    local hour = ARGV[i + 7]
+    i = i + 8
     local refund = est - input - output
     if refund ~= 0 then
+      refill(now)
       t = t + refund * S
       if t > tCap then t = tCap end
-      save = true
     end
     reserved = reserved - est
     tokens = tokens + input + output
@@ -150,22 +162,18 @@ for i = 2, #ARGV, 10 do
     add('tokens', input + output)
     add('i:' .. model, input)
     add('o:' .. model, output)
-    local cached = tonumber(ARGV[i + 8]) or 0
     if cached > 0 then add('c:' .. model, cached) end
-    local hm = ARGV[i + 9] .. ':' .. model
+    local hm = hour .. ':' .. model
     add('ht:' .. hm, input + output)
     add('hn:' .. hm, 1)
     dayTouched = true
   end
-  if save then
-    sr = r; st = t; sts = ts; stored = true
-    -- Expire once both buckets would be full again: a missing bucket reads as full. (At most
-    -- 30 days: a debt that deep is forgiven.)
-    ttl = math.max(math.ceil((rCap - r) / rpm), math.ceil((tCap - t) / tpm)) + 1000
-  end
 end
-if ttl then
-  redis.call('HSET', KEYS[1], 'r', string.format('%d', sr), 't', string.format('%d', st), 'ts', string.format('%d', sts))
+if touched then
+  redis.call('HSET', KEYS[1], 'r', string.format('%d', r), 't', string.format('%d', t), 'ts', string.format('%d', ts))
+  -- Expire once both buckets would be full again: a missing bucket reads as full. (At most
+  -- 30 days: a debt that deep is forgiven.)
+  local ttl = math.max(math.ceil((rCap - r) / rpm), math.ceil((tCap - t) / tpm)) + 1000
   redis.call('PEXPIRE', KEYS[1], string.format('%d', math.min(ttl, 2592000000)))
 end
 for k = 1, #fields do

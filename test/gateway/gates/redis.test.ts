@@ -201,6 +201,10 @@ for (const limits of [
           const [o] = mine.splice(s.k % mine.length, 1);
           g.gate.settle(o!.r, o!.a, { inputTokens: s.input, outputTokens: s.output });
         }
+        // Account 2's limits change in mid-turn: its earlier reservations settle under the old
+        // ones, its new admissions run under the new ones (two script calls in one turn).
+        if (turn === 6) g.limits.set(2, { rpm: 3, tpm: 700 });
+        if (turn === 9) g.limits.set(2, null);
         const ds = await Promise.all(admits.map((r) => g.gate.admit(r)));
         ds.forEach((d, j) => {
           if (d.allowed) mine.push({ r: admits[j]!, a: d });
