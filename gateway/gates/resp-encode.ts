@@ -19,6 +19,7 @@ const LF = 0x0a;
 const DOLLAR = 0x24;
 const STAR = 0x2a;
 const MINUS = 0x2d;
+const INT32_MAX = 0x7fffffff;
 
 /** Commands written since the last take(), as RESP2 bytes. */
 export class RespWriter {
@@ -126,11 +127,19 @@ export class RespWriter {
     const buf = this.buf;
     let at = this.len + count;
     this.len = at;
-    do {
+    // Digits past 31 bits in floating point, the rest in int32 arithmetic, where a division by
+    // ten compiles to a multiplication (the limits, up to 1e11 and 1e15, are the long ones).
+    while (n > INT32_MAX) {
       const q = Math.floor(n / 10);
       buf[--at] = 0x30 + (n - q * 10);
       n = q;
-    } while (n > 0);
+    }
+    let m = n | 0;
+    do {
+      const q = (m / 10) | 0;
+      buf[--at] = 0x30 + (m - q * 10);
+      m = q;
+    } while (m > 0);
   }
 
   private crlf(): void {
@@ -150,8 +159,13 @@ export class RespWriter {
 /** How many decimal digits a non-negative safe integer has. */
 function decimalLength(n: number): number {
   let count = 1;
-  while (n >= 10) {
+  while (n > INT32_MAX) {
     n = Math.floor(n / 10);
+    count++;
+  }
+  let m = n | 0;
+  while (m >= 10) {
+    m = (m / 10) | 0;
     count++;
   }
   return count;

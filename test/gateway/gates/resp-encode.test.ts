@@ -25,6 +25,8 @@ const CASES: RespArg[][] = [
   // Numbers: zero, negative zero, negatives, powers of ten at every length, the largest safe
   // integers, and what is not a safe integer (String(n) then: exponents, fractions, Infinity, NaN).
   [0, -0, -1, -9, -10, 7, 9, 10, 99, 100, 101, 999_999, 1_000_000, 2 ** 31, 2 ** 32 + 1],
+  // Around the int32 range, where the digits go from floating point to int32 arithmetic; the limits.
+  [2 ** 31 - 1, -(2 ** 31 - 1), 2 ** 31 + 1, -(2 ** 31), 2_147_483_650, 9_999_999_999, 1e11, 99_999_999_999, 1e15, 1e15 - 1],
   [Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 1, 1e21, 1.5, -0.25, 1e-7, Infinity, -Infinity, Number.NaN],
   // Other characters: in the first place, after ASCII, 2-, 3- and 4-byte UTF-8, a lone surrogate.
   ['é', 'modèle', 'ascii then ü', 'ünï', '日本語のモデル', '😀 emoji', 'lone \ud800 surrogate', '\u007f', '\u0080'],
