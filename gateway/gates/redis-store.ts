@@ -58,7 +58,7 @@ interface PendingAdmission {
 }
 
 /**
- * The calls of one account and day made during one event-loop turn, sent as one script call at
+ * The calls of one account, day and set of limits made during one event-loop turn, sent as one script call at
  * the end of the turn (in the same socket write as the turn's other accounts' calls).
  */
 interface Batch {
@@ -117,9 +117,9 @@ export class RedisGateStore implements GateStore {
   private backoffUntil = 0;
   private up = false;
   private pending: SettleInput[] = [];
-  /** This turn's calls, by account (the calls of an account's other day: in `sealed`). */
+  /** This turn's calls, by account (an account's earlier calls of another day or other limits: in `sealed`). */
   private readonly batches = new Map<number, Batch>();
-  /** Batches closed before their turn ended (the account's calls moved to another day): sent first, in order. */
+  /** Batches closed before their turn ended (the account's next call was of another day or other limits): sent first, in order. */
   private readonly sealed: Batch[] = [];
   private sendScheduled = false;
   private readonly sendTask = () => this.sendBatches();
@@ -395,10 +395,10 @@ function sameLimits(a: Limits, b: Limits): boolean {
 /** The `count` admissions' outcomes of a script reply (8 numbers each), or undefined when it is not that. */
 function toOutcomes(reply: unknown, count: number): Outcome[] | undefined {
   if (!Array.isArray(reply) || reply.length !== count * OUTCOME_LENGTH) return undefined;
+  for (let j = 0; j < reply.length; j++) if (typeof reply[j] !== 'number') return undefined;
+  const v = reply as number[];
   const out: Outcome[] = new Array(count);
   for (let k = 0, at = 0; k < count; k++, at += OUTCOME_LENGTH) {
-    for (let j = at; j < at + OUTCOME_LENGTH; j++) if (typeof reply[j] !== 'number') return undefined;
-    const v = reply as number[];
     out[k] = {
       gate: v[at]!,
       waitMs: v[at + 1]!,

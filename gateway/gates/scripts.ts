@@ -10,11 +10,10 @@
 /**
  * The gate calls of one account and day, applied in order in one atomic step, each seeing the
  * buckets and the day as the calls before it left them: the same decisions as memory-store.ts
- * makes taking them one at a time. The store gathers the calls
- * an event-loop turn makes for one account (admissions of new requests, reconciliations of
- * finished ones) into one script call: under load a turn holds several, and each call costs
- * Redis about 13 us of dispatch, Lua set-up and hash reads and writes, most of it the same for
- * one call or ten. The bucket is read once and written once, each day field incremented once.
+ * makes taking them one at a time. The store gathers the calls an event-loop turn makes for one
+ * account (admissions of new requests, reconciliations of finished ones) into one script call:
+ * under load a turn holds several, and each call costs Redis about 13 us of dispatch, Lua set-up
+ * and hash reads and writes, most of it the same for one call or ten. The bucket is read once and written once, each day field incremented once.
  *
  * ARGV[1]: the day hash's TTL in seconds; ARGV[2..4]: the account's rpm, tpm and dailyTokens
  * (the store starts another call when they change); then the calls, in order:
@@ -49,7 +48,6 @@ local function add(f, n)
   end
 end
 local clock = nil
-local dayTouched = false
 local out = {}
 local rpm = tonumber(ARGV[2])
 local tpm = tonumber(ARGV[3])
@@ -131,7 +129,6 @@ while i <= #ARGV do
       add('reserved', est)
       add('requests', 1)
       add('n:' .. model, 1)
-      dayTouched = true
     end
     local n = #out
     out[n + 1] = gate
@@ -166,7 +163,6 @@ while i <= #ARGV do
     local hm = hour .. ':' .. model
     add('ht:' .. hm, input + output)
     add('hn:' .. hm, 1)
-    dayTouched = true
   end
 end
 if touched then
@@ -180,6 +176,7 @@ for k = 1, #fields do
   local f = fields[k]
   redis.call('HINCRBY', KEYS[2], f, string.format('%d', delta[f]))
 end
-if dayTouched then redis.call('EXPIRE', KEYS[2], ARGV[1]) end
+-- Every call that changed the day added to a field of it.
+if #fields > 0 then redis.call('EXPIRE', KEYS[2], ARGV[1]) end
 return out
 `;
