@@ -15,6 +15,7 @@ import type { PullPolicy } from './docker-api.js';
 import { DockerRuntime, type DockerRuntimeOptions } from './docker-runtime.js';
 import { prepareToolbox } from './toolbox.js';
 import { isIP } from 'node:net';
+import { ListenError } from '../lib/errors.js';
 import { AgentDataDirLockedError, AgentError, AgentInvalidArgumentError, AgentUnauthenticatedError, StopReason } from './errors.js';
 import { detectGpus, GpuAllocator, type GpuConfig } from './gpus.js';
 import { isAlive, readProcStat } from './procfs.js';
@@ -357,7 +358,9 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
   } catch (err) {
     supervisor.close();
     unlock();
-    throw err;
+    // grpc-js binds exclusively; its message buries the errno: say it as every server of ours does.
+    const errno = /\b(EADDRINUSE|EACCES|EADDRNOTAVAIL)\b/.exec(String((err as Error).message))?.[1];
+    throw errno ? new ListenError(host, options.port ?? 0, errno) : err;
   }
 
   // The control plane is "present" while it calls or keeps a watch stream open.

@@ -26,6 +26,7 @@ import { routesFromInstances } from '../gateway/dedicated/from-instances.js';
 import { createTunnelBroker } from '../gateway/tunnel/broker.js';
 import { tunnelProvisioning, tunnelSecret } from '../gateway/tunnel/identity.js';
 import type { Server } from '../lib/http.js';
+import { namingSetting } from '../lib/errors.js';
 import { storeCatalogSource, storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
 import { AccountLimits, createGate } from '../gateway/gates/index.js';
 import { createGateway, type Gateway } from '../gateway/server.js';
@@ -103,7 +104,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       tokensPerSecond: config.simTokensPerSecond,
       fast: config.simFast,
       logger,
-    });
+    }).catch(namingSetting('RC_SIM_PORT_BASE'));
     const sims = [...simsByModel.values()];
     for (const s of sims) closers.push(() => s.close());
     const models = withSimUpstreams(config.models, simsByModel);
@@ -133,7 +134,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
         };
       }
       mkdirSync(agentOptions.dataDir, { recursive: true });
-      agent = await startAgent(agentOptions);
+      agent = await startAgent(agentOptions).catch(namingSetting('RC_AGENT_PORT'));
       agentToken = agentOptions.token;
       closers.push(() => agent!.close());
     }
@@ -147,7 +148,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       recordActivity: (id) => instances?.recordActivity(id),
     });
     const secret = tunnelSecret(config.tunnelSecret, dataDir);
-    const proxy = await startInstanceProxyServer({ store, routes, logger, host: config.host, port: config.proxyPort });
+    const proxy = await startInstanceProxyServer({ store, routes, logger, host: config.host, port: config.proxyPort }).catch(namingSetting('RC_PROXY_PORT'));
     closers.push(() => proxy.close(1000));
     const catalog = storeCatalogSource(models, store);
     const proxyUrl = config.proxyPublicUrl || proxy.url;
@@ -166,11 +167,11 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
         bus,
         gate,
         logger,
-      }));
+      }).catch(namingSetting('RC_GATEWAY_PORT')));
       closers.push(() => gw.close(2000));
       closers.push(() => broker.close());
       // Tunnelled apps get an origin of their own (gateway/dedicated/README.md, "Own origins").
-      const t = (tunnels = await broker.listenPublic(config.host, config.tunnelPort));
+      const t = (tunnels = await broker.listenPublic(config.host, config.tunnelPort).catch(namingSetting('RC_TUNNEL_PORT')));
       closers.push(() => t.close(1000));
       const unsubscribe = bus.subscribe((ev) => {
         if (ev.type === 'catalog.changed') gw.setModels(catalog());
@@ -221,7 +222,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       ],
       internalToken: token,
       fleet: new LiveFleet(instances.service),
-    });
+    }).catch(namingSetting('RC_API_PORT'));
     closers.push(() => controlPlane.close());
     // Closed before the control plane: no tick or agent call runs against a closing API.
     closers.push(() => instances!.close());

@@ -55,6 +55,7 @@ export const startCommand: Command = {
     out.write(`  web console    ${p.controlPlane.url}/\n`);
     out.write(`  platform API   ${p.controlPlane.url}/api   (OpenAPI: ${p.controlPlane.url}/api/openapi.json)\n`);
     out.write(`  model gateway  ${p.gateway.url}/v1   (messages protocol: ${p.gateway.url}/api)\n`);
+    out.write(`  metrics        ${p.gateway.metricsUrl}/metrics   (Prometheus; not on the gateway's public port)\n`);
     out.write(`  instance proxy ${p.proxy.url}/instances/<id>/   (browser access, sign-in session)\n`);
     out.write(`  tunnels        ${p.tunnels.url}/t/<tunnel id>/   (rc-tunnel public URLs)\n`);
     const runtime = p.agent.supervisor.host().runtime;

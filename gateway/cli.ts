@@ -7,6 +7,7 @@ import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
 import { RedisBus, type Bus } from '../lib/bus.js';
 import { loadConfig, type Config } from '../lib/config.js';
+import { namingSetting } from '../lib/errors.js';
 import { createLogger, type LogLevel } from '../lib/log.js';
 import { AccountLimits, createGate } from './gates/index.js';
 import { memoryKeySource, readKeysFile } from './keys.js';
@@ -39,7 +40,7 @@ serving with what it holds.
 
 Without a control plane, the catalog is the "models" list of the RC_CONFIG file (the default sim catalog otherwise);
 SIGHUP or a change of that file reloads it. With REDIS_URL set, key events arrive over Redis
-and the gates are shared with every gateway on that Redis. Prints {"url","gateway","pid"} as
+and the gates are shared with every gateway on that Redis. Prints {"url","gateway","metrics","pid"} as
 one JSON line on stdout when ready (url and gateway are the same address).
 `;
 
@@ -90,13 +91,14 @@ export const gatewayCommand: Command = {
       ...options,
       host,
       port,
+      reusePort: config.gatewayReusePort,
       models,
       keySource: platform?.keySource ?? memoryKeySource(entries),
       routes: [...(options.routes ?? []), ...(platform?.plugins ?? [])],
       bus,
       gate,
       logger,
-    });
+    }).catch(namingSetting(values.port === undefined ? 'RC_GATEWAY_PORT' : '--port'));
     platform?.follow(gateway, limits);
     for (const m of models) if (!m.upstreams.length) logger.warn('model has no upstreams: requests for it get 502', { model: m.name });
     if (!keysFile && !platform) logger.warn('no --keys-file: only keys issued over the bus are accepted');
@@ -115,7 +117,7 @@ export const gatewayCommand: Command = {
     process.on('SIGHUP', onHup);
     const watcher = config.configFile && !platform ? watchFile(config.configFile, () => reload('config file changed')) : undefined;
 
-    process.stdout.write(JSON.stringify({ url: gateway.url, gateway: gateway.url, pid: process.pid }) + '\n');
+    process.stdout.write(JSON.stringify({ url: gateway.url, gateway: gateway.url, metrics: `${gateway.metricsUrl}/metrics`, pid: process.pid }) + '\n');
     const signal = await untilSignal();
     logger.info('stopping', { signal });
     process.off('SIGHUP', onHup);
@@ -144,10 +146,11 @@ function readInternalToken(file: string | undefined, configured: string): string
 }
 
 /** The createGateway options every gateway takes from the settings: address, limits, upstream timeouts, routes. */
-export function gatewayOptionsFromConfig(config: Config): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes'> {
+export function gatewayOptionsFromConfig(config: Config): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes' | 'metrics'> {
   return {
     host: config.host,
     port: config.gatewayPort,
+    metrics: { host: config.metricsHost, port: config.metricsPort },
     limits: limitsFrom(config),
     upstream: upstreamFrom(config),
     routes: [messagesRoutesFromConfig(config)],

@@ -2,6 +2,7 @@
 // messages protocol), /metrics and /health, over an in-memory key directory and catalog.
 import type { Bus } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
+import { ListenError } from '../lib/errors.js';
 import { headerName, listen, send, sendJson, track, type Server } from '../lib/http.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse } from '../lib/uws.js';
@@ -34,11 +35,20 @@ export interface GatewayOptions {
   upstream?: Partial<UpstreamOptions>;
   /** Routes in addition to BUILTIN_ROUTES. */
   routes?: RoutePlugin[];
+  /**
+   * Where Prometheus reads /metrics: a listener of its own, never the public port (whose clients
+   * are anyone). Default: `host`, any free port (`metricsUrl` tells which).
+   */
+  metrics?: { host?: string; port: number };
+  /** Share `port` with other gateway processes (SO_REUSEPORT; lib/http.ts `listen`). */
+  reusePort?: boolean;
 }
 
 export interface Gateway {
   readonly url: string;
   readonly port: number;
+  /** The Prometheus listener's URL (`<metricsUrl>/metrics`). */
+  readonly metricsUrl: string;
   readonly context: GatewayContext;
   readonly metrics: GatewayMetrics;
   /** The browser sessions accepted on the shared model routes (a standalone gateway resyncs them). */
@@ -99,9 +109,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const app = uws().App();
   for (const plugin of [...BUILTIN_ROUTES, ...(options.routes ?? [])]) plugin(app, ctx);
 
-  app.get('/metrics', (res: HttpResponse) => {
-    send(track(res), 200, metrics.render() + gateMetrics(), 'text/plain; version=0.0.4; charset=utf-8');
-  });
   app.get('/health', (res: HttpResponse) => {
     sendJson(track(res), 200, '{"status":"ok"}');
   });
@@ -115,8 +122,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   });
 
   let server: Server;
+  let metricsServer: Server;
   try {
-    server = await listen(app, options.host ?? '127.0.0.1', options.port, () => admission.inflight === 0);
+    server = await listen(app, options.host ?? '127.0.0.1', options.port, () => admission.inflight === 0, { reusePort: options.reusePort });
+    metricsServer = await listenMetrics(metrics, options.metrics?.host ?? options.host ?? '127.0.0.1', options.metrics?.port ?? 0).catch(
+      async (err: unknown) => {
+        await server.close();
+        throw err instanceof ListenError ? err.naming('RC_METRICS_PORT') : err;
+      },
+    );
   } catch (err) {
     keys.stop();
     await upstreams.close();
@@ -128,6 +142,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   return {
     url: server.url,
     port: server.port,
+    metricsUrl: metricsServer.url,
     context: ctx,
     metrics,
     sessions,
@@ -139,11 +154,28 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       closing ??= (async () => {
         keys.stop();
         await server.close(graceMs);
+        await metricsServer.close();
         await upstreams.close();
       })();
       return closing;
     },
   };
+}
+
+/**
+ * The Prometheus listener: GET /metrics (the gateway's and the gates' counters) and nothing else.
+ * Its own port, so that the public port never shows traffic, accounts' gates or backends to
+ * anyone who asks; bind it where only Prometheus reaches (loopback, or a private address).
+ */
+function listenMetrics(metrics: GatewayMetrics, host: string, port: number): Promise<Server> {
+  const app = uws().App();
+  app.get('/metrics', (res: HttpResponse) => {
+    send(track(res), 200, metrics.render() + gateMetrics(), 'text/plain; version=0.0.4; charset=utf-8');
+  });
+  app.any('/*', (res: HttpResponse) => {
+    send(track(res), 404, 'not found: this listener serves GET /metrics only\n', 'text/plain; charset=utf-8');
+  });
+  return listen(app, host, port);
 }
 
 function methodNotAllowed(ctx: GatewayContext, res: ReturnType<typeof track>): void {

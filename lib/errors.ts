@@ -40,9 +40,47 @@ export class InvalidJsonError extends RcError {
   }
 }
 
-/** A server could not bind its port. */
+/**
+ * A server could not bind its port: most often another process listens there (every server of
+ * ours binds exclusively, lib/http.ts `listen`). `reason` is the operating system's word for it
+ * when known (EADDRINUSE, EACCES, EADDRNOTAVAIL); `setting` names the setting that chose the port.
+ */
 export class ListenError extends RcError {
-  constructor(host: string, port: number) {
-    super('RC_ERR_LISTEN', `Could not listen on ${host}:${port}`, 500);
+  readonly host: string;
+  readonly port: number;
+  readonly reason: string | undefined;
+  readonly setting: string | undefined;
+  constructor(host: string, port: number, reason?: string, setting?: string) {
+    super('RC_ERR_LISTEN', listenMessage(host, port, reason, setting), 500);
+    this.host = host;
+    this.port = port;
+    this.reason = reason;
+    this.setting = setting;
   }
+
+  /** The same failure, its message naming the setting that chose the port (for start-up). */
+  naming(setting: string): ListenError {
+    return new ListenError(this.host, this.port, this.reason, setting);
+  }
+}
+
+function listenMessage(host: string, port: number, reason: string | undefined, setting: string | undefined): string {
+  const why =
+    reason === 'EADDRINUSE'
+      ? 'the port is in use by another process'
+      : reason === 'EACCES'
+        ? 'permission denied'
+        : reason === 'EADDRNOTAVAIL'
+          ? "the address is not one of this machine's"
+          : reason
+            ? reason
+            : 'the port may be in use by another process';
+  return `Could not listen on ${host}:${port}: ${why}${setting ? ` (set ${setting} to another port)` : ''}`;
+}
+
+/** Rethrows a ListenError with its message naming `setting`; other errors pass unchanged. */
+export function namingSetting(setting: string): (err: unknown) => never {
+  return (err) => {
+    throw err instanceof ListenError && !err.setting ? err.naming(setting) : err;
+  };
 }

@@ -6,6 +6,7 @@
 // part of a handler must happen inside res.cork; body chunks are only valid during onData.
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from './uws.js';
 import { uws } from './uws.js';
+import { createServer } from 'node:net';
 import { BodyTooLargeError, ListenError, RcError } from './errors.js';
 
 /**
@@ -257,13 +258,33 @@ export interface Server {
   close(graceMs?: number): Promise<void>;
 }
 
-/** Listens on host:port (port 0: an ephemeral port) and resolves with a Server handle. */
-export function listen(app: TemplatedApp, host: string, port: number, idle?: () => boolean): Promise<Server> {
+export interface ListenOptions {
+  /**
+   * Share the port with other processes that ask for the same (SO_REUSEPORT: the kernel spreads
+   * connections between them). Off by default: uWS would otherwise share silently, so a second
+   * platform on the same port, or an old process left running by an upgrade, would answer part
+   * of the traffic. Only `rc gateway` replicas behind one port ask for it (RC_GATEWAY_REUSE_PORT).
+   */
+  reusePort?: boolean;
+}
+
+/** uWS's listen option for a port of this process alone (no SO_REUSEPORT). */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+
+/**
+ * Listens on host:port (port 0: an ephemeral port) and resolves with a Server handle. The port is
+ * this process's alone unless `options.reusePort`: a port in use is a ListenError, with the
+ * operating system's reason.
+ */
+export function listen(app: TemplatedApp, host: string, port: number, idle?: () => boolean, options: ListenOptions = {}): Promise<Server> {
   const { us_listen_socket_close, us_socket_local_port } = uws();
   return new Promise((resolve, reject) => {
-    app.listen(host, port, (socket: us_listen_socket | false) => {
+    // uWS's types name (port, options, cb) only; the native binding also takes (host, port, options, cb).
+    const listenWith = app.listen as unknown as (h: string, p: number, o: number, cb: (s: us_listen_socket | false) => void) => void;
+    listenWith.call(app, host, port, options.reusePort ? 0 : LIBUS_LISTEN_EXCLUSIVE_PORT, (socket: us_listen_socket | false) => {
       if (!socket) {
-        reject(new ListenError(host, port));
+        // uWS says only "no": ask the kernel why, with a socket of the same kind.
+        void bindFailure(host, port).then((reason) => reject(new ListenError(host, port, reason)));
         return;
       }
       const actual = us_socket_local_port(socket as never);
@@ -284,5 +305,14 @@ export function listen(app: TemplatedApp, host: string, port: number, idle?: () 
         },
       });
     });
+  });
+}
+
+/** The errno (EADDRINUSE, EACCES, ...) of binding host:port now, or undefined if it binds. */
+function bindFailure(host: string, port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) => resolve(err.code));
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve(undefined)));
   });
 }

@@ -111,6 +111,7 @@ export function platformTestEnv(dataDir: string, extra: Record<string, string> =
     RC_SIM_PORT_BASE: '0',
     RC_PROXY_PORT: '0',
     RC_TUNNEL_PORT: '0',
+    RC_METRICS_PORT: '0',
     RC_SIM_FAST: '1',
     REDIS_URL: '',
     RC_CONFIG: '',

@@ -41,7 +41,7 @@ export function gatewayCommand(
   const config = join(dir, `config-${randomId('', 6)}.json`);
   writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [backend] }] }));
   const gates: Record<string, string> = redis ? { REDIS_URL: redis.url, RC_GATE_KEY_PREFIX: redis.prefix } : { REDIS_URL: '' };
-  return { args: ['gateway', '--port', '0', '--keys-file', keysFile], env: { RC_CONFIG: config, ...NO_LIMITS, ...gates } };
+  return { args: ['gateway', '--port', '0', '--keys-file', keysFile], env: { RC_CONFIG: config, RC_METRICS_PORT: '0', ...NO_LIMITS, ...gates } };
 }
 
 /** `rc gateway` in front of `backend`, one key, no effective limits; gates in Redis when `redis` is given, else in memory. */

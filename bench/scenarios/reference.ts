@@ -54,6 +54,8 @@ async function startPlatform(label: string, dir: string, backend: string): Promi
     RC_AGENT_PORT: '0',
     RC_SIM_PORT_BASE: '0',
     RC_PROXY_PORT: '0',
+    RC_TUNNEL_PORT: '0',
+    RC_METRICS_PORT: '0',
     RC_SIM_FAST: '1',
     RC_LOG_LEVEL: 'warn',
     REDIS_URL: '',

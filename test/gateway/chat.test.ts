@@ -219,7 +219,7 @@ describe('gateway chat completions', () => {
 
   it('exposes Prometheus metrics', async () => {
     await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 2 });
-    const text = await (await fetch(`${f.gateway.url}/metrics`)).text();
+    const text = await (await fetch(`${f.gateway.metricsUrl}/metrics`)).text();
     assert.match(text, /^rc_gateway_requests_total\{route="chat",model="m",status="200"\} \d+$/m);
     assert.match(text, /^rc_gateway_requests_total\{route="chat",model="-",status="401"\} \d+$/m);
     assert.match(text, /^rc_gateway_inflight_requests 0$/m);
@@ -229,5 +229,14 @@ describe('gateway chat completions', () => {
     assert.match(text, /^rc_gate_admitted_total \d+$/m, "the gates' counters are part of /metrics");
     assert.match(text, /^rc_gate_redis_fallback_total \d+$/m);
     await waitFor(() => f.gateway.context.admission.inflight === 0);
+  });
+
+  it('serves /metrics only on its own listener, never on the public port', async () => {
+    const pub = await fetch(`${f.gateway.url}/metrics`, { headers: auth });
+    assert.equal(pub.status, 404, 'the public port does not show the counters');
+    assert.doesNotMatch(await pub.text(), /rc_gateway_requests_total/);
+    assert.notEqual(f.gateway.metricsUrl, f.gateway.url);
+    const other = await fetch(`${f.gateway.metricsUrl}/v1/models`, { headers: auth });
+    assert.equal(other.status, 404, 'the metrics listener serves nothing else');
   });
 });

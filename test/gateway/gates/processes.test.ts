@@ -52,6 +52,7 @@ async function setup(t: TestContext, count: number, env: Record<string, string>)
         env: {
           ...process.env,
           REDIS_URL,
+          RC_METRICS_PORT: '0',
           RC_CONFIG: join(dir, 'config.json'),
           RC_GATE_KEY_PREFIX: prefix,
           // The machine is shared: a slow Redis answer must not send a decision to the memory fallback.
