@@ -35,6 +35,10 @@ export const CHAT_CODES = {
   contextLengthExceeded: 'context_length_exceeded',
   /** /v1/responses: a reasoning.effort tier the model cannot take (effort.ts). */
   invalidEffort: 'invalid_effort',
+  /** /v1/responses: a tool of an unknown type, or malformed (responses/tools.ts). */
+  invalidTool: 'invalid_tool',
+  /** /v1/responses: previous_response_id or conversation (the gateway keeps no responses; responses/request.ts). */
+  statefulNotSupported: 'unsupported_parameter',
 } as const;
 
 /**

@@ -7,19 +7,26 @@
 //   none) so the usage event can be found and, when the gateway asked for it on the client's
 //   behalf, left out: the client sees exactly the events it asked for.
 // - The route's onFinish(status, usage) (gate settle, admission slot, metrics) runs exactly once.
+// - An error status (4xx, 5xx) is the one body not relayed as bytes: it is read whole (up to
+//   MAX_ERROR_BODY_BYTES) and answered in the chat shape `{error: {message, type, param, code}}`
+//   with the backend's status, headers and message (backend-error.ts), since vLLM writes its own
+//   flat shape, which OpenAI clients cannot read.
 import type { Res } from '../lib/http.js';
+import { chatBackendErrorBody, MAX_ERROR_BODY_BYTES } from './backend-error.js';
 import type { GatewayContext } from './context.js';
 import { CHAT_CODES, ERRORS } from './errors.js';
 import type { GateUsage } from './gate.js';
 import { CLIENT_CLOSED } from './metrics.js';
 import type { HeaderLines } from './http-pool.js';
-import { ResponseWriter, type WriterHooks } from './response-writer.js';
+import { headerNameIs, type HeaderName, ResponseWriter, type WriterHooks } from './response-writer.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from './upstreams.js';
 import { indexOfUsage, lastIndexOfUsage, relayedUsage, reservedUsage, usageAt, ZERO_USAGE } from './usage.js';
 
 const LF2 = Buffer.from('\n\n');
 const CRLF2 = Buffer.from('\r\n\r\n');
 const CHOICES_KEY = Buffer.from('"choices":[');
+const CONTENT_TYPE = Buffer.from('content-type');
+const JSON_TYPE = 'application/json';
 
 export interface RelayOptions {
   stream: boolean;
@@ -48,6 +55,9 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
   /** SSE events relayed so far: the output charged when the backend's own count never arrives. */
   private events = 0;
   private sse = false;
+  /** An error status: its body, collected to be answered in the chat shape. */
+  private errorParts: Buffer[] | undefined;
+  private errorSize = 0;
 
   constructor(
     res: Res,
@@ -78,6 +88,11 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
   onHead(status: number, headers: HeaderLines): void {
     this.status = status;
     this.sse = this.opts.stream && status === 200;
+    if (status >= 400) {
+      this.errorParts = [];
+      this.out.head(status, jsonTyped(headers.endToEnd()), this.opts.headers);
+      return;
+    }
     if (!this.sse) this.contentLength = headers.contentLength;
     this.out.head(status, headers.endToEnd(), this.opts.headers);
   }
@@ -85,6 +100,13 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
   onData(chunk: Buffer): boolean {
     const out = this.out;
     if (out.isClosed) return true;
+    if (this.errorParts) {
+      if (this.errorSize < MAX_ERROR_BODY_BYTES) {
+        this.errorParts.push(chunk);
+        this.errorSize += chunk.length;
+      }
+      return true;
+    }
     if (this.sse) this.sseData(chunk);
     else {
       if (this.status === 200) {
@@ -103,6 +125,11 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
 
   onEnd(): void {
     const out = this.out;
+    if (this.errorParts) {
+      out.end(chatBackendErrorBody(this.status, Buffer.concat(this.errorParts)));
+      out.finish(this.status, ZERO_USAGE);
+      return;
+    }
     if (this.carry) out.write(this.carry);
     out.end(this.held);
     out.finish(this.status, this.status === 200 ? this.usage : ZERO_USAGE);
@@ -199,6 +226,14 @@ export class ChatRelay implements UpstreamHandler, WriterHooks {
     if (from === 0) out.write(chunk);
     else if (from < chunk.length) out.write(chunk.subarray(from));
   }
+}
+
+/** A backend's end-to-end headers with its content type replaced by JSON's (an error rewritten in the chat shape). */
+function jsonTyped(raw: Buffer[]): HeaderName[] {
+  const out: HeaderName[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) if (!headerNameIs(raw[i]!, CONTENT_TYPE)) out.push(raw[i]!, raw[i + 1]!);
+  out.push('content-type', JSON_TYPE);
+  return out;
 }
 
 /**

@@ -1,6 +1,7 @@
 // Errors on the messages routes. Their body is the protocol's own:
 // `{"type":"error","error":{"type":...,"message":...}}`, with the HTTP status of the failure.
 import { RcError } from '../../lib/errors.js';
+import { readBackendError } from '../backend-error.js';
 import type { ErrorCode } from '../errors.js';
 
 /** The protocol's error types. */
@@ -84,31 +85,11 @@ function isStringRecord(v: unknown): v is Record<string, string> {
 }
 
 /**
- * The message of a backend's error body: OpenAI/vLLM style `{error: {message}}` or
- * `{message}` (vLLM's ErrorResponse), else the raw text (truncated).
- */
-export function backendErrorMessage(body: string): string {
-  try {
-    const v = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown; detail?: unknown };
-    if (v && typeof v === 'object') {
-      if (typeof v.error === 'object' && v.error && typeof v.error.message === 'string') return v.error.message;
-      if (typeof v.error === 'string') return v.error;
-      if (typeof v.message === 'string') return v.message;
-      if (typeof v.detail === 'string') return v.detail;
-    }
-  } catch {
-    // not JSON: fall through to the raw text
-  }
-  const text = body.trim();
-  return text ? text.slice(0, 500) : 'The model backend returned an error';
-}
-
-/**
  * A backend's error response relayed with its own status and message (SPEC: errors the model
  * raises pass through). A 429 or 503 keeps the backend's Retry-After, or gets 1 second.
  */
 export function backendError(status: number, body: string, retryAfter: string | undefined): MessagesError {
   const s = status >= 400 && status <= 599 ? status : 502;
   const headers = s === 429 || s === 503 ? { 'retry-after': retryAfter && /^\d+$/.test(retryAfter) ? retryAfter : '1' } : undefined;
-  return new MessagesError(s, backendErrorMessage(body), headers);
+  return new MessagesError(s, readBackendError(s, body).message, headers);
 }

@@ -8,6 +8,7 @@
 // chunk. The response head waits for that same write (it goes out with the first events when
 // they came in the same read as the backend's head, else alone right after that read).
 import { relayedUsage } from '../usage.js';
+import { MAX_ERROR_BODY_BYTES } from '../backend-error.js';
 import type { Res } from '../../lib/http.js';
 import type { ModelState } from '../catalog.js';
 import type { GatewayContext } from '../context.js';
@@ -40,8 +41,6 @@ export interface RelayOptions {
 
 /** The backend's Retry-After, kept on a relayed 429 or 503. */
 const RETRY_AFTER = Buffer.from('retry-after');
-/** Largest backend error body we read to relay its message. */
-const MAX_ERROR_BYTES = 64 * 1024;
 
 export function relayStream(res: Res, ctx: GatewayContext, o: RelayOptions): void {
   const relay = new MessagesStreamRelay(res, ctx, o);
@@ -124,7 +123,7 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks {
 
   onData(chunk: Buffer): boolean {
     if (this.errorParts) {
-      if (this.errorSize < MAX_ERROR_BYTES) {
+      if (this.errorSize < MAX_ERROR_BODY_BYTES) {
         this.errorParts.push(chunk);
         this.errorSize += chunk.length;
       }

@@ -2,7 +2,9 @@
 // serves it). The same path as chat completions: key -> body -> JSON object with a string
 // `model` -> catalog -> reasoning effort rule -> admission (503) -> gate (429) -> relay the
 // backend's bytes (streams unbuffered, with backpressure; a client that leaves aborts the
-// backend request). Errors the gateway answers itself are chat-shaped; backend errors pass through.
+// backend request). Errors the gateway answers itself are chat-shaped, and so are the backend's
+// (relay.ts rewrites an error status's body). Tools the backend cannot take are flattened or left
+// out, previous_response_id is refused (request.ts, tools.ts, namespace-relay.ts).
 //
 // The relay is the chat relay (gateway/relay.ts): the gate is settled from the response's
 // `usage` (`input_tokens`, `output_tokens`, `input_tokens_details.cached_tokens`), found in the
@@ -18,6 +20,8 @@ import { resolveEffort } from '../effort.js';
 import { CHAT_CODES, ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError } from '../errors.js';
 import { NO_MODEL } from '../metrics.js';
 import { ChatRelay } from '../relay.js';
+import { NamespaceRelay, NamespaceRestorer } from './namespace-relay.js';
+import { prepareResponsesBody, withDroppedTools } from './request.js';
 import { ZERO_USAGE } from '../usage.js';
 
 export const RESPONSES_ROUTE = 'responses';
@@ -48,7 +52,13 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): 
   if (!parsed) return;
   const { o, model } = parsed;
 
-  let rewrite = false;
+  const tools = prepareResponsesBody(o);
+  if (tools instanceof GatewayError) {
+    ctx.metrics.request(RESPONSES_ROUTE, model.name, 400);
+    sendError(res, tools);
+    return;
+  }
+  let rewrite = tools.changed;
   if (model.servedName) {
     o.model = model.servedName;
     rewrite = true;
@@ -109,9 +119,11 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): 
       stripUsage: false,
       inputTokens,
       reservedTokens: decision.reservedTokens ?? gateRequest.estimatedTokens,
-      headers: decision.headers,
+      headers: withDroppedTools(decision.headers, tools),
       onFinish: finish,
     });
-    relay.call = ctx.upstreams.send(model, sticky, body, relay, RESPONSES_PATH);
+    // Calls of namespace functions get their namespace back on the way to the client.
+    const handler = tools.names ? new NamespaceRelay(relay, new NamespaceRestorer(tools.names), stream) : relay;
+    relay.call = ctx.upstreams.send(model, sticky, body, handler, RESPONSES_PATH);
   });
 }

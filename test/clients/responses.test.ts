@@ -87,7 +87,7 @@ test('reasoning.effort: ignored without reasoning, mapped to the nearest tier, u
   );
 });
 
-test("errors: chat-shaped from the gateway, the backend's own passed through", async () => {
+test("errors: chat-shaped from the gateway, the backend's own too (its status and message)", async () => {
   const url = `${fx.gateway.url}/v1/responses`;
   const auth = { authorization: `Bearer ${fx.key}` };
   const cases: [string, Record<string, string>, number, string][] = [
@@ -106,10 +106,11 @@ test("errors: chat-shaped from the gateway, the backend's own passed through", a
   }
   const wrong = await fetch(url, { headers: auth });
   assert.equal(wrong.status, 405);
-  // The backend's validation error, as the backend wrote it.
+  // The backend's validation error (vLLM's flat shape from the sim), in the chat shape.
   const bad = await post(url, JSON.stringify({ model: 'chat', input: [] }), auth);
   assert.equal(bad.status, 400);
-  assert.equal(bad.json.object, 'error');
+  assert.equal(bad.json.object, undefined);
+  assert.match(bad.json.error.message, /input/);
   fx.sims[0]!.setFault({ kind: '429', count: 1, retryAfterS: 4 });
   const limited = await post(url, JSON.stringify({ model: 'chat', input: 'x' }), auth);
   assert.equal(limited.status, 429);

@@ -1,4 +1,4 @@
-// Upstreams and admission: sticky routing, backend down, backend errors passed through, stalls,
+// Upstreams and admission: sticky routing, backend down, backend errors passed on (chat shape), stalls,
 // the in-flight limit and the gate seam.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
@@ -81,21 +81,21 @@ describe('gateway upstreams', () => {
     }
   });
 
-  it('passes backend 500 and 429 through with status, body and Retry-After', async () => {
+  it('passes backend 500 and 429 through with status, message and Retry-After, in the chat shape', async () => {
     const f = await startFixture();
     try {
       const sim = f.sims[0]!;
       sim.setFault({ kind: '500', count: 1 });
       let r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO }), { authorization: `Bearer ${f.key}` });
       assert.equal(r.status, 500);
-      assert.match(r.json.message, /Simulated internal server error/);
+      assert.match(r.json.error.message, /Simulated internal server error/);
       sim.setFault({ kind: '429', count: 1, retryAfterS: 7 });
       r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, stream: true }), {
         authorization: `Bearer ${f.key}`,
       });
       assert.equal(r.status, 429);
       assert.equal(r.headers.get('retry-after'), '7');
-      assert.match(r.json.message, /Simulated rate limit/);
+      assert.match(r.json.error.message, /Simulated rate limit/);
       // The openai client sees the same.
       sim.setFault({ kind: '429', count: 1, retryAfterS: 3 });
       await assert.rejects(
@@ -107,7 +107,7 @@ describe('gateway upstreams', () => {
         authorization: `Bearer ${f.key}`,
       });
       assert.equal(r.status, 400);
-      assert.match(r.json.message, /maximum context length/);
+      assert.match(r.json.error.message, /maximum context length/);
       assert.equal(f.gateway.context.admission.inflight, 0);
     } finally {
       await f.close();

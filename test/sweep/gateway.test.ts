@@ -51,7 +51,7 @@ const ROUTES: RouteUnderTest[] = [
   {
     path: '/v1/chat/completions',
     good: CHAT,
-    shapes: ['chat', 'vllm'],
+    shapes: ['chat'],
     fields: [
       'model',
       'messages',
@@ -102,7 +102,7 @@ const ROUTES: RouteUnderTest[] = [
   {
     path: '/v1/responses',
     good: RESPONSES,
-    shapes: ['chat', 'vllm'],
+    shapes: ['chat'],
     fields: ['model', 'input', 'instructions', 'max_output_tokens', 'stream', 'tools', 'tool_choice', 'reasoning', 'user', 'prompt_cache_key'],
   },
 ];
@@ -260,7 +260,7 @@ test('nested values: messages, content blocks, tools and schemas with wrong type
   ];
   for (const [path, name, body] of cases) {
     const label = `${path} ${name}`;
-    const shapes: Shape[] = path.startsWith('/v1/chat') ? ['chat', 'vllm'] : ['messages'];
+    const shapes: Shape[] = path.startsWith('/v1/chat') ? ['chat'] : ['messages'];
     await f.check(label, async () => {
       const r = await request(p.gateway, 'POST', path, { headers: auth(), body: typeof body === 'string' ? body : JSON.stringify(body) });
       assertRefused(label, r, { status: ANY_ANSWER, shapes });

@@ -323,7 +323,7 @@ export function shapeProblem(shape: Shape, body: string): string | undefined {
 export interface Expect {
   /** Allowed statuses; default any 4xx. */
   status?: number[];
-  /** Shapes an error body may take (backend errors pass through on the chat route). */
+  /** Shapes an error body may take (a route relaying a backend verbatim may answer in the backend's). */
   shapes: Shape[];
 }
 
