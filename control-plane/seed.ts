@@ -44,7 +44,10 @@ export function seedOnce(store: Store): void {
       category: 'apps',
       description: 'A tiny web app on the routed Gradio port.',
       tags: ['demo'],
-      start_command: 'python3 -m http.server $PORT',
+      // The app's own directory only (/app in the image; a fresh ./app where there is none, as in
+      // the process runtime), never the working directory or /: an app port must not serve
+      // /proc (a process's environment), /etc or the instance files.
+      start_command: `cd /app 2>/dev/null || { mkdir -p app && cd app && echo '<h1>Gradio demo</h1>' > index.html; }; exec python3 -m http.server $PORT`,
       sort_order: 20,
     });
     seed({
