@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { Client } from 'undici';
-import type { AgentClient } from '../../agent/client.js';
+import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/catalog.js';
 import { issueTunnelToken, tunnelId } from '../../gateway/tunnel/identity.js';
-import { startTestAgent, waitForState } from '../agent/harness.js';
+import { killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from '../agent/harness.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
 import { OTHER, startGatewayFixture } from './fixture.js';
 
@@ -152,4 +152,42 @@ test('tunnels of containers: no token inside, exposed through the relay, a stole
   );
   assert.match(refused, /^HTTP\/1\.1 403 /, refused);
   assert.match(refused, /running instances only/);
+});
+
+test('after an agent restart the relay knows the adopted container again: its rc-tunnel reconnects on the same URL', {
+  timeout: 240_000,
+}, async (t: TestContext) => {
+  if (!(await dockerAvailable(t))) return;
+  await ensureLocalImage(DOCKER_SOCKET, BUSYBOX);
+  const f = await startGatewayFixture(t);
+  const dataDir = tempDir(t);
+  const token = newToken();
+  const env = { RC_AGENT_RUNTIME: 'docker', RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET, RC_AGENT_STOP_GRACE_MS: '1000', RC_AGENT_MEMORY_MB_PER_GPU: '512' };
+  let a = await spawnAgent(t, dataDir, token, env);
+  t.after(() => removeAgentContainers(a.agentId));
+  let client = createAgentClient({ address: a.address, token });
+  const id = `relay-restart-${process.pid}`;
+  f.addRoute(id, '127.0.0.1:1', { instanceType: 'gradio' });
+  await client.start({
+    instanceId: id,
+    image: BUSYBOX,
+    env: { RC_TUNNEL_BROKER: f.gateway.url, RC_TUNNEL_TOKEN: issueTunnelToken(f.tunnelSecret, id) },
+    startCommand: `${SERVE('page-before-restart')}; rc-tunnel expose --port 8080 --detach; echo UP; exec sleep 600`,
+  });
+  await logLine(client, id, 'UP');
+  const url = `${f.gateway.url}/t/${tunnelId(f.tunnelSecret, id, 8080)}/`;
+  await waitFor(async () => (await fetch(url)).status === 200, 60_000, 100);
+
+  // SIGKILL: the relay goes with the agent, the tunnel drops (rc-tunnel retries with backoff).
+  client.close();
+  await killChild(a.child);
+  await waitFor(async () => !f.broker.tunnels().some((x) => x.instanceId === id), 30_000, 100);
+  a = await spawnAgent(t, dataDir, token, env);
+  client = createAgentClient({ address: a.address, token });
+  t.after(() => client.close());
+  await waitForState(client, id, 'ready', 60_000);
+  await waitFor(async () => f.broker.tunnels().some((x) => x.instanceId === id), 90_000, 200);
+  assert.equal(await (await fetch(url)).text(), 'page-before-restart\n');
+  await client.reconcile([]);
+  await killChild(a.child);
 });
