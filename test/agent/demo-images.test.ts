@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { Client } from 'undici';
-import { ensureLocalImage } from '../../agent/images/catalog.js';
+import { ensureLocalImage, LABEL_DEFINITION, localImageDigest } from '../../agent/images/catalog.js';
 import { GRADIO_DEMO_COMMAND } from '../../control-plane/seed.js';
 import { DOCKER_SOCKET, dockerAvailable } from '../helpers.js';
 import { startTestAgent, waitForState } from './harness.js';
@@ -53,7 +53,16 @@ const OUTSIDE_THE_APP = [
 
 test('the demo images serve their app page and nothing of the filesystem', { timeout: 600_000 }, async (t: TestContext) => {
   if (!(await dockerAvailable(t))) return;
-  for (const image of ['rc/gradio:latest', 'rc/jupyter-pytorch:latest']) await ensureLocalImage(DOCKER_SOCKET, image);
+  // Built (or rebuilt: a changed definition makes the image stale) from the current definition.
+  const engine = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
+  t.after(() => engine.close());
+  for (const image of ['rc/gradio:latest', 'rc/jupyter-pytorch:latest']) {
+    await ensureLocalImage(DOCKER_SOCKET, image);
+    const res = await engine.request({ method: 'GET', path: `/v1.41/images/${encodeURIComponent(image)}/json` });
+    const labels = ((await res.body.json()) as { Config: { Labels: Record<string, string> } }).Config.Labels;
+    assert.equal(labels[LABEL_DEFINITION], localImageDigest(image), `${image} carries the digest of its definition`);
+  }
+  assert.notEqual(localImageDigest('rc/gradio:latest'), localImageDigest('rc/jupyter-pytorch:latest'));
   const { client, agent } = await startTestAgent(t, {
     runtime: 'docker',
     dockerSocket: DOCKER_SOCKET,

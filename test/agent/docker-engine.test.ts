@@ -420,7 +420,7 @@ test('rc-tunnel inside a container: the tool is on PATH, the broker setting name
     image: BUSYBOX,
     env: { RC_TUNNEL_BROKER: brokerUrl, RC_TUNNEL_TOKEN: 'rct-secret-of-this-instance' },
     startCommand:
-      'echo "broker=$RC_TUNNEL_BROKER relay=$RC_TUNNEL_VIA_RELAY token=${RC_TUNNEL_TOKEN:-none}"; wget -q -O - "$RC_TUNNEL_BROKER/" 2>&1; echo; rc-tunnel --help | head -1; echo TUNNEL-DONE; exec sleep 60',
+      'echo "broker=$RC_TUNNEL_BROKER relay=$RC_TUNNEL_VIA_RELAY token=$(printenv RC_TUNNEL_TOKEN || echo none)"; wget -q -O - "$RC_TUNNEL_BROKER/" 2>&1; echo; rc-tunnel --help | head -1; echo TUNNEL-DONE; exec sleep 60',
   });
   const out = await waitFor(async () => {
     const l = await logsOf(client, id);
