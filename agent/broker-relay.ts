@@ -39,6 +39,11 @@ const RELAY_PATH = /^(?:\/b([0-9]{1,2}))?\/tunnel\/connect$/;
 const DROPPED = /^(authorization|proxy-authorization|host|forwarded|x-forwarded-.*|x-real-ip|x-rc-.*)$/i;
 /** Request heads must arrive within this time. */
 const HEAD_TIMEOUT_MS = 10_000;
+/**
+ * Identifications (one engine call each) in flight at most: a container hammering the relay gets
+ * 503s instead of queueing engine calls. rc-tunnel connects once per tunnel and retries with backoff.
+ */
+const MAX_IDENTIFYING = 16;
 
 /** What the relay presents for one instance. */
 interface Registration {
@@ -92,6 +97,7 @@ export class TunnelRelay {
   private readonly sockets = new Set<Duplex>();
   /** The port new containers are given (the first one listened on). */
   private primary: number | undefined;
+  private identifying = 0;
 
   constructor(private readonly o: TunnelRelayOptions) {}
 
@@ -189,13 +195,20 @@ export class TunnelRelay {
       return;
     }
     const address = plainAddress((socket as Socket).remoteAddress);
+    if (this.identifying >= MAX_IDENTIFYING) {
+      rawResponse(socket, 503, 'Service Unavailable', 'The tunnel relay is busy; retry');
+      return;
+    }
     let instanceId: string | undefined;
+    this.identifying++;
     try {
       instanceId = await this.o.identify(address);
     } catch (err) {
       this.o.logger.warn('tunnel relay: identifying a connection failed', { address, err });
       rawResponse(socket, 503, 'Service Unavailable', 'The tunnel relay cannot identify containers right now; retry');
       return;
+    } finally {
+      this.identifying--;
     }
     if (socket.destroyed) return;
     if (!instanceId) {

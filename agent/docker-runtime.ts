@@ -277,6 +277,11 @@ export class DockerRuntime implements Runtime {
     return { [BROKER_ENV]: this.relay.containerBrokers(api.HOST_GATEWAY_NAME, port, brokers.length), [VIA_RELAY_ENV]: '1' };
   }
 
+  /** The tunnel relay's ports (on the default bridge's gateway address): a host firewall must let containers reach them. */
+  tunnelRelayPorts(): number[] {
+    return this.relay?.ports() ?? [];
+  }
+
   /** The spec's env as a container gets it: without the tunnel token. */
   private static containerSpec(spec: LaunchSpec): LaunchSpec {
     if (!(TOKEN_ENV in spec.env)) return spec;

@@ -13,6 +13,7 @@ import { test, type TestContext } from 'node:test';
 import { TunnelRelay } from '../../agent/broker-relay.js';
 import { readIdentity } from '../../agent/tunnel/identity.js';
 import { createLogger } from '../../lib/log.js';
+import { waitFor } from '../helpers.js';
 
 /** A stand-in broker: records each request head it gets and answers 101 then echoes. */
 async function fakeBroker(t: TestContext, server: Server = createServer()): Promise<{ port: number; heads: string[] }> {
@@ -216,4 +217,23 @@ test('rc-tunnel through the relay needs no token; without broker or relay settin
   assert.equal(viaRelay.broker, 'http://host.docker.internal:9');
   assert.throws(() => readIdentity({ RC_TUNNEL_VIA_RELAY: '1' }), /created before the tunnel feature was enabled/);
   assert.throws(() => readIdentity({}), /created before the tunnel feature was enabled/);
+});
+
+test('identifying is bounded: an engine that fails or hangs gives 503, never a queue without end', async (t) => {
+  const pending: (() => void)[] = [];
+  let mode: 'fail' | 'hang' = 'fail';
+  const { port } = await relay(t, () => {
+    if (mode === 'fail') return Promise.reject(new Error('engine down'));
+    return new Promise<undefined>((resolve) => pending.push(() => resolve(undefined)));
+  });
+  const status = (s: string) => Number(/^HTTP\/1\.1 (\d{3})/.exec(s)?.[1]);
+  assert.equal(status(await exchange(port, UPGRADE('/tunnel/connect?port=1'))), 503);
+  mode = 'hang';
+  const hanging = Array.from({ length: 16 }, () => exchange(port, UPGRADE('/tunnel/connect?port=1')));
+  await waitFor(() => pending.length === 16);
+  const busy = await exchange(port, UPGRADE('/tunnel/connect?port=1'));
+  assert.equal(status(busy), 503);
+  assert.match(busy, /busy/);
+  for (const p of pending) p();
+  for (const r of await Promise.all(hanging)) assert.equal(status(r), 403);
 });
