@@ -82,6 +82,8 @@ export const pingRequest = (): DockerRequest => ({ method: 'GET', path: '/_ping'
 export const infoRequest = (): DockerRequest => ({ method: 'GET', path: '/info' });
 export const pullRequest = (image: string): DockerRequest => ({ method: 'POST', path: `/images/create?${q(parseImage(image))}` });
 export const imageInspectRequest = (image: string): DockerRequest => ({ method: 'GET', path: `/images/${enc(image)}/json` });
+/** Removes the name `image` (force: also when a container runs it; the container keeps the image, unnamed). */
+export const imageRemoveRequest = (image: string): DockerRequest => ({ method: 'DELETE', path: `/images/${enc(image)}?force=true&noprune=false` });
 export const networkInspectRequest = (name: string): DockerRequest => ({ method: 'GET', path: `/networks/${enc(name)}` });
 
 /** Resource limits of one container (already scaled by GPU count). */
@@ -225,6 +227,20 @@ export const listRequest = (agentId: string): DockerRequest => ({
   method: 'GET',
   path: `/containers/json?${q({ all: 'true', filters: JSON.stringify({ label: [`${LABEL_AGENT}=${agentId}`] }) })}`,
 });
+/** This agent's running containers, with their networks' addresses (the tunnel relay's identification). */
+export const runningListRequest = (agentId: string): DockerRequest => ({
+  method: 'GET',
+  path: `/containers/json?${q({ filters: JSON.stringify({ label: [`${LABEL_AGENT}=${agentId}`], status: ['running'] }) })}`,
+});
+
+/** The part of a /containers/json entry the relay reads. */
+export interface ListedContainer {
+  Id: string;
+  State?: string;
+  Labels?: Record<string, string>;
+  NetworkSettings?: { Networks?: Record<string, { IPAddress?: string; GlobalIPv6Address?: string }> };
+}
+
 /** The container's output since `sinceSec` (0: all of it), then new output as it comes. */
 export const logsRequest = (id: string, sinceSec: number): DockerRequest => ({
   method: 'GET',

@@ -11,9 +11,9 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Pool, type Dispatcher } from 'undici';
-import { BROKER_ENV } from '../gateway/tunnel/identity.js';
+import { BROKER_ENV, TOKEN_ENV, VIA_RELAY_ENV } from '../gateway/tunnel/identity.js';
 import type { Logger } from '../lib/log.js';
-import { BrokerRelays, isLoopbackHost } from './broker-relay.js';
+import { parseBrokers, TunnelRelay } from './broker-relay.js';
 import * as api from './docker-api.js';
 import { FailureReason, RuntimeError } from './errors.js';
 import { StartFailure, type ExitInfo, type Runtime, type StartContext } from './runtime.js';
@@ -62,7 +62,10 @@ export class DockerRuntime implements Runtime {
   private version = api.MIN_API_VERSION;
   private diskQuota = false;
   private bridgeGateway: string | undefined;
-  private readonly relays = new BrokerRelays();
+  /** The tunnel relay (created once the bridge's address is known): containers' only way to the broker. */
+  private relay: TunnelRelay | undefined;
+  /** Container id -> instance id, to forget an instance's tunnel token when its container is removed. */
+  private readonly relayed = new Map<string, string>();
   /** Container id -> settles when its log copy ended (the container's output is all in the file). */
   private readonly logCopies = new Map<string, Promise<void>>();
 
@@ -151,7 +154,27 @@ export class DockerRuntime implements Runtime {
       diskQuota: this.diskQuota,
       bridgeGateway: this.bridgeGateway ?? null,
     });
-    if (!this.bridgeGateway) this.opts.logger.warn('no address of the default bridge found: a loopback tunnel broker is unreachable from containers');
+    if (this.bridgeGateway) {
+      this.relay = new TunnelRelay({ listenIp: this.bridgeGateway, identify: (address) => this.instanceAt(address), logger: this.opts.logger });
+    } else {
+      this.opts.logger.warn('no address of the default bridge found: rc-tunnel cannot reach the tunnel broker from containers');
+    }
+  }
+
+  /**
+   * The instance whose running container (of this agent) has `address` on any of its networks:
+   * the tunnel relay's identification of a connection. Asked for each tunnel connection only.
+   */
+  private async instanceAt(address: string): Promise<string | undefined> {
+    if (!address) return undefined;
+    const r = await this.call(api.runningListRequest(this.opts.agentId));
+    if (r.status !== 200) throw new RuntimeError(`Listing this agent's containers failed: ${DockerRuntime.message(r)}`);
+    for (const c of r.json as api.ListedContainer[]) {
+      if (c.Labels?.[api.LABEL_AGENT] !== this.opts.agentId || c.State !== 'running') continue;
+      const nets = Object.values(c.NetworkSettings?.Networks ?? {});
+      if (nets.some((n) => n.IPAddress === address || n.GlobalIPv6Address === address)) return c.Labels?.[api.LABEL_INSTANCE];
+    }
+    return undefined;
   }
 
   /** The host's address on the default bridge (what host-gateway resolves to in containers). */
@@ -238,26 +261,45 @@ export class DockerRuntime implements Runtime {
 
   // ---- start ----------------------------------------------------------------------------------
 
-  /** The broker URL as containers reach it: a loopback URL goes through the relay on the bridge. */
-  private async brokerEnv(env: Record<string, string>): Promise<Record<string, string>> {
-    const value = env[BROKER_ENV];
-    if (!value || !this.bridgeGateway) return {};
-    let url: URL;
-    try {
-      url = new URL(value);
-    } catch {
-      return {};
-    }
-    if (!isLoopbackHost(url.hostname)) return {};
-    const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
-    const relayPort = await this.relays.ensure(this.bridgeGateway, url.hostname, port);
-    url.hostname = api.HOST_GATEWAY_NAME;
-    url.port = String(relayPort);
-    return { [BROKER_ENV]: url.toString().replace(/\/$/, value.endsWith('/') ? '/' : '') };
+  /**
+   * The tunnel settings a container gets: RC_TUNNEL_BROKER naming the agent's relay (one URL per
+   * broker) and RC_TUNNEL_VIA_RELAY=1, never the token: the relay presents it (broker-relay.ts).
+   * The token stays in the agent (in memory, and in the state file's copy of the spec: the agent's
+   * data dir is 0700, like the agent's own credentials).
+   */
+  private async tunnelEnv(spec: LaunchSpec): Promise<Record<string, string>> {
+    const brokers = parseBrokers(spec.env[BROKER_ENV] ?? '');
+    if (!brokers || !this.relay) return {};
+    this.relay.register(spec.instanceId, spec.env[TOKEN_ENV] ?? '', spec.env[BROKER_ENV]!);
+    // A stable port when free (the first broker's): containers keep their URL across agent restarts.
+    const first = brokers[0]!;
+    const port = await this.relay.ensure([Number(first.port || (first.protocol === 'https:' || first.protocol === 'wss:' ? 443 : 80))]);
+    return { [BROKER_ENV]: this.relay.containerBrokers(api.HOST_GATEWAY_NAME, port, brokers.length), [VIA_RELAY_ENV]: '1' };
   }
 
-  async resume(spec: LaunchSpec): Promise<void> {
-    await this.brokerEnv(spec.env);
+  /** The tunnel relay's ports (on the default bridge's gateway address): a host firewall must let containers reach them. */
+  tunnelRelayPorts(): number[] {
+    return this.relay?.ports() ?? [];
+  }
+
+  /** The spec's env as a container gets it: without the tunnel token. */
+  private static containerSpec(spec: LaunchSpec): LaunchSpec {
+    if (!(TOKEN_ENV in spec.env)) return spec;
+    const { [TOKEN_ENV]: _token, ...env } = spec.env;
+    return { ...spec, env };
+  }
+
+  /** After an agent restart: the relay again knows the instance's token and listens where its container was told. */
+  async resume(spec: LaunchSpec, ref: RuntimeRef): Promise<void> {
+    if (!this.relay || !parseBrokers(spec.env[BROKER_ENV] ?? '')) return;
+    this.relay.register(spec.instanceId, spec.env[TOKEN_ENV] ?? '', spec.env[BROKER_ENV]!);
+    this.relayed.set(String(ref.containerId), spec.instanceId);
+    const r = await this.call(api.inspectRequest(String(ref.containerId)));
+    const env = (r.json as { Config?: { Env?: string[] } } | undefined)?.Config?.Env ?? [];
+    const given = env.find((e) => e.startsWith(`${BROKER_ENV}=`))?.slice(BROKER_ENV.length + 1) ?? '';
+    for (const url of parseBrokers(given) ?? []) {
+      if (url.hostname === api.HOST_GATEWAY_NAME && url.port) await this.relay.adopt(Number(url.port));
+    }
   }
 
   private async volume(ctx: StartContext): Promise<api.CreateOptions['volume']> {
@@ -278,7 +320,7 @@ export class DockerRuntime implements Runtime {
     ctx.onProgress('starting');
     const authorizedKeys = join(ctx.homeDir, '.ssh', 'authorized_keys');
     const options: api.CreateOptions = {
-      spec,
+      spec: DockerRuntime.containerSpec(spec),
       agentId: this.opts.agentId,
       gpus: ctx.gpus,
       gpuDeviceIds: ctx.gpuDeviceIds,
@@ -289,7 +331,7 @@ export class DockerRuntime implements Runtime {
       authorizedKeysFile: spec.sshPublicKey && existsSync(authorizedKeys) ? authorizedKeys : undefined,
       toolbox: this.opts.toolbox,
       imagePath: imageEnv.find((e) => e.startsWith('PATH='))?.slice(5),
-      agentEnv: { ...ctx.agentEnv, ...(await this.brokerEnv(spec.env)) },
+      agentEnv: { ...ctx.agentEnv, ...(await this.tunnelEnv(spec)) },
       limits: api.scaleLimits(this.opts.limitsPerGpu, spec.gpuCount, availableParallelism()),
       diskQuotaGb: this.diskQuota && spec.diskGb > 0 ? spec.diskGb : undefined,
     };
@@ -301,6 +343,7 @@ export class DockerRuntime implements Runtime {
     }
     if (res.status !== 201) throw new StartFailure(FailureReason.startFailed, `Creating the container failed: ${DockerRuntime.message(res)}`);
     const containerId = (res.json as { Id: string }).Id;
+    this.relayed.set(containerId, spec.instanceId);
     try {
       const started = await this.call(api.startRequest(containerId));
       if (started.status !== 204 && started.status !== 304) {
@@ -418,6 +461,9 @@ export class DockerRuntime implements Runtime {
   async remove(ref: RuntimeRef): Promise<void> {
     const r = await this.call(api.removeRequest(String(ref.containerId)));
     if (r.status !== 204 && r.status !== 404) throw new RuntimeError(`Removing the container failed: ${DockerRuntime.message(r)}`);
+    const instanceId = this.relayed.get(String(ref.containerId));
+    this.relayed.delete(String(ref.containerId));
+    if (instanceId && ![...this.relayed.values()].includes(instanceId)) this.relay?.unregister(instanceId);
   }
 
   async discover(): Promise<Map<string, RuntimeRef[]>> {
@@ -435,7 +481,7 @@ export class DockerRuntime implements Runtime {
   }
 
   close(): void {
-    this.relays.close();
+    this.relay?.close();
     void this.client.close().catch(() => undefined);
   }
 }

@@ -33,7 +33,7 @@ import { createGateway, type Gateway } from '../gateway/server.js';
 import { gatewayOptionsFromConfig } from '../gateway/cli.js';
 import { startAgent, type AgentHandle } from '../agent/server.js';
 import { agentOptionsFromConfig, chooseRuntime } from '../agent/cli.js';
-import { buildKnownImage } from '../agent/images/catalog.js';
+import { buildKnownImage, untagStaleLocalImages } from '../agent/images/catalog.js';
 
 const LOCAL_AGENT_ID = 'local';
 
@@ -124,6 +124,12 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       // use), else host processes, with a warning: that mode is for one trusted user.
       agentOptions.runtime = await chooseRuntime(config.agentRuntime, config.agentDockerSocket);
       if (agentOptions.runtime === 'docker') {
+        // The seeded images built from an older definition are built again on first use.
+        const stale = await untagStaleLocalImages(config.agentDockerSocket).catch((err: unknown) => {
+          logger.warn('checking the local images failed', { err });
+          return [];
+        });
+        if (stale.length) logger.info('local images built from an older definition: rebuilt on first use', { images: stale });
         agentOptions.docker = {
           ...agentOptions.docker,
           buildLocalImage: (image, onProgress) =>

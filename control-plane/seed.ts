@@ -19,6 +19,13 @@ export const DEFAULT_IMAGES: readonly { name: string; image: string }[] = [
  */
 const SIM_COMMAND = 'rc sim --host 0.0.0.0 --port $PORT --model demo';
 
+/**
+ * The Gradio demo's command: the app's own directory only (/app in the image; a fresh ./app where
+ * there is none, as in the process runtime), never the working directory or /: an app port must
+ * not serve /proc (a process's environment), /etc or the instance files.
+ */
+export const GRADIO_DEMO_COMMAND = `cd /app 2>/dev/null || { mkdir -p app && cd app && echo '<h1>Gradio demo</h1>' > index.html; }; exec python3 -m http.server $PORT`;
+
 export function seedOnce(store: Store): void {
   const db = store.db;
   store.transaction(() => {
@@ -44,7 +51,7 @@ export function seedOnce(store: Store): void {
       category: 'apps',
       description: 'A tiny web app on the routed Gradio port.',
       tags: ['demo'],
-      start_command: 'python3 -m http.server $PORT',
+      start_command: GRADIO_DEMO_COMMAND,
       sort_order: 20,
     });
     seed({

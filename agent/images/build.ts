@@ -10,6 +10,8 @@ export interface BuildOptions {
   socketPath: string;
   tag: string;
   contextDir: string;
+  /** More image labels (besides LABEL_IMAGE). */
+  labels?: Record<string, string>;
   onOutput?: (line: string) => void;
 }
 
@@ -21,7 +23,7 @@ export async function buildImage(o: BuildOptions): Promise<void> {
     tarErr += d.toString();
   });
   try {
-    const params = new URLSearchParams({ t: o.tag, rm: 'true', forcerm: 'true', labels: JSON.stringify({ [LABEL_IMAGE]: o.tag }) });
+    const params = new URLSearchParams({ t: o.tag, rm: 'true', forcerm: 'true', labels: JSON.stringify({ ...o.labels, [LABEL_IMAGE]: o.tag }) });
     // Unversioned path: every engine since 1.24 accepts /build the same way.
     const res = await client.request({
       method: 'POST',

@@ -3,11 +3,12 @@
 // builds one when the engine lacks it; the docker runtime calls it for a missing image it knows
 // (npm start), the test suites for their images, and .ci/run builds them all up front.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { Client } from 'undici';
-import { imageInspectRequest } from '../docker-api.js';
+import { imageInspectRequest, imageRemoveRequest } from '../docker-api.js';
 import { buildImage, LABEL_IMAGE } from './build.js';
 import { addBinary, addTree, busyboxRoot } from './rootfs.js';
 
@@ -36,6 +37,23 @@ function python(root: string): void {
   const dynload = join(stdlib, 'lib-dynload');
   for (const f of readdirSync(dynload)) if (f.endsWith('.so')) addBinary(root, join(dynload, f));
   mkdirSync(join(root, 'usr/local/bin'), { recursive: true });
+}
+
+/**
+ * A demo image's app: python3 and `/app` holding only an index page, the directory its server
+ * serves (and its WORKDIR, so a start command that serves the working directory serves it too).
+ * Never `/` or a home: an app port of a seeded image must not reach /proc (a process's
+ * environment), /etc or the instance files at /rc.
+ */
+function demoApp(title: string): (root: string) => void {
+  return (root) => {
+    python(root);
+    mkdirSync(join(root, 'app'), { recursive: true, mode: 0o755 });
+    writeFileSync(
+      join(root, 'app/index.html'),
+      `<!doctype html>\n<html><head><meta charset="utf-8"><title>${title}</title></head>\n<body><h1>${title}</h1><p>Served from /app of the rc platform's demo image.</p></body></html>\n`,
+    );
+  };
 }
 
 const SSHD_CONFIG = `Port 22
@@ -69,14 +87,15 @@ export const LOCAL_IMAGES: Record<string, ImageDefinition> = {
     dockerfile: [PATH_ENV, 'CMD ["/usr/local/bin/rc-sshd"]'],
   },
   'rc/gradio:latest': {
-    description: 'busybox and python3 (the seeded Gradio demo runs python3 -m http.server $PORT)',
-    fill: python,
-    dockerfile: [PATH_ENV, 'CMD ["/bin/sh", "-c", "exec python3 -m http.server ${PORT:-7860}"]'],
+    description: 'busybox and python3; the app is /app (an index page) served by python3 -m http.server --directory /app on $PORT (7860)',
+    fill: demoApp('Gradio demo'),
+    dockerfile: [PATH_ENV, 'WORKDIR /app', 'CMD ["/bin/sh", "-c", "exec python3 -m http.server --directory /app ${PORT:-7860}"]'],
   },
   'rc/jupyter-pytorch:latest': {
-    description: 'busybox and python3; a stand-in for the notebook UI (python3 -m http.server on $PORT, 8888): no Jupyter or PyTorch offline',
-    fill: python,
-    dockerfile: [PATH_ENV, 'WORKDIR /root', 'CMD ["/bin/sh", "-c", "exec python3 -m http.server ${PORT:-8888}"]'],
+    description:
+      'busybox and python3; a stand-in for the notebook UI (python3 -m http.server --directory /app on $PORT, 8888, an index page only): no Jupyter or PyTorch offline',
+    fill: demoApp('Jupyter notebook (stand-in)'),
+    dockerfile: [PATH_ENV, 'WORKDIR /app', 'CMD ["/bin/sh", "-c", "exec python3 -m http.server --directory /app ${PORT:-8888}"]'],
   },
   'rc/vllm-sim:latest': {
     description: "busybox; serves the simulated vLLM backend with the toolbox's rc (mounted at /opt/rc by the agent)",
@@ -85,12 +104,33 @@ export const LOCAL_IMAGES: Record<string, ImageDefinition> = {
   },
 };
 
-async function imagePresent(socketPath: string, tag: string): Promise<boolean> {
+/** Label with the digest of the definition an image was built from (localImageDigest). */
+export const LABEL_DEFINITION = 'rc.local-image.definition';
+
+/**
+ * The digest of what `tag` is built from: its tag and Dockerfile lines and the code that fills its
+ * root (this module and rootfs.js, compiled). A changed definition changes it, so an image built
+ * from an older one is rebuilt (ensureLocalImage, untagStaleLocalImages), not kept because its tag exists.
+ */
+export function localImageDigest(tag: string): string {
+  const def = LOCAL_IMAGES[tag];
+  if (!def) throw new Error(`No local definition for image ${tag}`);
+  const h = createHash('sha256').update(JSON.stringify([tag, def.dockerfile, def.description]));
+  for (const m of ['./catalog.js', './rootfs.js']) h.update(readFileSync(new URL(m, import.meta.url)));
+  return h.digest('hex').slice(0, 32);
+}
+
+/** The image's state on the engine: absent, built from the current definition, or stale. */
+async function imageState(socketPath: string, tag: string): Promise<'absent' | 'current' | 'stale'> {
   const client = new Client('http://localhost', { socketPath });
   try {
     const res = await client.request({ method: 'GET', path: imageInspectRequest(tag).path });
-    await res.body.dump();
-    return res.statusCode === 200;
+    if (res.statusCode !== 200) {
+      await res.body.dump();
+      return 'absent';
+    }
+    const labels = ((await res.body.json()) as { Config?: { Labels?: Record<string, string> | null } }).Config?.Labels ?? {};
+    return labels[LABEL_DEFINITION] === localImageDigest(tag) ? 'current' : 'stale';
   } finally {
     await client.close();
   }
@@ -105,7 +145,7 @@ export async function buildLocalImage(socketPath: string, tag: string, onOutput?
     def.fill(dir);
     writeFileSync(join(dir, 'Dockerfile'), ['FROM scratch', 'COPY . /', ...def.dockerfile, ''].join('\n'));
     writeFileSync(join(dir, '.dockerignore'), 'Dockerfile\n.dockerignore\n');
-    await buildImage({ socketPath, tag, contextDir: dir, onOutput });
+    await buildImage({ socketPath, tag, contextDir: dir, labels: { [LABEL_DEFINITION]: localImageDigest(tag) }, onOutput });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -122,10 +162,34 @@ export async function buildKnownImage(socketPath: string, tag: string, onOutput?
   return true;
 }
 
-/** Builds `tag` when the project knows it and the engine lacks it. Returns false for an image it does not know. */
+/**
+ * Builds `tag` when the project knows it and the engine lacks it or has it built from an older
+ * definition. Returns false for an image it does not know.
+ */
 export async function ensureLocalImage(socketPath: string, tag: string, onOutput?: (line: string) => void): Promise<boolean> {
-  if (LOCAL_IMAGES[tag] && (await imagePresent(socketPath, tag))) return true;
+  if (LOCAL_IMAGES[tag] && (await imageState(socketPath, tag)) === 'current') return true;
   return buildKnownImage(socketPath, tag, onOutput);
+}
+
+/**
+ * Removes the tag of every project image built from an older definition (npm start, before the
+ * agent starts): the docker runtime then builds it again on first use, as when it was missing.
+ * Running containers keep the image they run (the engine only drops the name). Returns the tags.
+ */
+export async function untagStaleLocalImages(socketPath: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const tag of Object.keys(LOCAL_IMAGES)) {
+    if ((await imageState(socketPath, tag)) !== 'stale') continue;
+    const client = new Client('http://localhost', { socketPath });
+    try {
+      const res = await client.request({ method: 'DELETE', path: imageRemoveRequest(tag).path });
+      await res.body.dump();
+      if (res.statusCode === 200) out.push(tag);
+    } finally {
+      await client.close();
+    }
+  }
+  return out;
 }
 
 /** Removes untagged leftovers of earlier builds of the project's images (label rc.local-image), nothing else. */

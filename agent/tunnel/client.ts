@@ -33,6 +33,7 @@ export interface TunnelStatus {
 export interface TunnelClientOptions {
   /** Broker base URL (http(s):// or ws(s)://). */
   broker: string;
+  /** Empty: none sent (the agent's relay adds the instance's own). */
   token: string;
   /** Local port to expose. */
   port: number;
@@ -111,7 +112,11 @@ export class TunnelClient {
   private connect(): void {
     if (this.stopped) return;
     this.setStatus({ state: 'connecting', error: undefined });
-    const ws = new WebSocket(this.url, { headers: { authorization: `Bearer ${this.o.token}` }, handshakeTimeout: 10_000, maxPayload: 8 * 1024 * 1024 });
+    const ws = new WebSocket(this.url, {
+      headers: this.o.token ? { authorization: `Bearer ${this.o.token}` } : {},
+      handshakeTimeout: 10_000,
+      maxPayload: 8 * 1024 * 1024,
+    });
     this.ws = ws;
     let refused: string | undefined;
     ws.on('unexpected-response', (_req, res) => {

@@ -3,7 +3,7 @@ import { chmodSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { RcError } from '../../lib/errors.js';
-import { BROKER_ENV, BROKER_FILE, IDENTITY_DIR_ENV, TOKEN_ENV, TOKEN_FILE, TUNNEL_IDENTITY_DIR } from '../../gateway/tunnel/identity.js';
+import { BROKER_ENV, BROKER_FILE, IDENTITY_DIR_ENV, TOKEN_ENV, TOKEN_FILE, TUNNEL_IDENTITY_DIR, VIA_RELAY_ENV } from '../../gateway/tunnel/identity.js';
 
 export const STATE_DIR_ENV = 'RC_TUNNEL_STATE_DIR';
 
@@ -17,8 +17,9 @@ export class TunnelNotProvisionedError extends RcError {
 }
 
 export interface TunnelIdentity {
-  /** Where the token came from: `$RC_TUNNEL_TOKEN`, or the identity directory. */
+  /** Where the token came from: `$RC_TUNNEL_TOKEN`, the identity directory, or the agent's relay. */
   dir: string;
+  /** Empty through the agent's relay (it presents the instance's token). */
   token: string;
   broker: string;
 }
@@ -45,11 +46,17 @@ function readTokenFile(file: string): string {
 }
 
 /**
- * Reads the identity: the token from $RC_TUNNEL_TOKEN (what the control plane provisions), else
+ * Reads the identity: none through the agent's relay ($RC_TUNNEL_VIA_RELAY=1 with
+ * $RC_TUNNEL_BROKER, containers), else the token from $RC_TUNNEL_TOKEN (what the control plane provisions), else
  * from the identity directory's `token` file ($RC_TUNNEL_IDENTITY_DIR, or the legacy
  * $RC_INSTANCE_DIR/.rc-tunnel); throws TunnelNotProvisionedError naming what is missing.
  */
 export function readIdentity(env: NodeJS.ProcessEnv = process.env): TunnelIdentity {
+  // In a container: the broker setting is the agent's relay, which identifies this container by
+  // its address and presents its token (the container never holds one).
+  const relayBroker = env[VIA_RELAY_ENV] === '1' ? (env[BROKER_ENV]?.trim() ?? '') : '';
+  // A token set anyway is sent: the relay drops it (kept so that this can be shown, tests do).
+  if (relayBroker) return { dir: "the agent's tunnel relay", token: env[TOKEN_ENV]?.trim() ?? '', broker: relayBroker };
   const fromEnv = env[TOKEN_ENV]?.trim() ?? '';
   const dir = identityDir(env);
   let token = fromEnv;

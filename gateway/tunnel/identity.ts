@@ -20,8 +20,13 @@ export const BROKER_FILE = 'broker';
 /** Environment variables rc-tunnel reads. */
 export const IDENTITY_DIR_ENV = 'RC_TUNNEL_IDENTITY_DIR';
 export const BROKER_ENV = 'RC_TUNNEL_BROKER';
-/** The instance's tunnel token (what the control plane provisions). */
+/** The instance's tunnel token (what the control plane provisions; containers never get it). */
 export const TOKEN_ENV = 'RC_TUNNEL_TOKEN';
+/**
+ * Set to 1 in containers: RC_TUNNEL_BROKER is the agent's tunnel relay, which presents the
+ * instance's token itself (agent/broker-relay.ts), so rc-tunnel connects without one.
+ */
+export const VIA_RELAY_ENV = 'RC_TUNNEL_VIA_RELAY';
 
 const TOKEN_PREFIX = 'rct-';
 /** base64url of an HMAC-SHA256. */

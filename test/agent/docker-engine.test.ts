@@ -401,10 +401,15 @@ test('SSH: the account key gets a root shell on the routed port 22; another key 
   await assert.rejects(ssh('bad'), /Permission denied/);
 });
 
-test('rc-tunnel inside a container: the tool is on PATH and reaches the broker through host.docker.internal', async (t) => {
+test('rc-tunnel inside a container: the tool is on PATH, the broker setting names the relay on host.docker.internal, the token stays outside', async (t) => {
   if (!(await needEngine(t))) return;
-  // A stand-in broker on the host's loopback (where the embedded gateway listens).
-  const broker = createServer((s) => s.end('HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nbroker-ok'));
+  // A stand-in broker on the host's loopback (where the embedded gateway listens): it must see
+  // nothing but tunnel upgrades (test/dedicated/tunnel-relay.test.ts runs the real one).
+  let reached = 0;
+  const broker = createServer((s) => {
+    reached++;
+    s.destroy();
+  });
   await new Promise<void>((r) => broker.listen(0, '127.0.0.1', r));
   t.after(() => broker.close());
   const brokerUrl = `http://127.0.0.1:${(broker.address() as { port: number }).port}`;
@@ -413,16 +418,17 @@ test('rc-tunnel inside a container: the tool is on PATH and reaches the broker t
   await client.start({
     instanceId: id,
     image: BUSYBOX,
-    env: { RC_TUNNEL_BROKER: brokerUrl },
-    files: { '.rc-tunnel/token': 'rct-x\n' },
-    startCommand: 'echo "broker=$RC_TUNNEL_BROKER"; wget -q -O - "$RC_TUNNEL_BROKER/"; echo; rc-tunnel --help | head -1; echo TUNNEL-DONE; exec sleep 60',
+    env: { RC_TUNNEL_BROKER: brokerUrl, RC_TUNNEL_TOKEN: 'rct-secret-of-this-instance' },
+    startCommand:
+      'echo "broker=$RC_TUNNEL_BROKER relay=$RC_TUNNEL_VIA_RELAY token=$(printenv RC_TUNNEL_TOKEN || echo none)"; wget -q -O - "$RC_TUNNEL_BROKER/" 2>&1; echo; rc-tunnel --help | head -1; echo TUNNEL-DONE; exec sleep 60',
   });
   const out = await waitFor(async () => {
     const l = await logsOf(client, id);
     return l.includes('TUNNEL-DONE') ? l : undefined;
   }, 60_000);
-  assert.match(out, /broker=http:\/\/host\.docker\.internal:\d+/);
-  assert.match(out, /broker-ok/);
+  assert.match(out, /broker=http:\/\/host\.docker\.internal:\d+ relay=1 token=none/);
+  assert.match(out, /404/, 'the relay answers a plain request itself');
+  assert.equal(reached, 0, 'and does not pass it on');
   assert.match(out, /Usage: rc-tunnel/);
 });
 

@@ -140,5 +140,15 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
   // Tunnels have an origin of their own (the tunnels listener), not the gateway's.
   assert.ok(publicUrl.startsWith(`${p.tunnels.url}/t/`), publicUrl);
   assert.equal(await (await fetch(`${publicUrl.replace(/\/$/, '')}/hello`)).text(), 'tunnelled\n');
+  // The token stayed outside the container (issue 27): the agent's relay presented it.
+  const inspect = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
+  try {
+    const res = await inspect.request({ method: 'GET', path: `/v1.41/containers/rc-${st.instance_id as string}/json` });
+    const containerEnv = ((await res.body.json()) as { Config: { Env: string[] } }).Config.Env;
+    assert.ok(containerEnv.includes('RC_TUNNEL_VIA_RELAY=1'), containerEnv.join(' '));
+    assert.ok(!containerEnv.some((e) => e.startsWith('RC_TUNNEL_TOKEN=') || e.includes('rct-')), 'no tunnel token in the container');
+  } finally {
+    await inspect.close();
+  }
   await destroy();
 });
