@@ -421,10 +421,9 @@ export class DockerRuntime implements Runtime {
     const start = randomInt(2 ** Math.max(0, INSTANCE_PREFIX_LENGTH - this.pool.bits));
     for (let attempt = 0; attempt < 50; attempt++) {
       const subnet = freeSubnet(this.pool, taken, start);
-      if (!subnet) throw new StartFailure(FailureReason.startFailed, `No free subnet left in the network pool ${this.opts.isolation.pool} (RC_AGENT_NETWORK_POOL)`);
-      const r = await this.call(
-        api.networkCreateRequest({ name, bridge, ...subnetAddresses(subnet), agentId: this.opts.agentId, instanceId }),
-      );
+      if (!subnet)
+        throw new StartFailure(FailureReason.startFailed, `No free subnet left in the network pool ${this.opts.isolation.pool} (RC_AGENT_NETWORK_POOL)`);
+      const r = await this.call(api.networkCreateRequest({ name, bridge, ...subnetAddresses(subnet), agentId: this.opts.agentId, instanceId }));
       if (r.status === 201) return name;
       const message = DockerRuntime.message(r);
       if (!/overlap/i.test(message)) throw new StartFailure(FailureReason.startFailed, `Creating the instance network failed: ${message}`);
@@ -439,7 +438,8 @@ export class DockerRuntime implements Runtime {
     if (r.status === 404) return;
     if ((r.json as { Labels?: Record<string, string> } | undefined)?.Labels?.[api.LABEL_AGENT] !== this.opts.agentId) return;
     const d = await this.call(api.networkRemoveRequest(name));
-    if (d.status !== 204 && d.status !== 404) this.opts.logger.warn('removing an instance network failed', { network: name, message: DockerRuntime.message(d) });
+    if (d.status !== 204 && d.status !== 404)
+      this.opts.logger.warn('removing an instance network failed', { network: name, message: DockerRuntime.message(d) });
   }
 
   /** Creates the container; a storage driver that refuses the disk quota after all turns it off (with a warning). */

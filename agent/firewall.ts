@@ -159,9 +159,10 @@ export class IsolationFirewall {
   }
 
   async install(): Promise<void> {
-    if (!(await chainExists(this.chains.relay))) await iptables(['-N', this.chains.relay]).catch((err: unknown) => {
-      if (!/exists/i.test((err as Error).message)) throw err; // another agent made it meanwhile
-    });
+    if (!(await chainExists(this.chains.relay)))
+      await iptables(['-N', this.chains.relay]).catch((err: unknown) => {
+        if (!/exists/i.test((err as Error).message)) throw err; // another agent made it meanwhile
+      });
     await iptablesRestore(isolationRuleset(this.config));
     await this.ensureJumps();
   }
@@ -198,7 +199,14 @@ export async function removeIsolationFirewall(prefix: string): Promise<void> {
     ['FORWARD', chains.forward],
     ['DOCKER-USER', chains.forward],
   ] as const) {
-    for (let i = 0; i < 10; i++) if (!(await iptables(['-D', from, ...jumpRule(prefix, to)]).then(() => true, () => false))) break;
+    for (let i = 0; i < 10; i++)
+      if (
+        !(await iptables(['-D', from, ...jumpRule(prefix, to)]).then(
+          () => true,
+          () => false,
+        ))
+      )
+        break;
   }
   for (const c of [chains.input, chains.forward, chains.relay]) await iptables(['-F', c]).catch(() => undefined);
   for (const c of [chains.input, chains.forward, chains.relay]) await iptables(['-X', c]).catch(() => undefined);

@@ -253,7 +253,12 @@ export const SETTINGS = {
     'RC_AGENT_FIREWALL_BLOCK',
     z
       .string()
-      .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+      .transform((v) =>
+        v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      )
       .pipe(z.array(z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'IPv4 CIDRs, comma-separated'))),
     '',
     'Docker: more destinations containers may not reach (comma-separated IPv4 CIDRs) beyond private, CGNAT and link-local ranges, e.g. fleet hosts on public addresses',

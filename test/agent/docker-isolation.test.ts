@@ -268,9 +268,20 @@ test('across the fleet: a container cannot connect to another host on a private 
     await ip('-n', ns, 'link', 'set', 'rca-r', 'up');
     await ip('-n', ns, 'link', 'set', 'lo', 'up');
     await ip('-n', ns, 'route', 'add', 'default', 'via', `10.213.${n}.1`);
-    server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', `require('net').createServer((s)=>{s.on('error',()=>{});s.end('remote-ok')}).listen(8080,'${remote}',()=>console.log('listening'))`], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    server = spawn(
+      'ip',
+      [
+        'netns',
+        'exec',
+        ns,
+        process.execPath,
+        '-e',
+        `require('net').createServer((s)=>{s.on('error',()=>{});s.end('remote-ok')}).listen(8080,'${remote}',()=>console.log('listening'))`,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     await new Promise<void>((resolve, reject) => {
       server!.stdout!.once('data', () => resolve());
       server!.once('exit', (code) => reject(new Error(`the remote server exited (${code})`)));
@@ -324,7 +335,18 @@ test('capabilities: CapDrop ALL and a short CapAdd list; packet and raw sockets 
   const { json: c } = await engine('GET', `/containers/rc-${id}/json`);
   const norm = (caps: string[] | null) => (caps ?? []).map((x) => x.replace(/^CAP_/, '')).sort();
   assert.deepEqual(norm(c.HostConfig.CapDrop), ['ALL']);
-  assert.deepEqual(norm(c.HostConfig.CapAdd), ['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'NET_BIND_SERVICE', 'SETGID', 'SETUID', 'SYS_CHROOT']);
+  assert.deepEqual(norm(c.HostConfig.CapAdd), [
+    'AUDIT_WRITE',
+    'CHOWN',
+    'DAC_OVERRIDE',
+    'FOWNER',
+    'FSETID',
+    'KILL',
+    'NET_BIND_SERVICE',
+    'SETGID',
+    'SETUID',
+    'SYS_CHROOT',
+  ]);
   for (const line of ['packet-REFUSED', 'raw-icmp-REFUSED', 'MKNOD-REFUSED', 'CHOWN-OK']) assert.ok(out.includes(line), `${line} in:\n${out}`);
 });
 
@@ -386,8 +408,17 @@ test("the firewall rules exist while the agent runs; a second agent on the machi
   assert.deepEqual(await jumps(), { input: 1, forward: 1 });
 
   // The first agent's containers are still kept off the host, and still reach their relay.
-  const out = await attack(one, `iso-after-${pid}`, hostAddresses().map(({ name, address }) => `host-${name},${address},${hostPort}`), { RC_TUNNEL_BROKER: brokerOne }, hostPort);
+  const out = await attack(
+    one,
+    `iso-after-${pid}`,
+    hostAddresses().map(({ name, address }) => `host-${name},${address},${hostPort}`),
+    { RC_TUNNEL_BROKER: brokerOne },
+    hostPort,
+  );
   t.diagnostic(out);
-  assert.deepEqual(out.split('\n').filter((l) => l.startsWith('REACHED')), []);
+  assert.deepEqual(
+    out.split('\n').filter((l) => l.startsWith('REACHED')),
+    [],
+  );
   assert.match(out, /relay: broker-ok/);
 });

@@ -198,7 +198,14 @@ test('instance networks: a bridge of 15 characters at most with the prefix, a /2
   assert.match(bridge, /^rc-[0-9a-f]{12}$/);
   assert.notEqual(api.bridgeName('rc', 'agent_y', 'inst-1'), bridge, 'another agent, another bridge');
   assert.match(api.bridgeName('rca12345', 'a', 'b'), /^rca12345-[0-9a-f]{6}$/);
-  const req = api.networkCreateRequest({ name: 'rc-net-inst-1', bridge, subnet: '10.231.0.8/29', gateway: '10.231.0.9', agentId: 'agent_x', instanceId: 'inst-1' });
+  const req = api.networkCreateRequest({
+    name: 'rc-net-inst-1',
+    bridge,
+    subnet: '10.231.0.8/29',
+    gateway: '10.231.0.9',
+    agentId: 'agent_x',
+    instanceId: 'inst-1',
+  });
   assert.equal(req.method, 'POST');
   assert.equal(req.path, '/networks/create');
   const body = req.body as Record<string, any>;
@@ -262,13 +269,35 @@ test('firewall rules: from the bridges to the host only answers, the relay and D
   ]);
   const fwd = rules.filter((r) => r.startsWith('-A rc-isolate-fwd '));
   assert.equal(fwd[0], '-A rc-isolate-fwd -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN');
-  for (const d of ['-o rc-+', '-o docker0', '-d 10.0.0.0/8', '-d 172.16.0.0/12', '-d 192.168.0.0/16', '-d 100.64.0.0/10', '-d 169.254.0.0/16', '-d 198.51.100.0/24'])
+  for (const d of [
+    '-o rc-+',
+    '-o docker0',
+    '-d 10.0.0.0/8',
+    '-d 172.16.0.0/12',
+    '-d 192.168.0.0/16',
+    '-d 100.64.0.0/10',
+    '-d 169.254.0.0/16',
+    '-d 198.51.100.0/24',
+  ])
     assert.ok(fwd.includes(`-A rc-isolate-fwd ${d} ${reject}`), d);
   assert.ok(fwd.indexOf('-A rc-isolate-fwd -d 10.255.255.53/32 -p udp -m udp --dport 53 -j RETURN') < fwd.indexOf(`-A rc-isolate-fwd -d 10.0.0.0/8 ${reject}`));
   assert.equal(rules.at(-2), 'COMMIT');
   assert.deepEqual(jumpRule('rc', 'rc-isolate-in'), ['-i', 'rc-+', '-j', 'rc-isolate-in']);
   assert.deepEqual(relayRule('172.17.0.1', 7000, 'agent_x'), [
-    '-d', '172.17.0.1/32', '-p', 'tcp', '-m', 'tcp', '--dport', '7000', '-m', 'comment', '--comment', 'rc relay agent_x', '-j', 'ACCEPT',
+    '-d',
+    '172.17.0.1/32',
+    '-p',
+    'tcp',
+    '-m',
+    'tcp',
+    '--dport',
+    '7000',
+    '-m',
+    'comment',
+    '--comment',
+    'rc relay agent_x',
+    '-j',
+    'ACCEPT',
   ]);
 
   const dir = mkdtempSync(join(tmpdir(), 'rc-resolv-'));
