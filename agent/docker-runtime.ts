@@ -66,6 +66,8 @@ interface DockerResponse {
 
 /** Storage drivers that can cap a container's writable layer (overlay2 only on xfs with pquota). */
 const QUOTA_DRIVERS = new Set(['btrfs', 'zfs', 'devicemapper', 'windowsfilter']);
+/** How often the firewall rules are installed again (idempotent; a reload may have flushed them). */
+const FIREWALL_REFRESH_MS = 30_000;
 /** How long an exit waits for the last output to reach the log file before it is reported. */
 const LOG_DRAIN_MS = 2000;
 
@@ -86,6 +88,7 @@ export class DockerRuntime implements Runtime {
   private readonly relays = new BrokerRelays();
   /** The isolation rules; undefined with RC_AGENT_FIREWALL=off. */
   private firewall: IsolationFirewall | undefined;
+  private firewallTimer: NodeJS.Timeout | undefined;
   private readonly pool: Cidr;
   /** Container id -> settles when its log copy ended (the container's output is all in the file). */
   private readonly logCopies = new Map<string, Promise<void>>();
@@ -204,6 +207,11 @@ export class DockerRuntime implements Runtime {
       );
     }
     this.firewall = firewall;
+    // Put back what a firewall reload or an engine restart removed while instances run.
+    this.firewallTimer = setInterval(() => {
+      firewall.refresh().catch((err: unknown) => this.opts.logger.warn('re-installing the firewall rules failed', { err }));
+    }, FIREWALL_REFRESH_MS);
+    this.firewallTimer.unref();
   }
 
   /** The host's address on the default bridge (what host-gateway resolves to in containers). */
@@ -586,6 +594,7 @@ export class DockerRuntime implements Runtime {
 
   close(): void {
     this.relays.close();
+    clearInterval(this.firewallTimer);
     void this.firewall?.close();
     void this.client.close().catch(() => undefined);
   }

@@ -150,6 +150,7 @@ async function ensureOnce(chain: string, rule: string[]): Promise<void> {
 export class IsolationFirewall {
   private readonly chains: FirewallChains;
   private readonly relays = new Set<string>();
+  private closed = false;
 
   constructor(
     private readonly config: FirewallConfig,
@@ -173,6 +174,19 @@ export class IsolationFirewall {
     if (await chainExists('DOCKER-USER')) await ensureOnce('DOCKER-USER', jumpRule(this.config.prefix, this.chains.forward));
   }
 
+  /**
+   * Installs everything again, this agent's relay rules included: a firewall reload (ufw,
+   * firewalld, iptables-restore of a saved set) or an engine restart may have removed them.
+   */
+  async refresh(): Promise<void> {
+    if (this.closed) return;
+    await this.install();
+    for (const key of this.closed ? [] : this.relays) {
+      const [ip, port] = key.split(':');
+      await ensureOnce(this.chains.relay, relayRule(ip!, Number(port), this.agentId));
+    }
+  }
+
   /** Lets every instance bridge reach the relay at listenIp:port (idempotent). */
   async allowRelay(listenIp: string, port: number): Promise<void> {
     const key = `${listenIp}:${port}`;
@@ -183,6 +197,7 @@ export class IsolationFirewall {
 
   /** Removes this agent's relay rules (its relays close with it); the shared chains stay. */
   async close(): Promise<void> {
+    this.closed = true;
     for (const key of this.relays) {
       const [ip, port] = key.split(':');
       await iptables(['-D', this.chains.relay, ...relayRule(ip!, Number(port), this.agentId)]).catch(() => undefined);

@@ -19,10 +19,11 @@ import type { AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/catalog.js';
 import { startAgent, type AgentOptions } from '../../agent/server.js';
 import { createAgentClient } from '../../agent/client.js';
+import { IsolationFirewall } from '../../agent/firewall.js';
 import { createLogger } from '../../lib/log.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
 import { removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';
-import { killAgentProcesses, newToken, startTestAgent, tempDir, waitForState } from './harness.js';
+import { killAgentProcesses, killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
 
 const BUSYBOX = 'rc-test/busybox:1';
 const GRADIO = 'rc/gradio:latest';
@@ -421,4 +422,40 @@ test("the firewall rules exist while the agent runs; a second agent on the machi
     [],
   );
   assert.match(out, /relay: broker-ok/);
+});
+
+test('a flushed chain, a lost jump and a duplicate jump are put right by refresh (a firewall reload while the agent runs)', async (t) => {
+  if (!(await needEngine(t))) return;
+  const P = TEST_NET_PREFIX;
+  const fw = new IsolationFirewall({ prefix: P, pool: '10.231.0.0/16', blocked: [], nameservers: [] }, `fw-test-${pid}`);
+  await fw.install();
+  await fw.allowRelay('172.17.0.1', 1);
+  const want = { in: await rules(`${P}-isolate-in`), relay: await rules(`${P}-isolate-relay`) };
+  assert.ok(want.relay.some((r) => r.includes(`rc relay fw-test-${pid}`)));
+  await run('iptables', ['-w', '5', '-F', `${P}-isolate-in`]);
+  await run('iptables', ['-w', '5', '-F', `${P}-isolate-relay`]);
+  await run('iptables', ['-w', '5', '-D', 'INPUT', '-i', `${P}-+`, '-j', `${P}-isolate-in`]);
+  await run('iptables', ['-w', '5', '-I', 'FORWARD', '-i', `${P}-+`, '-j', `${P}-isolate-fwd`]);
+  await fw.refresh();
+  assert.deepEqual(await rules(`${P}-isolate-in`), want.in);
+  assert.deepEqual(await rules(`${P}-isolate-relay`), want.relay);
+  assert.equal((await rules('INPUT')).filter((r) => r === `-A INPUT -i ${P}-+ -j ${P}-isolate-in`).length, 1);
+  assert.equal((await rules('FORWARD')).filter((r) => r === `-A FORWARD -i ${P}-+ -j ${P}-isolate-fwd`).length, 1, 'the duplicate is gone');
+  await fw.close();
+  assert.ok(!(await rules(`${P}-isolate-relay`)).some((r) => r.includes(`rc relay fw-test-${pid}`)), 'close removes its relay rule');
+});
+
+test('without iptables the docker runtime refuses to start and names RC_AGENT_FIREWALL; with RC_AGENT_FIREWALL=off it starts', async (t) => {
+  if (!(await needEngine(t))) return;
+  const base = {
+    RC_AGENT_RUNTIME: 'docker',
+    RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET,
+    RC_AGENT_TOOLBOX: '0',
+    RC_AGENT_NETWORK_PREFIX: TEST_NET_PREFIX,
+    PATH: '/nonexistent', // no iptables (node is started by its absolute path)
+  };
+  await assert.rejects(spawnAgent(t, tempDir(t), newToken(), base), /installing them failed.*RC_AGENT_FIREWALL=off/s);
+  const off = await spawnAgent(t, tempDir(t), newToken(), { ...base, RC_AGENT_FIREWALL: 'off' });
+  assert.ok(off.agentId);
+  await killChild(off.child);
 });
