@@ -14,7 +14,8 @@
 // The -in and -fwd chains are rewritten in one iptables-restore transaction (never a moment
 // without them), identical for every agent of the same settings: several agents on one machine
 // install the same content, and a restart installs it again. Jumps are checked, added and
-// de-duplicated. Rules stay when the agent exits (its containers keep running); they match
+// de-duplicated, before every instance start; every 30 s the runtime installs it all again
+// (refresh: a firewall reload may have flushed it). Rules stay when the agent exits (its containers keep running); they match
 // nothing once no bridge of the prefix exists.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
