@@ -74,6 +74,12 @@ export function agentOptionsFromConfig(config: Config, logger: Logger): AgentOpt
       limitsPerGpu: { memoryMb: config.agentMemoryMbPerGpu, cpus: config.agentCpusPerGpu, pids: config.agentPidsPerGpu },
       diskQuota: config.agentDiskQuota,
       toolbox: config.agentToolbox,
+      isolation: {
+        firewall: config.agentFirewall,
+        pool: config.agentNetworkPool,
+        prefix: config.agentNetworkPrefix,
+        blocked: config.agentFirewallBlock,
+      },
     },
     logger,
   };

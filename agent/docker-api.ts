@@ -2,6 +2,7 @@
 // asks of the engine is unit-tested without an engine. Paths carry no version: the runtime
 // prefixes the version it negotiated with the engine (negotiateApiVersion). API reference:
 // docs.docker.com/engine/api (v1.41 is the oldest we speak: Debian's docker.io 20.10).
+import { createHash } from 'node:crypto';
 import { StringDecoder } from 'node:string_decoder';
 import type { LaunchSpec } from './types.js';
 
@@ -85,6 +86,75 @@ export const imageInspectRequest = (image: string): DockerRequest => ({ method: 
 /** Removes the name `image` (force: also when a container runs it; the container keeps the image, unnamed). */
 export const imageRemoveRequest = (image: string): DockerRequest => ({ method: 'DELETE', path: `/images/${enc(image)}?force=true&noprune=false` });
 export const networkInspectRequest = (name: string): DockerRequest => ({ method: 'GET', path: `/networks/${enc(name)}` });
+/** Every network of the engine (the subnets in use: a new instance subnet must overlap none). */
+export const networkListRequest = (): DockerRequest => ({ method: 'GET', path: '/networks' });
+/** This agent's instance networks (orphans are those without a container). */
+export const agentNetworksRequest = (agentId: string): DockerRequest => ({
+  method: 'GET',
+  path: `/networks?${q({ filters: JSON.stringify({ label: [`${LABEL_AGENT}=${agentId}`] }) })}`,
+});
+export const networkRemoveRequest = (id: string): DockerRequest => ({ method: 'DELETE', path: `/networks/${enc(id)}` });
+
+/** The instance's own network: one bridge per instance, so no container shares a link with another. */
+export function networkName(instanceId: string): string {
+  return `rc-net-${instanceId}`;
+}
+
+/**
+ * The bridge interface of an instance network: `<prefix>-` and a hash of agent and instance,
+ * 15 characters at most (the kernel's limit). The firewall matches every bridge by the prefix.
+ */
+export function bridgeName(prefix: string, agentId: string, instanceId: string): string {
+  const room = 15 - prefix.length - 1;
+  return `${prefix}-${createHash('sha256').update(`${agentId}/${instanceId}`).digest('hex').slice(0, room)}`;
+}
+
+export interface NetworkOptions {
+  name: string;
+  bridge: string;
+  subnet: string;
+  gateway: string;
+  agentId: string;
+  instanceId: string;
+}
+
+export function networkCreateRequest(o: NetworkOptions): DockerRequest {
+  return {
+    method: 'POST',
+    path: '/networks/create',
+    body: {
+      Name: o.name,
+      CheckDuplicate: true,
+      Driver: 'bridge',
+      // Not internal: the container keeps the public internet where the host forwards (the
+      // firewall refuses private destinations); not attachable: nothing else joins it.
+      Internal: false,
+      Attachable: false,
+      EnableIPv6: false,
+      IPAM: { Driver: 'default', Config: [{ Subnet: o.subnet, Gateway: o.gateway }] },
+      Options: { 'com.docker.network.bridge.name': o.bridge, 'com.docker.network.bridge.enable_icc': 'false' },
+      Labels: { [LABEL_AGENT]: o.agentId, [LABEL_INSTANCE]: o.instanceId },
+    },
+  };
+}
+
+/**
+ * Capabilities a container keeps (CapDrop ALL first): what package managers, servers dropping
+ * privileges and sshd need. Gone compared with the engine's default set: NET_RAW (raw and packet
+ * sockets: spoofing on the link), MKNOD (device nodes), SETFCAP, SETPCAP.
+ */
+export const CONTAINER_CAPABILITIES = [
+  'AUDIT_WRITE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'NET_BIND_SERVICE',
+  'SETGID',
+  'SETUID',
+  'SYS_CHROOT',
+] as const;
 
 /** Resource limits of one container (already scaled by GPU count). */
 export interface ContainerLimits {
@@ -136,6 +206,8 @@ export interface CreateOptions {
   limits: ContainerLimits;
   /** Disk quota for the writable layer (only where the storage driver supports it); undefined: none. */
   diskQuotaGb: number | undefined;
+  /** The instance's own network (networkName); the container joins nothing else. */
+  network: string;
 }
 
 /** Named volumes get a prefix and the agent id, so they never clash with the operator's own or another agent's. */
@@ -194,7 +266,9 @@ export function createContainerRequest(o: CreateOptions): DockerRequest {
       // (tini) forwards signals and reaps, so `docker stop` ends the container within the grace.
       Init: true,
       Privileged: false,
-      NetworkMode: 'bridge',
+      NetworkMode: o.network,
+      CapDrop: ['ALL'],
+      CapAdd: [...CONTAINER_CAPABILITIES],
       SecurityOpt: ['no-new-privileges'],
       ExtraHosts: [`${HOST_GATEWAY_NAME}:host-gateway`],
       Memory: o.limits.memoryBytes,

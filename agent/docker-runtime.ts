@@ -5,8 +5,12 @@
 // the publish address only, the account volume, the toolbox (rc, rc-tunnel) and the SSH key.
 // Readiness probes the container's own address; output is copied into the instance log file, so
 // logs work the same way as in the process runtime. Stop means stopped and removed.
+// Isolation (issue #27): every container gets a network of its own (a bridge `<prefix>-…` with a
+// /29 from the pool), the agent's firewall rules (firewall.ts) keep it off the host and off other
+// bridges and private addresses, and it runs with a short list of capabilities.
 import { createWriteStream, existsSync, statSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
+import { randomInt } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -16,6 +20,8 @@ import type { Logger } from '../lib/log.js';
 import { parseBrokers, TunnelRelay } from './broker-relay.js';
 import * as api from './docker-api.js';
 import { FailureReason, RuntimeError } from './errors.js';
+import { IsolationFirewall, privateNameservers } from './firewall.js';
+import { freeSubnet, hostRoutes, INSTANCE_PREFIX_LENGTH, parseCidr, subnetAddresses, type Cidr } from './subnets.js';
 import { StartFailure, type ExitInfo, type Runtime, type StartContext } from './runtime.js';
 import type { RuntimeRef } from './state.js';
 import type { LaunchSpec } from './types.js';
@@ -34,8 +40,23 @@ export interface DockerRuntimeOptions {
   toolbox?: api.ToolboxMounts;
   /** Builds an image the project knows how to build locally (npm start's seeded images); false when it does not know it. */
   buildLocalImage?: (image: string, onProgress: (message: string) => void) => Promise<boolean>;
+  /** Per-instance networks and the firewall around them. */
+  isolation: IsolationSettings;
   logger: Logger;
 }
+
+export interface IsolationSettings {
+  /** `on`: refuse to run without the firewall rules; `off`: the operator isolates (a warning). */
+  firewall: 'on' | 'off';
+  /** IPv4 pool the per-instance /29 subnets come from. */
+  pool: string;
+  /** Prefix of the bridges (`<prefix>-…`) and the firewall chains (`<prefix>-isolate-…`). */
+  prefix: string;
+  /** More destinations containers may not reach (CIDRs), beyond the private ranges. */
+  blocked: string[];
+}
+
+export const ISOLATION_DEFAULTS: IsolationSettings = { firewall: 'on', pool: '10.231.0.0/16', prefix: 'rc', blocked: [] };
 
 interface DockerResponse {
   status: number;
@@ -45,6 +66,8 @@ interface DockerResponse {
 
 /** Storage drivers that can cap a container's writable layer (overlay2 only on xfs with pquota). */
 const QUOTA_DRIVERS = new Set(['btrfs', 'zfs', 'devicemapper', 'windowsfilter']);
+/** How often the firewall rules are installed again (idempotent; a reload may have flushed them). */
+const FIREWALL_REFRESH_MS = 30_000;
 /** How long an exit waits for the last output to reach the log file before it is reported. */
 const LOG_DRAIN_MS = 2000;
 
@@ -66,12 +89,19 @@ export class DockerRuntime implements Runtime {
   private relay: TunnelRelay | undefined;
   /** Container id -> instance id, to forget an instance's tunnel token when its container is removed. */
   private readonly relayed = new Map<string, string>();
+  /** The isolation rules; undefined with RC_AGENT_FIREWALL=off. */
+  private firewall: IsolationFirewall | undefined;
+  private firewallTimer: NodeJS.Timeout | undefined;
+  private readonly pool: Cidr;
   /** Container id -> settles when its log copy ended (the container's output is all in the file). */
   private readonly logCopies = new Map<string, Promise<void>>();
 
   constructor(private readonly opts: DockerRuntimeOptions) {
     this.client = new Pool('http://localhost', { socketPath: opts.socketPath, connections: 8 });
     this.checkHost = opts.publishHost;
+    const pool = parseCidr(opts.isolation.pool);
+    if (!pool) throw new RuntimeError(`RC_AGENT_NETWORK_POOL must be an IPv4 CIDR, got ${JSON.stringify(opts.isolation.pool)}`);
+    this.pool = pool;
   }
 
   private path(req: api.DockerRequest): string {
@@ -159,6 +189,7 @@ export class DockerRuntime implements Runtime {
     } else {
       this.opts.logger.warn('no address of the default bridge found: rc-tunnel cannot reach the tunnel broker from containers');
     }
+    await this.installFirewall();
   }
 
   /**
@@ -175,6 +206,35 @@ export class DockerRuntime implements Runtime {
       if (nets.some((n) => n.IPAddress === address || n.GlobalIPv6Address === address)) return c.Labels?.[api.LABEL_INSTANCE];
     }
     return undefined;
+  }
+
+  /** Installs the isolation rules, or refuses to run without them unless RC_AGENT_FIREWALL=off. */
+  private async installFirewall(): Promise<void> {
+    const { isolation } = this.opts;
+    if (isolation.firewall === 'off') {
+      this.opts.logger.warn(
+        'RC_AGENT_FIREWALL=off: the agent installs no firewall rules; containers can reach the host and, where the host forwards, other hosts: the operator must isolate them (agent/README.md)',
+      );
+      return;
+    }
+    const firewall = new IsolationFirewall(
+      { prefix: isolation.prefix, pool: isolation.pool, blocked: isolation.blocked, nameservers: privateNameservers() },
+      this.opts.agentId,
+    );
+    try {
+      await firewall.install();
+    } catch (err) {
+      throw new RuntimeError(
+        `The docker runtime needs its firewall rules (containers would reach the host and other instances) and installing them failed: ${(err as Error).message}. Run the agent as root with iptables installed, or set RC_AGENT_FIREWALL=off if you isolate containers yourself.`,
+        { cause: err },
+      );
+    }
+    this.firewall = firewall;
+    // Put back what a firewall reload or an engine restart removed while instances run.
+    this.firewallTimer = setInterval(() => {
+      firewall.refresh().catch((err: unknown) => this.opts.logger.warn('re-installing the firewall rules failed', { err }));
+    }, FIREWALL_REFRESH_MS);
+    this.firewallTimer.unref();
   }
 
   /** The host's address on the default bridge (what host-gateway resolves to in containers). */
@@ -274,6 +334,7 @@ export class DockerRuntime implements Runtime {
     // A stable port when free (the first broker's): containers keep their URL across agent restarts.
     const first = brokers[0]!;
     const port = await this.relay.ensure([Number(first.port || (first.protocol === 'https:' || first.protocol === 'wss:' ? 443 : 80))]);
+    await this.allowRelayPort(port);
     return { [BROKER_ENV]: this.relay.containerBrokers(api.HOST_GATEWAY_NAME, port, brokers.length), [VIA_RELAY_ENV]: '1' };
   }
 
@@ -298,8 +359,16 @@ export class DockerRuntime implements Runtime {
     const env = (r.json as { Config?: { Env?: string[] } } | undefined)?.Config?.Env ?? [];
     const given = env.find((e) => e.startsWith(`${BROKER_ENV}=`))?.slice(BROKER_ENV.length + 1) ?? '';
     for (const url of parseBrokers(given) ?? []) {
-      if (url.hostname === api.HOST_GATEWAY_NAME && url.port) await this.relay.adopt(Number(url.port));
+      if (url.hostname === api.HOST_GATEWAY_NAME && url.port) {
+        await this.relay.adopt(Number(url.port));
+        await this.allowRelayPort(Number(url.port));
+      }
     }
+  }
+
+  /** The one way from the instance bridges into the host: the tunnel relay's port on the default bridge's address. */
+  private async allowRelayPort(port: number): Promise<void> {
+    if (this.bridgeGateway) await this.firewall?.allowRelay(this.bridgeGateway, port);
   }
 
   private async volume(ctx: StartContext): Promise<api.CreateOptions['volume']> {
@@ -318,6 +387,17 @@ export class DockerRuntime implements Runtime {
     const imageEnv = await this.ensureImage(spec.image, ctx);
     if (ctx.signal.aborted) throw new StartFailure(FailureReason.startFailed, 'Stopped while starting');
     ctx.onProgress('starting');
+    const network = await this.ensureNetwork(spec.instanceId);
+    try {
+      return await this.createAndStart(ctx, imageEnv, network);
+    } catch (err) {
+      await this.removeNetwork(network).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private async createAndStart(ctx: StartContext, imageEnv: string[], network: string): Promise<RuntimeRef> {
+    const { spec } = ctx;
     const authorizedKeys = join(ctx.homeDir, '.ssh', 'authorized_keys');
     const options: api.CreateOptions = {
       spec: DockerRuntime.containerSpec(spec),
@@ -334,6 +414,7 @@ export class DockerRuntime implements Runtime {
       agentEnv: { ...ctx.agentEnv, ...(await this.tunnelEnv(spec)) },
       limits: api.scaleLimits(this.opts.limitsPerGpu, spec.gpuCount, availableParallelism()),
       diskQuotaGb: this.diskQuota && spec.diskGb > 0 ? spec.diskGb : undefined,
+      network,
     };
     let res = await this.create(options);
     if (res.status === 409) {
@@ -354,6 +435,65 @@ export class DockerRuntime implements Runtime {
       throw err;
     }
     return { containerId };
+  }
+
+  // ---- the instance's network ------------------------------------------------------------------
+
+  /** IPv4 subnets of every network of the engine (ours, other agents', the operator's). */
+  private async engineSubnets(): Promise<Cidr[]> {
+    const r = await this.call(api.networkListRequest());
+    if (r.status !== 200) throw new StartFailure(FailureReason.startFailed, `Listing networks failed: ${DockerRuntime.message(r)}`);
+    const out: Cidr[] = [];
+    for (const n of r.json as { IPAM?: { Config?: { Subnet?: string }[] | null } }[]) {
+      for (const c of n.IPAM?.Config ?? []) {
+        const cidr = c.Subnet ? parseCidr(c.Subnet) : undefined;
+        if (cidr) out.push(cidr);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The instance's own network: a bridge named `<prefix>-<hash>` with a free /29 of the pool (none
+   * of the engine's networks nor the host's routes overlap it; a subnet another agent took
+   * meanwhile is skipped). One left by an interrupted attempt of this agent is reused.
+   */
+  private async ensureNetwork(instanceId: string): Promise<string> {
+    // The engine may have created DOCKER-USER since the agent started: jump from it too.
+    await this.firewall?.ensureJumps().catch((err: unknown) => {
+      throw new StartFailure(FailureReason.startFailed, `Checking the firewall rules failed: ${(err as Error).message}`);
+    });
+    const name = api.networkName(instanceId);
+    const existing = await this.call(api.networkInspectRequest(name));
+    if (existing.status === 200) {
+      if ((existing.json as { Labels?: Record<string, string> }).Labels?.[api.LABEL_AGENT] === this.opts.agentId) return name;
+      throw new StartFailure(FailureReason.startFailed, `A network named ${name} exists and is not this agent's`);
+    }
+    const taken = [...hostRoutes(), ...(await this.engineSubnets())];
+    const bridge = api.bridgeName(this.opts.isolation.prefix, this.opts.agentId, instanceId);
+    // A random first block: agents on one machine rarely pick the same subnet at once.
+    const start = randomInt(2 ** Math.max(0, INSTANCE_PREFIX_LENGTH - this.pool.bits));
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const subnet = freeSubnet(this.pool, taken, start);
+      if (!subnet)
+        throw new StartFailure(FailureReason.startFailed, `No free subnet left in the network pool ${this.opts.isolation.pool} (RC_AGENT_NETWORK_POOL)`);
+      const r = await this.call(api.networkCreateRequest({ name, bridge, ...subnetAddresses(subnet), agentId: this.opts.agentId, instanceId }));
+      if (r.status === 201) return name;
+      const message = DockerRuntime.message(r);
+      if (!/overlap/i.test(message)) throw new StartFailure(FailureReason.startFailed, `Creating the instance network failed: ${message}`);
+      taken.push(subnet);
+    }
+    throw new StartFailure(FailureReason.startFailed, 'Creating the instance network failed: every subnet tried overlapped another network');
+  }
+
+  /** Removes an instance network of this agent (never another's); gone already is fine. */
+  private async removeNetwork(name: string): Promise<void> {
+    const r = await this.call(api.networkInspectRequest(name));
+    if (r.status === 404) return;
+    if ((r.json as { Labels?: Record<string, string> } | undefined)?.Labels?.[api.LABEL_AGENT] !== this.opts.agentId) return;
+    const d = await this.call(api.networkRemoveRequest(name));
+    if (d.status !== 204 && d.status !== 404)
+      this.opts.logger.warn('removing an instance network failed', { network: name, message: DockerRuntime.message(d) });
   }
 
   /** Creates the container; a storage driver that refuses the disk quota after all turns it off (with a warning). */
@@ -379,7 +519,8 @@ export class DockerRuntime implements Runtime {
       State?: { Running?: boolean; ExitCode?: number };
       NetworkSettings?: { IPAddress?: string; Networks?: Record<string, { IPAddress?: string }> };
     };
-    const ip = j.NetworkSettings?.Networks?.bridge?.IPAddress || j.NetworkSettings?.IPAddress || '';
+    // The instance's own network (containers of older versions sit on the default bridge).
+    const ip = Object.values(j.NetworkSettings?.Networks ?? {}).find((n) => n.IPAddress)?.IPAddress || j.NetworkSettings?.IPAddress || '';
     return { running: Boolean(j.State?.Running), exitCode: j.State?.ExitCode ?? null, ip };
   }
 
@@ -459,11 +600,30 @@ export class DockerRuntime implements Runtime {
   }
 
   async remove(ref: RuntimeRef): Promise<void> {
-    const r = await this.call(api.removeRequest(String(ref.containerId)));
+    const id = String(ref.containerId);
+    const inspected = await this.call(api.inspectRequest(id));
+    const instanceId =
+      inspected.status === 200 ? (inspected.json as { Config?: { Labels?: Record<string, string> } }).Config?.Labels?.[api.LABEL_INSTANCE] : undefined;
+    const r = await this.call(api.removeRequest(id));
     if (r.status !== 204 && r.status !== 404) throw new RuntimeError(`Removing the container failed: ${DockerRuntime.message(r)}`);
-    const instanceId = this.relayed.get(String(ref.containerId));
+    const relayedInstance = this.relayed.get(String(ref.containerId));
     this.relayed.delete(String(ref.containerId));
-    if (instanceId && ![...this.relayed.values()].includes(instanceId)) this.relay?.unregister(instanceId);
+    if (relayedInstance && ![...this.relayed.values()].includes(relayedInstance)) this.relay?.unregister(relayedInstance);
+    // The network goes with the container (a leftover is swept by the next discover).
+    if (instanceId) await this.removeNetwork(api.networkName(instanceId));
+  }
+
+  /** Removes this agent's instance networks that no container of it uses (killed between network and container). */
+  private async sweepNetworks(instancesWithContainers: Set<string>): Promise<void> {
+    const r = await this.call(api.agentNetworksRequest(this.opts.agentId));
+    if (r.status !== 200) return;
+    for (const n of r.json as { Name: string; Labels?: Record<string, string> }[]) {
+      if (n.Labels?.[api.LABEL_AGENT] !== this.opts.agentId) continue;
+      const instanceId = n.Labels?.[api.LABEL_INSTANCE];
+      if (instanceId && instancesWithContainers.has(instanceId)) continue;
+      this.opts.logger.warn('removing an orphan instance network', { network: n.Name });
+      await this.removeNetwork(n.Name);
+    }
   }
 
   async discover(): Promise<Map<string, RuntimeRef[]>> {
@@ -477,11 +637,14 @@ export class DockerRuntime implements Runtime {
       if (!id) continue;
       out.set(id, [...(out.get(id) ?? []), { containerId: c.Id }]);
     }
+    await this.sweepNetworks(new Set(out.keys()));
     return out;
   }
 
   close(): void {
     this.relay?.close();
+    clearInterval(this.firewallTimer);
+    void this.firewall?.close();
     void this.client.close().catch(() => undefined);
   }
 }

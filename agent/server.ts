@@ -12,7 +12,7 @@ import { createLogger, type Logger } from '../lib/log.js';
 import * as pb from '../proto/gen/rc/agent/v1/agent_pb.js';
 import { eventToPb, hostToPb, infoToPb, specFromPb } from './convert.js';
 import type { PullPolicy } from './docker-api.js';
-import { DockerRuntime, type DockerRuntimeOptions } from './docker-runtime.js';
+import { DockerRuntime, ISOLATION_DEFAULTS, type DockerRuntimeOptions, type IsolationSettings } from './docker-runtime.js';
 import { prepareToolbox } from './toolbox.js';
 import { isIP } from 'node:net';
 import { ListenError } from '../lib/errors.js';
@@ -95,6 +95,8 @@ export interface DockerSettings {
   /** Mount the toolbox (rc, rc-tunnel) at /opt/rc. */
   toolbox: boolean;
   buildLocalImage?: DockerRuntimeOptions['buildLocalImage'];
+  /** Per-instance networks and the firewall (defaults: ISOLATION_DEFAULTS). */
+  isolation: IsolationSettings;
 }
 
 export const DOCKER_DEFAULTS: DockerSettings = {
@@ -103,6 +105,7 @@ export const DOCKER_DEFAULTS: DockerSettings = {
   limitsPerGpu: { memoryMb: 65_536, cpus: 8, pids: 4096 },
   diskQuota: 'auto',
   toolbox: true,
+  isolation: ISOLATION_DEFAULTS,
 };
 
 /** Published ports bind the advertise address when it is an IP address, else loopback: never all interfaces unless configured. */
@@ -186,6 +189,7 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
       diskQuota: d.diskQuota,
       toolbox: d.toolbox ? prepareToolbox(join(dataDir, 'toolbox')) : undefined,
       buildLocalImage: d.buildLocalImage,
+      isolation: { ...ISOLATION_DEFAULTS, ...d.isolation },
     });
   } else {
     const loopback = isLoopbackHost(host);

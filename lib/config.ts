@@ -244,6 +244,38 @@ export const SETTINGS = {
     'Docker: cap the writable layer at disk_gb where the storage driver can (auto), or never',
   ),
   agentToolbox: setting('RC_AGENT_TOOLBOX', bool, true, 'Docker: mount rc and rc-tunnel read-only at /opt/rc in every container'),
+  agentFirewall: setting(
+    'RC_AGENT_FIREWALL',
+    z.enum(['on', 'off']),
+    'on',
+    'Docker: on: the agent installs iptables rules that keep containers off the host, other instances and private addresses, and refuses to start without them (root, iptables); off: the operator isolates them',
+  ),
+  agentNetworkPool: setting(
+    'RC_AGENT_NETWORK_POOL',
+    z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/(\d|1\d|2[0-9])$/, 'an IPv4 CIDR of /29 or larger, e.g. 10.231.0.0/16'),
+    '10.231.0.0/16',
+    "Docker: IPv4 pool of the instances' own networks (a /29 each; subnets in use by the engine or the host's routes are skipped)",
+  ),
+  agentNetworkPrefix: setting(
+    'RC_AGENT_NETWORK_PREFIX',
+    z.string().regex(/^[a-z][a-z0-9]{0,7}$/, '1-8 lowercase letters and digits, starting with a letter'),
+    'rc',
+    'Docker: prefix of the instance bridges (<prefix>-<hash>) and the firewall chains (<prefix>-isolate-in/-fwd/-relay); agents on one host share it',
+  ),
+  agentFirewallBlock: setting(
+    'RC_AGENT_FIREWALL_BLOCK',
+    z
+      .string()
+      .transform((v) =>
+        v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      )
+      .pipe(z.array(z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'IPv4 CIDRs, comma-separated'))),
+    '',
+    'Docker: more destinations containers may not reach (comma-separated IPv4 CIDRs) beyond private, CGNAT and link-local ranges, e.g. fleet hosts on public addresses',
+  ),
   instanceCreditsPerGpuHour: setting(
     'RC_INSTANCE_CREDITS_PER_GPU_HOUR',
     z.coerce.number().min(0).max(1_000_000),

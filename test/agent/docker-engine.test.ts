@@ -9,13 +9,14 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { join } from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { after, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
 import { Client } from 'undici';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/catalog.js';
 import type { AgentOptions } from '../../agent/server.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
+import { removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';
 import { collectEvents, killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
 import { busyboxRoot } from '../../agent/images/rootfs.js';
 import { createHash } from 'node:crypto';
@@ -25,6 +26,9 @@ import { gzipSync } from 'node:zlib';
 const BUSYBOX = 'rc-test/busybox:1';
 const SSHD = 'rc-test/sshd:1';
 const run = promisify(execFile);
+
+// The firewall chains of this process's prefix go once every agent of the file is closed.
+after(removeTestFirewall);
 
 /** A raw Engine API call (for what the tests check behind the agent's back). */
 async function engine(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<{ status: number; json: any }> {
@@ -51,6 +55,7 @@ async function cleanupAgent(agentId: string): Promise<void> {
   for (const c of json as { Id: string }[]) await engine('DELETE', `/containers/${c.Id}?force=true`);
   const vols = await engine('GET', `/volumes?filters=${encodeURIComponent(JSON.stringify({ label: [`rc.agent-id=${agentId}`] }))}`);
   for (const v of (vols.json.Volumes ?? []) as { Name: string }[]) await engine('DELETE', `/volumes/${v.Name}`);
+  await removeAgentNetworks(agentId);
 }
 
 /** A docker-runtime test agent (small limits, no toolbox unless asked), its containers and volumes removed afterwards. */
@@ -61,7 +66,7 @@ async function dockerAgent(t: TestContext, options: Partial<AgentOptions> = {}) 
     readyTimeoutMs: 60_000,
     stopGraceMs: 2000,
     ...options,
-    docker: { limitsPerGpu: { memoryMb: 256, cpus: 0.5, pids: 200 }, toolbox: false, ...options.docker },
+    docker: { limitsPerGpu: { memoryMb: 256, cpus: 0.5, pids: 200 }, toolbox: false, isolation: testIsolation, ...options.docker },
   });
   t.after(() => cleanupAgent(a.agent.agentId));
   return a;
@@ -121,7 +126,13 @@ test('launch to ready: API version negotiated, ports on 127.0.0.1 only, limits, 
   assert.ok(!(c.NetworkSettings.Ports['8000/tcp'] as { HostIp: string }[]).some((b) => b.HostIp === '0.0.0.0' || b.HostIp === '::'));
   assert.equal(hc.Init, true);
   assert.equal(hc.Privileged, false);
-  assert.equal(hc.NetworkMode, 'bridge');
+  assert.equal(hc.NetworkMode, `rc-net-${id}`, 'a network of its own');
+  assert.deepEqual(Object.keys(c.NetworkSettings.Networks), [`rc-net-${id}`]);
+  const { json: net } = await engine('GET', `/networks/rc-net-${id}`);
+  assert.equal(net.Labels['rc.agent-id'], agent.agentId);
+  assert.match(net.IPAM.Config[0].Subnet, /^10\.231\.\d+\.\d+\/29$/);
+  assert.match(net.Options['com.docker.network.bridge.name'], new RegExp(`^${TEST_NET_PREFIX}-[0-9a-f]+$`));
+  assert.deepEqual(hc.CapDrop, ['ALL']);
   assert.deepEqual(hc.SecurityOpt, ['no-new-privileges']);
   assert.equal(hc.Memory, 2 * 256 * 1024 * 1024, 'memory scaled by 2 GPUs');
   assert.equal(hc.NanoCpus, 1e9, 'CPUs scaled by 2 GPUs');
@@ -140,6 +151,7 @@ test('launch to ready: API version negotiated, ports on 127.0.0.1 only, limits, 
   assert.equal(host.freeGpus, 2);
   assert.equal((await client.stop(id, 1000)).state, 'stopped');
   assert.equal((await engine('GET', `/containers/rc-${id}/json`)).status, 404, 'stopped means the container is gone');
+  assert.equal((await engine('GET', `/networks/rc-net-${id}`)).status, 404, 'and its network');
   assert.equal((await client.getHost()).freeGpus, 4, 'GPUs are free once the container is gone');
   assert.equal(await client.remove(id), true);
   assert.equal(await client.remove(id), false);
@@ -350,8 +362,9 @@ test("a tenant container cannot read the data dir or reach the agent's gRPC port
   const probe = [
     `cat ${tokenFile} && echo READ-STATE`,
     `ls ${dataDir} && echo LIST-DATA`,
-    `nc -z -w 2 host.docker.internal ${agent.port} && echo REACH-AGENT-GATEWAY`,
-    `nc -z -w 2 127.0.0.1 ${agent.port} && echo REACH-AGENT-LOOPBACK`,
+    // busybox nc has no -z; -e runs a program once connected.
+    `nc -w 2 $(awk '/host.docker.internal/ {print $1; exit}' /etc/hosts) ${agent.port} -e /bin/true && echo REACH-AGENT-GATEWAY`,
+    `nc -w 2 127.0.0.1 ${agent.port} -e /bin/true && echo REACH-AGENT-LOOPBACK`,
     'ls /var/run/docker.sock && echo DOCKER-SOCK',
     'echo PROBE-DONE',
   ].join('; ');
@@ -441,7 +454,13 @@ test('the agent SIGKILLed mid-pull, mid-start and while running, then restarted:
   const hangPort = (hanging.address() as { port: number }).port;
   const dataDir = tempDir(t);
   const token = newToken();
-  const env = { RC_AGENT_RUNTIME: 'docker', RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET, RC_AGENT_TOOLBOX: '0', RC_AGENT_STOP_GRACE_MS: '2000' };
+  const env = {
+    RC_AGENT_RUNTIME: 'docker',
+    RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET,
+    RC_AGENT_TOOLBOX: '0',
+    RC_AGENT_STOP_GRACE_MS: '2000',
+    RC_AGENT_NETWORK_PREFIX: TEST_NET_PREFIX,
+  };
   let a = await spawnAgent(t, dataDir, token, env);
   t.after(() => cleanupAgent(a.agentId));
   let client = createAgentClient({ address: a.address, token });
@@ -460,6 +479,12 @@ test('the agent SIGKILLed mid-pull, mid-start and while running, then restarted:
     Labels: { 'rc.agent-id': a.agentId, 'rc.instance-id': `k-orphan-${pid}` },
   });
   await engine('POST', `/containers/${orphan.json.Id}/start`);
+  // An instance network without a container (killed between the two creates).
+  const orphanNet = await engine('POST', '/networks/create', {
+    Name: `rc-net-k-netorphan-${pid}`,
+    Labels: { 'rc.agent-id': a.agentId, 'rc.instance-id': `k-netorphan-${pid}` },
+  });
+  assert.equal(orphanNet.status, 201);
   const foreign = await engine('POST', `/containers/create?name=rc-k-foreign-${pid}`, {
     Image: BUSYBOX,
     Cmd: ['sleep', '60'],
@@ -484,6 +509,9 @@ test('the agent SIGKILLed mid-pull, mid-start and while running, then restarted:
   for (const c of mine as { Labels: Record<string, string> }[])
     byInstance.set(c.Labels['rc.instance-id']!, (byInstance.get(c.Labels['rc.instance-id']!) ?? 0) + 1);
   assert.deepEqual(Object.fromEntries(byInstance), { [`k-run-${pid}`]: 1, [`k-late-${pid}`]: 1 }, 'no orphan, no duplicate');
+  assert.equal((await engine('GET', `/networks/${orphanNet.json.Id}`)).status, 404, 'the orphan network is removed');
+  assert.equal((await engine('GET', `/networks/rc-net-k-orphan-${pid}`)).status, 404);
+  assert.equal((await engine('GET', `/networks/rc-net-k-run-${pid}`)).status, 200, "an adopted instance's network stays");
   assert.equal((await engine('GET', `/containers/${foreign.json.Id}/json`)).json.State.Running, true, "another agent's container is untouched");
   await client.reconcile([]);
   await killChild(a.child);

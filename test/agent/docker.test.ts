@@ -4,6 +4,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as api from '../../agent/docker-api.js';
 import { normalizeSpec } from '../../agent/convert.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isolationRuleset, jumpRule, privateNameservers, relayRule } from '../../agent/firewall.js';
+import { formatCidr, freeSubnet, hostRoutes, overlaps, parseCidr, subnetAddresses } from '../../agent/subnets.js';
 
 const spec = normalizeSpec({
   instanceId: 'inst-1',
@@ -73,6 +78,7 @@ test('create: GPU device requests by UUID, labels with the instance id, port bin
     agentEnv: { RC_INSTANCE_ID: 'inst-1', CUDA_VISIBLE_DEVICES: '2,3' },
     limits,
     diskQuotaGb: undefined,
+    network: 'rc-net-inst-1',
   });
   assert.equal(req.method, 'POST');
   assert.equal(req.path, '/containers/create?name=rc-inst-1');
@@ -104,7 +110,10 @@ test('create: GPU device requests by UUID, labels with the instance id, port bin
   assert.deepEqual(hc.RestartPolicy, { Name: 'no' });
   assert.equal(hc.Init, true);
   assert.equal(hc.Privileged, false);
-  assert.equal(hc.NetworkMode, 'bridge');
+  assert.equal(hc.NetworkMode, 'rc-net-inst-1', "the instance's own network, never the default bridge");
+  assert.deepEqual(hc.CapDrop, ['ALL']);
+  assert.deepEqual(hc.CapAdd, ['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'NET_BIND_SERVICE', 'SETGID', 'SETUID', 'SYS_CHROOT']);
+  assert.ok(!hc.CapAdd.includes('NET_RAW') && !hc.CapAdd.includes('MKNOD'));
   assert.deepEqual(hc.SecurityOpt, ['no-new-privileges']);
   assert.equal(hc.Memory, limits.memoryBytes);
   assert.equal(hc.NanoCpus, limits.nanoCpus);
@@ -128,6 +137,7 @@ test('create: GPU device requests by UUID, labels with the instance id, port bin
     agentEnv: {},
     limits,
     diskQuotaGb: 150,
+    network: 'rc-net-inst-1',
   }).body as Record<string, any>;
   assert.deepEqual(plain.HostConfig.DeviceRequests, []);
   assert.deepEqual(plain.HostConfig.Mounts[2], { Type: 'bind', Source: '/h/.ssh/authorized_keys', Target: '/root/.ssh/authorized_keys', ReadOnly: true });
@@ -180,4 +190,118 @@ test('the multiplexed log stream is split into payloads across chunk boundaries'
   const d = new api.LogDemuxer();
   const out = [...d.push(all.subarray(0, 5)), ...d.push(all.subarray(5, 20)), ...d.push(all.subarray(20))];
   assert.deepEqual(out.map(String), ['out line\n', 'err line\n', 'x']);
+});
+
+test('instance networks: a bridge of 15 characters at most with the prefix, a /29, labels, nothing else joins', () => {
+  assert.equal(api.networkName('inst-1'), 'rc-net-inst-1');
+  const bridge = api.bridgeName('rc', 'agent_x', 'inst-1');
+  assert.match(bridge, /^rc-[0-9a-f]{12}$/);
+  assert.notEqual(api.bridgeName('rc', 'agent_y', 'inst-1'), bridge, 'another agent, another bridge');
+  assert.match(api.bridgeName('rca12345', 'a', 'b'), /^rca12345-[0-9a-f]{6}$/);
+  const req = api.networkCreateRequest({
+    name: 'rc-net-inst-1',
+    bridge,
+    subnet: '10.231.0.8/29',
+    gateway: '10.231.0.9',
+    agentId: 'agent_x',
+    instanceId: 'inst-1',
+  });
+  assert.equal(req.method, 'POST');
+  assert.equal(req.path, '/networks/create');
+  const body = req.body as Record<string, any>;
+  assert.equal(body.Name, 'rc-net-inst-1');
+  assert.equal(body.CheckDuplicate, true);
+  assert.equal(body.Driver, 'bridge');
+  assert.equal(body.Attachable, false);
+  assert.deepEqual(body.IPAM, { Driver: 'default', Config: [{ Subnet: '10.231.0.8/29', Gateway: '10.231.0.9' }] });
+  assert.equal(body.Options['com.docker.network.bridge.name'], bridge);
+  assert.deepEqual(body.Labels, { 'rc.agent-id': 'agent_x', 'rc.instance-id': 'inst-1' });
+  assert.deepEqual(api.networkRemoveRequest('rc-net-inst-1'), { method: 'DELETE', path: '/networks/rc-net-inst-1' });
+  const mine = new URL(api.agentNetworksRequest('agent_x').path, 'http://docker');
+  assert.deepEqual(JSON.parse(mine.searchParams.get('filters')!), { label: ['rc.agent-id=agent_x'] });
+});
+
+test('subnets: /29 blocks of the pool that overlap no network or route in use, from any start, wrapping around', () => {
+  const pool = parseCidr('10.231.0.0/16')!;
+  assert.deepEqual(parseCidr('10.231.7.9/16'), pool, 'the address is masked');
+  assert.equal(parseCidr('10.231.0.0'), undefined);
+  assert.equal(parseCidr('300.1.1.1/8'), undefined);
+  assert.equal(formatCidr(freeSubnet(pool, [])!), '10.231.0.0/29');
+  const taken = ['10.231.0.0/29', '10.231.0.8/30', '10.0.0.0/24'].map((c) => parseCidr(c)!);
+  assert.equal(formatCidr(freeSubnet(pool, taken)!), '10.231.0.16/29');
+  assert.equal(formatCidr(freeSubnet(pool, taken, 8191)!), '10.231.255.248/29');
+  assert.equal(formatCidr(freeSubnet(pool, [parseCidr('10.231.255.248/29')!], 8191)!), '10.231.0.0/29', 'wraps around');
+  assert.equal(freeSubnet(pool, [parseCidr('10.0.0.0/8')!]), undefined, 'a full pool');
+  assert.equal(freeSubnet(parseCidr('10.1.0.0/30')!, []), undefined, 'a pool smaller than a subnet');
+  assert.deepEqual(subnetAddresses(parseCidr('10.231.0.16/29')!), { subnet: '10.231.0.16/29', gateway: '10.231.0.17' });
+  assert.ok(overlaps(parseCidr('10.0.0.0/8')!, parseCidr('10.231.0.0/29')!));
+  assert.ok(!overlaps(parseCidr('10.231.0.0/29')!, parseCidr('10.231.0.8/29')!));
+});
+
+test("the host's routes are read from /proc/net/route (the default route is no conflict)", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rc-routes-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'route');
+  writeFileSync(
+    file,
+    [
+      'Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT',
+      'eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0',
+      'docker0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0',
+      'eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0',
+    ].join('\n'),
+  );
+  assert.deepEqual(hostRoutes(file).map(formatCidr), ['172.17.0.0/16', '192.0.2.0/24']);
+  assert.deepEqual(hostRoutes(join(dir, 'absent')), []);
+});
+
+test('firewall rules: from the bridges to the host only answers, the relay and DNS; forwarded to other bridges and private ranges refused', (t) => {
+  const rules = isolationRuleset({ prefix: 'rc', pool: '10.231.0.0/16', blocked: ['198.51.100.0/24'], nameservers: ['10.255.255.53'] }).split('\n');
+  const reject = '-j REJECT --reject-with icmp-port-unreachable';
+  assert.deepEqual(rules.slice(0, 3), ['*filter', ':rc-isolate-in - [0:0]', ':rc-isolate-fwd - [0:0]']);
+  const input = rules.filter((r) => r.startsWith('-A rc-isolate-in '));
+  assert.deepEqual(input, [
+    '-A rc-isolate-in -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
+    '-A rc-isolate-in -j rc-isolate-relay',
+    '-A rc-isolate-in -d 10.255.255.53/32 -p udp -m udp --dport 53 -j ACCEPT',
+    '-A rc-isolate-in -d 10.255.255.53/32 -p tcp -m tcp --dport 53 -j ACCEPT',
+    `-A rc-isolate-in ${reject}`,
+  ]);
+  const fwd = rules.filter((r) => r.startsWith('-A rc-isolate-fwd '));
+  assert.equal(fwd[0], '-A rc-isolate-fwd -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN');
+  for (const d of [
+    '-o rc-+',
+    '-o docker0',
+    '-d 10.0.0.0/8',
+    '-d 172.16.0.0/12',
+    '-d 192.168.0.0/16',
+    '-d 100.64.0.0/10',
+    '-d 169.254.0.0/16',
+    '-d 198.51.100.0/24',
+  ])
+    assert.ok(fwd.includes(`-A rc-isolate-fwd ${d} ${reject}`), d);
+  assert.ok(fwd.indexOf('-A rc-isolate-fwd -d 10.255.255.53/32 -p udp -m udp --dport 53 -j RETURN') < fwd.indexOf(`-A rc-isolate-fwd -d 10.0.0.0/8 ${reject}`));
+  assert.equal(rules.at(-2), 'COMMIT');
+  assert.deepEqual(jumpRule('rc', 'rc-isolate-in'), ['-i', 'rc-+', '-j', 'rc-isolate-in']);
+  assert.deepEqual(relayRule('172.17.0.1', 7000, 'agent_x'), [
+    '-d',
+    '172.17.0.1/32',
+    '-p',
+    'tcp',
+    '-m',
+    'tcp',
+    '--dport',
+    '7000',
+    '-m',
+    'comment',
+    '--comment',
+    'rc relay agent_x',
+    '-j',
+    'ACCEPT',
+  ]);
+
+  const dir = mkdtempSync(join(tmpdir(), 'rc-resolv-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'resolv.conf'), 'nameserver 10.0.0.2\nnameserver 1.1.1.1\nnameserver 127.0.0.53\n# nameserver 192.168.1.1\nnameserver 10.0.0.2\n');
+  assert.deepEqual(privateNameservers(join(dir, 'resolv.conf')), ['10.0.0.2'], 'private ones only, once');
 });

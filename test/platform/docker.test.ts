@@ -17,6 +17,7 @@ import { startPlatform } from '../../bin/platform.js';
 import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor, platformTestEnv } from '../helpers.js';
+import { removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX } from '../agent/docker-isolation-harness.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
@@ -46,11 +47,15 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
     RC_AGENT_STOP_GRACE_MS: '2000',
     RC_AGENT_MEMORY_MB_PER_GPU: '1024',
     RC_AGENT_CPUS_PER_GPU: '1',
+    // Bridges and firewall chains of this test's own prefix, removed afterwards.
+    RC_AGENT_NETWORK_PREFIX: TEST_NET_PREFIX,
   };
   const p = await startPlatform(loadConfig(env), createLogger('warn'));
   t.after(async () => {
     await p.close();
     await removeAgentContainers(p.agent.agentId);
+    await removeAgentNetworks(p.agent.agentId);
+    await removeTestFirewall();
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(`${dataDir}-instances`, { recursive: true, force: true });
   });
