@@ -35,7 +35,10 @@ export async function spawnRc(t: TestContext, args: string[], env: Record<string
   // The fleet's test hosts run instances as processes (the sim), trusted: what is tested here is
   // the fleet, not the runtime (the docker runtime has its own suites, test/agent/docker*).
   const agentEnv = args[0] === 'agent' ? { RC_AGENT_RUNTIME: 'process', RC_AGENT_PROCESS_UNTRUSTED: 'allow' } : {};
-  const child = spawn(argv[0]!, argv.slice(1), { env: { ...process.env, RC_LOG_LEVEL: 'warn', RC_METRICS_PORT: '0', ...agentEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(argv[0]!, argv.slice(1), {
+    env: { ...process.env, RC_LOG_LEVEL: 'warn', RC_METRICS_PORT: '0', ...agentEnv, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   started.add(child);
   child.once('exit', () => started.delete(child));
   t.after(() => {

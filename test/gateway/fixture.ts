@@ -94,7 +94,10 @@ export async function spawnRc(
   env: NodeJS.ProcessEnv = {},
 ): Promise<{ child: ChildProcess; ready: Record<string, unknown>; stderr: () => string }> {
   const cli = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
-  const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, RC_LOG_LEVEL: 'error', RC_METRICS_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [cli, ...args], {
+    env: { ...process.env, RC_LOG_LEVEL: 'error', RC_METRICS_PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   child.stderr!.on('data', (d: Buffer) => {
     err += d.toString();
