@@ -21,7 +21,10 @@ let fx: Fixture;
 /** Backends that cannot count: /tokenize answers 404, or a 200 that is not a count. */
 let plain: Server;
 let odd: Server;
-const hits = { plain: { tokenize: 0, completions: 0, lastMaxTokens: undefined as unknown }, odd: { tokenize: 0, completions: 0, lastMaxTokens: undefined as unknown } };
+const hits = {
+  plain: { tokenize: 0, completions: 0, lastMaxTokens: undefined as unknown },
+  odd: { tokenize: 0, completions: 0, lastMaxTokens: undefined as unknown },
+};
 
 const COMPLETION =
   '{"id":"x","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}';
@@ -80,14 +83,23 @@ const PROTOCOLS: Protocol[] = ['chat', 'messages', 'responses'];
 /** A request of `words` words asking for `max` output tokens on `protocol`. */
 function send(protocol: Protocol, model: string, words: number, max: number, headers: Record<string, string> = {}) {
   const g = fx.gateway.url;
-  if (protocol === 'chat') return post(`${g}/v1/chat/completions`, JSON.stringify({ model, max_tokens: max, messages: msgs(words) }), { authorization: `Bearer ${fx.key}`, ...headers });
+  if (protocol === 'chat')
+    return post(`${g}/v1/chat/completions`, JSON.stringify({ model, max_tokens: max, messages: msgs(words) }), {
+      authorization: `Bearer ${fx.key}`,
+      ...headers,
+    });
   if (protocol === 'messages')
-    return post(`${g}/v1/messages`, JSON.stringify({ model, max_tokens: max, messages: msgs(words) }), { 'x-api-key': fx.key, 'anthropic-version': '2023-06-01', ...headers });
+    return post(`${g}/v1/messages`, JSON.stringify({ model, max_tokens: max, messages: msgs(words) }), {
+      'x-api-key': fx.key,
+      'anthropic-version': '2023-06-01',
+      ...headers,
+    });
   return post(`${g}/v1/responses`, JSON.stringify({ model, max_output_tokens: max, input: text(words) }), { authorization: `Bearer ${fx.key}`, ...headers });
 }
 
 /** The max tokens the sim received (a responses request keeps its own field name). */
-const forwardedMax = (simIndex: number, protocol: Protocol) => fx.sims[simIndex]!.stats.lastBody![protocol === 'responses' ? 'max_output_tokens' : 'max_tokens'];
+const forwardedMax = (simIndex: number, protocol: Protocol) =>
+  fx.sims[simIndex]!.stats.lastBody![protocol === 'responses' ? 'max_output_tokens' : 'max_tokens'];
 
 for (const protocol of PROTOCOLS) {
   test(`${protocol}: a prompt that fits with max tokens that do not gets the largest max tokens that fits`, async () => {
