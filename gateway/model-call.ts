@@ -127,7 +127,8 @@ function admitCall(ctx: GatewayContext, res: Res, call: ModelCall, replies: Call
         if (count !== undefined) {
           let output = gr.estimatedTokens - (gr.inputTokens ?? 0);
           if (call.fit) {
-            // The count may show what the bytes did not: max tokens past the context.
+            // The count may show what the bytes did not: max tokens past the context. (A prompt
+            // alone too long goes on: the backend's own error answers it, nothing is charged.)
             const f = fitCounted(model, count, maxTokens);
             if (f.kind === 'lowered') {
               fitted = maxTokens = output = f.maxTokens;

@@ -173,3 +173,29 @@ test('a backend without /tokenize (404) or with a malformed 200: forwarded as it
     assert.equal(h.tokenize, 1, `${name}: /tokenize asked once`);
   }
 });
+
+test('responses: instructions, message items and a function call are counted as the backend renders them', async () => {
+  const input = [
+    { role: 'user', content: [{ type: 'input_text', text: 'What is the weather?' }] },
+    { type: 'function_call', call_id: 'c1', name: 'weather', arguments: '{"city":"Paris"}' },
+    { type: 'function_call_output', call_id: 'c1', output: 'sunny' },
+  ];
+  const tools = [
+    { type: 'function', name: 'weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+  ];
+  const r = await post(`${fx.gateway.url}/v1/responses`, JSON.stringify({ model: 'm', instructions: 'Be brief.', input, tools, max_output_tokens: 1000 }), {
+    authorization: `Bearer ${fx.key}`,
+  });
+  assert.equal(r.status, 200, r.text);
+  const n = countChatTokens(
+    [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'What is the weather?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+    ],
+    [{ type: 'function', function: { name: 'weather', description: 'Weather of a city', parameters: tools[0]!.parameters } }],
+  );
+  assert.equal(r.json.usage.input_tokens, n);
+  assert.equal(fx.sims[0]!.stats.lastBody!.max_output_tokens, CONTEXT - n);
+});
