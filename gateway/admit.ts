@@ -32,18 +32,48 @@ export function refusalStatus(r: Refusal): number {
 }
 
 /**
+ * Replaces a gate request's input bound by an exact count: sets `inputTokens` (and
+ * `estimatedTokens`) to the count, or leaves the bound when there is none, then calls `done`.
+ * Called with the request's in-flight slot held; `done` is called once, also when the client left.
+ */
+export type Recount = (gateRequest: GateRequest, done: () => void) => void;
+
+/**
  * Takes an in-flight slot, then asks the gate. Calls `forward` with the allowed decision, or
  * answers the refusal with `reply` (after releasing the slot; the metrics count it). Whoever `forward` hands the request to releases the slot
  * (`ctx.admission.leave()`) and settles the gate exactly once when it ends. A client that left
  * while the gate decided is neither forwarded nor refused: its reservation is returned at once.
+ * When the gate answers `recount` (the request's input bound bit, `GateRequest.recountBelow`),
+ * `recount` replaces the bound by a count and the gate is asked once more, on the count.
  */
-export function admit(ctx: GatewayContext, res: Res, route: string, gateRequest: GateRequest, reply: RefusalReply, forward: (decision: Allowed) => void): void {
+export function admit(
+  ctx: GatewayContext,
+  res: Res,
+  route: string,
+  gateRequest: GateRequest,
+  reply: RefusalReply,
+  forward: (decision: Allowed) => void,
+  recount?: Recount,
+): void {
   // Plain functions with their arguments, no closures: this runs for every request, and with
   // the in-memory gates the decision is there at once.
   if (!ctx.admission.tryEnter()) {
     refuse(ctx, res, route, gateRequest, reply, POOL_EXHAUSTED);
     return;
   }
+  ask(ctx, res, route, gateRequest, reply, forward, recount);
+}
+
+/** Asks the gate (the in-flight slot is held). */
+function ask(
+  ctx: GatewayContext,
+  res: Res,
+  route: string,
+  gateRequest: GateRequest,
+  reply: RefusalReply,
+  forward: (decision: Allowed) => void,
+  recount: Recount | undefined,
+): void {
   let decision: GateDecision | Promise<GateDecision>;
   try {
     decision = ctx.gate.admit(gateRequest);
@@ -53,10 +83,10 @@ export function admit(ctx: GatewayContext, res: Res, route: string, gateRequest:
   }
   if (decision instanceof Promise) {
     decision.then(
-      (d) => decided(ctx, res, route, gateRequest, reply, forward, d),
+      (d) => decided(ctx, res, route, gateRequest, reply, forward, d, recount),
       (err: unknown) => gateFailed(ctx, res, route, gateRequest, reply, err),
     );
-  } else decided(ctx, res, route, gateRequest, reply, forward, decision);
+  } else decided(ctx, res, route, gateRequest, reply, forward, decision, recount);
 }
 
 function refuse(ctx: GatewayContext, res: Res, route: string, gateRequest: GateRequest, reply: RefusalReply, r: Refusal): void {
@@ -72,7 +102,22 @@ function decided(
   reply: RefusalReply,
   forward: (decision: Allowed) => void,
   d: GateDecision,
+  recount: Recount | undefined,
 ): void {
+  if (!d.allowed && d.recount) {
+    // Nothing was reserved. Count (once: without recountBelow the gate decides on what it gets).
+    gateRequest.recountBelow = 0;
+    if (recount === undefined || res.aborted) {
+      if (res.aborted) return clientLeft(ctx, route, gateRequest);
+      ask(ctx, res, route, gateRequest, reply, forward, undefined);
+      return;
+    }
+    recount(gateRequest, () => {
+      if (res.aborted) clientLeft(ctx, route, gateRequest);
+      else ask(ctx, res, route, gateRequest, reply, forward, undefined);
+    });
+    return;
+  }
   if (!d.allowed) {
     ctx.admission.leave();
     refuse(ctx, res, route, gateRequest, reply, { kind: 'rate_limited', code: d.code, retryAfterSec: d.retryAfterSec, headers: d.headers });
@@ -86,6 +131,12 @@ function decided(
     return;
   }
   forward(d);
+}
+
+/** The client left while its input was counted: nothing was reserved, the slot is released. */
+function clientLeft(ctx: GatewayContext, route: string, gateRequest: GateRequest): void {
+  ctx.admission.leave();
+  ctx.metrics.request(route, gateRequest.model, CLIENT_CLOSED);
 }
 
 function gateFailed(ctx: GatewayContext, res: Res, route: string, gateRequest: GateRequest, reply: RefusalReply, err: unknown): void {

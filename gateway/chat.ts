@@ -1,21 +1,22 @@
 // The OpenAI-compatible routes: GET /v1/models and POST /v1/chat/completions.
 //
 // Request path of a completion: key (headers, before the body is read) -> body (size limit) ->
-// JSON object with a string `model` -> catalog -> admission slot (503) -> gate (429) ->
-// forward the body as received (rewritten only to add stream_options.include_usage or the
-// served model name) -> relay the response as bytes.
-import { boundingContext } from './context-fit.js';
+// JSON object with a string `model` -> catalog -> max_tokens fitted into the context (400 when
+// the prompt alone is too long) -> admission slot (503) -> gate (429) -> forward the body as
+// received (rewritten only to add stream_options.include_usage, the served model name, or a
+// fitted or bounded max_tokens) -> relay the response as bytes.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { declaredLength, readBody, sendJson, track, type Res } from '../lib/http.js';
-import { admit, boundedMaxTokens, gateRequestFor, settlement } from './admit.js';
+import { settlement } from './admit.js';
 import type { ModelState } from './catalog.js';
+import type { PromptParts } from './context-fit.js';
 import type { GatewayContext, RoutePlugin } from './context.js';
-import { ERRORS, fromBodyError, refuseChat, sendCanned, sendError, unknownModel, type CannedError } from './errors.js';
+import { CHAT_CODES, ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError, unknownModel, type CannedError } from './errors.js';
 import { AUTH_MISSING } from './keys.js';
 import { AUTH_SESSION, AUTH_UNVERIFIED } from './sessions.js';
 import { NO_MODEL } from './metrics.js';
 import { ChatRelay } from './relay.js';
-import { FIT_HEADER, fitChat, fitRequested } from './chat-fit.js';
+import { FIT_HEADER, fitAndAdmit, fitRequested, type AdmittedCall, type CallReplies } from './model-call.js';
 import { ZERO_USAGE } from './usage.js';
 
 export const CHAT_ROUTE = 'chat';
@@ -32,8 +33,8 @@ export interface ChatFields {
   /** The body to forward. */
   body: Buffer | string;
   stripUsage: boolean;
-  /** The input part of the estimate (body bytes / 4). */
-  inputTokens: number;
+  /** The client's body size (the gate's input bound is made from it). */
+  bodyBytes: number;
   /** The request's max_completion_tokens / max_tokens; undefined when it gave none. */
   maxTokens: number | undefined;
   /** The parsed body, with the rewrites already applied (for a later max_tokens bound). */
@@ -130,10 +131,28 @@ export function chatFields(ctx: GatewayContext, res: Res, raw: Buffer): ChatFiel
     }
   }
   const user = typeof o.user === 'string' ? o.user : undefined;
-  const inputTokens = Math.ceil(raw.length / 4);
   const maxTokens = requestedMaxTokens(o);
-  return { model, stream, user, body, stripUsage, inputTokens, maxTokens, obj: o };
+  return { model, stream, user, body, stripUsage, bodyBytes: raw.length, maxTokens, obj: o };
 }
+
+/** The prompt of a chat request as /tokenize takes it (the served name already in `model`). */
+export function chatPrompt(o: Record<string, unknown>): PromptParts | undefined {
+  if (!Array.isArray(o.messages)) return undefined;
+  return {
+    model: o.model as string,
+    messages: o.messages,
+    tools: Array.isArray(o.tools) ? o.tools : undefined,
+    chat_template_kwargs:
+      o.chat_template_kwargs !== null && typeof o.chat_template_kwargs === 'object' ? (o.chat_template_kwargs as Record<string, unknown>) : undefined,
+  };
+}
+
+/** The chat shape of a prompt that alone fills the context. */
+export function promptTooLong(param: string): CallReplies['tooLong'] {
+  return (res, message) => sendError(res, new GatewayError(CHAT_CODES.contextLengthExceeded, message, 400, 'invalid_request_error', param));
+}
+
+const CHAT_REPLIES: CallReplies = { refuse: refuseChat, tooLong: promptTooLong('messages') };
 
 /** The body with max_tokens (and max_completion_tokens when the request used it) set to `n`; undefined when it cannot be serialized. */
 function withMaxTokens(o: Record<string, unknown>, n: number): string | undefined {
@@ -159,41 +178,51 @@ export function reject(ctx: GatewayContext, res: Res, e: CannedError, route: str
   return undefined;
 }
 
-function completion(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer, fit: boolean): void {
+function completion(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer, fitHeader: string): void {
   const f = chatFields(ctx, res, raw);
   if (!f) return;
-  // Optional max_tokens fitting into the model's context (gateway/chat-fit.ts).
-  if (fit || f.model.entry.fitMaxTokens) fitChat(ctx, res, CHAT_ROUTE, f, (fitted) => forwardCompletion(ctx, res, accountId, fitted));
-  else forwardCompletion(ctx, res, accountId, f);
+  const o = f.obj;
+  fitAndAdmit(
+    ctx,
+    res,
+    {
+      route: CHAT_ROUTE,
+      accountId,
+      model: f.model,
+      stickyKey: f.user,
+      prompt: () => chatPrompt(o),
+      maxTokens: f.maxTokens,
+      bodyBytes: f.bodyBytes,
+      fit: fitRequested(f.model, fitHeader),
+    },
+    CHAT_REPLIES,
+    (a) => forwardCompletion(ctx, res, f, a),
+  );
 }
 
-function forwardCompletion(ctx: GatewayContext, res: Res, accountId: number, f: ChatFields): void {
-  const gateRequest = gateRequestFor(ctx, accountId, f.model.name, f.inputTokens, f.maxTokens);
-  admit(ctx, res, CHAT_ROUTE, gateRequest, refuseChat, (decision) => {
-    const finish = settlement(ctx, CHAT_ROUTE, f.model, gateRequest, decision);
-    let body = f.body;
-    const bound = boundedMaxTokens(decision, f.maxTokens, boundingContext(f.model), f.inputTokens);
-    if (bound !== undefined) {
-      // The account has less left than the request could generate: it may generate no more.
-      const rewritten = withMaxTokens(f.obj, bound);
-      if (rewritten === undefined) {
-        finish(ERRORS.tooDeep.status, ZERO_USAGE);
-        sendCanned(res, ERRORS.tooDeep);
-        return;
-      }
-      body = rewritten;
+function forwardCompletion(ctx: GatewayContext, res: Res, f: ChatFields, a: AdmittedCall): void {
+  const { decision, gateRequest } = a;
+  const finish = settlement(ctx, CHAT_ROUTE, f.model, gateRequest, decision);
+  let body = f.body;
+  if (a.maxTokens !== undefined) {
+    // Fitted into the context, or the account has less left than the request could generate.
+    const rewritten = withMaxTokens(f.obj, a.maxTokens);
+    if (rewritten === undefined) {
+      finish(ERRORS.tooDeep.status, ZERO_USAGE);
+      sendCanned(res, ERRORS.tooDeep);
+      return;
     }
-    const model = f.model;
-    const relay = new ChatRelay(res, ctx, {
-      stream: f.stream,
-      stripUsage: f.stripUsage,
-      inputTokens: f.inputTokens,
-      reservedTokens: decision.reservedTokens ?? gateRequest.estimatedTokens,
-      headers: decision.headers,
-      onFinish: finish,
-    });
-    relay.call = ctx.upstreams.send(model, f.user, body, relay);
+    body = rewritten;
+  }
+  const relay = new ChatRelay(res, ctx, {
+    stream: f.stream,
+    stripUsage: f.stripUsage,
+    inputTokens: a.inputTokens,
+    reservedTokens: decision.reservedTokens ?? gateRequest.estimatedTokens,
+    headers: decision.headers,
+    onFinish: finish,
   });
+  relay.call = ctx.upstreams.send(f.model, f.user, body, relay);
 }
 
 export const chatRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) => {
@@ -208,12 +237,12 @@ export const chatRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) 
     const r = track(res);
     const accountId = authenticateRequest(ctx, r, req, CHAT_ROUTE);
     if (accountId === undefined) return;
-    const fit = fitRequested(req.getHeader(FIT_HEADER));
+    const fitHeader = req.getHeader(FIT_HEADER);
     readBody(
       r,
       declaredLength(req),
       ctx.limits.maxBodyBytes,
-      (body) => completion(ctx, r, accountId, body, fit),
+      (body) => completion(ctx, r, accountId, body, fitHeader),
       (err) => {
         ctx.metrics.request(CHAT_ROUTE, NO_MODEL, err.status);
         sendError(r, fromBodyError(err));

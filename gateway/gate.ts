@@ -21,6 +21,13 @@ export interface GateRequest {
    * down to what is left, instead of refusing.
    */
   defaultOutput?: boolean | undefined;
+  /**
+   * Set when `inputTokens` is an upper bound (body bytes, not a count) that the route can replace
+   * by an exact count: if the bound would refuse the request on tokens or leave it fewer than
+   * this many output tokens, the gate admits and consumes nothing and answers `recount` (count
+   * the input, then ask again with the count). 0 or absent: decide on the input as given.
+   */
+  recountBelow?: number | undefined;
 }
 
 export type GateDecision =
@@ -46,6 +53,11 @@ export type GateDecision =
       /** Which gate refused, as the error `code` (see gateway/gates/README.md). */
       code: string;
       headers: Record<string, string>;
+      /**
+       * Not a refusal: the input bound bit (see `GateRequest.recountBelow`) and nothing was
+       * reserved. Count the input and ask again; `code` and `retryAfterSec` are then meaningless.
+       */
+      recount?: true | undefined;
     };
 
 /** Real usage, when known; undefined when the response ended before any usage was seen. */

@@ -33,8 +33,11 @@ export const modelEntrySchema = z.strictObject({
    * from its /tokenize answer, gateway/context-fit.ts); the embedded sim then uses 32768.
    */
   maxContext: z.number().int().positive().optional(),
-  /** Chat completions: fit max_tokens into the context (as /v1/messages always does) instead of passing the backend's error through. */
-  fitMaxTokens: z.boolean().default(false),
+  /**
+   * Fit max_tokens / max_completion_tokens / max_output_tokens into the context on every protocol
+   * (gateway/context-fit.ts); false passes the backend's own error through instead.
+   */
+  fitMaxTokens: z.boolean().default(true),
   ownedBy: z.string().default('rc'),
 });
 export type ModelEntry = z.output<typeof modelEntrySchema>;

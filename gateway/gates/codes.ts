@@ -1,8 +1,12 @@
 // The error codes of the gates: the `code` of a 429 names the gate that refused (SPEC "Errors").
 // Stable: clients may branch on them.
 
-/** Which gate refused; 0 means admitted. The numbers are what the Redis script returns. */
-export const GateKind = { None: 0, Requests: 1, Tokens: 2, Daily: 3 } as const;
+/**
+ * Which gate refused; 0 means admitted. The numbers are what the Redis script returns.
+ * `Recount`: nothing was admitted or consumed, the input was a bound that would have refused the
+ * request or lowered its output (exact caps): count the input and ask again (README "Exact caps").
+ */
+export const GateKind = { None: 0, Requests: 1, Tokens: 2, Daily: 3, Recount: 4 } as const;
 
 export const GATE_CODES = {
   /** The per-account request-rate bucket (requests per minute) is empty. */

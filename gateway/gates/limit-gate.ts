@@ -102,6 +102,7 @@ export class LimitGate implements RequestGate {
       estimate: normalizeEstimate(req.estimatedTokens),
       input: req.inputTokens === undefined ? -1 : normalizeEstimate(req.inputTokens),
       defaultOutput: req.defaultOutput === true,
+      recountBelow: req.recountBelow !== undefined && req.recountBelow > 0 ? normalizeEstimate(req.recountBelow) : 0,
       limits,
       day,
       hour: hourOfDay(now, day),
@@ -196,6 +197,10 @@ export class LimitGate implements RequestGate {
       counters.admitted++;
       const reservation: Reservation = { store, estimate: o.estimate, day: input.day, hour: input.hour, limits: l, settled: false };
       return { allowed: true, headers, reservation, maxOutputTokens: o.maxOutput >= 0 ? o.maxOutput : undefined, reservedTokens: o.estimate };
+    }
+    if (o.gate === GateKind.Recount) {
+      counters.recounts++;
+      return { allowed: false, recount: true, retryAfterSec: 0, code: '', headers };
     }
     if (o.gate === GateKind.Requests) counters.deniedRequests++;
     else if (o.gate === GateKind.Tokens) counters.deniedTokens++;

@@ -72,6 +72,10 @@ export class MemoryGateStore implements GateStore {
         waitMs = Math.ceil(((i.input + 1) * SCALE - b.t) / limits.tpm);
       }
     }
+    if (i.recountBelow > 0 && i.input >= 0 && recountWanted(gate, maxOutput, i.recountBelow, b, limits.dailyTokens - used)) {
+      gate = GateKind.Recount;
+      waitMs = 0;
+    }
     if (gate === GateKind.None) {
       b.r -= SCALE;
       b.t -= estimate * SCALE;
@@ -178,6 +182,18 @@ export class MemoryGateStore implements GateStore {
     }
     return h;
   }
+}
+
+/**
+ * Whether an input bound bit (scripts.ts mirrors it): it leaves an admitted request fewer output
+ * tokens than `recountBelow`, or it made the token bucket or the day refuse while the request
+ * bucket has room and the allowance (bucket level, the day's room) could still hold an input and
+ * an output token: an exact count may then pass or leave more.
+ */
+function recountWanted(gate: number, maxOutput: number, recountBelow: number, b: Buckets, dayLeft: number): boolean {
+  if (gate === GateKind.None) return maxOutput < recountBelow;
+  if (gate !== GateKind.Tokens && gate !== GateKind.Daily) return false;
+  return b.r >= SCALE && Math.floor(b.t / SCALE) >= 2 && dayLeft >= 2;
 }
 
 function outcome(gate: number, waitMs: number, b: Buckets, l: Limits, maxOutput: number, estimate: number): Outcome {

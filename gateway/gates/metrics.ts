@@ -6,6 +6,8 @@ export const counters = {
   deniedRequests: 0,
   deniedTokens: 0,
   deniedDaily: 0,
+  /** Admissions whose input bound bit: answered "count the input and ask again" (nothing reserved). */
+  recounts: 0,
   /** Admissions decided by the in-memory gates although Redis is configured. */
   redisFallback: 0,
   /** Redis calls that failed or timed out. */
@@ -33,6 +35,9 @@ export function gateMetrics(): string {
     `rc_gate_denied_total{code="request_rate_limit_exceeded"} ${c.deniedRequests}\n` +
     `rc_gate_denied_total{code="token_rate_limit_exceeded"} ${c.deniedTokens}\n` +
     `rc_gate_denied_total{code="daily_token_cap_exceeded"} ${c.deniedDaily}\n` +
+    '# HELP rc_gate_recount_total Admissions whose input bound (request bytes) would have refused or lowered them: counted exactly and asked again.\n' +
+    '# TYPE rc_gate_recount_total counter\n' +
+    `rc_gate_recount_total ${c.recounts}\n` +
     '# HELP rc_gate_redis_fallback_total Admissions decided in memory because Redis was unreachable or slow.\n' +
     '# TYPE rc_gate_redis_fallback_total counter\n' +
     `rc_gate_redis_fallback_total ${c.redisFallback}\n` +

@@ -192,7 +192,7 @@ export class RedisGateStore implements GateStore {
     return new Promise<Outcome>((resolve, reject) => {
       const b = this.batchOf(i.accountId, i.day, i.limits);
       // Numbers as numbers: the client writes their digits (String(n) for anything but a safe integer).
-      b.args.push(ADMISSION, i.nowMs ?? '', i.estimate, this.modelName(i.model), i.msToNextDay, i.input, i.defaultOutput ? 1 : 0);
+      b.args.push(ADMISSION, i.nowMs ?? '', i.estimate, this.modelName(i.model), i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
       b.admissions.push({ input: i, resolve, reject });
     });
   }

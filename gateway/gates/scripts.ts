@@ -17,8 +17,9 @@
  *
  * ARGV[1]: the day hash's TTL in seconds; ARGV[2..4]: the account's rpm, tpm and dailyTokens
  * (the store starts another call when they change); then the calls, in order:
- * - admission (7 values): 'a', now ('' = Redis TIME), estimate, model, msToNextDay, input (-1:
- *   not split), defaultOutput (0/1);
+ * - admission (8 values): 'a', now ('' = Redis TIME), estimate, model, msToNextDay, input (-1:
+ *   not split), defaultOutput (0/1), recountBelow (0: decide on the input; else the input is a
+ *   bound, and a bound that bites answers gate 4, Recount, consuming nothing);
  * - reconciliation (8 values): 's', now, estimate, inputTokens, outputTokens, model,
  *   cachedTokens, hour. It refunds (or charges) the token bucket by estimate - (input + output),
  *   releases the reservation from the day and adds the real usage, also to the admission hour's
@@ -88,7 +89,8 @@ while i <= #ARGV do
     local toNextDay = tonumber(ARGV[i + 4])
     local input = tonumber(ARGV[i + 5])
     local defaultOutput = ARGV[i + 6]
-    i = i + 7
+    local recountBelow = tonumber(ARGV[i + 7])
+    i = i + 8
     local used = tokens + reserved
     local maxOut = -1
     local dailyRoom = cap - used - input
@@ -121,6 +123,16 @@ while i <= #ARGV do
         gate = 2
         wait = math.ceil(((input + 1) * S - t) / tpm)
       end
+    end
+    -- An input bound that bit (memory-store.ts recountWanted): nothing admitted, count and ask again.
+    if recountBelow > 0 and input >= 0 then
+      local recount = false
+      if gate == 0 then
+        recount = maxOut < recountBelow
+      elseif gate == 2 or gate == 3 then
+        recount = r >= S and math.floor(t / S) >= 2 and cap - used >= 2
+      end
+      if recount then gate = 4; wait = 0 end
     end
     if gate == 0 then
       r = r - S

@@ -12,6 +12,12 @@ export interface AdmitInput {
   input: number;
   /** The output part of the estimate is a default that may shrink to what is left. */
   defaultOutput: boolean;
+  /**
+   * 0, or: `input` is an upper bound, not a count. When that bound would refuse the request on
+   * tokens (bucket or day) or leave it fewer than this many output tokens, nothing is admitted
+   * or consumed and the outcome is GateKind.Recount (the caller counts the input and asks again).
+   */
+  recountBelow: number;
   limits: Limits;
   /** UTC day index the daily cap counts in (the gateway's clock). */
   day: number;

@@ -5,7 +5,6 @@ import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, type Res } f
 import type { HttpRequest } from '../../lib/uws.js';
 import type { ModelState } from '../catalog.js';
 import type { GatewayContext } from '../context.js';
-import { fitForResponse, promptTooLongMessage } from '../context-fit.js';
 import { MessagesError } from './errors.js';
 import { describeIssue, type MessagesRequest } from './schema.js';
 import type { ThinkingSigner } from './signature.js';
@@ -15,6 +14,8 @@ export interface PreparedRequest extends Translated {
   accountId: number;
   model: ModelState;
   body: MessagesRequest;
+  /** The client's body size (the gate's input bound and the input estimate are made from it). */
+  bodyBytes: number;
 }
 
 const NO_KEY = new MessagesError(401, 'Unauthorized: No API key provided.');
@@ -26,7 +27,6 @@ const TOO_DEEP = new MessagesError(400, `Request body nests deeper than ${MAX_JS
 /**
  * Reads and checks a messages request. Calls `onReady` with the translated request, or
  * `onError` with the 4xx to answer. Must be called synchronously from the uWS handler.
- * With `fit`, max_tokens is fitted into the model's context first (gateway/context-fit.ts).
  */
 export function prepare(
   res: Res,
@@ -36,7 +36,6 @@ export function prepare(
   signer: ThinkingSigner,
   onReady: (p: PreparedRequest) => void,
   onError: (e: MessagesError) => void,
-  fit = false,
 ): void {
   // Headers first: req is only valid during this synchronous call.
   const auth = ctx.authenticateShared(req);
@@ -90,38 +89,16 @@ export function prepare(
         else throw err;
         return;
       }
-      const prepared: PreparedRequest = { ...translated, accountId: auth, model, body: parsed.data };
-      if (fit) fitContext(res, ctx, prepared, buf.length, onReady, onError);
-      else onReady(prepared);
+      onReady({ ...translated, accountId: auth, model, body: parsed.data, bodyBytes: buf.length });
     },
     (err) => onError(new MessagesError(err.status, err.message)),
   );
 }
 
-/** Lowers max_tokens to what fits the context, or refuses a prompt that alone is too long. */
-function fitContext(
-  res: Res,
-  ctx: GatewayContext,
-  p: PreparedRequest,
-  requestBytes: number,
-  onReady: (p: PreparedRequest) => void,
-  onError: (e: MessagesError) => void,
-): void {
-  const chat = p.chat;
-  const prompt = { model: chat.model, messages: chat.messages, tools: chat.tools, chat_template_kwargs: chat.chat_template_kwargs };
-  fitForResponse(ctx, res, p.model, p.stickyKey, prompt, chat.max_tokens, requestBytes, (r) => {
-    if (r.kind === 'too-long') onError(new MessagesError(400, promptTooLongMessage(r)));
-    else {
-      if (r.kind === 'lowered') chat.max_tokens = r.maxTokens;
-      onReady(p);
-    }
-  });
-}
-
 /**
- * A rough input token count: about 4 bytes of the chat request's messages and tools per token.
- * Used for the gate's reservation, for message_start when a backend reports no usage per chunk,
- * and for count_tokens when the backend has no /tokenize.
+ * A rough input token count: about 4 bytes of the chat request's messages and tools per token,
+ * for count_tokens when the backend has no /tokenize (never for the gate's reservation: that
+ * takes a true bound, gateway/model-call.ts).
  */
 export function estimateInputTokens(messagesJson: string, toolsJson: string | undefined): number {
   return Math.ceil((messagesJson.length + (toolsJson?.length ?? 0)) / 4);

@@ -1,18 +1,18 @@
 // POST /v1/messages and /v1/messages/count_tokens (and their /api/v1/... twins) on the gateway.
 // Register with `messagesRoutes(options)`, a RoutePlugin (gateway/context.ts).
-import { boundingContext } from '../context-fit.js';
 import type { Config } from '../../lib/config.js';
 import { sendJson, track, type Res } from '../../lib/http.js';
-import { admit, boundedMaxTokens, gateRequestFor, type Allowed } from '../admit.js';
+import { admit, type Allowed } from '../admit.js';
+import { FIT_HEADER, fitAndAdmit, fitRequested, type CallReplies } from '../model-call.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import type { GateRequest, GateUsage } from '../gate.js';
 import { CLIENT_CLOSED, NO_MODEL } from '../metrics.js';
 import { requestUpstream, UpstreamError } from '../upstreams.js';
 import { countTokens } from './count-tokens.js';
-import { backendError, MessagesError, toMessagesError } from './errors.js';
+import { backendError, errorBody, MessagesError, toMessagesError } from './errors.js';
 import { refuseMessages, sendError, upstreamFailure } from './reply.js';
-import { estimateInputTokens, prepare, type PreparedRequest } from './request.js';
+import { prepare, type PreparedRequest } from './request.js';
 import { countTokensRequestSchema, messagesRequestSchema } from './schema.js';
 import { ThinkingSigner } from './signature.js';
 import { reservedUsage, ZERO_USAGE } from '../usage.js';
@@ -45,8 +45,14 @@ export function messagesRoutes(options: MessagesRouteOptions = {}): RoutePlugin 
   };
 }
 
+const MESSAGES_REPLIES: CallReplies = {
+  refuse: refuseMessages,
+  tooLong: (res, message) => sendJson(res, 400, errorBody('invalid_request_error', message)),
+};
+
 function handleCreate(res: Res, req: HttpRequest, ctx: GatewayContext, signer: ThinkingSigner, pingIntervalMs: number): void {
   const route = 'messages';
+  const fitHeader = req.getHeader(FIT_HEADER); // before prepare: req is valid only in this call
   prepare(
     res,
     req,
@@ -54,21 +60,29 @@ function handleCreate(res: Res, req: HttpRequest, ctx: GatewayContext, signer: T
     messagesRequestSchema,
     signer,
     (p) => {
-      forward(res, ctx, route, p, signer, pingIntervalMs);
+      forward(res, ctx, route, p, signer, pingIntervalMs, fitRequested(p.model, fitHeader));
     },
     (e) => sendError(res, ctx, route, NO_MODEL, e),
-    true /* fit max_tokens into the context */,
   );
 }
 
-function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number): void {
+function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number, fit: boolean): void {
   const chat = p.chat;
-  const messagesJson = JSON.stringify(chat.messages);
-  const estimate = estimateInputTokens(messagesJson, chat.tools && JSON.stringify(chat.tools));
-  const greq = gateRequestFor(ctx, p.accountId, p.model.name, estimate, chat.max_tokens);
-  admit(ctx, res, route, greq, refuseMessages, (decision) => {
-    const bound = boundedMaxTokens(decision, chat.max_tokens, boundingContext(p.model), estimate);
-    if (bound !== undefined) chat.max_tokens = bound; // no more than the account has left
+  const call = {
+    route,
+    accountId: p.accountId,
+    model: p.model,
+    stickyKey: p.stickyKey,
+    prompt: () => ({ model: chat.model, messages: chat.messages, tools: chat.tools, chat_template_kwargs: chat.chat_template_kwargs }),
+    maxTokens: chat.max_tokens,
+    bodyBytes: p.bodyBytes,
+    fit,
+  };
+  // max_tokens fitted into the context (a prompt alone too long: 400), then admission on the
+  // input's bound or exact count (gateway/model-call.ts).
+  fitAndAdmit(ctx, res, call, MESSAGES_REPLIES, (a) => {
+    const { decision, gateRequest: greq, inputTokens: estimate } = a;
+    if (a.maxTokens !== undefined) chat.max_tokens = a.maxTokens;
     void exchange(res, ctx, route, p, signer, pingIntervalMs, greq, decision, estimate).catch((err: unknown) => {
       ctx.logger.error('messages request failed', { err, model: p.model.name });
       sendError(res, ctx, route, p.model.name, toMessagesError(err));

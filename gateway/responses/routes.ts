@@ -10,11 +10,12 @@
 // `usage` (`input_tokens`, `output_tokens`, `input_tokens_details.cached_tokens`), found in the
 // bytes by gateway/usage.ts. Streams need no stream_options: the backend always puts the usage
 // in response.completed.
-import { boundingContext } from '../context-fit.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import { declaredLength, readBody, track, type Res } from '../../lib/http.js';
-import { admit, boundedMaxTokens, gateRequestFor, settlement } from '../admit.js';
-import { authenticateRequest, modelRequest, reject, requestedMaxTokens } from '../chat.js';
+import { settlement } from '../admit.js';
+import { authenticateRequest, modelRequest, promptTooLong, reject, requestedMaxTokens } from '../chat.js';
+import { FIT_HEADER, fitAndAdmit, fitRequested, type CallReplies } from '../model-call.js';
+import { responsesPrompt } from './prompt.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { resolveEffort } from '../effort.js';
 import { CHAT_CODES, ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError } from '../errors.js';
@@ -27,17 +28,20 @@ import { ZERO_USAGE } from '../usage.js';
 export const RESPONSES_ROUTE = 'responses';
 export const RESPONSES_PATH = '/v1/responses';
 
+const RESPONSES_REPLIES: CallReplies = { refuse: refuseChat, tooLong: promptTooLong('input') };
+
 /** The Responses API as a gateway RoutePlugin (registered in BUILTIN_ROUTES). */
 export const responsesRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) => {
   app.post(RESPONSES_PATH, (res: HttpResponse, req: HttpRequest) => {
     const r = track(res);
     const accountId = authenticateRequest(ctx, r, req, RESPONSES_ROUTE);
     if (accountId === undefined) return;
+    const fitHeader = req.getHeader(FIT_HEADER);
     readBody(
       r,
       declaredLength(req),
       ctx.limits.maxBodyBytes,
-      (body) => create(ctx, r, accountId, body),
+      (body) => create(ctx, r, accountId, body, fitHeader),
       (err) => {
         ctx.metrics.request(RESPONSES_ROUTE, NO_MODEL, err.status);
         sendError(r, fromBodyError(err));
@@ -47,7 +51,7 @@ export const responsesRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayCont
   app.any(RESPONSES_PATH, (res: HttpResponse) => reject(ctx, track(res), ERRORS.methodNotAllowed, RESPONSES_ROUTE));
 };
 
-function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): void {
+function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer, fitHeader: string): void {
   const parsed = modelRequest(ctx, res, raw, RESPONSES_ROUTE);
   if (!parsed) return;
   const { o, model } = parsed;
@@ -97,15 +101,24 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): 
   const stream = o.stream === true;
   // Sticky routing keeps a conversation on one backend's prefix cache: prompt_cache_key is meant for it.
   const sticky = [o.prompt_cache_key, o.user, o.safety_identifier].find((v): v is string => typeof v === 'string' && v !== '');
-  const inputTokens = Math.ceil(raw.length / 4);
   const maxTokens = requestedMaxTokens({ max_tokens: o.max_output_tokens });
-  const gateRequest = gateRequestFor(ctx, accountId, model.name, inputTokens, maxTokens);
-  admit(ctx, res, RESPONSES_ROUTE, gateRequest, refuseChat, (decision) => {
+  // max_output_tokens fitted into the context, then admission on the input's bound or count (gateway/model-call.ts).
+  const call = {
+    route: RESPONSES_ROUTE,
+    accountId,
+    model,
+    stickyKey: sticky,
+    prompt: () => responsesPrompt(o),
+    maxTokens,
+    bodyBytes: raw.length,
+    fit: fitRequested(model, fitHeader),
+  };
+  fitAndAdmit(ctx, res, call, RESPONSES_REPLIES, (a) => {
+    const { decision, gateRequest } = a;
     const finish = settlement(ctx, RESPONSES_ROUTE, model, gateRequest, decision);
-    // Exact caps, as on chat completions: max_output_tokens lowered to what the account has left.
-    const bound = boundedMaxTokens(decision, maxTokens, boundingContext(model), inputTokens);
-    if (bound !== undefined) {
-      o.max_output_tokens = bound;
+    if (a.maxTokens !== undefined) {
+      // Fitted into the context, or lowered to what the account has left (exact caps).
+      o.max_output_tokens = a.maxTokens;
       try {
         body = JSON.stringify(o);
       } catch {
@@ -117,7 +130,7 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer): 
     const relay = new ChatRelay(res, ctx, {
       stream,
       stripUsage: false,
-      inputTokens,
+      inputTokens: a.inputTokens,
       reservedTokens: decision.reservedTokens ?? gateRequest.estimatedTokens,
       headers: withDroppedTools(decision.headers, tools),
       onFinish: finish,

@@ -31,6 +31,8 @@ export interface FixtureOptions {
   gate?: RequestGate;
   limits?: GatewayOptions['limits'];
   upstream?: GatewayOptions['upstream'];
+  /** Routes beyond the built-in ones (messagesRoutes()). */
+  routes?: GatewayOptions['routes'];
 }
 
 export const ACCOUNT = 42;
@@ -51,6 +53,7 @@ export async function startFixture(o: FixtureOptions = {}): Promise<Fixture> {
     logger,
     limits: o.limits,
     upstream: o.upstream,
+    routes: o.routes,
   });
   const clientWith = (k: string) => new OpenAI({ apiKey: k, baseURL: `${gateway.url}/v1`, maxRetries: 0, timeout: 30_000 });
   return {

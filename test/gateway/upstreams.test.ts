@@ -102,9 +102,11 @@ describe('gateway upstreams', () => {
         f.client.chat.completions.create({ model: 'm', messages: HELLO }),
         (e: unknown) => e instanceof OpenAI.RateLimitError && e.headers?.get('retry-after') === '3',
       );
-      // A context-length error raised by the model passes through as the backend's 400.
+      // A context-length error raised by the model passes through as the backend's 400 (max
+      // tokens fitting, on by default, turned off for the request).
       r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 10_000_000 }), {
         authorization: `Bearer ${f.key}`,
+        'x-rc-fit-max-tokens': '0',
       });
       assert.equal(r.status, 400);
       assert.match(r.json.error.message, /maximum context length/);
@@ -179,7 +181,8 @@ describe('gateway upstreams', () => {
         body: JSON.stringify({ model: 'm', messages: HELLO }),
         signal: AbortSignal.timeout(20_000),
       }).catch(() => undefined);
-      await waitFor(() => f.gateway.context.admission.inflight === 1);
+      // (The first request to a model whose context is not yet known counts its prompt first, on a slot of its own.)
+      await waitFor(() => f.sims[0]!.stats.requests === 1 && f.gateway.context.admission.inflight === 1);
       const r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO }), { authorization: `Bearer ${f.key}` });
       assert.equal(r.status, 503);
       assert.equal(r.headers.get('retry-after'), '5');
@@ -251,7 +254,8 @@ describe('gateway gate seam', () => {
       for await (const _ of s3) break;
       await waitFor(() => gate.settled.length === 3);
       const aborted = gate.settled[2]!.usage!;
-      assert.equal(aborted.inputTokens, gate.admitted[2]!.inputTokens);
+      // The input charged is the estimate (bytes / 4), within what was reserved for it (the bound).
+      assert.ok(aborted.inputTokens > 0 && aborted.inputTokens <= gate.admitted[2]!.inputTokens!, `charged ${aborted.inputTokens} input tokens`);
       assert.ok(aborted.outputTokens >= 1 && aborted.outputTokens < 200, `charged ${aborted.outputTokens} output tokens`);
 
       // Async admission works the same.

@@ -226,3 +226,34 @@ for (const kind of ['memory', 'redis'] as const) {
     assert.equal(u.tokens_used, 1500);
   });
 }
+
+for (const kind of ['memory', 'redis'] as const) {
+  test(`${kind} store: an input bound that bites answers recount and consumes nothing; the count then decides`, async (t) => {
+    const g = await makeGate(t, kind, { rpm: 5, tpm: BIG, daily: 1000 });
+    if (!g) return;
+    const gate = g.gate;
+    const bound = { accountId: 1, model: 'm', estimatedTokens: 916, inputTokens: 900, recountBelow: 16 };
+    // 900 + 16 fits the day: admitted on the bound as it is.
+    const a = admitted(await gate.admit(bound));
+    assert.equal(a.maxOutputTokens, 100);
+    gate.settle(bound, a, { inputTokens: 300, outputTokens: 16 });
+    // 684 left: the bound (900) would refuse; nothing is taken, not even a request.
+    const r = denied(await gate.admit(bound));
+    assert.equal(r.recount, true);
+    let u = await gate.readUsage(1);
+    assert.deepEqual([u.requests, u.tokens_reserved, u.tokens_used], [1, 0, 316]);
+    // A bound that would only lower the output: recount too.
+    const lowered = denied(await gate.admit({ ...bound, estimatedTokens: 690, inputTokens: 600, recountBelow: 90 }));
+    assert.equal(lowered.recount, true);
+    // The count (300) then passes, on its own (no recountBelow).
+    const c = admitted(await gate.admit({ accountId: 1, model: 'm', estimatedTokens: 316, inputTokens: 300 }));
+    assert.equal(c.maxOutputTokens, 384);
+    // A spent request bucket is no reason to count: refused as it is (the day's longer wait named).
+    for (let i = 0; i < 3; i++) admitted(await gate.admit({ accountId: 1, model: 'm', estimatedTokens: 0 }));
+    const rpm = denied(await gate.admit(bound));
+    assert.equal(rpm.recount, undefined);
+    assert.equal(rpm.code, 'daily_token_cap_exceeded');
+    u = await gate.readUsage(1);
+    assert.equal(u.requests, 5);
+  });
+}

@@ -184,6 +184,7 @@ for (const limits of [
     type Open = { r: ReturnType<typeof req>; a: Admitted };
     const open: [Open[], Open[]] = [[], []];
     const decisions: [boolean[], boolean[]] = [[], []];
+    const recounts: [number, number] = [0, 0];
     for (let turn = 0; turn < 12; turn++) {
       // One turn: reconciliations of earlier admissions and new admissions, three accounts mixed.
       const settles: { k: number; input: number; output: number }[] = [];
@@ -191,7 +192,9 @@ for (const limits of [
       // Half of them give their input (the exact caps: a default output shrinks to what is left).
       const admits = Array.from({ length: 2 + rand(8) }, () => {
         const r = req(1 + rand(3), 20 + rand(300));
-        return rand(2) === 0 ? r : { ...r, inputTokens: rand(20), defaultOutput: rand(2) === 0 };
+        if (rand(2) === 0) return r;
+        // And half of those say their input is a bound (a bound that bites answers recount, consuming nothing).
+        return { ...r, inputTokens: rand(20), defaultOutput: rand(2) === 0, recountBelow: rand(2) === 0 ? 1 + rand(400) : undefined };
       });
       const pause = 700 + rand(2000);
       const results: unknown[][] = [];
@@ -210,13 +213,17 @@ for (const limits of [
           if (d.allowed) mine.push({ r: admits[j]!, a: d });
         });
         // What the caller sees of each decision: the verdict, the bucket levels and waits in the headers.
-        results.push(ds.map((d) => (d.allowed ? [true, d.headers, d.maxOutputTokens, d.reservedTokens] : [false, d.headers, d.code, d.retryAfterSec])));
+        results.push(
+          ds.map((d) => (d.allowed ? [true, d.headers, d.maxOutputTokens, d.reservedTokens] : [false, d.headers, d.code, d.retryAfterSec, d.recount])),
+        );
         decisions[i as 0 | 1].push(...ds.map((d) => d.allowed));
+        recounts[i as 0 | 1] += ds.filter((d) => !d.allowed && d.recount).length;
         g.clock.advance(pause);
       }
       assert.deepEqual(results[0], results[1], `turn ${turn}`);
     }
     assert.ok(decisions[0].includes(true) && decisions[0].includes(false), 'the sequence both admits and refuses');
+    assert.ok(recounts[0] > 0 && recounts[0] === recounts[1], `recounts: ${recounts.join(', ')}`);
     for (const account of [1, 2, 3]) {
       assert.deepEqual(await redis.gate.readUsage(account), await memory.gate.readUsage(account), `account ${account}`);
     }
