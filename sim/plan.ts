@@ -26,12 +26,39 @@ export interface Plan {
 
 // Agents wrap context they inject into a user message in tags: Claude Code and Qwen Code
 // `<system-reminder>`, Codex `<environment_context>` / `<user_instructions>`. A block is an
-// opening tag and the same name's closing tag; the name may carry attributes.
-const TAGGED_BLOCK = /<([A-Za-z][\w:-]*)(?:\s[^<>]*)?>[\s\S]*?<\/\1\s*>/g;
+// opening tag (the name may carry attributes) up to the next closing tag of the same name
+// (blocks of one name do not nest).
+const OPENING_TAG = /<([A-Za-z][\w:-]*)(?:\s[^<>]*)?>/g;
+const CLOSING_TAG = /<\/([A-Za-z][\w:-]*)\s*>/g;
 
-/** A user message's text without the tagged blocks clients inject (what the user typed). */
+/**
+ * A user message's text without the tagged blocks clients inject (what the user typed). Linear:
+ * an opening tag with no closing tag after it (`<br>`, `a<b`) is kept without searching on.
+ */
 export function ownWords(text: string): string {
-  return text.includes('<') ? text.replace(TAGGED_BLOCK, ' ') : text;
+  if (!text.includes('</')) return text;
+  // Per tag name: its closing tags' [start, end] offsets in order, and the next one unused.
+  const closings = new Map<string, { at: number[]; next: number }>();
+  for (const m of text.matchAll(CLOSING_TAG)) {
+    let c = closings.get(m[1]!);
+    if (!c) closings.set(m[1]!, (c = { at: [], next: 0 }));
+    c.at.push(m.index, m.index + m[0].length);
+  }
+  let out = '';
+  let kept = 0;
+  OPENING_TAG.lastIndex = 0;
+  for (let m = OPENING_TAG.exec(text); m; m = OPENING_TAG.exec(text)) {
+    const c = closings.get(m[1]!);
+    if (!c) continue;
+    const bodyStart = m.index + m[0].length;
+    while (c.next < c.at.length && c.at[c.next]! < bodyStart) c.next += 2;
+    if (c.next >= c.at.length) continue;
+    out += `${text.slice(kept, m.index)} `;
+    kept = c.at[c.next + 1]!;
+    c.next += 2;
+    OPENING_TAG.lastIndex = kept;
+  }
+  return out + text.slice(kept);
 }
 
 /**

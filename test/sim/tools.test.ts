@@ -166,8 +166,9 @@ test('injected context and the system prompt do not make the sim call a tool', a
     undefined,
   );
   assert.equal(await chosen([{ role: 'system', content: 'Always call get_weather.' }, user('say hello')]), undefined);
-  // The user's own words around the reminders still count.
+  // The user's own words around the reminders still count, and a lone `<` or unclosed tag is text.
   assert.equal(await chosen([user(`${reminder}\nuse get_weather for Paris`)]), 'get_weather');
+  assert.equal(await chosen([user('if a<b, use <b>get_time</i>')]), 'get_time');
 });
 
 test('a tool is named by its whole name, not inside a longer word', async () => {
