@@ -24,24 +24,85 @@ export interface Plan {
   completionTokens: number;
 }
 
-/** Which tool the request makes the model call, if any. */
+// Agents wrap context they inject into a user message in tags: Claude Code and Qwen Code
+// `<system-reminder>`, Codex `<environment_context>` / `<user_instructions>`. A block is an
+// opening tag (the name may carry attributes) up to the next closing tag of the same name
+// (blocks of one name do not nest).
+const OPENING_TAG = /<([A-Za-z][\w:-]*)(?:\s[^<>]*)?>/g;
+const CLOSING_TAG = /<\/([A-Za-z][\w:-]*)\s*>/g;
+
+/**
+ * A user message's text without the tagged blocks clients inject (what the user typed). Linear:
+ * an opening tag with no closing tag after it (`<br>`, `a<b`) is kept without searching on.
+ */
+export function ownWords(text: string): string {
+  if (!text.includes('</')) return text;
+  // Per tag name: its closing tags' [start, end] offsets in order, and the next one unused.
+  const closings = new Map<string, { at: number[]; next: number }>();
+  for (const m of text.matchAll(CLOSING_TAG)) {
+    let c = closings.get(m[1]!);
+    if (!c) closings.set(m[1]!, (c = { at: [], next: 0 }));
+    c.at.push(m.index, m.index + m[0].length);
+  }
+  let out = '';
+  let kept = 0;
+  OPENING_TAG.lastIndex = 0;
+  for (let m = OPENING_TAG.exec(text); m; m = OPENING_TAG.exec(text)) {
+    const c = closings.get(m[1]!);
+    if (!c) continue;
+    const bodyStart = m.index + m[0].length;
+    while (c.next < c.at.length && c.at[c.next]! < bodyStart) c.next += 2;
+    if (c.next >= c.at.length) continue;
+    out += `${text.slice(kept, m.index)} `;
+    kept = c.at[c.next + 1]!;
+    c.next += 2;
+    OPENING_TAG.lastIndex = kept;
+  }
+  return out + text.slice(kept);
+}
+
+/**
+ * The user's own words the model answers now: the user messages after the last assistant or
+ * tool message, tagged blocks removed. Empty when the conversation ends with a tool result:
+ * the model then answers the result, it is not asked anything new.
+ */
+export function currentUserWords(messages: ChatRequest['messages']): string {
+  let words = '';
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role === 'assistant' || m.role === 'tool') break;
+    if (m.role === 'user') words = `${ownWords(contentText(m.content))}\n${words}`;
+  }
+  return words;
+}
+
+const isNameChar = (c: string | undefined): boolean => c !== undefined && /[A-Za-z0-9_]/.test(c);
+
+/** Whether `words` name the tool: its exact name, not inside a longer word ("read" is not in "already"). */
+export function namesTool(words: string, name: string): boolean {
+  for (let at = words.indexOf(name); at >= 0; at = words.indexOf(name, at + 1)) {
+    if (!isNameChar(words[at - 1]) && !isNameChar(words[at + name.length])) return true;
+  }
+  return false;
+}
+
+/**
+ * Which tool the request makes the model call, if any. The sim answers like a model: it calls a
+ * tool when the user's own words in this turn name it (`currentUserWords`), never because of a
+ * system prompt, a tool description or injected context, and after a tool's result it answers
+ * in text unless a new user message names a tool again.
+ */
 export function chooseTool(req: ChatRequest): NonNullable<ChatRequest['tools']>[number] | undefined {
   const tools = req.tools;
   if (!tools?.length) return undefined;
   const choice = req.tool_choice ?? 'auto';
   if (choice === 'none') return undefined;
   if (typeof choice === 'object') return tools.find((t) => t.function.name === choice.function.name);
-  // "required" and "auto": the first tool whose name the last user message mentions; for
-  // "required", the first tool otherwise; for "auto", none (a plain answer).
-  let lastUser = '';
-  for (let i = req.messages.length - 1; i >= 0; i--) {
-    if (req.messages[i]!.role === 'user') {
-      lastUser = contentText(req.messages[i]!.content);
-      break;
-    }
-  }
-  const mentioned = tools.find((t) => lastUser.includes(t.function.name));
-  return mentioned ?? (choice === 'required' ? tools[0] : undefined);
+  // "required" and "auto": the first tool the user's words name; for "required" (the client
+  // insists on a call), the first tool otherwise; for "auto", none (a plain answer).
+  const words = currentUserWords(req.messages);
+  const named = words ? tools.find((t) => namesTool(words, t.function.name)) : undefined;
+  return named ?? (choice === 'required' ? tools[0] : undefined);
 }
 
 /**

@@ -64,6 +64,12 @@ test('function call, then its output as input: a text answer', async () => {
     ],
   });
   assert.equal(next.status, 'completed');
+  // A model answers the tool's result: text, not the same call again.
+  assert.deepEqual(
+    next.output.map((o) => o.type),
+    ['message'],
+  );
+  assert.ok(next.output_text.length > 0);
   // The call and its output are part of the prompt (rendered as an assistant tool call and a tool message).
   assert.equal(
     next.usage!.input_tokens,

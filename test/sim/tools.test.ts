@@ -110,3 +110,72 @@ test('tool_choice naming an unknown function: 400', async () => {
     OpenAI.BadRequestError,
   );
 });
+
+// The sim answers like a model: tools only from the user's own words in this turn.
+const call = (name: string, id = 'call_1') => ({
+  role: 'assistant' as const,
+  content: null,
+  tool_calls: [{ id, type: 'function' as const, function: { name, arguments: '{"zone":"UTC"}' } }],
+});
+const result = (id = 'call_1') => ({ role: 'tool' as const, tool_call_id: id, content: '12:00' });
+const chosen = async (messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[], stream = false): Promise<string | undefined> => {
+  if (!stream) {
+    const r = await client.chat.completions.create({ model: 'sim-test', messages, tools });
+    return (r.choices[0]!.message.tool_calls?.[0] as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall | undefined)?.function.name;
+  }
+  let name: string | undefined;
+  for await (const c of await client.chat.completions.create({ model: 'sim-test', messages, tools, stream: true })) {
+    name ??= c.choices[0]?.delta.tool_calls?.[0]?.function?.name;
+  }
+  return name;
+};
+
+test('after a tool result the sim answers in text; a new user message naming the tool calls it again', async () => {
+  const asked = [user('please use get_time')];
+  assert.equal(await chosen(asked), 'get_time');
+  const answered = [...asked, call('get_time'), result()];
+  assert.equal(await chosen(answered), undefined, 'the result is answered, not the same call again');
+  assert.equal(await chosen(answered, true), undefined, 'streamed too');
+  const r = await client.chat.completions.create({ model: 'sim-test', messages: answered, tools });
+  assert.equal(r.choices[0]!.finish_reason, 'stop');
+  assert.ok(r.choices[0]!.message.content!.length > 0);
+  // Context an agent appends after the result (Claude Code: a user message of reminders) asks nothing.
+  assert.equal(await chosen([...answered, user('<system-reminder>get_time is available</system-reminder>')]), undefined);
+  // Asked again: a new call.
+  assert.equal(await chosen([...answered, { role: 'assistant', content: 'It is noon.' }, user('use get_time again')]), 'get_time');
+  assert.equal(await chosen([...answered, user('now get_weather please')]), 'get_weather');
+});
+
+test('injected context and the system prompt do not make the sim call a tool', async () => {
+  // Qwen Code's first user message: reminders naming tools around a plain request.
+  const reminder = '<system-reminder>\nUse the get_time tool or an agent when useful.\n</system-reminder>';
+  assert.equal(await chosen([user(`${reminder}\nsay hello\n${reminder}`)]), undefined);
+  // Codex: context in other tags, with attributes, in a user message of its own before the request.
+  assert.equal(await chosen([user('<environment_context cwd="/w">\n  <shell>get_time</shell>\n</environment_context>'), user('say hello')]), undefined);
+  // A content-parts message: the same.
+  assert.equal(
+    await chosen([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: reminder },
+          { type: 'text', text: 'say hello' },
+        ],
+      },
+    ]),
+    undefined,
+  );
+  assert.equal(await chosen([{ role: 'system', content: 'Always call get_weather.' }, user('say hello')]), undefined);
+  // The user's own words around the reminders still count, and a lone `<` or unclosed tag is text.
+  assert.equal(await chosen([user(`${reminder}\nuse get_weather for Paris`)]), 'get_weather');
+  assert.equal(await chosen([user('if a<b, use <b>get_time</i>')]), 'get_time');
+});
+
+test('a tool is named by its whole name, not inside a longer word', async () => {
+  const read = [{ type: 'function' as const, function: { name: 'read', parameters: { type: 'object', properties: {} } } }];
+  const ask = async (text: string) =>
+    (await client.chat.completions.create({ model: 'sim-test', messages: [user(text)], tools: read })).choices[0]!.finish_reason;
+  assert.equal(await ask('I already said hello; thread on.'), 'stop');
+  assert.equal(await ask('read notes.txt'), 'tool_calls');
+  assert.equal(await ask('use `read`.'), 'tool_calls');
+});
