@@ -144,9 +144,10 @@ function readInternalToken(file: string | undefined, configured: string): string
 }
 
 /** The createGateway options every gateway takes from the settings: address, limits, upstream timeouts, routes. */
-export function gatewayOptionsFromConfig(config: Config): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes'> {
+export function gatewayOptionsFromConfig(config: Config): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes' | 'cookieSecure'> {
   return {
     host: config.host,
+    cookieSecure: config.cookieSecure,
     port: config.gatewayPort,
     limits: limitsFrom(config),
     upstream: upstreamFrom(config),

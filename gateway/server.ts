@@ -14,6 +14,7 @@ import { openGate, type RequestGate } from './gate.js';
 import { gateMetrics } from './gates/index.js';
 import { AUTH_MISSING, KeyDirectory, type KeySource } from './keys.js';
 import { SessionDirectory } from './sessions.js';
+import { secureCookies, type CookieSecureMode } from '../lib/session-cookie.js';
 import { GatewayMetrics, NO_MODEL } from './metrics.js';
 import { UpstreamRegistry, type UpstreamOptions } from './upstreams.js';
 
@@ -34,6 +35,8 @@ export interface GatewayOptions {
   upstream?: Partial<UpstreamOptions>;
   /** Routes in addition to BUILTIN_ROUTES. */
   routes?: RoutePlugin[];
+  /** RC_COOKIE_SECURE: which session cookie the shared model routes read (lib/session-cookie.ts); default auto. */
+  cookieSecure?: CookieSecureMode;
 }
 
 export interface Gateway {
@@ -54,6 +57,7 @@ const AUTHORIZATION = headerName('authorization');
 const X_API_KEY = headerName('x-api-key');
 const COOKIE = headerName('cookie');
 const X_CSRF_TOKEN = headerName('x-csrf-token');
+const X_FORWARDED_PROTO = headerName('x-forwarded-proto');
 
 export const DEFAULT_LIMITS: GatewayLimits = {
   maxBodyBytes: 8 * 1024 * 1024,
@@ -74,6 +78,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   await keys.start(options.keySource, options.bus);
   const sessions = new SessionDirectory();
   await sessions.start(options.keySource.loadSessions?.bind(options.keySource), options.bus);
+  const cookieSecure = options.cookieSecure ?? 'auto';
   const authenticate = (authorization: string, xApiKey: string) => keys.authenticate(authorization, xApiKey);
 
   const ctx: GatewayContext = {
@@ -92,7 +97,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const auth = authenticate(authorization, authorization === '' ? req.getHeader(X_API_KEY) : '');
       if (auth !== AUTH_MISSING) return auth;
       const cookie = req.getHeader(COOKIE);
-      return cookie === '' ? auth : sessions.authenticate(cookie, req.getHeader(X_CSRF_TOKEN));
+      if (cookie === '') return auth;
+      const secure = cookieSecure === 'auto' ? secureCookies('auto', req.getHeader(X_FORWARDED_PROTO)) : cookieSecure === 'always';
+      return sessions.authenticate(cookie, req.getHeader(X_CSRF_TOKEN), secure);
     },
   };
 

@@ -17,7 +17,7 @@ import { declaredLength, listen, readBody, sendJson, track, type Server } from '
 import { createLogger, type Logger } from '../../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket as UwsWebSocket } from '../../lib/uws.js';
 import { isPlatformKey } from '../../lib/instance-credentials.js';
-import { cookieValue, SESSION_COOKIE } from '../auth.js';
+import { sessionCookieToken } from '../../lib/session-cookie.js';
 import type { Store } from '../store.js';
 import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../gateway/dedicated/forward.js';
 import { mainEndpoint, type InstanceRoutes } from '../../gateway/dedicated/instance-routes.js';
@@ -86,8 +86,8 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     const instanceId = url.slice(PROXY_PREFIX.length, slash < 0 ? undefined : slash);
     if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return { status: 403, detail: NO_ACCESS };
     const cookieHeader = req.getHeader('cookie');
-    const token = cookieValue(cookieHeader, SESSION_COOKIE);
-    const session = token ? store.sessions.lookup(token) : undefined;
+    const token = sessionCookieToken(cookieHeader, false);
+    const session = typeof token === 'string' ? store.sessions.lookup(token) : undefined;
     const account = session && store.accounts.byId(session.accountId);
     if (!account) return { status: 401, detail: SIGN_IN_REQUIRED };
     const route = instanceId ? routes.get(instanceId) : undefined;
