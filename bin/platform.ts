@@ -20,7 +20,7 @@ import { LiveFleet } from '../control-plane/instances/fleet.js';
 import { Store } from '../control-plane/store.js';
 import { createInstances, type Instances } from '../control-plane/instances/index.js';
 import { publicUrls, resolveInstanceSettings } from '../control-plane/instances/settings.js';
-import { startInstanceProxyServer } from '../control-plane/proxy/proxy.js';
+import { startInstanceProxyServer, type InstanceProxy } from '../control-plane/proxy/proxy.js';
 import { openInstanceRoutes, ProxyTickets } from '../control-plane/proxy/handover.js';
 import { proxyBaseUrl } from '../lib/instance-origin.js';
 import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
@@ -44,8 +44,8 @@ export interface ControlPlaneParts {
   bus: Bus;
   sims: SimServer[];
   controlPlane: ControlPlane;
-  /** The instance proxy: browser access to instance apps, on its own origin. */
-  proxy: Server;
+  /** The instance proxy: browser access to instance apps, each on its own origin `<id>.<proxy host>`. */
+  proxy: Server & { proxy: InstanceProxy };
   /** Public tunnel URLs (`/t/<tunnel id>/`), on their own origin (only where a gateway runs in this process). */
   tunnels?: Server;
   instances: Instances;
