@@ -11,6 +11,11 @@ const ms = z.coerce.number().int().min(1);
 const bool = z.union([z.boolean(), z.enum(['0', '1', 'false', 'true']).transform((v) => v === '1' || v === 'true')]);
 /** An http(s) URL, or '' for none. */
 const httpUrlOrEmpty = z.union([z.literal(''), z.url({ protocol: /^https?$/ })]);
+/** The instance proxy's base URL: instance ids become the first label of its host, so a host name, not an IP address. */
+const proxyBaseUrlOrEmpty = httpUrlOrEmpty.refine(
+  (u) => u === '' || !/^(\d+\.\d+\.\d+\.\d+|\[.*\])$/.test(new URL(u).hostname),
+  'must name a host (a wildcard DNS name), not an IP address: each instance is served on <instance id>.<host>',
+);
 /** A secret of at least 16 characters, or '' to have one generated. */
 const secretOrEmpty = z.union([z.literal(''), z.string().min(16)]);
 
@@ -300,7 +305,7 @@ export const SETTINGS = {
   tunnelPublicUrl: setting('RC_TUNNEL_PUBLIC_URL', httpUrlOrEmpty, '', 'Public URL of tunnels (<url>/t/<tunnel id>/); empty: http://RC_HOST:RC_TUNNEL_PORT'),
   proxyPublicUrl: setting(
     'RC_PROXY_PUBLIC_URL',
-    httpUrlOrEmpty,
+    proxyBaseUrlOrEmpty,
     '',
     'Base URL of the instance proxy: each app is served on <scheme>://<instance id>.<its host> (a wildcard name); empty: http://localhost:RC_PROXY_PORT',
   ),
