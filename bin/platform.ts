@@ -20,7 +20,9 @@ import { LiveFleet } from '../control-plane/instances/fleet.js';
 import { Store } from '../control-plane/store.js';
 import { createInstances, type Instances } from '../control-plane/instances/index.js';
 import { publicUrls, resolveInstanceSettings } from '../control-plane/instances/settings.js';
-import { startInstanceProxyServer } from '../control-plane/proxy/proxy.js';
+import { startInstanceProxyServer, type InstanceProxy } from '../control-plane/proxy/proxy.js';
+import { openInstanceRoutes, ProxyTickets } from '../control-plane/proxy/handover.js';
+import { proxyBaseUrl } from '../lib/instance-origin.js';
 import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
 import { routesFromInstances } from '../gateway/dedicated/from-instances.js';
 import { createTunnelBroker } from '../gateway/tunnel/broker.js';
@@ -43,8 +45,8 @@ export interface ControlPlaneParts {
   bus: Bus;
   sims: SimServer[];
   controlPlane: ControlPlane;
-  /** The instance proxy: browser access to instance apps, on its own origin. */
-  proxy: Server;
+  /** The instance proxy: browser access to instance apps, each on its own origin `<id>.<proxy host>`. */
+  proxy: Server & { proxy: InstanceProxy };
   /** Public tunnel URLs (`/t/<tunnel id>/`), on their own origin (only where a gateway runs in this process). */
   tunnels?: Server;
   instances: Instances;
@@ -154,10 +156,21 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       recordActivity: (id) => instances?.recordActivity(id),
     });
     const secret = tunnelSecret(config.tunnelSecret, dataDir);
-    const proxy = await startInstanceProxyServer({ store, routes, logger, host: config.host, port: config.proxyPort }).catch(namingSetting('RC_PROXY_PORT'));
+    // Each instance's app on an origin of its own (`<id>.localhost:<port>` by default); the platform
+    // API hands the browser session over with single-use tickets (control-plane/proxy/handover.ts).
+    const tickets = new ProxyTickets(store.clock);
+    const proxy = await startInstanceProxyServer({
+      store,
+      routes,
+      tickets,
+      logger,
+      publicUrl: config.proxyPublicUrl || undefined,
+      host: config.host,
+      port: config.proxyPort,
+    }).catch(namingSetting('RC_PROXY_PORT'));
     closers.push(() => proxy.close(1000));
     const catalog = storeCatalogSource(models, store);
-    const proxyUrl = config.proxyPublicUrl || proxy.url;
+    const proxyUrl = proxyBaseUrl(config.proxyPublicUrl, proxy.port);
     let gateway: Gateway | undefined;
     let tunnels: Server | undefined;
     if (parts.gateway) {
@@ -196,6 +209,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     const settings = { ...config, instancePublicUrl: config.instancePublicUrl || gateway?.url || '', proxyPublicUrl: proxyUrl };
     const gatewayUrl = publicUrls(resolveInstanceSettings(settings)).gateway;
     const brokerUrl = config.tunnelBrokers || gatewayUrl;
+    let controlPlaneUrl = ''; // known once the platform API listens (below)
     instances = createInstances({
       store,
       bus,
@@ -203,6 +217,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       settings,
       agents: agent ? [{ id: LOCAL_AGENT_ID, address: agent.address, token: agentToken }] : [],
       provision: (instanceId) => tunnelProvisioning(secret, instanceId, brokerUrl),
+      apiUrl: () => config.apiPublicUrl || controlPlaneUrl,
     });
     const token = internalToken(dataDir, config.internalToken);
     const controlPlane = await createControlPlane({
@@ -218,6 +233,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       gatewayUrl,
       routes: (deps) => [
         ...instances!.routes(deps),
+        ...openInstanceRoutes({ tickets, proxyBase: () => proxyUrl, instance: (id) => routes.get(id) }),
         ...internalRoutes({
           store,
           catalog,
@@ -229,6 +245,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       internalToken: token,
       fleet: new LiveFleet(instances.service),
     }).catch(namingSetting('RC_API_PORT'));
+    controlPlaneUrl = controlPlane.url;
     closers.push(() => controlPlane.close());
     // Closed before the control plane: no tick or agent call runs against a closing API.
     closers.push(() => instances!.close());

@@ -2,6 +2,7 @@
 // `rc control-plane`: the same without the embedded gateway and agent, for a fleet. Gateways run
 // apart (`rc gateway` with RC_CONTROL_PLANE_URL, RC_INTERNAL_TOKEN and REDIS_URL) and GPU hosts
 // run `rc agent`, registered with `rc host add`.
+import { instanceOrigin, proxyBaseUrl } from '../lib/instance-origin.js';
 import { parse, untilSignal, type Command } from '../lib/cli.js';
 import { loadConfig, type Config } from '../lib/config.js';
 import { createLogger, type Logger } from '../lib/log.js';
@@ -56,7 +57,7 @@ export const startCommand: Command = {
     out.write(`  platform API   ${p.controlPlane.url}/api   (OpenAPI: ${p.controlPlane.url}/api/openapi.json)\n`);
     out.write(`  model gateway  ${p.gateway.url}/v1   (messages protocol: ${p.gateway.url}/api)\n`);
     out.write(`  metrics        ${p.gateway.metricsUrl}/metrics   (Prometheus; not on the gateway's public port)\n`);
-    out.write(`  instance proxy ${p.proxy.url}/instances/<id>/   (browser access, sign-in session)\n`);
+    out.write(`  instance proxy ${instanceOrigin(proxyBaseUrl(config.proxyPublicUrl, p.proxy.port), '<id>')}/   (browser access: open it from the console)\n`);
     out.write(`  tunnels        ${p.tunnels.url}/t/<tunnel id>/   (rc-tunnel public URLs)\n`);
     const runtime = p.agent.supervisor.host().runtime;
     out.write(

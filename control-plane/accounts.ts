@@ -249,7 +249,11 @@ export class Sessions {
 
   /** The live session for a cookie token; expired sessions are deleted and give undefined. */
   lookup(token: string): Session | undefined {
-    const hash = hashKey(token);
+    return this.lookupHash(hashKey(token));
+  }
+
+  /** The live session whose token hashes to `hash` (the instance proxy's cookie names its session by hash). */
+  lookupHash(hash: string): Session | undefined {
     const r = this.get.get(hash);
     if (!r) return undefined;
     if (r.expires_at <= this.clock.now()) {

@@ -2,11 +2,12 @@
 // Both are checked against the database on every platform request (primary-key lookups), so a
 // rotated key or a signed-out session is refused at once.
 import { hashKey, isWellFormedKey, matchesHash } from '../lib/keys.js';
+import { SECURE_SESSION_COOKIE, SESSION_COOKIE, SEVERAL_COOKIES, sessionCookieName, sessionCookieToken } from '../lib/session-cookie.js';
 import type { Account, Session } from './accounts.js';
 import { ApiError, forbidden, INVALID_BEARER, NO_API_KEY, unauthorized } from './errors.js';
 import type { Store } from './store.js';
 
-export const SESSION_COOKIE = 'rc_session';
+export { SESSION_COOKIE, SECURE_SESSION_COOKIE };
 export const CSRF_HEADER = 'x-csrf-token';
 export const SESSION_INVALID = 'Session expired or invalid; sign in again';
 export const CSRF_INVALID = 'Missing or invalid CSRF token (send the x-csrf-token header given at sign-in)';
@@ -23,19 +24,11 @@ export interface CredentialHeaders {
   authorization: string;
   cookie: string;
   csrf: string;
+  /** Behind TLS (lib/session-cookie.ts secureCookies): only `__Host-rc_session` is read. */
+  secure: boolean;
 }
 
 const BEARER = /^Bearer(?:[ \t]+(.*))?$/i;
-
-/** The value of one cookie in a Cookie header, or undefined. */
-export function cookieValue(header: string, name: string): string | undefined {
-  if (!header) return undefined;
-  for (const part of header.split(';')) {
-    const i = part.indexOf('=');
-    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim();
-  }
-  return undefined;
-}
 
 /**
  * Resolves the caller. Returns undefined when the request carries no credential at all, an
@@ -55,8 +48,11 @@ export function identify(store: Store, h: CredentialHeaders, ignoreBadSession = 
     if (!account || !account.verified) return unauthorized(INVALID_BEARER);
     return { account, via: 'key' };
   }
-  const token = cookieValue(h.cookie, SESSION_COOKIE);
-  if (token === undefined || token === '') return undefined;
+  const token = sessionCookieToken(h.cookie, h.secure);
+  if (token === undefined) return undefined;
+  // Two session cookies (one tossed in by a page on another port of this host): no session, not
+  // even on public pages, so that nothing is done or shown as either account.
+  if (token === SEVERAL_COOKIES) return ignoreBadSession ? undefined : unauthorized(SESSION_INVALID);
   const session = store.sessions.lookup(token);
   const account = session && store.accounts.byId(session.accountId);
   if (!session || !account) return ignoreBadSession ? undefined : unauthorized(SESSION_INVALID);
@@ -69,12 +65,45 @@ export function checkCsrf(caller: Caller, header: string): void {
   if (!matchesHash(header, caller.session!.csrfHash)) throw forbidden(CSRF_INVALID, 'csrf_invalid');
 }
 
-/** Set-Cookie value for a new session. */
+/** Set-Cookie value for a new session: `__Host-rc_session` behind TLS, else `rc_session`; host-only, Path=/. */
 export function sessionCookie(token: string, maxAgeSec: number, secure: boolean): string {
-  return `${SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAgeSec}${secure ? '; Secure' : ''}`;
+  return `${sessionCookieName(secure)}=${token}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAgeSec}${secure ? '; Secure' : ''}`;
 }
 
-/** Set-Cookie value that removes the session cookie. */
-export function clearSessionCookie(secure: boolean): string {
-  return `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0${secure ? '; Secure' : ''}`;
+/**
+ * Set-Cookie values that expire every session cookie the platform reads or once set, on each of
+ * `paths` (a cookie is replaced only with its own name, path and host). Sign-in sends them for
+ * the API's paths so that a tossed cookie beside the new one is gone (`keepRoot`: not the new
+ * cookie itself); sign-out adds `Clear-Site-Data: "cookies"` for paths nobody can list.
+ */
+export function expiredSessionCookies(secure: boolean, paths: readonly string[], keepRoot = false): string[] {
+  const out: string[] = [];
+  for (const path of paths) {
+    if (path === '/' && keepRoot && !secure) continue;
+    out.push(`${SESSION_COOKIE}=; Path=${path}; Max-Age=0${secure ? '; Secure' : ''}`);
+  }
+  if (secure && !keepRoot) out.push(`${SECURE_SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0; Secure`);
+  return out;
+}
+
+/**
+ * The paths a session cookie could have been set on to reach the API's routes: `/`, and every
+ * static prefix of a route's path with and without its trailing slash (`/api`, `/api/`,
+ * `/api/profile`, `/api/profile/`, `/api/profile/ssh-key`...). A cookie path matches a request
+ * when it is a prefix ending at a `/`, so these are all the paths that matter, parameters aside.
+ */
+export function sessionCookiePaths(routePaths: Iterable<string>): string[] {
+  const paths = new Set<string>(['/']);
+  for (const p of routePaths) {
+    const segments = p.split('/').slice(1);
+    let prefix = '';
+    for (let i = 0; i < segments.length; i++) {
+      const seg = segments[i]!;
+      if (seg.startsWith(':') || seg === '*' || seg === '') break;
+      prefix += `/${seg}`;
+      paths.add(prefix);
+      if (i < segments.length - 1) paths.add(`${prefix}/`);
+    }
+  }
+  return [...paths].sort();
 }

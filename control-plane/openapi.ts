@@ -86,7 +86,12 @@ export function openApiDocument(routes: readonly Route[]): JsonSchema {
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key `rc-...` (GET /api/me `api_token`)' },
-        session: { type: 'apiKey', in: 'cookie', name: 'rc_session', description: 'Browser session from POST /api/auth/login or /signup' },
+        session: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: 'rc_session',
+          description: 'Browser session from POST /api/auth/login or /signup (__Host-rc_session behind TLS; a request carrying it twice has none)',
+        },
         adminToken: { type: 'apiKey', in: 'header', name: 'x-rc-admin-token', description: 'Operator token from the data dir (the rc CLI)' },
         internalToken: {
           type: 'apiKey',

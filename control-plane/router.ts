@@ -5,6 +5,7 @@
 import type { z } from 'zod';
 import { RcError } from '../lib/errors.js';
 import { requestId, type Logger } from '../lib/log.js';
+import { secureCookies, type CookieSecureMode } from '../lib/session-cookie.js';
 import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, statusLine, track, type Res } from '../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth.js';
@@ -85,6 +86,8 @@ export interface RouterDeps {
   isInternal?(token: string): boolean;
   /** Behind a trusted reverse proxy: X-Forwarded-For and X-Forwarded-Host count. */
   trustProxy?: boolean;
+  /** RC_COOKIE_SECURE: which session cookie name is read (lib/session-cookie.ts); default auto. */
+  cookieSecure?: CookieSecureMode;
 }
 
 /** The client address of a request (read synchronously in the handler). */
@@ -184,9 +187,14 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
       res.requestId = CLIENT_REQUEST_ID.test(clientId) ? clientId : requestId();
       const params = pathParams(req, paramCount);
       if (!params) return write(res, 400, { detail: 'Malformed percent-encoding in the URL path' });
-      const creds: CredentialHeaders = { authorization: req.getHeader('authorization'), cookie: req.getHeader('cookie'), csrf: req.getHeader('x-csrf-token') };
-      const adminToken = r.access === 'admin' ? req.getHeader('x-rc-admin-token') : r.access === 'internal' ? req.getHeader('x-rc-internal-token') : '';
       const forwardedProto = req.getHeader('x-forwarded-proto');
+      const creds: CredentialHeaders = {
+        authorization: req.getHeader('authorization'),
+        cookie: req.getHeader('cookie'),
+        csrf: req.getHeader('x-csrf-token'),
+        secure: secureCookies(deps.cookieSecure ?? 'auto', forwardedProto),
+      };
+      const adminToken = r.access === 'admin' ? req.getHeader('x-rc-admin-token') : r.access === 'internal' ? req.getHeader('x-rc-internal-token') : '';
       const address = clientAddress(uwsRes, req, deps.trustProxy === true);
       const originHeaders: OriginHeaders | undefined = r.sameOriginJson
         ? {

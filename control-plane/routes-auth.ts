@@ -5,7 +5,8 @@
 import { z } from 'zod';
 import { hashKey } from '../lib/keys.js';
 import { csrfTokenFor } from './accounts.js';
-import { clearSessionCookie, sessionCookie, type Caller } from './auth.js';
+import { expiredSessionCookies, sessionCookie, type Caller } from './auth.js';
+import { secureCookies } from '../lib/session-cookie.js';
 import type { ApiDeps } from './deps.js';
 import { forbidden, tooManyRequests, unauthorized } from './errors.js';
 import { addressKey, KeyedBuckets, SignInLimits } from './auth/rate-limit.js';
@@ -25,11 +26,13 @@ export const TOO_MANY_SIGN_INS = 'Too many sign-in attempts; retry after the Ret
 export const TOO_MANY_SIGN_UPS = 'Too many sign-ups from this address; retry after the Retry-After delay';
 
 function secure(deps: ApiDeps, forwardedProto: string): boolean {
-  const mode = deps.settings.cookieSecure;
-  return mode === 'always' || (mode === 'auto' && forwardedProto.trim().toLowerCase() === 'https');
+  return secureCookies(deps.settings.cookieSecure, forwardedProto);
 }
 
-function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, status = 200): Reply {
+/** The paths a session cookie may sit on for the API's routes (auth.ts sessionCookiePaths), known once every route is. */
+export type CookiePaths = () => readonly string[];
+
+function signedIn(deps: ApiDeps, cookiePaths: CookiePaths, accountId: number, forwardedProto: string, status = 200): Reply {
   const ttlMs = deps.settings.sessionTtlHours * 3_600_000;
   const s = deps.store.sessions.create(accountId, ttlMs);
   const account = deps.store.accounts.byId(accountId)!;
@@ -49,7 +52,13 @@ function signedIn(deps: ApiDeps, accountId: number, forwardedProto: string, stat
   return {
     status,
     body: { account: profile(deps.store, account), csrf_token: s.csrfToken, expires_at: new Date(s.expiresAt).toISOString() },
-    cookies: [sessionCookie(s.token, Math.floor(ttlMs / 1000), secure(deps, forwardedProto))],
+    // Any other session cookie the browser holds for the API's paths (tossed in by a page on another
+    // port of this host, which leaves the user with no session) is expired beside the new one.
+    // The new cookie comes first (clients that read one Set-Cookie read it).
+    cookies: [
+      sessionCookie(s.token, Math.floor(ttlMs / 1000), secure(deps, forwardedProto)),
+      ...expiredSessionCookies(secure(deps, forwardedProto), cookiePaths(), true),
+    ],
   };
 }
 
@@ -60,7 +69,7 @@ export interface EmailVerificationHooks {
   sendLink(accountId: number, email: string): void;
 }
 
-export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps: KeyedBuckets): Route[] {
+export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps: KeyedBuckets, cookiePaths: CookiePaths = () => ['/']): Route[] {
   const { store } = deps;
   const signIns = new SignInLimits({ perAddressPerMinute: deps.settings.loginPerAddressPerMinute, clock: store.clock });
   const verifyEmail = deps.settings.emailVerification === 'required';
@@ -92,7 +101,7 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
           email.sendLink(a.id, a.email);
           return { status: 201, body: { account: profile(store, a), email_verification: 'sent' } };
         }
-        return signedIn(deps, a.id, forwardedProto, 201);
+        return signedIn(deps, cookiePaths, a.id, forwardedProto, 201);
       },
     }),
     route({
@@ -115,23 +124,30 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
         }
         signIns.succeeded(body.email, clientAddress);
         if (verifyEmail && !email.verifications.isVerified(found.account.id)) throw emailVerificationRequired();
-        return signedIn(deps, found.account.id, forwardedProto);
+        return signedIn(deps, cookiePaths, found.account.id, forwardedProto);
       },
     }),
     route({
       method: 'post',
       path: '/api/auth/logout',
-      summary: 'End the browser session',
-      access: 'required',
+      summary: 'End the browser session and clear every session cookie (also without a valid session)',
+      // Optional: a browser holding two session cookies has no session, and must still be able to
+      // clear them (a bad key is still 401).
+      access: 'optional',
       sameOriginJson: true,
-      handle({ forwardedProto }, caller: Caller) {
-        if (caller.session) {
+      handle({ forwardedProto }, caller: Caller | undefined) {
+        if (caller?.session) {
           store.sessions.delete(caller.session.token);
           void deps.bus
             .publish({ type: 'session.ended', tokenHash: hashKey(caller.session.token) })
             .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
         }
-        return { body: { success: true }, cookies: [clearSessionCookie(secure(deps, forwardedProto))] };
+        // Every path we know of, and Clear-Site-Data for the paths nobody can list (a tossed cookie's).
+        return {
+          body: { success: true },
+          headers: { 'clear-site-data': '"cookies"' },
+          cookies: expiredSessionCookies(secure(deps, forwardedProto), cookiePaths()),
+        };
       },
     }),
     route({

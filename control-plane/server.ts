@@ -26,6 +26,7 @@ import { modelRoutes } from './routes-models.js';
 import { openApiRoute } from './openapi.js';
 import { registerConsole } from './console/serve.js';
 import { mount, route, type Route } from './router.js';
+import { sessionCookiePaths } from './auth.js';
 import { adminToken } from './secrets.js';
 import { Store } from './store.js';
 
@@ -96,7 +97,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
 
   const routes: Route[] = [
     route({ method: 'get', path: '/api/health', summary: 'Liveness', access: 'none', handle: () => ({ body: { status: 'ok' } }) }),
-    ...authRoutes(deps, { verifications, sendLink }, signUps),
+    ...authRoutes(deps, { verifications, sendLink }, signUps, () => cookiePaths),
     ...emailRoutes(deps, verifications, sendLink, signUps),
     ...accountRoutes(deps),
     ...templateRoutes(deps),
@@ -116,6 +117,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     ...(options.routes?.(deps) ?? []),
   ];
   routes.push(openApiRoute(routes));
+  const cookiePaths = sessionCookiePaths(routes.map((r) => r.path));
 
   const app = uws().App();
   registerConsole(app);
@@ -125,6 +127,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     maxBodyBytes: settings.apiMaxBodyBytes,
     isAdmin: (token) => adminHash !== undefined && matchesHash(token, adminHash),
     trustProxy: settings.trustProxy,
+    cookieSecure: settings.cookieSecure,
     isInternal: (token) => internalHash !== undefined && matchesHash(token, internalHash),
   });
   const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);

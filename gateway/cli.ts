@@ -146,9 +146,12 @@ function readInternalToken(file: string | undefined, configured: string): string
 }
 
 /** The createGateway options every gateway takes from the settings: address, limits, upstream timeouts, routes. */
-export function gatewayOptionsFromConfig(config: Config): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes' | 'metrics'> {
+export function gatewayOptionsFromConfig(
+  config: Config,
+): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes' | 'metrics' | 'cookieSecure'> {
   return {
     host: config.host,
+    cookieSecure: config.cookieSecure,
     port: config.gatewayPort,
     metrics: { host: config.metricsHost, port: config.metricsPort },
     limits: limitsFrom(config),

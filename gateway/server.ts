@@ -15,6 +15,7 @@ import { openGate, type RequestGate } from './gate.js';
 import { gateMetrics } from './gates/index.js';
 import { AUTH_MISSING, KeyDirectory, type KeySource } from './keys.js';
 import { SessionDirectory } from './sessions.js';
+import { secureCookies, type CookieSecureMode } from '../lib/session-cookie.js';
 import { GatewayMetrics, NO_MODEL } from './metrics.js';
 import { UpstreamRegistry, type UpstreamOptions } from './upstreams.js';
 
@@ -42,6 +43,8 @@ export interface GatewayOptions {
   metrics?: { host?: string; port: number };
   /** Share `port` with other gateway processes (SO_REUSEPORT; lib/http.ts `listen`). */
   reusePort?: boolean;
+  /** RC_COOKIE_SECURE: which session cookie the shared model routes read (lib/session-cookie.ts); default auto. */
+  cookieSecure?: CookieSecureMode;
 }
 
 export interface Gateway {
@@ -64,6 +67,7 @@ const AUTHORIZATION = headerName('authorization');
 const X_API_KEY = headerName('x-api-key');
 const COOKIE = headerName('cookie');
 const X_CSRF_TOKEN = headerName('x-csrf-token');
+const X_FORWARDED_PROTO = headerName('x-forwarded-proto');
 
 export const DEFAULT_LIMITS: GatewayLimits = {
   maxBodyBytes: 8 * 1024 * 1024,
@@ -84,6 +88,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   await keys.start(options.keySource, options.bus);
   const sessions = new SessionDirectory();
   await sessions.start(options.keySource.loadSessions?.bind(options.keySource), options.bus);
+  const cookieSecure = options.cookieSecure ?? 'auto';
   const authenticate = (authorization: string, xApiKey: string) => keys.authenticate(authorization, xApiKey);
 
   const ctx: GatewayContext = {
@@ -102,7 +107,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const auth = authenticate(authorization, authorization === '' ? req.getHeader(X_API_KEY) : '');
       if (auth !== AUTH_MISSING) return auth;
       const cookie = req.getHeader(COOKIE);
-      return cookie === '' ? auth : sessions.authenticate(cookie, req.getHeader(X_CSRF_TOKEN));
+      if (cookie === '') return auth;
+      const secure = cookieSecure === 'auto' ? secureCookies('auto', req.getHeader(X_FORWARDED_PROTO)) : cookieSecure === 'always';
+      return sessions.authenticate(cookie, req.getHeader(X_CSRF_TOKEN), secure);
     },
   };
 

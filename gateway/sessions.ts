@@ -8,24 +8,24 @@ import type { SessionRecord } from '../lib/gateway-snapshot.js';
 import type { Bus, BusEvent } from '../lib/bus.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { hashKey, matchesHash } from '../lib/keys.js';
+import { SEVERAL_COOKIES, sessionCookieToken } from '../lib/session-cookie.js';
 import { AUTH_MISSING, type AuthFailure } from './keys.js';
 
 export type { SessionRecord };
-
-export const SESSION_COOKIE = 'rc_session';
+export { SESSION_COOKIE } from '../lib/session-cookie.js';
 
 /** A cookie that names no live session, or a missing or wrong CSRF token. */
 export const AUTH_SESSION: AuthFailure = Object.freeze({ reason: 'session' });
 /** A valid session of an account under review with no shared model access (403 account_not_verified). */
 export const AUTH_UNVERIFIED: AuthFailure = Object.freeze({ reason: 'unverified' });
 
-/** The value of the `rc_session` cookie in a Cookie header, or undefined. */
-export function sessionToken(cookieHeader: string): string | undefined {
-  for (const part of cookieHeader.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === SESSION_COOKIE) return part.slice(eq + 1).trim() || undefined;
-  }
-  return undefined;
+/**
+ * The session token of a Cookie header (`__Host-rc_session` when `secure`, else `rc_session`), or
+ * undefined; the same reading as the platform API's (lib/session-cookie.ts): a header with the
+ * cookie twice has none.
+ */
+export function sessionToken(cookieHeader: string, secure = false): string | undefined | typeof SEVERAL_COOKIES {
+  return sessionCookieToken(cookieHeader, secure);
 }
 
 export class SessionDirectory {
@@ -83,13 +83,15 @@ export class SessionDirectory {
   }
 
   /**
-   * The account of a request's session: AUTH_MISSING when the Cookie header has no `rc_session`,
-   * AUTH_SESSION when the session is unknown or expired or `csrf` is not its CSRF token,
-   * AUTH_UNVERIFIED when the account has no shared model access.
+   * The account of a request's session: AUTH_MISSING when the Cookie header has no session
+   * cookie, AUTH_SESSION when it has two or more (no session: lib/session-cookie.ts), when the
+   * session is unknown or expired or `csrf` is not its CSRF token, AUTH_UNVERIFIED when the
+   * account has no shared model access. `secure`: behind TLS, where the cookie is `__Host-rc_session`.
    */
-  authenticate(cookieHeader: string, csrf: string): number | AuthFailure {
-    const token = sessionToken(cookieHeader);
+  authenticate(cookieHeader: string, csrf: string, secure = false): number | AuthFailure {
+    const token = sessionToken(cookieHeader, secure);
     if (token === undefined) return AUTH_MISSING;
+    if (token === SEVERAL_COOKIES) return AUTH_SESSION;
     const tokenHash = hashKey(token);
     const r = this.byToken.get(tokenHash);
     if (!r) return AUTH_SESSION;

@@ -11,6 +11,11 @@ const ms = z.coerce.number().int().min(1);
 const bool = z.union([z.boolean(), z.enum(['0', '1', 'false', 'true']).transform((v) => v === '1' || v === 'true')]);
 /** An http(s) URL, or '' for none. */
 const httpUrlOrEmpty = z.union([z.literal(''), z.url({ protocol: /^https?$/ })]);
+/** The instance proxy's base URL: instance ids become the first label of its host, so a host name, not an IP address. */
+const proxyBaseUrlOrEmpty = httpUrlOrEmpty.refine(
+  (u) => u === '' || !/^(\d+\.\d+\.\d+\.\d+|\[.*\])$/.test(new URL(u).hostname),
+  'must name a host (a wildcard DNS name), not an IP address: each instance is served on <instance id>.<host>',
+);
 /** A secret of at least 16 characters, or '' to have one generated. */
 const secretOrEmpty = z.union([z.literal(''), z.string().min(16)]);
 
@@ -133,7 +138,7 @@ export const SETTINGS = {
     'RC_COOKIE_SECURE',
     z.enum(['auto', 'always', 'never']),
     'auto',
-    'Secure flag on the session cookie; auto: when X-Forwarded-Proto is https',
+    'Secure session cookie (__Host-rc_session, the only name then read); auto: when X-Forwarded-Proto is https',
   ),
   signup: setting('RC_SIGNUP', z.enum(['open', 'closed']), 'open', 'Whether POST /api/auth/signup creates accounts'),
   trustProxy: setting(
@@ -167,7 +172,12 @@ export const SETTINGS = {
     'rc-platform@localhost',
     "Sender address of the platform's mails",
   ),
-  apiPublicUrl: setting('RC_API_PUBLIC_URL', httpUrlOrEmpty, '', 'Public URL of the platform API in mailed links; empty: its listening URL'),
+  apiPublicUrl: setting(
+    'RC_API_PUBLIC_URL',
+    httpUrlOrEmpty,
+    '',
+    'Public URL of the platform API in mailed links and instance base_url (the proxy hand-over); empty: its listening URL',
+  ),
   couponRedemption: setting('RC_COUPON_REDEMPTION', z.enum(['open', 'closed']), 'open', 'Whether POST /api/credits/redeem accepts coupons (closed: 503)'),
   couponRetryAfterSec: setting('RC_COUPON_RETRY_AFTER_SEC', positiveInt, 3600, 'Retry-After of the 503 while coupon redemption is closed'),
   agentToken: setting('RC_AGENT_TOKEN', secretOrEmpty, '', 'Shared token between control plane and agent; empty: generated into <dataDir>/agent/token'),
@@ -333,14 +343,19 @@ export const SETTINGS = {
     '',
     "Gateway replicas rc-tunnel connects to, comma-separated as instances reach them (a tunnel then answers through each); empty: the instances' public gateway URL",
   ),
-  proxyPort: setting('RC_PROXY_PORT', port, 8081, 'Instance proxy port (browser access to instance apps; its own origin)'),
+  proxyPort: setting(
+    'RC_PROXY_PORT',
+    port,
+    8081,
+    'Instance proxy port (browser access to instance apps, each on its own origin <instance id>.localhost:<port>)',
+  ),
   tunnelPort: setting('RC_TUNNEL_PORT', port, 8082, 'Public tunnel URLs port (rc-tunnel services; their own origin, apart from the gateway and the proxy)'),
   tunnelPublicUrl: setting('RC_TUNNEL_PUBLIC_URL', httpUrlOrEmpty, '', 'Public URL of tunnels (<url>/t/<tunnel id>/); empty: http://RC_HOST:RC_TUNNEL_PORT'),
   proxyPublicUrl: setting(
     'RC_PROXY_PUBLIC_URL',
-    httpUrlOrEmpty,
+    proxyBaseUrlOrEmpty,
     '',
-    'Public URL of the instance proxy in instance base URLs; empty: http://RC_HOST:RC_PROXY_PORT',
+    'Base URL of the instance proxy: each app is served on <scheme>://<instance id>.<its host> (a wildcard name); empty: http://localhost:RC_PROXY_PORT',
   ),
   internalToken: setting(
     'RC_INTERNAL_TOKEN',

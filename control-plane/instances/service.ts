@@ -6,7 +6,7 @@ import { AgentCallError } from '../../agent/client.js';
 import type { InstanceEvent, InstanceInfo } from '../../agent/types.js';
 import type { Bus } from '../../lib/bus.js';
 import { systemClock, type Clock } from '../../lib/clock.js';
-import { randomId } from '../../lib/ids.js';
+import { randomBytes } from 'node:crypto';
 import { createLogger, type Logger } from '../../lib/log.js';
 import type { Account } from '../accounts.js';
 import { accountNotVerified, badRequest, INVALID_IMAGE, notFound } from '../errors.js';
@@ -85,6 +85,8 @@ export interface InstanceServiceOptions {
   settings?: Partial<InstanceSettings>;
   /** Added to each launch spec when it is sent to the host (not stored: derived from the instance id). */
   provision?: Provisioner;
+  /** The platform API's public URL (base URLs point at its hand-over route); default from the settings. Read when a status is made. */
+  apiUrl?: () => string;
 }
 
 export class InstanceService {
@@ -116,7 +118,7 @@ export class InstanceService {
     this.log = (o.logger ?? createLogger()).child({ part: 'instances' });
     this.settings = resolveInstanceSettings(o.settings);
     this.windows = parseRateWindows(this.settings.instanceLaunchRate);
-    this.urls = publicUrls(this.settings);
+    this.urls = publicUrls(this.settings, o.apiUrl);
     this.provision = o.provision;
     this.instances = new InstanceStore(o.store.db);
     this.logTails = new LogTails(o.store.db);
@@ -227,7 +229,9 @@ export class InstanceService {
     if (account.launchVerification && !token) throw launchVerificationRequired();
 
     const now = this.now();
-    const id = randomId('inst_', 12);
+    // A DNS label (lowercase hex): the id is the first label of the app's own origin on the
+    // instance proxy (lib/instance-origin.ts).
+    const id = `inst-${randomBytes(12).toString('hex')}`;
     const snapshot: TemplateSnapshot = {
       id: template.id,
       title: template.title,

@@ -1,5 +1,6 @@
 // The settings the instance service reads (lib/config.ts SETTINGS), resolved to defaults.
 import { SETTINGS, type Config } from '../../lib/config.js';
+import { proxyBaseUrl } from '../../lib/instance-origin.js';
 
 const KEYS = [
   'host',
@@ -18,6 +19,8 @@ const KEYS = [
   'launchTokenTtlSec',
   'proxyPort',
   'proxyPublicUrl',
+  'apiPort',
+  'apiPublicUrl',
 ] as const;
 
 export type InstanceSettings = Pick<Config, (typeof KEYS)[number]>;
@@ -47,19 +50,24 @@ export function parseRateWindows(spec: string): RateWindow[] {
     });
 }
 
-/** Public URLs of the two front doors of an instance, without a trailing slash. */
+/** Public URLs of an instance's front doors, without a trailing slash. */
 export interface PublicUrls {
   /** The model gateway: dedicated endpoints `<gateway>/dedicated/<id>/<port>/v1`. */
   gateway: string;
-  /** The instance proxy (its own origin): browser access `<proxy>/instances/<id>/`. */
+  /** The instance proxy's base: each app on its own origin `<scheme>://<id>.<proxy host>` (lib/instance-origin.ts). */
   proxy: string;
+  /** The platform API: browser access starts at its hand-over route `<api>/api/instances/<id>/open`. */
+  readonly api: string;
 }
 
-export function publicUrls(s: InstanceSettings): PublicUrls {
+export function publicUrls(s: InstanceSettings, apiUrl?: () => string): PublicUrls {
   const host = s.host === '0.0.0.0' || s.host === '::' ? '127.0.0.1' : s.host.includes(':') ? `[${s.host}]` : s.host;
   const trim = (u: string) => u.replace(/\/+$/, '');
   return {
     gateway: s.instancePublicUrl ? trim(s.instancePublicUrl) : `http://${host}:${s.gatewayPort}`,
-    proxy: s.proxyPublicUrl ? trim(s.proxyPublicUrl) : `http://${host}:${s.proxyPort}`,
+    proxy: proxyBaseUrl(s.proxyPublicUrl, s.proxyPort),
+    get api() {
+      return trim(apiUrl?.() || s.apiPublicUrl || `http://${host}:${s.apiPort}`);
+    },
   };
 }

@@ -37,9 +37,13 @@ export interface InstanceStatus {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-/** Browser access through the instance proxy. */
+/**
+ * Browser access: the platform API's hand-over route, which (for the owner's browser session)
+ * redirects to the app's own origin on the instance proxy with a single-use ticket
+ * (control-plane/proxy/open-route.ts). The app's origin itself is `instanceOrigin(urls.proxy, id)`.
+ */
 export function instanceBaseUrl(urls: PublicUrls, id: string): string {
-  return `${urls.proxy}/instances/${id}/`;
+  return `${urls.api}/api/instances/${id}/open`;
 }
 
 /** The OpenAI-compatible base URL of a vllm or sglang instance: instance and routed port in the path. */

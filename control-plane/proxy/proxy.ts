@@ -1,31 +1,42 @@
 // The instance proxy: browser access to an instance's app (notebook UI, gradio, streamlit,
-// comfyui) at `/instances/<instance id>/<path>`, HTTP and WebSocket.
+// comfyui), HTTP and WebSocket, each app on an origin of its own: `<instance id>.<proxy host>`
+// (lib/instance-origin.ts; `http://<id>.localhost:8081/` by default). The app is served at its
+// origin's root and sees the request's own path.
 //
-// - Only a browser session of the instance's owner gets through. A platform key
-//   (`Authorization: Bearer rc-...` or `x-api-key: rc-...`) gets 403 `You do not have access to
-//   this instance`, as does a session of another account. Other Authorization schemes (for
-//   example Jupyter's `token ...`) belong to the app and pass through.
-// - The app sees `/<path>` with `X-Forwarded-Prefix: /instances/<instance id>`; the platform's
-//   cookies, CSRF header and keys are removed (forwardedHeaders, lib/instance-credentials.ts), so
-//   the app never holds a platform credential, and its Set-Cookie for a platform cookie is dropped.
-// - Cookie-authenticated writes rely on the session cookie's SameSite=Lax: a cross-site page
-//   cannot make the browser send it with a POST.
+// - Access comes from the proxy's own host-only cookie (`rc_proxy`, `__Host-rc_proxy` behind TLS),
+//   set by `/_rc/auth?ticket=...` after the platform API's hand-over route (handover.ts). It names
+//   the console session, so only the owner's live browser session gets through; no cookie, two of
+//   them, a forged one or one made for another instance: 401; a session of another account: 403.
+//   The console's own `rc_session` is never sent here (another host), and is not read.
+// - A platform key (`Authorization: Bearer rc-...` or `x-api-key: rc-...`) gets 403 `You do not
+//   have access to this instance` (SPEC). Other Authorization schemes (for example Jupyter's
+//   `token ...`) belong to the app and pass through.
+// - The platform's cookies (the proxy's own included), CSRF header and keys are removed
+//   (forwardedHeaders, lib/instance-credentials.ts), so the app never holds a platform credential,
+//   and its Set-Cookie for a platform cookie is dropped.
+// - Apps of other instances are same-site with this one (sibling host names): requests another
+//   site or a sibling started are refused unless they are top-level navigations (Fetch Metadata),
+//   so an app cannot make its owner's browser post to another instance's app with its cookie.
+// - The old path form `<proxy>/instances/<id>/<path>` redirects (308) to the instance's origin.
 // - Traffic (requests and WebSocket messages) counts as activity (throttled by the routes).
 import type { us_socket_context_t } from 'uWebSockets.js';
 import WebSocket, { type RawData } from 'ws';
-import { declaredLength, listen, readBody, sendJson, track, type Server } from '../../lib/http.js';
+import { declaredLength, listen, readBody, sendJson, track, type Res, type Server } from '../../lib/http.js';
 import { createLogger, type Logger } from '../../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket as UwsWebSocket } from '../../lib/uws.js';
 import { isPlatformKey } from '../../lib/instance-credentials.js';
-import { cookieValue, SESSION_COOKIE } from '../auth.js';
+import { instanceIdOfHost, instanceOrigin, isInstanceLabel } from '../../lib/instance-origin.js';
+import { singleCookie } from '../../lib/session-cookie.js';
 import type { Store } from '../store.js';
 import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../gateway/dedicated/forward.js';
 import { mainEndpoint, type InstanceRoutes } from '../../gateway/dedicated/instance-routes.js';
+import { AUTH_PATH, NO_ACCESS, NOT_FOUND, PROXY_COOKIE, ProxyCookies, ProxyTickets, SECURE_PROXY_COOKIE, sessionAccount } from './handover.js';
 
+export { NO_ACCESS, NOT_FOUND };
 export const PROXY_PREFIX = '/instances/';
-export const NO_ACCESS = 'You do not have access to this instance';
-export const SIGN_IN_REQUIRED = 'A browser session is required to open an instance; sign in first';
-export const NOT_FOUND = 'Instance not found or not running';
+export const SIGN_IN_REQUIRED = 'A browser session is required to open an instance: open it from the console';
+export const TICKET_INVALID = 'This sign-in link is invalid, expired or used already: open the instance from the console again';
+export const CROSS_SITE = 'Cross-site request refused: only navigations may come from another site';
 export const STARTING = 'Instance is still starting; retry after the Retry-After delay';
 
 const DROP_HEADERS: ReadonlySet<string> = new Set();
@@ -35,6 +46,12 @@ export interface InstanceProxyOptions {
   /** Sessions and accounts (the control plane's store). */
   store: Store;
   routes: InstanceRoutes;
+  /** The hand-over tickets the platform API mints (handover.ts); shared with its open route. */
+  tickets: ProxyTickets;
+  /** The proxy's public base URL (`RC_PROXY_PUBLIC_URL`); default `http://localhost:<the port a request came to>`. Its host name is what instance ids are prefixed to. */
+  publicUrl?: string;
+  /** MACs of the proxy cookie (default: a key of this process). */
+  cookies?: ProxyCookies;
   logger?: Logger;
   /** Largest request body (413 beyond); default 32 MiB. */
   maxBodyBytes?: number;
@@ -46,17 +63,18 @@ export interface InstanceProxyOptions {
 }
 
 export interface InstanceProxy {
-  /** Registers `/instances/*` (HTTP and WebSocket) on a uWS app. */
+  /** Registers every path (HTTP and WebSocket) on a uWS app of its own. */
   register(app: TemplatedApp): void;
+  /** The proxy's cookies (tests mint one to skip the hand-over). */
+  readonly cookies: ProxyCookies;
   close(): Promise<void>;
 }
 
 interface Target {
   instanceId: string;
   address: string;
-  /** Path below the prefix, with its query. */
+  /** The request's path, with its query. */
   path: string;
-  prefix: string;
 }
 
 interface Refusal {
@@ -78,49 +96,104 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
   const maxBody = options.maxBodyBytes ?? 32 * 1024 * 1024;
   const retryAfter = String(options.startingRetryAfterSec ?? 10);
   const upstreams = new Set<WebSocket>();
+  const { tickets } = options;
+  const cookies = options.cookies ?? new ProxyCookies();
+  const publicBase = options.publicUrl ? new URL(options.publicUrl) : undefined;
+  // Instance ids are prefixed to this host name; behind TLS the cookie is __Host-rc_proxy.
+  const baseHostname = publicBase?.hostname ?? 'localhost';
+  const secure = publicBase?.protocol === 'https:';
+  const cookieName = secure ? SECURE_PROXY_COOKIE : PROXY_COOKIE;
 
-  /** Who may go where; reads everything it needs from `req` synchronously. */
-  function admit(req: HttpRequest): Target | Refusal {
-    const url = req.getUrl();
+  /** Where a request on a host that names no instance goes: the old path form redirects to the instance's origin. */
+  function oldForm(req: HttpRequest, url: string): Refusal {
+    if (!url.startsWith(PROXY_PREFIX)) return { status: 404, detail: 'Not Found' };
     const slash = url.indexOf('/', PROXY_PREFIX.length);
     const instanceId = url.slice(PROXY_PREFIX.length, slash < 0 ? undefined : slash);
+    if (!isInstanceLabel(instanceId)) return { status: 404, detail: NOT_FOUND };
+    const host = req.getHeader('host');
+    const port = /:(\d+)$/.exec(host)?.[1];
+    const base = options.publicUrl || `http://localhost${port ? `:${port}` : ''}`;
+    const q = req.getQuery();
+    const rest = slash < 0 ? '/' : url.slice(slash);
+    return {
+      status: 308,
+      detail: "Moved to the instance's own origin",
+      headers: { location: `${instanceOrigin(base, instanceId)}${rest}${q ? `?${q}` : ''}` },
+    };
+  }
+
+  /** The live session account of the proxy cookie on `instanceId`'s origin, or a refusal. */
+  function holder(req: HttpRequest, instanceId: string): number | Refusal {
     if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return { status: 403, detail: NO_ACCESS };
-    const cookieHeader = req.getHeader('cookie');
-    const token = cookieValue(cookieHeader, SESSION_COOKIE);
-    const session = token ? store.sessions.lookup(token) : undefined;
-    const account = session && store.accounts.byId(session.accountId);
-    if (!account) return { status: 401, detail: SIGN_IN_REQUIRED };
-    const route = instanceId ? routes.get(instanceId) : undefined;
+    const value = singleCookie(req.getHeader('cookie'), cookieName);
+    // None, or two (one set by a sibling's script): no access.
+    if (typeof value !== 'string') return { status: 401, detail: SIGN_IN_REQUIRED };
+    const hash = cookies.sessionHashOf(instanceId, value);
+    const session = hash === undefined ? undefined : sessionAccount(store, hash);
+    return session ? session.accountId : { status: 401, detail: SIGN_IN_REQUIRED };
+  }
+
+  /** Who may go where; reads everything it needs from `req` synchronously. */
+  function admit(req: HttpRequest, method: string): Target | Refusal {
+    const url = req.getUrl();
+    const instanceId = instanceIdOfHost(req.getHeader('host'), baseHostname);
+    if (instanceId === undefined) return oldForm(req, url);
+    // Fetch Metadata: a sibling instance's app is same-site; only navigations may come from elsewhere.
+    const site = req.getHeader('sec-fetch-site');
+    if ((site === 'cross-site' || site === 'same-site') && !(req.getHeader('sec-fetch-mode') === 'navigate' && (method === 'GET' || method === 'HEAD')))
+      return { status: 403, detail: CROSS_SITE };
+    const accountId = holder(req, instanceId);
+    if (typeof accountId !== 'number') return accountId;
+    const route = routes.get(instanceId);
     if (!route || route.status === 'stopping' || route.status === 'stopped' || route.status === 'failed') return { status: 404, detail: NOT_FOUND };
-    if (route.accountId !== account.id) return { status: 403, detail: NO_ACCESS };
-    if (slash < 0) {
-      const q = req.getQuery();
-      return { status: 308, detail: 'Moved', headers: { location: `${url}/${q ? `?${q}` : ''}` } };
-    }
+    if (route.accountId !== accountId) return { status: 403, detail: NO_ACCESS };
     const endpoint = mainEndpoint(route);
     if (!endpoint) return { status: 404, detail: 'This instance has no app port' };
     if (route.status !== 'ready' || endpoint.address === '') return { status: 503, detail: STARTING, headers: { 'retry-after': retryAfter } };
     const query = req.getQuery();
-    const rest = url.slice(slash);
-    return {
-      instanceId,
-      address: endpoint.address,
-      path: query ? `${rest}?${query}` : rest,
-      prefix: url.slice(0, slash),
-    };
+    return { instanceId, address: endpoint.address, path: query ? `${url}?${query}` : url };
+  }
+
+  /** `GET /_rc/auth?ticket=T` on an instance's origin: the hand-over's second half (handover.ts). */
+  function redeem(res: Res, req: HttpRequest, instanceId: string): void {
+    if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return sendJson(res, 403, { detail: NO_ACCESS });
+    const ticket = new URLSearchParams(req.getQuery() ?? '').get('ticket') ?? '';
+    const grant = ticket === '' ? undefined : tickets.redeem(ticket);
+    if (!grant || grant.instanceId !== instanceId) return sendJson(res, 401, { detail: TICKET_INVALID });
+    const session = sessionAccount(store, grant.sessionHash);
+    if (!session) return sendJson(res, 401, { detail: SIGN_IN_REQUIRED });
+    const route = routes.get(instanceId);
+    if (!route || route.status === 'stopping' || route.status === 'stopped' || route.status === 'failed') return sendJson(res, 404, { detail: NOT_FOUND });
+    if (route.accountId !== session.accountId) return sendJson(res, 403, { detail: NO_ACCESS });
+    const maxAge = Math.max(1, Math.floor((session.expiresAt - store.clock.now()) / 1000));
+    sendJson(
+      res,
+      302,
+      { detail: 'Signed in to the instance' },
+      {
+        location: '/',
+        'set-cookie': cookies.setCookie(instanceId, grant.sessionHash, secure, maxAge),
+        'cache-control': 'no-store',
+        'referrer-policy': 'no-referrer',
+      },
+    );
   }
 
   function httpHandler(uwsRes: HttpResponse, req: HttpRequest): void {
     const res = track(uwsRes);
-    const target = admit(req);
+    const method = req.getCaseSensitiveMethod().toUpperCase();
+    if (req.getUrl() === AUTH_PATH) {
+      const instanceId = instanceIdOfHost(req.getHeader('host'), baseHostname);
+      if (instanceId !== undefined)
+        return method === 'GET' ? redeem(res, req, instanceId) : sendJson(res, 405, { detail: 'Method Not Allowed' }, { allow: 'GET' });
+    }
+    const target = admit(req, method);
     if (!('address' in target)) {
       sendJson(res, target.status, { detail: target.detail }, target.headers);
       return;
     }
     routes.recordActivity(target.instanceId);
-    const method = req.getCaseSensitiveMethod().toUpperCase();
     const headers = forwardedHeaders(req, DROP_HEADERS);
-    headers.push('x-forwarded-prefix', target.prefix);
     const relay = new ResponseRelay(res, method);
     const length = declaredLength(req);
     if ((length === '' || length === '0') && req.getHeader('transfer-encoding') === '') {
@@ -140,7 +213,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
 
   function upgrade(uwsRes: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
     const res = track(uwsRes);
-    const target = admit(req);
+    const target = admit(req, 'GET');
     if (!('address' in target)) {
       sendJson(res, target.status, { detail: target.detail }, target.headers);
       return;
@@ -152,7 +225,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
       .map((p) => p.trim())
       .filter(Boolean);
     const flat = forwardedHeaders(req, WS_DROP_HEADERS);
-    const headers: Record<string, string> = { 'x-forwarded-prefix': target.prefix };
+    const headers: Record<string, string> = {};
     for (let i = 0; i + 1 < flat.length; i += 2) headers[flat[i]!] = flat[i + 1]!;
     const upstream = new WebSocket(`ws://${target.address}${target.path}`, protocols, {
       headers,
@@ -188,8 +261,9 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
   const maxBackpressure = 1024 * 1024;
 
   return {
+    cookies,
     register(app) {
-      app.ws<WsData>('/instances/*', {
+      app.ws<WsData>('/*', {
         maxPayloadLength: options.maxWsMessageBytes ?? 16 * 1024 * 1024,
         maxBackpressure: 64 * 1024 * 1024,
         idleTimeout: 120,
@@ -229,7 +303,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
           }
         },
       });
-      app.any('/instances/*', httpHandler);
+      app.any('/*', httpHandler);
     },
     async close() {
       for (const u of upstreams) u.terminate();
@@ -243,7 +317,6 @@ export async function startInstanceProxyServer(options: InstanceProxyOptions & {
   const app = uws().App();
   const proxy = createInstanceProxy(options);
   proxy.register(app);
-  app.any('/*', (res: HttpResponse) => sendJson(track(res), 404, { detail: 'Not Found' }));
   const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);
   return {
     ...server,

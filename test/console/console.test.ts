@@ -175,12 +175,28 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   await page.locator('#logs', { hasText: 'console-app-started' }).waitFor({ timeout: 30_000 });
   await shot(page, '09-instance-ready');
 
-  // The app through the instance proxy (its own origin; the browser session gets in).
+  // The app through the instance proxy, on its own origin `<instance id>.localhost:<proxy port>`:
+  // the console's session is handed over with a single-use ticket.
   const [appPage] = await Promise.all([context.waitForEvent('page'), page.locator('#open-app').click()]);
   await appPage.waitForLoadState();
   assert.equal(await appPage.locator('body').innerText(), APP_TEXT);
-  assert.equal(new URL(appPage.url()).port, String(platform.proxy.port));
+  const appUrl = new URL(appPage.url());
+  assert.equal(appUrl.port, String(platform.proxy.port));
+  assert.match(appUrl.hostname, /^inst-[0-9a-f]{24}\.localhost$/);
+  assert.equal(appUrl.pathname, '/');
   await shot(appPage, '10-app-through-proxy');
+  // A script of the app tosses a session cookie (issue 27): it lands on the app's own host, never
+  // in the console's cookie jar, and the console's session is untouched.
+  await appPage.evaluate(`document.cookie = "rc_session=tossed-by-the-app; path=/api"; document.cookie = "rc_session=tossed-too; path=/api; domain=localhost"`);
+  const consoleHost = new URL(api).hostname;
+  const jar = await context.cookies();
+  assert.deepEqual(
+    jar.filter((c) => c.domain === consoleHost && c.name === 'rc_session').map((c) => c.path),
+    ['/'],
+    "the console's host holds its one session cookie",
+  );
+  assert.ok(!jar.some((c) => c.domain === consoleHost && c.value.startsWith('tossed')));
+  assert.equal(await page.evaluate("fetch('/api/me').then((r) => r.json()).then((b) => b.email)"), EMAIL);
   await appPage.close();
   // Its request appears in the logs as it happens.
   await page.locator('#logs', { hasText: 'request /' }).waitFor({ timeout: 30_000 });

@@ -16,7 +16,7 @@ after(async () => {
 test('sign-up: unverified account, HttpOnly SameSite=Lax cookie, CSRF token; no key; 403 account_not_verified with redirect', async () => {
   const r = await p.call('POST', '/api/auth/signup', { body: { email: 'New@X.io', password: 'hunter2hunter2' } });
   assert.equal(r.status, 201);
-  const setCookie = String(r.headers['set-cookie']);
+  const setCookie = ([] as string[]).concat(r.headers['set-cookie'] as string | string[])[0]!;
   assert.match(setCookie, /^rc_session=[A-Za-z0-9_-]+; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+$/);
   assert.equal(r.body.account.email, 'new@x.io');
   assert.equal(r.body.account.verified, false);
@@ -75,7 +75,8 @@ test('sign-in: wrong password and unknown e-mail give the same 401; right passwo
   const out = await p.call('POST', '/api/auth/logout', { cookie, csrf });
   assert.equal(out.status, 200);
   assert.deepEqual(out.body, { success: true });
-  assert.match(String(out.headers['set-cookie']), /^rc_session=; .*Max-Age=0/);
+  assert.ok(([] as string[]).concat(out.headers['set-cookie'] as string[]).includes('rc_session=; Path=/; Max-Age=0'));
+  assert.equal(out.headers['clear-site-data'], '"cookies"');
   assert.equal((await p.call('GET', '/api/me', { cookie })).status, 401);
 });
 
@@ -84,14 +85,19 @@ test('cookie Secure flag behind TLS (X-Forwarded-Proto: https) and with cookieSe
   const plain = await p.call('POST', '/api/auth/login', { body: { email: 'tls@x.io', password: 'tls-password' } });
   assert.doesNotMatch(String(plain.headers['set-cookie']), /Secure/);
   const tls = await p.call('POST', '/api/auth/login', { body: { email: 'tls@x.io', password: 'tls-password' }, headers: { 'x-forwarded-proto': 'https' } });
-  assert.match(String(tls.headers['set-cookie']), /; Secure$/);
+  // Behind TLS the cookie is __Host-rc_session: Secure, Path=/, no Domain.
+  assert.match(sessionCookieOf(tls), /^__Host-rc_session=/);
+  assert.match(
+    ([] as string[]).concat(tls.headers['set-cookie'] as string[])[0]!,
+    /^__Host-rc_session=[A-Za-z0-9_-]+; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+; Secure$/,
+  );
   const always = await startPlatform({ settings: { cookieSecure: 'always', signup: 'closed' } });
   try {
     const r = await always.call('POST', '/api/auth/signup', { body: { email: 's@x.io', password: 'password-1' } });
     assert.equal(r.status, 403);
     await always.account('s@x.io', { password: 'password-1' });
     const l = await always.call('POST', '/api/auth/login', { body: { email: 's@x.io', password: 'password-1' } });
-    assert.match(String(l.headers['set-cookie']), /; Secure$/);
+    assert.match(([] as string[]).concat(l.headers['set-cookie'] as string[])[0]!, /^__Host-rc_session=.*; Secure$/);
   } finally {
     await always.close();
   }

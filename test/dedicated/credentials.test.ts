@@ -8,6 +8,10 @@ import { test, type TestContext } from 'node:test';
 import { TunnelClient, type TunnelStatus } from '../../agent/tunnel/client.js';
 import { issueTunnelToken } from '../../gateway/tunnel/identity.js';
 import { InstanceRouteTable } from '../../gateway/dedicated/instance-routes.js';
+import { ProxyTickets } from '../../control-plane/proxy/handover.js';
+import { hashKey } from '../../lib/keys.js';
+import { systemClock } from '../../lib/clock.js';
+import { fetchLoopback } from './origins.js';
 import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
 import { forwardableRequestHeader, isPlatformSetCookie, withoutPlatformCookies } from '../../lib/instance-credentials.js';
 import { createLogger } from '../../lib/log.js';
@@ -130,20 +134,25 @@ test('attack: an app behind the instance proxy plants or clears the platform ses
   const cookie = ([] as string[]).concat(signup.headers['set-cookie'] as string)[0]!.split(';')[0]!;
   const routes = new InstanceRouteTable(() => {}, 0);
   routes.set({
-    instanceId: 'i_app',
+    instanceId: 'inst-app',
     accountId: signup.body.account.id as number,
     status: 'ready',
     instanceType: 'gradio',
     ports: new Map([[7860, `127.0.0.1:${app.port}`]]),
   });
-  const proxy = await startInstanceProxyServer({ store: platform.cp.store, routes, logger: createLogger('silent') });
+  const proxy = await startInstanceProxyServer({ store: platform.cp.store, routes, tickets: new ProxyTickets(systemClock), logger: createLogger('silent') });
   t.after(() => proxy.close());
+  // The proxy's own cookie (what the hand-over sets on the instance's origin), and the console's beside it.
+  const proxyCookie = `rc_proxy=${proxy.proxy.cookies.value('inst-app', hashKey(cookie.split('=')[1]!))}`;
 
-  const r = await fetch(`${proxy.url}/instances/i_app/`, { headers: { cookie: `${cookie}; theme=dark`, 'x-csrf-token': 'victim-csrf-token' } });
+  const r = await fetchLoopback(`http://inst-app.localhost:${proxy.port}/`, {
+    headers: { cookie: `${cookie}; ${proxyCookie}; theme=dark`, 'x-csrf-token': 'victim-csrf-token' },
+  });
   assert.equal(r.status, 200);
-  assertNoPlatformCookieSet(r);
+  assertNoPlatformCookieSet(r as unknown as Response);
   const seen = app.seen.at(-1)!;
   assert.equal(seen.cookie, 'theme=dark');
   assert.ok(!JSON.stringify(seen).includes(cookie.split('=')[1]!));
+  assert.ok(!JSON.stringify(seen).includes(proxyCookie.split('=')[1]!));
   assert.equal(seen['x-csrf-token'], undefined);
 });

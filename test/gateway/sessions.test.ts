@@ -89,6 +89,21 @@ test('an unverified account uses the shared model routes from its browser sessio
       error: { message: 'Invalid or expired session, or missing x-csrf-token', type: 'authentication_error', param: null, code: 'invalid_session' },
     });
   }
+  // Two rc_session cookies (one tossed in by a page on another port of the host, issue 27): no
+  // session, whichever CSRF token comes and whichever cookie is first; one valid cookie works.
+  const other = await signUp(cp.url, 'tosser@example.com');
+  for (const [cookie, csrf] of [
+    [`${other.cookie}; ${s.cookie}`, s.csrf],
+    [`${other.cookie}; ${s.cookie}`, other.csrf],
+    [`${s.cookie}; ${other.cookie}`, s.csrf],
+    [`${s.cookie}; ${other.cookie}`, other.csrf],
+    ['rc_session=junk; ' + s.cookie, s.csrf],
+  ]) {
+    const r = await chat({ cookie: cookie!, 'x-csrf-token': csrf! });
+    assert.equal(r.status, 401, cookie);
+    assert.equal(((await r.json()) as { error: { code: string } }).error.code, 'invalid_session');
+  }
+  assert.equal((await chat({ cookie: other.cookie, 'x-csrf-token': other.csrf })).status, 200);
   const badOnMessages = await fetch(`${gateway.url}/v1/messages`, { method: 'POST', headers: { cookie: s.cookie }, body: '{}' });
   assert.equal(badOnMessages.status, 401);
   assert.equal(((await badOnMessages.json()) as { error: { type: string } }).error.type, 'authentication_error');

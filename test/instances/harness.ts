@@ -6,6 +6,7 @@ import type { TestContext } from 'node:test';
 import { request } from 'undici';
 import { startAgent, type AgentHandle } from '../../agent/server.js';
 import { runAdminOp } from '../../control-plane/admin.js';
+import { openInstanceRoutes, ProxyTickets } from '../../control-plane/proxy/handover.js';
 import { LiveFleet } from '../../control-plane/instances/fleet.js';
 import { createInstances, type AgentConfig, type Instances, type InstanceSettings } from '../../control-plane/instances/index.js';
 import { createControlPlane, type ControlPlane } from '../../control-plane/server.js';
@@ -116,7 +117,11 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
     logger: silent,
     port: 0,
     dataDir: dir,
-    routes: instances.routes,
+    // As the platform assembly mounts them: the instance routes and the proxy's hand-over.
+    routes: (deps) => [
+      ...instances.routes(deps),
+      ...openInstanceRoutes({ tickets: new ProxyTickets(clock), proxyBase: () => 'http://localhost:8081', instance: (id) => instances.route(id) }),
+    ],
     fleet: new LiveFleet(instances.service),
   });
   if (!o.manual) instances.start();

@@ -53,9 +53,11 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   assert.equal(ready.credits_per_hour, 2);
   assert.equal(ready.host, 'host-a');
   assert.ok(ready.ready_at && ready.expires_at && ready.idle_expires_at);
-  // The dedicated endpoint names instance and routed port; browser access goes through the proxy's origin.
+  // The dedicated endpoint names instance and routed port; browser access starts at the platform
+  // API's hand-over to the app's own origin on the proxy, whose first label is the id (a DNS label).
   assert.equal(ready.dedicated_base_url, `http://127.0.0.1:8090/dedicated/${id}/8000/v1`);
-  assert.equal(ready.base_url, `http://127.0.0.1:8081/instances/${id}/`);
+  assert.equal(ready.base_url, `http://127.0.0.1:8080/api/instances/${id}/open`);
+  assert.match(id, /^inst-[0-9a-f]{24}$/);
   assert.equal(ready.ssh.host, '127.0.0.1');
   assert.ok(Number.isInteger(ready.ssh.port) && ready.ssh.port > 0);
   assert.equal(

@@ -117,7 +117,7 @@ test('POST /api/notebook/request: body validation and the same status object', a
   }
   assert.equal(r.body.template_id, tpl.id);
   assert.equal(r.body.dedicated_base_url, null); // gradio is not a serving stack
-  assert.match(r.body.base_url, new RegExp(`/instances/${r.body.instance_id}/$`));
+  assert.match(r.body.base_url, new RegExp(`/api/instances/${r.body.instance_id}/open$`));
   const status = await p.call('GET', '/api/notebook/status', { key: me.key });
   assert.equal(status.body.instance_id, r.body.instance_id);
 

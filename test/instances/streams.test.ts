@@ -82,7 +82,7 @@ test('events: the status object on every change, with the queue position while w
   await p.call('POST', `/api/templates/${p.template(a.id).id}/launch`, { key: a.key, body: {} });
   await ea.next(isStatus((s) => s.status === 'pending' && s.queue_position === null));
   const ready = JSON.parse((await ea.next(isStatus((s) => s.status === 'ready'))).data);
-  assert.equal(ready.base_url.endsWith(`/instances/${ready.instance_id}/`), true);
+  assert.equal(ready.base_url.endsWith(`/api/instances/${ready.instance_id}/open`), true);
 
   // The only GPU is taken: b waits first in line.
   await p.call('POST', `/api/templates/${p.template(b.id).id}/launch`, { key: b.key, body: {} });

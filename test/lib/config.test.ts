@@ -50,6 +50,7 @@ const bad: [string, NodeJS.ProcessEnv, RegExp][] = [
   ['duplicate model', { RC_CONFIG: file('e.json', '{"models":[{"name":"m"},{"name":"m"}]}') }, /duplicate name m/],
   ['unknown setting', { RC_CONFIG: file('f.json', '{"gatewayPortt":1}') }, /unknown setting gatewayPortt/],
   ['bad file value', { RC_CONFIG: file('g.json', '{"apiPort":"x"}') }, /apiPort \(RC_CONFIG key apiPort\)/],
+  ['proxy base URL on an IP address', { RC_PROXY_PUBLIC_URL: 'http://10.0.0.1:8081' }, /RC_PROXY_PUBLIC_URL.*not an IP address/],
 ];
 for (const [name, env, msg] of bad) {
   test(`a bad value stops start-up and names the setting: ${name}`, () => {

@@ -42,7 +42,7 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
   const api = /platform API\s+(http:\/\/\S+)\/api/.exec(out)?.[1];
   assert.ok(gateway && api, out);
   assert.match(out, /host agent\s+127\.0\.0\.1:\d+/);
-  assert.match(out, /instance proxy\s+http:\/\/127\.0\.0\.1:\d+\/instances\//);
+  assert.match(out, /instance proxy\s+http:\/\/<id>\.localhost:\d+\//);
   assert.match(out, /rc account create/);
 
   // The CLI finds the running platform through the data dir.

@@ -119,7 +119,8 @@ export interface RequestOptions {
 /** The bytes of one request. */
 export function requestBytes(method: string, path: string, o: RequestOptions = {}): Buffer {
   const body = o.body === undefined ? undefined : Buffer.isBuffer(o.body) ? o.body : Buffer.from(o.body);
-  const lines = [`${method} ${path} HTTP/1.1`, 'host: 127.0.0.1'];
+  // A Host among the headers (an instance's own origin on the proxy) replaces the default one.
+  const lines = [`${method} ${path} HTTP/1.1`, ...(o.headers?.host === undefined ? ['host: 127.0.0.1'] : [])];
   for (const [k, v] of Object.entries(o.headers ?? {})) lines.push(`${k}: ${v}`);
   let payload = body ?? Buffer.alloc(0);
   if (o.chunked) {

@@ -10,6 +10,7 @@ import { TunnelClient, type TunnelStatus } from '../../agent/tunnel/client.js';
 import { issueTunnelToken, tunnelSecret } from '../../gateway/tunnel/identity.js';
 import { decodeFrame, encodeFrame, FrameType } from '../../gateway/tunnel/protocol.js';
 import { waitFor } from '../helpers.js';
+import { hashKey } from '../../lib/keys.js';
 import {
   assertRefused,
   BAD_BODIES,
@@ -29,6 +30,9 @@ import {
 let p: SweepPlatform;
 let ownerKey: string;
 let owner: { cookie: string; csrf: string };
+/** The owner's proxy cookie on the instance's origin (from the hand-over), and that origin's Host. */
+let ownerProxy: string;
+let proxyHost: string;
 let instanceId: string;
 let dedicatedPath: string;
 let tunnelPath: string;
@@ -61,6 +65,14 @@ before(async () => {
     50,
   );
   instanceId = ready.instance_id;
+  // The hand-over: the API's open route, then the ticket on the instance's own origin.
+  proxyHost = `${instanceId}.localhost:${p.proxy}`;
+  const opened = await request(p.api, 'GET', `/api/instances/${instanceId}/open`, { headers: { cookie: owner.cookie } });
+  assert.equal(opened.status, 302, opened.body);
+  const location = new URL(opened.headers.location!);
+  const redeemed = await request(p.proxy, 'GET', `${location.pathname}${location.search}`, { headers: { host: proxyHost } });
+  assert.equal(redeemed.status, 302, redeemed.body);
+  ownerProxy = redeemed.headers['set-cookie']!.split(';')[0]!;
   dedicatedPath = new URL(ready.dedicated_base_url).pathname.replace(/\/+$/, ''); // /dedicated/<id>/8000/v1
   // rc-tunnel, as inside the instance, exposing the catalog sim.
   secret = tunnelSecret(p.platform.config.tunnelSecret, p.dataDir);
@@ -83,7 +95,8 @@ after(async () => {
 });
 
 const keyHeaders = () => ({ ...json, authorization: `Bearer ${ownerKey}` });
-const sessionHeaders = () => ({ ...json, cookie: owner.cookie });
+/** What a browser sends to the instance's origin: its Host and the proxy cookie (the console's cookie is another host's). */
+const sessionHeaders = () => ({ ...json, host: proxyHost, cookie: ownerProxy });
 const ANY_ANSWER = [200, 400, 401, 403, 404, 405, 413, 422];
 
 interface Surface {
@@ -97,7 +110,7 @@ interface Surface {
 const SURFACES: Surface[] = [
   { name: 'dedicated', port: () => p.gateway, base: () => dedicatedPath.replace(/\/v1$/, ''), headers: keyHeaders },
   { name: 'gateway /instances alias', port: () => p.gateway, base: () => `/instances/${instanceId}`, headers: keyHeaders },
-  { name: 'instance proxy', port: () => p.proxy, base: () => `/instances/${instanceId}`, headers: sessionHeaders },
+  { name: 'instance proxy', port: () => p.proxy, base: () => '', headers: sessionHeaders },
   { name: 'tunnel', port: () => p.tunnels, base: () => tunnelPath, headers: () => ({ ...json }) },
 ];
 
@@ -148,6 +161,8 @@ test('admission: credentials, other accounts, unknown instances and ports, /v1/m
   const f = new Failures();
   const other = await p.account('other@example.com', { verified: true, password: 'long enough pw' });
   const otherSession = await p.login('other@example.com', 'long enough pw');
+  // A proxy cookie of another account's live session, made for this instance (the hand-over refuses to make one).
+  const otherProxy = p.platform.proxy.proxy.cookies.value(instanceId, hashKey(otherSession.cookie.split('=')[1]!));
   const ded = dedicatedPath.replace(/\/v1$/, '');
   const body = JSON.stringify(CHAT);
   const cases: [string, number, string, Record<string, string>, number[]][] = [
@@ -161,12 +176,15 @@ test('admission: credentials, other accounts, unknown instances and ports, /v1/m
     ['dedicated /v1/messages', p.gateway, `${ded}/v1/messages`, keyHeaders(), [404]],
     ['dedicated /api/v1/messages', p.gateway, `${ded}/api/v1/messages`, keyHeaders(), [404]],
     ['dedicated count_tokens', p.gateway, `${ded}/v1/messages/count_tokens`, keyHeaders(), [404]],
-    ['proxy without session', p.proxy, `/instances/${instanceId}/v1/chat/completions`, json, [401]],
-    ['proxy with the key', p.proxy, `/instances/${instanceId}/v1/chat/completions`, keyHeaders(), [403]],
-    ['proxy with x-api-key', p.proxy, `/instances/${instanceId}/v1/chat/completions`, { ...sessionHeaders(), 'x-api-key': ownerKey }, [403]],
-    ['proxy another session', p.proxy, `/instances/${instanceId}/v1/chat/completions`, { ...json, cookie: otherSession.cookie }, [403]],
-    ['proxy garbage session', p.proxy, `/instances/${instanceId}/v1/chat/completions`, { ...json, cookie: 'rc_session=x'.repeat(200) }, [401]],
-    ['proxy unknown instance', p.proxy, '/instances/inst_nope/v1/chat/completions', sessionHeaders(), [404]],
+    ['proxy without session', p.proxy, '/v1/chat/completions', { ...json, host: proxyHost }, [401]],
+    ['proxy with the key', p.proxy, '/v1/chat/completions', { ...keyHeaders(), host: proxyHost }, [403]],
+    ['proxy with x-api-key', p.proxy, '/v1/chat/completions', { ...sessionHeaders(), 'x-api-key': ownerKey }, [403]],
+    ['proxy another session', p.proxy, '/v1/chat/completions', { ...json, host: proxyHost, cookie: `rc_proxy=${otherProxy}` }, [403]],
+    ['proxy console session only', p.proxy, '/v1/chat/completions', { ...json, host: proxyHost, cookie: owner.cookie }, [401]],
+    ['proxy two proxy cookies', p.proxy, '/v1/chat/completions', { ...sessionHeaders(), cookie: `${ownerProxy}; ${ownerProxy}` }, [401]],
+    ['proxy garbage session', p.proxy, '/v1/chat/completions', { ...json, host: proxyHost, cookie: 'rc_proxy=x'.repeat(200) }, [401]],
+    ['proxy unknown instance', p.proxy, '/v1/chat/completions', { ...sessionHeaders(), host: `inst-nope.localhost:${p.proxy}` }, [401, 404]],
+    ['proxy ticket forged', p.proxy, '/_rc/auth?ticket=forged', { ...json, host: proxyHost }, [401, 405]],
     ['tunnel unknown id', p.tunnels, '/t/tnope/v1/chat/completions', json, [404]],
   ];
   const paths: [string, number, string, Record<string, string>][] = [];
@@ -204,7 +222,8 @@ test('admission: credentials, other accounts, unknown instances and ports, /v1/m
   ]) {
     paths.push([`gateway alias path ${bad.slice(0, 50)}`, p.gateway, `/instances${bad}`, keyHeaders()]);
     paths.push([`gateway alias path without key ${bad.slice(0, 50)}`, p.gateway, `/instances${bad}`, json]);
-    paths.push([`proxy path ${bad.slice(0, 50)}`, p.proxy, `/instances${bad}`, sessionHeaders()]);
+    paths.push([`proxy old path form ${bad.slice(0, 50)}`, p.proxy, `/instances${bad}`, { ...json, cookie: owner.cookie }]);
+    paths.push([`proxy path ${bad.slice(0, 50)}`, p.proxy, bad || '/', sessionHeaders()]);
   }
   for (const bad of [
     '',
@@ -344,7 +363,7 @@ test('instance proxy WebSocket upgrades with bad inputs', async () => {
   const f = new Failures();
   const attempt = (path: string, headers: Record<string, string>) =>
     new Promise<number>((resolve) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${p.proxy}${path}`, { headers });
+      const ws = new WebSocket(`ws://127.0.0.1:${p.proxy}${path}`, { headers: { host: proxyHost, ...headers } });
       ws.on('unexpected-response', (_req, res) => {
         res.resume();
         resolve(res.statusCode ?? 0);
@@ -356,11 +375,14 @@ test('instance proxy WebSocket upgrades with bad inputs', async () => {
       ws.on('error', () => resolve(0));
     });
   const cases: [string, string, Record<string, string>, number[]][] = [
-    ['no session', `/instances/${instanceId}/ws`, {}, [401]],
-    ['key', `/instances/${instanceId}/ws`, { authorization: `Bearer ${ownerKey}` }, [403]],
-    ['unknown instance', '/instances/inst_nope/ws', { cookie: owner.cookie }, [404]],
-    ['a path the app does not serve as WebSocket', `/instances/${instanceId}/ws`, { cookie: owner.cookie }, [404, 400]],
-    ['malformed escape', `/instances/${instanceId}/%ZZ`, { cookie: owner.cookie }, [404, 400]],
+    ['no session', '/ws', {}, [401]],
+    ['key', '/ws', { authorization: `Bearer ${ownerKey}` }, [403]],
+    ['the console session only', '/ws', { cookie: owner.cookie }, [401]],
+    ['unknown instance', '/ws', { host: `inst-nope.localhost:${p.proxy}`, cookie: ownerProxy }, [401, 404]],
+    ['cross-site', '/ws', { cookie: ownerProxy, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'websocket' }, [403]],
+    ['the old path form', `/instances/${instanceId}/ws`, { host: `127.0.0.1:${p.proxy}`, cookie: ownerProxy }, [308]],
+    ['a path the app does not serve as WebSocket', '/ws', { cookie: ownerProxy }, [404, 400]],
+    ['malformed escape', '/%ZZ', { cookie: ownerProxy }, [404, 400]],
   ];
   for (const [name, path, headers, status] of cases) {
     await f.check(name, async () => {

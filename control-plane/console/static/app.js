@@ -363,7 +363,8 @@ function instancePage() {
     if (st.reason) fact('Reason', h('code', {}, st.reason));
     if (st.detail) fact('Detail', st.detail);
     fact('Template', st.template_title, ` · ${st.instance_type} · ${st.gpu_count} GPU${st.gpu_count > 1 ? 's' : ''} · ${st.disk_gb} GB`);
-    if (live) fact('Open', st.status === 'ready' ? h('a', { id: 'open-app', href: st.base_url, target: '_blank', rel: 'noopener' }, st.base_url) : h('span', { class: 'muted' }, 'when ready'));
+    // The app has an origin of its own: this same-origin route hands the session over (a single-use ticket).
+    if (live) fact('Open', st.status === 'ready' ? h('a', { id: 'open-app', href: `/api/instances/${encodeURIComponent(st.instance_id)}/open`, target: '_blank', rel: 'noopener' }, 'Open the app (new tab)') : h('span', { class: 'muted' }, 'when ready'));
     fact('Credits', h('span', { id: 'spent' }, fmtCredits(spentNow())), ` spent · ${fmtCredits(st.credits_per_hour)} per hour`);
     if (live && st.expires_at) fact('Lifetime ends', fmtTime(st.expires_at), ` (${fmtIn(st.expires_at)})`);
     if (live && st.idle_expires_at) fact('Idle stop', fmtTime(st.idle_expires_at), ` (${fmtIn(st.idle_expires_at)}, unless used)`);
