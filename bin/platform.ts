@@ -44,7 +44,7 @@ export interface ControlPlaneParts {
   controlPlane: ControlPlane;
   /** The instance proxy: browser access to instance apps, on its own origin. */
   proxy: Server;
-  /** Public tunnel URLs (`/t/<tunnel id>/`), on their own origin (only where a gateway runs in this process). */
+  /** The tunnels' listener: `<tunnel id>.<tunnels host>`, an origin per tunnel (only where a gateway runs in this process). */
   tunnels?: Server;
   instances: Instances;
   /** The token gateways present to the internal API (x-rc-internal-token). */

@@ -13,7 +13,7 @@ import type { InstanceRoute, InstanceRouteTable, RouteStatus } from '../../gatew
 import { tunnelProvisioning } from '../../gateway/tunnel/identity.js';
 import { startTestAgent, simCommand, waitForState } from '../agent/harness.js';
 import { waitFor } from '../helpers.js';
-import { OTHER, OWNER, RC_JS, startGatewayFixture, TUNNEL_JS } from './fixture.js';
+import { OTHER, OWNER, RC_JS, startGatewayFixture, TUNNEL_JS, tunnelFetch } from './fixture.js';
 
 /** What the instances service does with an agent's instance: its route. */
 function routeOf(info: InstanceInfo, accountId: number): InstanceRoute {
@@ -127,7 +127,7 @@ test('rc-tunnel inside an instance: public URL, status and logs', async (t) => {
   await refresh(f.routes, instance);
   await refresh(f.routes, await waitForState(agent, 'i_nb', 'ready'));
   const tunnel = await waitFor(() => f.broker.tunnels().find((x) => x.instanceId === 'i_nb'), 20_000);
-  const r = await fetch(`${tunnel!.publicUrl}hello?who=world`, { method: 'POST', body: 'payload' });
+  const r = await tunnelFetch(`${tunnel!.publicUrl}hello?who=world`, { method: 'POST', body: 'payload' });
   assert.equal(r.status, 200);
   assert.equal(await r.text(), 'inside POST /hello?who=world payload');
   assert.ok(f.activity.includes('i_nb'));
@@ -166,5 +166,5 @@ test('rc-tunnel inside an instance: public URL, status and logs', async (t) => {
   await agent.remove('i_nb', 1000);
   f.routes.delete('i_nb');
   await waitFor(() => !f.broker.tunnels().some((x) => x.instanceId === 'i_nb'), 20_000);
-  assert.equal((await fetch(`${tunnel!.publicUrl}hello`)).status, 404);
+  assert.equal((await tunnelFetch(`${tunnel!.publicUrl}hello`)).status, 404);
 });
