@@ -286,8 +286,18 @@ export const SETTINGS = {
     "Gateway replicas rc-tunnel connects to, comma-separated as instances reach them (a tunnel then answers through each); empty: the instances' public gateway URL",
   ),
   proxyPort: setting('RC_PROXY_PORT', port, 8081, 'Instance proxy port (browser access to instance apps; its own origin)'),
-  tunnelPort: setting('RC_TUNNEL_PORT', port, 8082, 'Public tunnel URLs port (rc-tunnel services; a host name, so an origin, per tunnel, apart from the gateway and the proxy)'),
-  tunnelPublicUrl: setting('RC_TUNNEL_PUBLIC_URL', httpUrlOrEmpty, '', 'Public origin of tunnels, each served at https://<tunnel id>.<its host>/ (a wildcard DNS name and certificate); empty: http://<tunnel id>.localhost:RC_TUNNEL_PORT/'),
+  tunnelPort: setting(
+    'RC_TUNNEL_PORT',
+    port,
+    8082,
+    'Public tunnel URLs port (rc-tunnel services; a host name, so an origin, per tunnel, apart from the gateway and the proxy)',
+  ),
+  tunnelPublicUrl: setting(
+    'RC_TUNNEL_PUBLIC_URL',
+    httpUrlOrEmpty,
+    '',
+    'Public origin of tunnels, each served at https://<tunnel id>.<its host>/ (a wildcard DNS name and certificate); empty: http://<tunnel id>.localhost:RC_TUNNEL_PORT/',
+  ),
   proxyPublicUrl: setting(
     'RC_PROXY_PUBLIC_URL',
     httpUrlOrEmpty,

@@ -28,7 +28,7 @@ import { forwardedHeaders, ResponseRelay } from '../dedicated/forward.js';
 import type { InstanceRoutes } from '../dedicated/instance-routes.js';
 import { tunnelId, verifyTunnelToken } from './identity.js';
 import { LOCAL_TUNNELS_HOST, TUNNEL_ID, TunnelOrigins } from './origins.js';
-import { decodeFrame, encodeFrame, FrameType, isHeaderList, parseJson, type Hello, type RequestHead, type ResponseHead } from './protocol.js';
+import { decodeFrame, encodeFrame, encodeWindow, FrameType, isHeaderList, parseJson, type Hello, type RequestHead, type ResponseHead } from './protocol.js';
 
 export const TUNNEL_ROUTE = 'tunnel';
 export const CONNECT_PATH = '/tunnel/connect';
@@ -40,8 +40,14 @@ export const CLOSE_REPLACED = 4000;
 export const CLOSE_INSTANCE_GONE = 4003;
 export const CLOSE_SHUTDOWN = 1001;
 
-/** Bytes one stream may hold once its public client stops reading (after PAUSE); past it the stream is reset. */
-export const STREAM_BUFFER_BYTES = 1024 * 1024;
+/** Response body bytes a stream may send ahead of the broker's WINDOW grants (rc-tunnel with windows keeps to it). */
+export const STREAM_WINDOW_BYTES = 1024 * 1024;
+/**
+ * Bytes one stream may hold once its public client stops reading (after PAUSE); past it the
+ * stream is reset. A client that keeps to its window holds at most the window and the bytes
+ * granted just before the public client filled up (one frame), well below it.
+ */
+export const STREAM_BUFFER_BYTES = 2 * 1024 * 1024;
 /** Bytes all streams of one tunnel may hold; past it the largest streams are reset. */
 export const TUNNEL_BUFFER_BYTES = 16 * 1024 * 1024;
 /** Largest WebSocket message from rc-tunnel (it sends one socket read per frame, at most 64 KiB). */
@@ -117,6 +123,8 @@ class Stream {
   uploadPaused = false;
   /** Response bytes held for the public client when last counted (part of the tunnel's total). */
   held = 0;
+  /** Body bytes received while the public client was full: credit returned (WINDOW) when it drains. */
+  owed = 0;
 
   constructor(
     readonly id: number,
@@ -358,7 +366,14 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
         live.set(ws, tunnel);
         previous?.end(CLOSE_REPLACED, 'Replaced by a newer connection');
         routes.recordActivity(data.instanceId);
-        const hello: Hello = { type: 'hello', tunnel_id: data.tunnelId, public_url: data.publicUrl, instance_id: data.instanceId, port: data.port };
+        const hello: Hello = {
+          type: 'hello',
+          tunnel_id: data.tunnelId,
+          public_url: data.publicUrl,
+          instance_id: data.instanceId,
+          port: data.port,
+          stream_window: STREAM_WINDOW_BYTES,
+        };
         ws.send(JSON.stringify(hello), false);
         ctx.logger.info('tunnel connected', { tunnelId: data.tunnelId, instanceId: data.instanceId, port: data.port });
       },
@@ -393,10 +408,16 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
               tunnel.reset(s, 'The tunnel sent a response body before its head');
               return;
             }
-            // The message buffer is only valid during this callback: copy the chunk.
-            if (!relay.data(Buffer.from(frame.payload)) && !s.paused) {
-              s.paused = true;
-              tunnel.send(FrameType.Pause, s.id);
+            // The message buffer is only valid during this callback: copy the chunk. Taken
+            // while the public client keeps up: its credit goes straight back; otherwise it is
+            // owed until the client drains.
+            if (relay.data(Buffer.from(frame.payload))) tunnel.send(FrameType.Window, s.id, encodeWindow(frame.payload.length));
+            else {
+              s.owed += frame.payload.length;
+              if (!s.paused) {
+                s.paused = true;
+                tunnel.send(FrameType.Pause, s.id);
+              }
             }
             tunnel.account(s);
             return;
@@ -449,6 +470,8 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
       s = tunnel.open(relay, res);
       relay.resume = () => {
         s.paused = false;
+        if (s.owed > 0) tunnel.send(FrameType.Window, s.id, encodeWindow(s.owed));
+        s.owed = 0;
         tunnel.send(FrameType.Resume, s.id);
         tunnel.account(s);
       };

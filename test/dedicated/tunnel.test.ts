@@ -281,8 +281,66 @@ test('tunnel origins from RC_TUNNEL_PUBLIC_URL: <id>.<host>, hosts only', () => 
   assert.equal(o.idOf('t0123456789abcdef01234567.tunnels.example.net:443'), 't0123456789abcdef01234567');
   assert.equal(o.idOf('tunnels.example.net'), undefined);
   assert.equal(o.idOf('t0123456789abcdef01234567.example.net'), undefined);
-  assert.equal(new TunnelOrigins('http://tunnels.example.net:8443/').origin('t0123456789abcdef01234567'), 'http://t0123456789abcdef01234567.tunnels.example.net:8443');
+  assert.equal(
+    new TunnelOrigins('http://tunnels.example.net:8443/').origin('t0123456789abcdef01234567'),
+    'http://t0123456789abcdef01234567.tunnels.example.net:8443',
+  );
   assert.throws(() => new TunnelOrigins('http://10.0.0.5:8082'), /not an IP address/);
   assert.throws(() => new TunnelOrigins('http://[::1]:8082'), /not an IP address/);
   assert.throws(() => new TunnelOrigins('https://example.net/tunnels'), /without a path/);
+});
+
+/** Opens a tunnel connection by hand: its refusal (status and body), or the open socket. */
+function connectRaw(f: GatewayFixture, instanceId: string, port: number): Promise<{ status: number; body: string } | WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(connectUrl(f.gateway.url, port), { headers: { authorization: `Bearer ${issueTunnelToken(f.tunnelSecret, instanceId)}` } });
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c));
+      res.on('end', () => {
+        resolve({ status: res.statusCode!, body });
+        ws.terminate();
+      });
+    });
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary && JSON.parse(data.toString()).type === 'hello') resolve(ws);
+    });
+    ws.on('error', reject);
+  });
+}
+
+test('a live tunnel is never displaced: a second connection is refused while it answers; a silent one is replaced', async (t) => {
+  const f = await startGatewayFixture(t, { probeTimeoutMs: 1_000 });
+  const localPort = await startLocal(t);
+  f.addRoute('i_owner', '127.0.0.1:1', { instanceType: 'gradio' });
+  const owner = startClient(t, f, 'i_owner', localPort);
+  const { publicUrl } = (await waitFor(() => owner.statuses.find((s) => s.state === 'connected')))!;
+
+  // Whoever else holds the token connects for the same instance and port: refused, the owner stays.
+  const intruder = await connectRaw(f, 'i_owner', localPort);
+  assert.ok(!(intruder instanceof WebSocket), 'the second connection was accepted');
+  assert.equal(intruder.status, 409);
+  assert.match(JSON.parse(intruder.body).detail, /already connected/);
+  const still = await tunnelFetch(`${publicUrl}still`);
+  assert.equal(still.status, 201);
+  assert.equal(((await still.json()) as { url: string }).url, '/still');
+  assert.ok(!owner.statuses.some((s) => s.state === 'disconnected'), 'the owner was never disconnected');
+  // A second rc-tunnel prints why and backs off (it keeps retrying: the owner may go away).
+  const second = startClient(t, f, 'i_owner', localPort);
+  await waitFor(() => second.logs.find((l) => /already connected.*reconnecting in \d+ ms/.test(l)));
+  second.client.stop();
+  assert.equal(f.broker.tunnels().length, 1);
+  assert.equal((await tunnelFetch(`${publicUrl}again`)).status, 201);
+
+  // A connection that went silent (its socket no longer read: no close, no pong) is replaced by a reconnect.
+  f.addRoute('i_cut', '127.0.0.1:1', { instanceType: 'gradio' });
+  const silent = await connectRaw(f, 'i_cut', localPort);
+  assert.ok(silent instanceof WebSocket);
+  t.after(() => silent.terminate());
+  (silent as unknown as { _socket: { pause(): void } })._socket.pause();
+  const reconnect = startClient(t, f, 'i_cut', localPort);
+  const back = (await waitFor(() => reconnect.statuses.find((s) => s.state === 'connected')))!;
+  const r = await tunnelFetch(`${back.publicUrl}after`);
+  assert.equal(r.status, 201);
+  assert.equal(((await r.json()) as { url: string }).url, '/after');
 });
