@@ -98,6 +98,7 @@ export const gatewayCommand: Command = {
       logger,
     });
     platform?.follow(gateway, limits);
+    const tunnels = await platform?.listenTunnels(host);
     for (const m of models) if (!m.upstreams.length) logger.warn('model has no upstreams: requests for it get 502', { model: m.name });
     if (!keysFile && !platform) logger.warn('no --keys-file: only keys issued over the bus are accepted');
 
@@ -115,7 +116,7 @@ export const gatewayCommand: Command = {
     process.on('SIGHUP', onHup);
     const watcher = config.configFile && !platform ? watchFile(config.configFile, () => reload('config file changed')) : undefined;
 
-    process.stdout.write(JSON.stringify({ url: gateway.url, gateway: gateway.url, pid: process.pid }) + '\n');
+    process.stdout.write(JSON.stringify({ url: gateway.url, gateway: gateway.url, tunnels: tunnels?.url, pid: process.pid }) + '\n');
     const signal = await untilSignal();
     logger.info('stopping', { signal });
     process.off('SIGHUP', onHup);

@@ -3,6 +3,7 @@
 // the feed's instance routes, so every replica serves every instance. gateway/cli.ts wires these
 // into createGateway and then calls `follow`.
 import type { Bus } from '../../lib/bus.js';
+import type { Server } from '../../lib/http.js';
 import type { Config } from '../../lib/config.js';
 import type { GatewaySnapshot } from '../../lib/gateway-snapshot.js';
 import type { Logger } from '../../lib/log.js';
@@ -21,6 +22,8 @@ export interface PlatformGatewayParts {
   plugins: RoutePlugin[];
   /** Starts following the control plane (events and periodic resync). */
   follow(gateway: Gateway, limits: AccountLimits): void;
+  /** Starts the tunnels' own listener on RC_TUNNEL_PORT (an origin per tunnel; call after createGateway). */
+  listenTunnels(host: string): Promise<Server>;
   close(): Promise<void>;
 }
 
@@ -48,15 +51,23 @@ export async function platformGatewayParts(config: Config, o: { url: string; tok
     proxyUrl: config.proxyPublicUrl || snapshot.tunnel.proxyUrl || undefined,
     maxBodyBytes: config.gatewayMaxBodyBytes,
   });
-  const broker = createTunnelBroker({ routes, secret, publicUrl: config.instancePublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+  // Tunnels are served on their own listener, a host name per tunnel (gateway/tunnel/origins.ts),
+  // never on the gateway's origin.
+  const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+  let tunnels: Server | undefined;
   return {
     snapshot,
     keySource: feed.keySource(snapshot),
     plugins: [dedicated.plugin, broker.plugin],
     follow: (gateway, limits) => feed.follow(gateway, limits, snapshot),
+    async listenTunnels(host) {
+      tunnels = await broker.listenPublic(host, config.tunnelPort);
+      return tunnels;
+    },
     async close() {
       feed.close();
       await broker.close();
+      await tunnels?.close(1000);
       await dedicated.close();
     },
   };

@@ -13,10 +13,12 @@
 //   listener's bare host and on the gateway) is redirected (308) to the tunnel's origin; tenant
 //   content is never served on a shared origin. Platform credentials are removed
 //   (forwardedHeaders, lib/instance-credentials.ts), and so is Service-Worker-Allowed on the way back.
-// - Bounded memory: a public client that does not read makes the broker send PAUSE; past
-//   `streamBufferBytes` held for that stream it is reset, and past `tunnelBufferBytes` held by
-//   all of a tunnel's streams the largest are reset, whatever the tunnel client does. Public
-//   request bodies pause while the tunnel's socket has more than UPLOAD_PAUSE_BYTES queued.
+// - Bounded memory: response bodies flow against per-stream credit (WINDOW, `stream_window` in
+//   the hello) returned as the public client takes the bytes; a public client that does not read
+//   also makes the broker send PAUSE (for clients without windows). Whatever the tunnel client
+//   does, a full stream holding more than `streamBufferBytes` is reset, and while a tunnel's
+//   streams hold more than `tunnelBufferBytes` the largest are reset. Public request bodies pause
+//   while the tunnel's socket has more than UPLOAD_PAUSE_BYTES queued.
 // - Tunnels count as activity: on connect, on every public request and on every ping tick while
 //   connected (the routes throttle it).
 import { CONFLICTING_LENGTH, declaredLength, listen, sendJson, track, type Res, type Server } from '../../lib/http.js';

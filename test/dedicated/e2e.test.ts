@@ -160,7 +160,7 @@ test('rc-tunnel inside an instance: public URL, status and logs', async (t) => {
     return logs.status === 0 && lines.length === 2 && lines.some((l) => l.includes('POST /hello?who=world 200'));
   });
   const all = spawnSync(process.execPath, [TUNNEL_JS, 'logs', '--lines', '100'], { env, encoding: 'utf8', timeout: 20_000 });
-  assert.match(all.stdout, /connected: http:\/\/127\.0\.0\.1:\d+\/t\/t[0-9a-f]+\/ -> http:\/\/127\.0\.0\.1:\d+/);
+  assert.match(all.stdout, /connected: http:\/\/t[0-9a-f]{24}\.localhost:\d+\/ -> http:\/\/127\.0\.0\.1:\d+/);
 
   // Destroying the instance ends the tunnel.
   await agent.remove('i_nb', 1000);
