@@ -17,6 +17,7 @@ import { startPlatform } from '../../bin/platform.js';
 import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor, platformTestEnv } from '../helpers.js';
+import { tunnelFetch } from '../dedicated/fixture.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
@@ -138,7 +139,7 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
     throw new Error(`${(err as Error).message}\n${logs.stdout}`);
   });
   // Tunnels have an origin of their own (the tunnels listener), not the gateway's.
-  assert.ok(publicUrl.startsWith(`${p.tunnels.url}/t/`), publicUrl);
-  assert.equal(await (await fetch(`${publicUrl.replace(/\/$/, '')}/hello`)).text(), 'tunnelled\n');
+  assert.equal(publicUrl, `http://${new URL(publicUrl).hostname.split('.')[0]}.localhost:${p.tunnels.port}/`);
+  assert.equal(await (await tunnelFetch(`${publicUrl}hello`)).text(), 'tunnelled\n');
   await destroy();
 });
