@@ -25,6 +25,7 @@ import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
 import { routesFromInstances } from '../gateway/dedicated/from-instances.js';
 import { createTunnelBroker } from '../gateway/tunnel/broker.js';
 import { tunnelProvisioning, tunnelSecret } from '../gateway/tunnel/identity.js';
+import { assertTunnelsApart } from '../gateway/tunnel/origins.js';
 import type { Server } from '../lib/http.js';
 import { storeCatalogSource, storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
 import { AccountLimits, createGate } from '../gateway/gates/index.js';
@@ -154,6 +155,13 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     let gateway: Gateway | undefined;
     let tunnels: Server | undefined;
     if (parts.gateway) {
+      if (config.tunnelPublicUrl) {
+        assertTunnelsApart(config.tunnelPublicUrl, {
+          RC_API_PUBLIC_URL: config.apiPublicUrl,
+          RC_PROXY_PUBLIC_URL: config.proxyPublicUrl,
+          RC_INSTANCE_PUBLIC_URL: config.instancePublicUrl,
+        });
+      }
       const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
       const dedicated = createDedicatedEndpoints({ routes, proxyUrl, maxBodyBytes: config.gatewayMaxBodyBytes });
       closers.push(() => dedicated.close());

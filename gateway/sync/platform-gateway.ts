@@ -13,6 +13,7 @@ import type { AccountLimits } from '../gates/limits.js';
 import type { KeySource } from '../keys.js';
 import type { Gateway } from '../server.js';
 import { createTunnelBroker } from '../tunnel/broker.js';
+import { assertTunnelsApart } from '../tunnel/origins.js';
 import { PlatformFeed } from './platform-feed.js';
 
 export interface PlatformGatewayParts {
@@ -53,6 +54,9 @@ export async function platformGatewayParts(config: Config, o: { url: string; tok
   });
   // Tunnels are served on their own listener, a host name per tunnel (gateway/tunnel/origins.ts),
   // never on the gateway's origin.
+  if (config.tunnelPublicUrl) {
+    assertTunnelsApart(config.tunnelPublicUrl, { RC_INSTANCE_PUBLIC_URL: config.instancePublicUrl, RC_PROXY_PUBLIC_URL: config.proxyPublicUrl });
+  }
   const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
   let tunnels: Server | undefined;
   return {

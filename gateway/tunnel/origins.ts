@@ -72,3 +72,20 @@ export class TunnelOrigins {
     return TUNNEL_ID.test(label) && name.slice(dot + 1) === this.host ? label : undefined;
   }
 }
+
+/**
+ * Refuses a tunnels host that is, contains or sits under the host of another front door (the
+ * console and API, the proxy, the gateway): a tunnel at `<id>.app.example.com` could set a
+ * `Domain=app.example.com` cookie that the console then receives, and the console must never
+ * serve on a tunnel's name. Empty URLs are skipped.
+ */
+export function assertTunnelsApart(tunnelsUrl: string, others: Record<string, string>): void {
+  const tunnels = new TunnelOrigins(tunnelsUrl).host;
+  for (const [setting, url] of Object.entries(others)) {
+    if (!url) continue;
+    const other = new URL(url).hostname.toLowerCase().replace(/\.$/, '');
+    if (other === tunnels || other.endsWith(`.${tunnels}`) || tunnels.endsWith(`.${other}`)) {
+      throw new ConfigError(`RC_TUNNEL_PUBLIC_URL (${tunnelsUrl}) must be a host apart from ${setting} (${url}): put tunnels on a domain of their own`);
+    }
+  }
+}

@@ -9,7 +9,7 @@ import { test, type TestContext } from 'node:test';
 import WebSocket from 'ws';
 import { TunnelClient, connectUrl, type TunnelStatus } from '../../agent/tunnel/client.js';
 import { issueTunnelToken, tunnelId, verifyTunnelToken } from '../../gateway/tunnel/identity.js';
-import { TunnelOrigins } from '../../gateway/tunnel/origins.js';
+import { assertTunnelsApart, TunnelOrigins } from '../../gateway/tunnel/origins.js';
 import { waitFor, listenLocal } from '../helpers.js';
 import { RC_JS, startGatewayFixture, tempDir, TUNNEL_JS, tunnelFetch, type GatewayFixture } from './fixture.js';
 
@@ -288,6 +288,11 @@ test('tunnel origins from RC_TUNNEL_PUBLIC_URL: <id>.<host>, hosts only', () => 
   assert.throws(() => new TunnelOrigins('http://10.0.0.5:8082'), /not an IP address/);
   assert.throws(() => new TunnelOrigins('http://[::1]:8082'), /not an IP address/);
   assert.throws(() => new TunnelOrigins('https://example.net/tunnels'), /without a path/);
+  // Never the console's host, nor under or above it (Domain= cookies would cross).
+  assert.throws(() => assertTunnelsApart('https://app.example.com', { RC_API_PUBLIC_URL: 'https://app.example.com' }), /apart from RC_API_PUBLIC_URL/);
+  assert.throws(() => assertTunnelsApart('https://t.app.example.com', { RC_API_PUBLIC_URL: 'https://app.example.com' }), /apart/);
+  assert.throws(() => assertTunnelsApart('https://example.com', { RC_PROXY_PUBLIC_URL: 'https://app.example.com:8443' }), /apart/);
+  assertTunnelsApart('https://tunnels.example-user.net', { RC_API_PUBLIC_URL: 'https://app.example.com', RC_PROXY_PUBLIC_URL: '' });
 });
 
 /** Opens a tunnel connection by hand: its refusal (status and body), or the open socket. */
