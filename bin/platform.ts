@@ -27,6 +27,7 @@ import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
 import { routesFromInstances } from '../gateway/dedicated/from-instances.js';
 import { createTunnelBroker } from '../gateway/tunnel/broker.js';
 import { tunnelProvisioning, tunnelSecret } from '../gateway/tunnel/identity.js';
+import { assertTunnelsApart } from '../gateway/tunnel/origins.js';
 import type { Server } from '../lib/http.js';
 import { namingSetting } from '../lib/errors.js';
 import { storeCatalogSource, storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
@@ -47,7 +48,7 @@ export interface ControlPlaneParts {
   controlPlane: ControlPlane;
   /** The instance proxy: browser access to instance apps, each on its own origin `<id>.<proxy host>`. */
   proxy: Server & { proxy: InstanceProxy };
-  /** Public tunnel URLs (`/t/<tunnel id>/`), on their own origin (only where a gateway runs in this process). */
+  /** The tunnels' listener: `<tunnel id>.<tunnels host>`, an origin per tunnel (only where a gateway runs in this process). */
   tunnels?: Server;
   instances: Instances;
   /** The token gateways present to the internal API (x-rc-internal-token). */
@@ -174,6 +175,13 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     let gateway: Gateway | undefined;
     let tunnels: Server | undefined;
     if (parts.gateway) {
+      if (config.tunnelPublicUrl) {
+        assertTunnelsApart(config.tunnelPublicUrl, {
+          RC_API_PUBLIC_URL: config.apiPublicUrl,
+          RC_PROXY_PUBLIC_URL: config.proxyPublicUrl,
+          RC_INSTANCE_PUBLIC_URL: config.instancePublicUrl,
+        });
+      }
       const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
       const dedicated = createDedicatedEndpoints({ routes, proxyUrl, maxBodyBytes: config.gatewayMaxBodyBytes });
       closers.push(() => dedicated.close());

@@ -58,7 +58,8 @@ export const startCommand: Command = {
     out.write(`  model gateway  ${p.gateway.url}/v1   (messages protocol: ${p.gateway.url}/api)\n`);
     out.write(`  metrics        ${p.gateway.metricsUrl}/metrics   (Prometheus; not on the gateway's public port)\n`);
     out.write(`  instance proxy ${instanceOrigin(proxyBaseUrl(config.proxyPublicUrl, p.proxy.port), '<id>')}/   (browser access: open it from the console)\n`);
-    out.write(`  tunnels        ${p.tunnels.url}/t/<tunnel id>/   (rc-tunnel public URLs)\n`);
+    const tunnels = config.tunnelPublicUrl ? new URL(config.tunnelPublicUrl) : new URL(`http://localhost:${p.tunnels.port}`);
+    out.write(`  tunnels        ${tunnels.protocol}//<tunnel id>.${tunnels.host}/   (rc-tunnel public URLs, an origin per tunnel)\n`);
     const runtime = p.agent.supervisor.host().runtime;
     out.write(
       `  host agent     ${p.agent.address} (gRPC, ${runtime} runtime${runtime === 'process' ? ': instances run as host processes, for one trusted user on this machine' : ': instances run as containers'})\n`,

@@ -40,7 +40,7 @@ serving with what it holds.
 
 Without a control plane, the catalog is the "models" list of the RC_CONFIG file (the default sim catalog otherwise);
 SIGHUP or a change of that file reloads it. With REDIS_URL set, key events arrive over Redis
-and the gates are shared with every gateway on that Redis. Prints {"url","gateway","metrics","pid"} as
+and the gates are shared with every gateway on that Redis. Prints {"url","gateway","tunnels","metrics","pid"} as
 one JSON line on stdout when ready (url and gateway are the same address).
 `;
 
@@ -100,6 +100,7 @@ export const gatewayCommand: Command = {
       logger,
     }).catch(namingSetting(values.port === undefined ? 'RC_GATEWAY_PORT' : '--port'));
     platform?.follow(gateway, limits);
+    const tunnels = await platform?.listenTunnels(host);
     for (const m of models) if (!m.upstreams.length) logger.warn('model has no upstreams: requests for it get 502', { model: m.name });
     if (!keysFile && !platform) logger.warn('no --keys-file: only keys issued over the bus are accepted');
 
@@ -117,7 +118,9 @@ export const gatewayCommand: Command = {
     process.on('SIGHUP', onHup);
     const watcher = config.configFile && !platform ? watchFile(config.configFile, () => reload('config file changed')) : undefined;
 
-    process.stdout.write(JSON.stringify({ url: gateway.url, gateway: gateway.url, metrics: `${gateway.metricsUrl}/metrics`, pid: process.pid }) + '\n');
+    process.stdout.write(
+      JSON.stringify({ url: gateway.url, gateway: gateway.url, tunnels: tunnels?.url, metrics: `${gateway.metricsUrl}/metrics`, pid: process.pid }) + '\n',
+    );
     const signal = await untilSignal();
     logger.info('stopping', { signal });
     process.off('SIGHUP', onHup);

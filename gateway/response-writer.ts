@@ -89,6 +89,14 @@ export class ResponseWriter {
   private headWritten = false;
   /** Chunks accepted and not yet written. */
   private readonly queue: (Buffer | string)[] = [];
+  /** Length of the queued chunks. */
+  private queuedBytes = 0;
+  /**
+   * Bytes handed to uWS that it may still hold (an upper bound): a write that uWS takes whole
+   * proves its own buffer empty, but inside a cork it may still keep that flush's bytes, so the
+   * count restarts at the last flush; after a refused write every later one adds up.
+   */
+  private unsentBytes = 0;
   private flushScheduled = false;
   /** uWS buffered our last write: the client is not reading fast enough. */
   private full = false;
@@ -128,6 +136,11 @@ export class ResponseWriter {
     return this.full;
   }
 
+  /** Body bytes accepted and not yet known to have left the process (queued, or possibly in uWS's buffer): an upper bound. */
+  get heldBytes(): number {
+    return this.closed ? 0 : this.queuedBytes + this.unsentBytes;
+  }
+
   /** Sets the response head, written with the first flush: status, relayed headers (flat name/value list), the route's headers. */
   head(status: number, raw: readonly HeaderName[], extra?: Record<string, string>): void {
     this.status = status;
@@ -140,6 +153,7 @@ export class ResponseWriter {
   write(chunk: Buffer | string): boolean {
     if (this.closed) return true;
     this.queue.push(chunk);
+    this.queuedBytes += chunk.length;
     if (!this.flushScheduled && !this.full) {
       this.flushScheduled = true;
       queueMicrotask(
@@ -232,6 +246,8 @@ export class ResponseWriter {
     let ok = true;
     for (let i = 0; i < q.length; i++) ok = res.write(q[i]!) && ok;
     q.length = 0;
+    this.unsentBytes = ok ? this.queuedBytes : this.unsentBytes + this.queuedBytes;
+    this.queuedBytes = 0;
     if (ok || this.full) return;
     this.full = true;
     const m = this.options.metrics;

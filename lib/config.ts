@@ -349,8 +349,18 @@ export const SETTINGS = {
     8081,
     'Instance proxy port (browser access to instance apps, each on its own origin <instance id>.localhost:<port>)',
   ),
-  tunnelPort: setting('RC_TUNNEL_PORT', port, 8082, 'Public tunnel URLs port (rc-tunnel services; their own origin, apart from the gateway and the proxy)'),
-  tunnelPublicUrl: setting('RC_TUNNEL_PUBLIC_URL', httpUrlOrEmpty, '', 'Public URL of tunnels (<url>/t/<tunnel id>/); empty: http://RC_HOST:RC_TUNNEL_PORT'),
+  tunnelPort: setting(
+    'RC_TUNNEL_PORT',
+    port,
+    8082,
+    'Public tunnel URLs port (rc-tunnel services; a host name, so an origin, per tunnel, apart from the gateway and the proxy)',
+  ),
+  tunnelPublicUrl: setting(
+    'RC_TUNNEL_PUBLIC_URL',
+    httpUrlOrEmpty,
+    '',
+    'Public origin of tunnels, each served at https://<tunnel id>.<its host>/ (a wildcard DNS name and certificate); empty: http://<tunnel id>.localhost:RC_TUNNEL_PORT/',
+  ),
   proxyPublicUrl: setting(
     'RC_PROXY_PUBLIC_URL',
     proxyBaseUrlOrEmpty,

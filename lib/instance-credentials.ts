@@ -12,11 +12,18 @@
 // - an API key: `Authorization: Bearer rc-...` or `x-api-key: rc-...` (with or without Bearer);
 // - the operator's admin token header `x-rc-admin-token`.
 // Other Authorization schemes and other cookies belong to the instance's app and pass through.
+//
+// Never relayed back either: `Service-Worker-Allowed`. It lets a service worker take a scope
+// above its script's path; tenant content must never widen a worker beyond its own path, on
+// whatever origin it is served (with tunnels on a shared origin it let one tunnel's worker serve
+// every other tunnel's URLs in the visitor's browser).
 
 /** Prefix reserved for the platform's cookie names (`rc_session`). */
 export const PLATFORM_COOKIE_PREFIX = 'rc_';
 /** The session's CSRF header. */
 export const CSRF_HEADER = 'x-csrf-token';
+/** Response header an instance never sets through a front door (see above). */
+export const SERVICE_WORKER_ALLOWED_HEADER = 'service-worker-allowed';
 /** The admin token header of the rc CLI (control-plane/admin-client.ts). */
 export const ADMIN_TOKEN_HEADER = 'x-rc-admin-token';
 

@@ -6,6 +6,7 @@ import WebSocket from 'ws';
 import { RcError } from '../../lib/errors.js';
 import {
   decodeFrame,
+  decodeWindow,
   encodeFrame,
   FrameType,
   isHeaderList,
@@ -68,6 +69,12 @@ interface LocalStream {
   req: ClientRequest;
   res?: IncomingMessage;
   headSent: boolean;
+  /** Body bytes the broker still takes (its WINDOW grants), when it uses windows. */
+  credit: number;
+  /** Body read from the service beyond the credit, sent as grants arrive (the service is paused meanwhile). */
+  backlog: Buffer[];
+  /** The service's response ended: RESPONSE_END follows the backlog. */
+  ended: boolean;
 }
 
 export class TunnelClient {
@@ -76,6 +83,8 @@ export class TunnelClient {
   private backoffMs = 500;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private readonly streams = new Map<number, LocalStream>();
+  /** The broker's per-stream window (hello `stream_window`); 0: a broker without windows (PAUSE/RESUME only). */
+  private window = 0;
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 64 });
   private status: TunnelStatus;
   private readonly url: string;
@@ -167,6 +176,7 @@ export class TunnelClient {
       const hello = parseJson<Hello>(data);
       if (hello?.type === 'hello') {
         this.backoffMs = 500;
+        this.window = typeof hello.stream_window === 'number' && hello.stream_window > 0 ? hello.stream_window : 0;
         this.o.log(`connected: ${hello.public_url} -> http://${this.o.targetHost ?? '127.0.0.1'}:${this.o.port}`);
         this.setStatus({ state: 'connected', tunnelId: hello.tunnel_id, publicUrl: hello.public_url, error: undefined });
       }
@@ -192,10 +202,16 @@ export class TunnelClient {
         s?.req.end();
         return;
       case FrameType.Pause:
-        s?.res?.pause();
+        if (!this.window) s?.res?.pause(); // with windows, the credit paces the body
         return;
       case FrameType.Resume:
-        s?.res?.resume();
+        if (!this.window) s?.res?.resume();
+        return;
+      case FrameType.Window:
+        if (s) {
+          s.credit += decodeWindow(frame.payload);
+          this.sendBody(frame.stream, s);
+        }
         return;
       case FrameType.Reset:
         if (s) {
@@ -217,18 +233,24 @@ export class TunnelClient {
       this.failStream(id, undefined, `rc-tunnel could not send the request: ${(err as Error).message}`);
       return;
     }
-    const s: LocalStream = { req, headSent: false };
+    const s: LocalStream = { req, headSent: false, credit: this.window, backlog: [], ended: false };
     this.streams.set(id, s);
     req.on('response', (res) => {
       s.res = res;
       s.headSent = true;
       const out: ResponseHead = { status: res.statusCode ?? 502, headers: res.rawHeaders };
       this.send(FrameType.ResponseHead, id, JSON.stringify(out));
-      res.on('data', (chunk: Buffer) => this.send(FrameType.ResponseBody, id, chunk));
+      res.on('data', (chunk: Buffer) => {
+        if (!this.window) this.send(FrameType.ResponseBody, id, chunk);
+        else {
+          s.backlog.push(chunk);
+          this.sendBody(id, s);
+        }
+      });
       res.on('end', () => {
         if (this.streams.get(id) !== s) return;
-        this.streams.delete(id);
-        this.send(FrameType.ResponseEnd, id);
+        s.ended = true;
+        this.sendBody(id, s);
         this.o.log(`${head.method} ${head.path} ${res.statusCode} ${Date.now() - started}ms`);
       });
       res.on('error', () => this.failStream(id, s, 'the local response failed'));
@@ -236,6 +258,25 @@ export class TunnelClient {
     req.on('error', (err) =>
       this.failStream(id, s, `nothing answers on http://${host}:${this.o.port} (${(err as NodeJS.ErrnoException).code ?? err.message})`),
     );
+  }
+
+  /** Sends what the stream's credit allows of its backlog (the service waits while some is left), then its end. */
+  private sendBody(id: number, s: LocalStream): void {
+    if (this.streams.get(id) !== s) return;
+    while (s.backlog.length > 0 && s.credit > 0) {
+      let chunk = s.backlog[0]!;
+      if (chunk.length > s.credit) {
+        s.backlog[0] = chunk.subarray(s.credit);
+        chunk = chunk.subarray(0, s.credit);
+      } else s.backlog.shift();
+      s.credit -= chunk.length;
+      this.send(FrameType.ResponseBody, id, chunk);
+    }
+    if (s.backlog.length > 0) s.res?.pause();
+    else if (s.ended) {
+      this.streams.delete(id);
+      this.send(FrameType.ResponseEnd, id);
+    } else s.res?.resume();
   }
 
   private failStream(id: number, s: LocalStream | undefined, message: string): void {

@@ -10,17 +10,22 @@
 //   client sees the length); otherwise the response is chunked.
 import type { Res } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
-import { forwardableRequestHeader, isPlatformSetCookie } from '../../lib/instance-credentials.js';
+import { forwardableRequestHeader, isPlatformSetCookie, SERVICE_WORKER_ALLOWED_HEADER } from '../../lib/instance-credentials.js';
 
 import { HttpPool, type HeaderLines, type PoolError, type ResponseHandler } from '../http-pool.js';
 import { CLIENT_CLOSED } from '../metrics.js';
 import { contentLengthOf, headerNameIs, ResponseWriter, type HeaderFilter, type HeaderName, type WriterHooks } from '../response-writer.js';
 
 const SET_COOKIE = Buffer.from('set-cookie');
+const SERVICE_WORKER_ALLOWED = Buffer.from(SERVICE_WORKER_ALLOWED_HEADER);
 
-/** An instance never sets, replaces or clears a platform cookie (lib/instance-credentials.ts). */
-function isPlatformCookieSetter(name: HeaderName, value: HeaderName): boolean {
-  return headerNameIs(name, SET_COOKIE) && isPlatformSetCookie(value.toString());
+/**
+ * Response headers an instance never gets through a front door (lib/instance-credentials.ts): a
+ * Set-Cookie that sets, replaces or clears a platform cookie, and Service-Worker-Allowed (a
+ * tenant's service worker never takes a scope above its script's path).
+ */
+export function isForbiddenInstanceHeader(name: HeaderName, value: HeaderName): boolean {
+  return (headerNameIs(name, SET_COOKIE) && isPlatformSetCookie(value.toString())) || headerNameIs(name, SERVICE_WORKER_ALLOWED);
 }
 
 /** Request headers never forwarded: framing (the backend client writes its own) and hop-by-hop ones. */
@@ -66,12 +71,22 @@ export class ResponseRelay implements WriterHooks {
     /** The route's own response header rule (true drops the header), after the hop-by-hop list. */
     dropHeader?: HeaderFilter,
   ) {
-    const drop: HeaderFilter = dropHeader ? (name, value) => isPlatformCookieSetter(name, value) || dropHeader(name, value) : isPlatformCookieSetter;
+    const drop: HeaderFilter = dropHeader ? (name, value) => isForbiddenInstanceHeader(name, value) || dropHeader(name, value) : isForbiddenInstanceHeader;
     this.out = new ResponseWriter(res, this, { dropHeader: drop });
   }
 
   get finished(): boolean {
     return this.done;
+  }
+
+  /** Bytes of body this response holds and the client has not taken yet, at most (gateway/response-writer.ts heldBytes). */
+  get heldBytes(): number {
+    return this.out.heldBytes + (this.held === undefined ? 0 : this.held.length);
+  }
+
+  /** True while the client cannot take more (the source was told to pause). */
+  get isFull(): boolean {
+    return this.out.isFull;
   }
 
   // WriterHooks

@@ -3,6 +3,7 @@
 // the feed's instance routes, so every replica serves every instance. gateway/cli.ts wires these
 // into createGateway and then calls `follow`.
 import type { Bus } from '../../lib/bus.js';
+import type { Server } from '../../lib/http.js';
 import type { Config } from '../../lib/config.js';
 import type { GatewaySnapshot } from '../../lib/gateway-snapshot.js';
 import type { Logger } from '../../lib/log.js';
@@ -12,6 +13,7 @@ import type { AccountLimits } from '../gates/limits.js';
 import type { KeySource } from '../keys.js';
 import type { Gateway } from '../server.js';
 import { createTunnelBroker } from '../tunnel/broker.js';
+import { assertTunnelsApart } from '../tunnel/origins.js';
 import { PlatformFeed } from './platform-feed.js';
 
 export interface PlatformGatewayParts {
@@ -21,6 +23,8 @@ export interface PlatformGatewayParts {
   plugins: RoutePlugin[];
   /** Starts following the control plane (events and periodic resync). */
   follow(gateway: Gateway, limits: AccountLimits): void;
+  /** Starts the tunnels' own listener on RC_TUNNEL_PORT (an origin per tunnel; call after createGateway). */
+  listenTunnels(host: string): Promise<Server>;
   close(): Promise<void>;
 }
 
@@ -48,15 +52,26 @@ export async function platformGatewayParts(config: Config, o: { url: string; tok
     proxyUrl: config.proxyPublicUrl || snapshot.tunnel.proxyUrl || undefined,
     maxBodyBytes: config.gatewayMaxBodyBytes,
   });
-  const broker = createTunnelBroker({ routes, secret, publicUrl: config.instancePublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+  // Tunnels are served on their own listener, a host name per tunnel (gateway/tunnel/origins.ts),
+  // never on the gateway's origin.
+  if (config.tunnelPublicUrl) {
+    assertTunnelsApart(config.tunnelPublicUrl, { RC_INSTANCE_PUBLIC_URL: config.instancePublicUrl, RC_PROXY_PUBLIC_URL: config.proxyPublicUrl });
+  }
+  const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+  let tunnels: Server | undefined;
   return {
     snapshot,
     keySource: feed.keySource(snapshot),
     plugins: [dedicated.plugin, broker.plugin],
     follow: (gateway, limits) => feed.follow(gateway, limits, snapshot),
+    async listenTunnels(host) {
+      tunnels = await broker.listenPublic(host, config.tunnelPort);
+      return tunnels;
+    },
     async close() {
       feed.close();
       await broker.close();
+      await tunnels?.close(1000);
       await dedicated.close();
     },
   };

@@ -4,8 +4,15 @@
 //   binary frame = type (1 byte) | stream id (uint32 BE) | payload
 //
 //   broker -> rc-tunnel: REQUEST_HEAD (JSON RequestHead), REQUEST_BODY (bytes), REQUEST_END,
-//                        PAUSE / RESUME (the public client is slow: stop / restart the body), RESET
+//                        PAUSE / RESUME (the public client is slow: stop / restart the body), RESET,
+//                        WINDOW (uint32 BE: more response body bytes the stream may send)
 //   rc-tunnel -> broker: RESPONSE_HEAD (JSON ResponseHead), RESPONSE_BODY (bytes), RESPONSE_END, RESET
+//
+// Flow control of response bodies: a broker that announces `stream_window` in its hello gives
+// each stream that many bytes of credit; rc-tunnel sends no more body than it has credit for,
+// and the broker returns credit (WINDOW) as the public client takes the bytes. PAUSE and RESUME
+// remain for clients without windows; they cannot bound what is already in flight, so the
+// broker resets a stream that runs more than its buffer bound ahead of its public client.
 //
 // Text frames carry control messages as JSON: the broker's `hello` after the upgrade.
 
@@ -19,6 +26,7 @@ export const FrameType = {
   Reset: 7,
   Pause: 8,
   Resume: 9,
+  Window: 10,
 } as const;
 export type FrameType = (typeof FrameType)[keyof typeof FrameType];
 
@@ -50,6 +58,8 @@ export interface Hello {
   public_url: string;
   instance_id: string;
   port: number;
+  /** Response body bytes a stream may send ahead of the broker's WINDOW grants (absent: no windows, PAUSE/RESUME only). */
+  stream_window?: number;
 }
 
 /** One frame in a fresh buffer (the payload is copied in). */
@@ -82,4 +92,16 @@ export function parseJson<T>(payload: Buffer): T | undefined {
 /** True when `h` is a flat list of strings of even length. */
 export function isHeaderList(h: unknown): h is string[] {
   return Array.isArray(h) && h.length % 2 === 0 && h.length <= 512 && h.every((x) => typeof x === 'string');
+}
+
+/** The payload of a WINDOW frame: `bytes` more of credit. */
+export function encodeWindow(bytes: number): Buffer {
+  const b = Buffer.allocUnsafe(4);
+  b.writeUInt32BE(bytes >>> 0, 0);
+  return b;
+}
+
+/** The credit a WINDOW frame's payload grants (0 when malformed). */
+export function decodeWindow(payload: Buffer): number {
+  return payload.length === 4 ? payload.readUInt32BE(0) : 0;
 }

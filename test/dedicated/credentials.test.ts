@@ -17,7 +17,7 @@ import { forwardableRequestHeader, isPlatformSetCookie, withoutPlatformCookies }
 import { createLogger } from '../../lib/log.js';
 import { startPlatform } from '../control-plane/platform.js';
 import { waitFor, listenLocal } from '../helpers.js';
-import { startGatewayFixture } from './fixture.js';
+import { startGatewayFixture, tunnelFetch } from './fixture.js';
 
 /** What an attacker's service sets: a platform session of its choosing (fixation), a cleared one, and its own cookie. */
 const PLANTED = [
@@ -35,7 +35,8 @@ async function startAttackerApp(t: TestContext): Promise<{ port: number; seen: I
     seen.push(req.headers);
     req.resume();
     req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'text/plain', 'set-cookie': PLANTED });
+      // Service-Worker-Allowed: / would let its worker take every path of the origin.
+      res.writeHead(200, { 'content-type': 'text/plain', 'set-cookie': PLANTED, 'service-worker-allowed': '/' });
       res.end('ok');
     });
   });
@@ -58,8 +59,10 @@ function assertNoPlatformCredential(h: IncomingHttpHeaders): void {
   assert.equal(h['x-csrf-token'], undefined);
 }
 
-function assertNoPlatformCookieSet(r: Response): void {
+/** The response carries the app's own cookie only, and no Service-Worker-Allowed. */
+function assertNoPlatformCookieSet(r: { headers: { getSetCookie(): string[]; get(name: string): string | null } }): void {
   assert.deepEqual(r.headers.getSetCookie(), ['app=1; Path=/']);
+  assert.equal(r.headers.get('service-worker-allowed'), null, 'Service-Worker-Allowed passed through');
 }
 
 test('the shared filter: platform cookies, CSRF header and keys are removed, the rest kept', () => {
@@ -97,7 +100,7 @@ test("attack: a victim opens an attacker's tunnel URL with the platform session,
   t.after(() => client.stop());
   const { publicUrl } = (await waitFor(() => statuses.find((s) => s.state === 'connected')))!;
 
-  const r = await fetch(`${publicUrl}steal`, { headers: { ...VICTIM_HEADERS, authorization: `Bearer ${victimKey}` } });
+  const r = await tunnelFetch(`${publicUrl}steal`, { headers: { ...VICTIM_HEADERS, authorization: `Bearer ${victimKey}` } });
   assert.equal(r.status, 200);
   assertNoPlatformCookieSet(r);
   const seen = app.seen.at(-1)!;
@@ -105,7 +108,7 @@ test("attack: a victim opens an attacker's tunnel URL with the platform session,
   assert.equal(seen.cookie, 'theme=dark', "the app's own cookies still pass");
   assert.equal(seen.authorization, undefined);
   // The customer's own authentication in front of the service passes through.
-  await fetch(`${publicUrl}own`, { headers: { authorization: 'Basic dXNlcjpwdw==' } });
+  await tunnelFetch(`${publicUrl}own`, { headers: { authorization: 'Basic dXNlcjpwdw==' } });
   assert.equal(app.seen.at(-1)!.authorization, 'Basic dXNlcjpwdw==');
 });
 

@@ -13,7 +13,7 @@ import type { InstanceRoute, InstanceRouteTable, RouteStatus } from '../../gatew
 import { tunnelProvisioning } from '../../gateway/tunnel/identity.js';
 import { startTestAgent, simCommand, waitForState } from '../agent/harness.js';
 import { waitFor } from '../helpers.js';
-import { OTHER, OWNER, RC_JS, startGatewayFixture, TUNNEL_JS } from './fixture.js';
+import { OTHER, OWNER, RC_JS, startGatewayFixture, TUNNEL_JS, tunnelFetch } from './fixture.js';
 
 /** What the instances service does with an agent's instance: its route. */
 function routeOf(info: InstanceInfo, accountId: number): InstanceRoute {
@@ -127,7 +127,7 @@ test('rc-tunnel inside an instance: public URL, status and logs', async (t) => {
   await refresh(f.routes, instance);
   await refresh(f.routes, await waitForState(agent, 'i_nb', 'ready'));
   const tunnel = await waitFor(() => f.broker.tunnels().find((x) => x.instanceId === 'i_nb'), 20_000);
-  const r = await fetch(`${tunnel!.publicUrl}hello?who=world`, { method: 'POST', body: 'payload' });
+  const r = await tunnelFetch(`${tunnel!.publicUrl}hello?who=world`, { method: 'POST', body: 'payload' });
   assert.equal(r.status, 200);
   assert.equal(await r.text(), 'inside POST /hello?who=world payload');
   assert.ok(f.activity.includes('i_nb'));
@@ -160,11 +160,11 @@ test('rc-tunnel inside an instance: public URL, status and logs', async (t) => {
     return logs.status === 0 && lines.length === 2 && lines.some((l) => l.includes('POST /hello?who=world 200'));
   });
   const all = spawnSync(process.execPath, [TUNNEL_JS, 'logs', '--lines', '100'], { env, encoding: 'utf8', timeout: 20_000 });
-  assert.match(all.stdout, /connected: http:\/\/127\.0\.0\.1:\d+\/t\/t[0-9a-f]+\/ -> http:\/\/127\.0\.0\.1:\d+/);
+  assert.match(all.stdout, /connected: http:\/\/t[0-9a-f]{24}\.localhost:\d+\/ -> http:\/\/127\.0\.0\.1:\d+/);
 
   // Destroying the instance ends the tunnel.
   await agent.remove('i_nb', 1000);
   f.routes.delete('i_nb');
   await waitFor(() => !f.broker.tunnels().some((x) => x.instanceId === 'i_nb'), 20_000);
-  assert.equal((await fetch(`${tunnel!.publicUrl}hello`)).status, 404);
+  assert.equal((await tunnelFetch(`${tunnel!.publicUrl}hello`)).status, 404);
 });

@@ -1,10 +1,12 @@
 // Shared set-up of the dedicated-endpoint, proxy and tunnel tests: a gateway with the dedicated
 // endpoints and the tunnel broker over an InstanceRouteTable, keys for two accounts.
+import { lookup } from 'node:dns';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { Agent, fetch as undiciFetch, type RequestInit } from 'undici';
 import { MemoryBus } from '../../lib/bus.js';
 import { generateKey, hashKey } from '../../lib/keys.js';
 import { createLogger } from '../../lib/log.js';
@@ -13,6 +15,7 @@ import { memoryKeySource } from '../../gateway/keys.js';
 import { createDedicatedEndpoints } from '../../gateway/dedicated/routes.js';
 import { InstanceRouteTable, type InstanceRoute, type RouteStatus } from '../../gateway/dedicated/instance-routes.js';
 import { createTunnelBroker, type TunnelBroker } from '../../gateway/tunnel/broker.js';
+import type { Server } from '../../lib/http.js';
 import { RC_JS } from '../helpers.js';
 
 /** The compiled rc CLI next to this compiled test (works in dist/ and in .build/NAME/). */
@@ -28,13 +31,18 @@ export interface GatewayFixture {
   /** Instance ids passed to recordActivity (unthrottled in tests). */
   activity: string[];
   broker: TunnelBroker;
+  /** The tunnels' own listener (tunnel URLs are http://<tunnel id>.localhost:<its port>/). */
+  tunnels: Server;
   tunnelSecret: string;
   ownerKey: string;
   otherKey: string;
   addRoute(instanceId: string, address: string, o?: { port?: number; status?: RouteStatus; instanceType?: string; accountId?: number }): InstanceRoute;
 }
 
-export async function startGatewayFixture(t: TestContext, o: { maxBodyBytes?: number; proxyUrl?: string } = {}): Promise<GatewayFixture> {
+export async function startGatewayFixture(
+  t: TestContext,
+  o: { maxBodyBytes?: number; proxyUrl?: string; probeTimeoutMs?: number } = {},
+): Promise<GatewayFixture> {
   const activity: string[] = [];
   const routes = new InstanceRouteTable((id) => activity.push(id), 0);
   const ownerKey = generateKey();
@@ -42,7 +50,7 @@ export async function startGatewayFixture(t: TestContext, o: { maxBodyBytes?: nu
   const bus = new MemoryBus();
   const tunnelSecret = 'test-tunnel-secret-0123456789abcdef';
   const dedicated = createDedicatedEndpoints({ routes, startingRetryAfterSec: 7, maxBodyBytes: o.maxBodyBytes, proxyUrl: o.proxyUrl });
-  const broker = createTunnelBroker({ routes, secret: tunnelSecret, pingIntervalMs: 1_000, maxBodyBytes: o.maxBodyBytes });
+  const broker = createTunnelBroker({ routes, secret: tunnelSecret, pingIntervalMs: 1_000, maxBodyBytes: o.maxBodyBytes, probeTimeoutMs: o.probeTimeoutMs });
   const gateway = await createGateway({
     port: 0,
     models: [],
@@ -54,8 +62,10 @@ export async function startGatewayFixture(t: TestContext, o: { maxBodyBytes?: nu
     logger: createLogger('silent'),
     routes: [dedicated.plugin, broker.plugin],
   });
+  const tunnels = await broker.listenPublic('127.0.0.1', 0);
   t.after(async () => {
     await broker.close();
+    await tunnels.close();
     await gateway.close();
     await dedicated.close();
     await bus.close();
@@ -65,6 +75,7 @@ export async function startGatewayFixture(t: TestContext, o: { maxBodyBytes?: nu
     routes,
     activity,
     broker,
+    tunnels,
     tunnelSecret,
     ownerKey,
     otherKey,
@@ -93,3 +104,19 @@ export function tempDir(t: TestContext, prefix = 'rc-dedicated-test-'): string {
 
 /** host:port of a server URL. */
 export const hostPort = (url: string): string => new URL(url).host;
+
+/**
+ * Resolves `*.localhost` to the loopback address, as browsers do without DNS (the system resolver
+ * of a test machine may not), so tunnel URLs can be fetched as printed.
+ */
+const localhostAgent = new Agent({
+  connect: {
+    lookup: (hostname: string, options: object, callback: (...args: never[]) => void) =>
+      lookup(hostname.endsWith('.localhost') ? '127.0.0.1' : hostname, options, callback as never),
+  } as object,
+});
+
+/** fetch() that reaches `http://<tunnel id>.localhost:<port>/` URLs. */
+export function tunnelFetch(url: string, init: RequestInit = {}): ReturnType<typeof undiciFetch> {
+  return undiciFetch(url, { ...init, dispatcher: localhostAgent });
+}

@@ -3,14 +3,15 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import WebSocket from 'ws';
 import { TunnelClient, connectUrl, type TunnelStatus } from '../../agent/tunnel/client.js';
 import { issueTunnelToken, tunnelId, verifyTunnelToken } from '../../gateway/tunnel/identity.js';
+import { assertTunnelsApart, TunnelOrigins } from '../../gateway/tunnel/origins.js';
 import { waitFor, listenLocal } from '../helpers.js';
-import { RC_JS, startGatewayFixture, tempDir, TUNNEL_JS, type GatewayFixture } from './fixture.js';
+import { RC_JS, startGatewayFixture, tempDir, TUNNEL_JS, tunnelFetch, type GatewayFixture } from './fixture.js';
 
 /** A local service: echoes method, url and body; /stream sends 200 chunks; /slow never answers. */
 async function startLocal(t: TestContext): Promise<number> {
@@ -104,31 +105,32 @@ test('public requests reach the local service through the tunnel', async (t) => 
   const connected = (await waitFor(() => statuses.find((s) => s.state === 'connected')))!;
   const expectedId = tunnelId(f.tunnelSecret, 'i_tun', localPort);
   assert.equal(connected.tunnelId, expectedId);
-  assert.equal(connected.publicUrl, `${f.gateway.url}/t/${expectedId}/`);
+  // Its own origin: a host name per tunnel on the tunnels' listener.
+  assert.equal(connected.publicUrl, `http://${expectedId}.localhost:${f.tunnels.port}/`);
   assert.ok(f.activity.includes('i_tun'), 'the connection counts as activity');
 
-  const r = await fetch(`${connected.publicUrl}api/echo?q=1`, { method: 'POST', body: 'hello body' });
+  // The service sees its paths at `/`, and no prefix (a client's own X-Forwarded-Prefix is dropped).
+  const r = await tunnelFetch(`${connected.publicUrl}api/echo?q=1`, { method: 'POST', body: 'hello body', headers: { 'x-forwarded-prefix': '/evil' } });
   assert.equal(r.status, 201);
   assert.equal(r.headers.get('x-local'), 'yes');
-  assert.deepEqual(await r.json(), { method: 'POST', url: '/api/echo?q=1', body: 'hello body', prefix: `/t/${expectedId}` });
+  assert.deepEqual(await r.json(), { method: 'POST', url: '/api/echo?q=1', body: 'hello body', prefix: null });
 
   // A bigger body in several frames, and a streamed response.
   const big = 'b'.repeat(40_000);
-  const rb = await fetch(`${connected.publicUrl}upload`, { method: 'PUT', body: big });
+  const rb = await tunnelFetch(`${connected.publicUrl}upload`, { method: 'PUT', body: big });
   assert.equal(((await rb.json()) as { body: string }).body, big);
-  const rs = await fetch(`${connected.publicUrl}stream`);
+  const rs = await tunnelFetch(`${connected.publicUrl}stream`);
   const text = await rs.text();
   assert.equal(text.split('\n').filter(Boolean).length, 200);
 
-  // Limits and redirects.
-  const tooBig = await fetch(`${connected.publicUrl}upload`, { method: 'PUT', body: 'x'.repeat(70_000) });
+  // Limits.
+  const tooBig = await tunnelFetch(`${connected.publicUrl}upload`, { method: 'PUT', body: 'x'.repeat(70_000) });
   assert.equal(tooBig.status, 413);
-  const bare = await fetch(connected.publicUrl!.slice(0, -1), { redirect: 'manual' });
-  assert.equal(bare.status, 308);
-  assert.equal(bare.headers.get('location'), `/t/${expectedId}/`);
 
   // Concurrent requests are multiplexed.
-  const many = await Promise.all(Array.from({ length: 20 }, (_, i) => fetch(`${connected.publicUrl}n/${i}`).then((x) => x.json() as Promise<{ url: string }>)));
+  const many = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => tunnelFetch(`${connected.publicUrl}n/${i}`).then((x) => x.json() as Promise<{ url: string }>)),
+  );
   assert.deepEqual(
     many.map((m) => m.url),
     Array.from({ length: 20 }, (_, i) => `/n/${i}`),
@@ -148,7 +150,7 @@ test('a dead local service gives 502; losing the instance closes the tunnel for 
   });
   const { client, statuses } = startClient(t, f, 'i_dead', deadPort);
   const connected = (await waitFor(() => statuses.find((s) => s.state === 'connected')))!;
-  const r = await fetch(`${connected.publicUrl}x`);
+  const r = await tunnelFetch(`${connected.publicUrl}x`);
   assert.equal(r.status, 502);
   assert.match(((await r.json()) as { detail: string }).detail, /rc-tunnel: nothing answers on http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
 
@@ -216,20 +218,134 @@ test('rc-tunnel without identity or broker says to recreate the notebook', async
   assert.equal(noLogs.stdout, '(no tunnel logs yet)\n');
 });
 
-test('tunnels on their own listener (own origin): public URLs there, the gateway redirects', async (t) => {
+/** One request to the tunnels' listener with a Host header of our choosing. */
+function requestWithHost(url: string, host: string): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { headers: { host } }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('host routing: each tunnel its own origin; unknown hosts 404; the old path form redirects there', async (t) => {
   const f = await startGatewayFixture(t);
-  const own = await f.broker.listenPublic('127.0.0.1', 0);
-  t.after(() => own.close());
   const localPort = await startLocal(t);
   f.addRoute('i_own', '127.0.0.1:1', { instanceType: 'gradio' });
   const { statuses } = startClient(t, f, 'i_own', localPort);
   const connected = (await waitFor(() => statuses.find((s) => s.state === 'connected')))!;
-  assert.ok(connected.publicUrl!.startsWith(`${own.url}/t/`), connected.publicUrl);
-  assert.notEqual(new URL(own.url).port, new URL(f.gateway.url).port);
-  const r = await fetch(`${connected.publicUrl}x?y=1`);
+  const id = connected.tunnelId!;
+  const origin = `http://${id}.localhost:${f.tunnels.port}`;
+  assert.equal(connected.publicUrl, `${origin}/`);
+  const ok = await tunnelFetch(`${origin}/x?y=1`);
+  assert.equal(ok.status, 201);
+  assert.equal(((await ok.json()) as { url: string }).url, '/x?y=1');
+  // A path that looks like the old form belongs to the app on the tunnel's own host.
+  assert.equal(((await (await tunnelFetch(`${origin}/t/${id}/z`)).json()) as { url: string }).url, `/t/${id}/z`);
+
+  const noTunnel = { detail: 'No tunnel is connected at this address' };
+  // A well-formed tunnel host with nothing connected.
+  const unknown = await tunnelFetch(`http://t${'0'.repeat(24)}.localhost:${f.tunnels.port}/`);
+  assert.equal(unknown.status, 404);
+  assert.deepEqual(await unknown.json(), noTunnel);
+  // The tunnel's id under another name, the listener's bare host, an address: no tenant content.
+  for (const host of [`${id}.example.com`, `${id}.localhost.example.com`, `x.${id}.localhost`, 'localhost', `127.0.0.1:${f.tunnels.port}`, '']) {
+    const r = await requestWithHost(`${f.tunnels.url}/x`, host);
+    assert.equal(r.status, 404, host);
+    assert.deepEqual(JSON.parse(r.body), noTunnel, host);
+  }
+  // Host names are case-insensitive, a trailing dot is the same name.
+  assert.equal((await requestWithHost(`${f.tunnels.url}/x`, `${id.toUpperCase()}.LOCALHOST.:${f.tunnels.port}`)).status, 201);
+
+  // The old path form, on the tunnels' bare host and on the gateway: 308 to the tunnel's own origin.
+  for (const base of [f.tunnels.url, f.gateway.url]) {
+    const r = await fetch(`${base}/t/${id}/x?y=1`, { redirect: 'manual' });
+    assert.equal(r.status, 308, base);
+    assert.equal(r.headers.get('location'), `${origin}/x?y=1`);
+    const bare = await fetch(`${base}/t/${id}`, { redirect: 'manual' });
+    assert.equal(bare.headers.get('location'), `${origin}/`);
+    const bad = await fetch(`${base}/t/not-a-tunnel/x`, { redirect: 'manual' });
+    assert.equal(bad.status, 404);
+    assert.deepEqual(await bad.json(), noTunnel);
+  }
+  assert.equal((await fetch(`${f.tunnels.url}/v1/models`)).status, 404, 'the tunnels listener serves tunnels only');
+});
+
+test('tunnel origins from RC_TUNNEL_PUBLIC_URL: <id>.<host>, hosts only', () => {
+  const o = new TunnelOrigins('https://Tunnels.Example.net');
+  assert.equal(o.url('t0123456789abcdef01234567'), 'https://t0123456789abcdef01234567.tunnels.example.net/');
+  assert.equal(o.idOf('t0123456789abcdef01234567.tunnels.example.net'), 't0123456789abcdef01234567');
+  assert.equal(o.idOf('t0123456789abcdef01234567.tunnels.example.net:443'), 't0123456789abcdef01234567');
+  assert.equal(o.idOf('tunnels.example.net'), undefined);
+  assert.equal(o.idOf('t0123456789abcdef01234567.example.net'), undefined);
+  assert.equal(
+    new TunnelOrigins('http://tunnels.example.net:8443/').origin('t0123456789abcdef01234567'),
+    'http://t0123456789abcdef01234567.tunnels.example.net:8443',
+  );
+  assert.throws(() => new TunnelOrigins('http://10.0.0.5:8082'), /not an IP address/);
+  assert.throws(() => new TunnelOrigins('http://[::1]:8082'), /not an IP address/);
+  assert.throws(() => new TunnelOrigins('https://example.net/tunnels'), /without a path/);
+  // Never the console's host, nor under or above it (Domain= cookies would cross).
+  assert.throws(() => assertTunnelsApart('https://app.example.com', { RC_API_PUBLIC_URL: 'https://app.example.com' }), /apart from RC_API_PUBLIC_URL/);
+  assert.throws(() => assertTunnelsApart('https://t.app.example.com', { RC_API_PUBLIC_URL: 'https://app.example.com' }), /apart/);
+  assert.throws(() => assertTunnelsApart('https://example.com', { RC_PROXY_PUBLIC_URL: 'https://app.example.com:8443' }), /apart/);
+  assertTunnelsApart('https://tunnels.example-user.net', { RC_API_PUBLIC_URL: 'https://app.example.com', RC_PROXY_PUBLIC_URL: '' });
+});
+
+/** Opens a tunnel connection by hand: its refusal (status and body), or the open socket. */
+function connectRaw(f: GatewayFixture, instanceId: string, port: number): Promise<{ status: number; body: string } | WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(connectUrl(f.gateway.url, port), { headers: { authorization: `Bearer ${issueTunnelToken(f.tunnelSecret, instanceId)}` } });
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c));
+      res.on('end', () => {
+        resolve({ status: res.statusCode!, body });
+        ws.terminate();
+      });
+    });
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary && JSON.parse(data.toString()).type === 'hello') resolve(ws);
+    });
+    ws.on('error', reject);
+  });
+}
+
+test('a live tunnel is never displaced: a second connection is refused while it answers; a silent one is replaced', async (t) => {
+  const f = await startGatewayFixture(t, { probeTimeoutMs: 1_000 });
+  const localPort = await startLocal(t);
+  f.addRoute('i_owner', '127.0.0.1:1', { instanceType: 'gradio' });
+  const owner = startClient(t, f, 'i_owner', localPort);
+  const { publicUrl } = (await waitFor(() => owner.statuses.find((s) => s.state === 'connected')))!;
+
+  // Whoever else holds the token connects for the same instance and port: refused, the owner stays.
+  const intruder = await connectRaw(f, 'i_owner', localPort);
+  assert.ok(!(intruder instanceof WebSocket), 'the second connection was accepted');
+  assert.equal(intruder.status, 409);
+  assert.match(JSON.parse(intruder.body).detail, /already connected/);
+  const still = await tunnelFetch(`${publicUrl}still`);
+  assert.equal(still.status, 201);
+  assert.equal(((await still.json()) as { url: string }).url, '/still');
+  assert.ok(!owner.statuses.some((s) => s.state === 'disconnected'), 'the owner was never disconnected');
+  // A second rc-tunnel prints why and backs off (it keeps retrying: the owner may go away).
+  const second = startClient(t, f, 'i_owner', localPort);
+  await waitFor(() => second.logs.find((l) => /already connected.*reconnecting in \d+ ms/.test(l)));
+  second.client.stop();
+  assert.equal(f.broker.tunnels().length, 1);
+  assert.equal((await tunnelFetch(`${publicUrl}again`)).status, 201);
+
+  // A connection that went silent (its socket no longer read: no close, no pong) is replaced by a reconnect.
+  f.addRoute('i_cut', '127.0.0.1:1', { instanceType: 'gradio' });
+  const silent = await connectRaw(f, 'i_cut', localPort);
+  assert.ok(silent instanceof WebSocket);
+  t.after(() => silent.terminate());
+  (silent as unknown as { _socket: { pause(): void } })._socket.pause();
+  const reconnect = startClient(t, f, 'i_cut', localPort);
+  const back = (await waitFor(() => reconnect.statuses.find((s) => s.state === 'connected')))!;
+  const r = await tunnelFetch(`${back.publicUrl}after`);
   assert.equal(r.status, 201);
-  const onGateway = await fetch(`${f.gateway.url}${new URL(connected.publicUrl!).pathname}x?y=1`, { redirect: 'manual' });
-  assert.equal(onGateway.status, 308);
-  assert.equal(onGateway.headers.get('location'), `${connected.publicUrl}x?y=1`);
-  assert.equal((await fetch(`${own.url}/v1/models`)).status, 404, 'the tunnels listener serves tunnels only');
+  assert.equal(((await r.json()) as { url: string }).url, '/after');
 });

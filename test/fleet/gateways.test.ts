@@ -54,7 +54,14 @@ test('standalone gateways learn everything from the control plane and follow it'
   t.after(() => call(`${api}/api/notebook/current`, { method: 'DELETE', key: acct.api_token }).catch(() => {}));
   assert.equal((await admin(api, dir, 'host.add', { name: 'gpu-1', address: agent.ready.address, token })).status, 200);
 
-  const gwEnv = { ...common, RC_CONTROL_PLANE_URL: api, RC_INTERNAL_TOKEN: internalToken, RC_GATEWAY_RESYNC_MS: '1000', RC_GATEWAY_ACTIVITY_REPORT_MS: '200' };
+  const gwEnv = {
+    ...common,
+    RC_CONTROL_PLANE_URL: api,
+    RC_INTERNAL_TOKEN: internalToken,
+    RC_GATEWAY_RESYNC_MS: '1000',
+    RC_GATEWAY_ACTIVITY_REPORT_MS: '200',
+    RC_TUNNEL_PORT: '0',
+  };
   // A wrong internal token is a configuration error: the gateway exits instead of serving nothing.
   await assert.rejects(spawnRc(t, ['gateway', '--port', '0'], { ...gwEnv, RC_INTERNAL_TOKEN: 'w'.repeat(32) }), /answered 401/);
   const gw1 = await spawnRc(t, ['gateway', '--port', String(gw1Port)], gwEnv);
@@ -143,10 +150,11 @@ test('standalone gateways learn everything from the control plane and follow it'
   // The tunnel's public URL answers through both replicas (no key: that is the customer's service).
   const snapshot = (await call(`${api}/api/internal/gateway-snapshot`, { headers: { 'x-rc-internal-token': internalToken } })).body;
   const route = snapshot.instances.find((r: { instanceId: string }) => r.instanceId === ready.instance_id);
-  const tunnelPath = `/t/${tunnelId(readFileSync(join(dir, 'tunnel', 'secret'), 'utf8').trim(), ready.instance_id, route.port)}/v1/models`;
-  for (const g of gateways) {
+  // Each replica serves tunnels on its own listener, by host name: <tunnel id>.localhost.
+  const tunnelHost = `${tunnelId(readFileSync(join(dir, 'tunnel', 'secret'), 'utf8').trim(), ready.instance_id, route.port)}.localhost`;
+  for (const listener of [gw1.ready.tunnels as string, gw2.ready.tunnels as string]) {
     const r = await waitFor(async () => {
-      const x = await call(g + tunnelPath);
+      const x = await call(`${listener}/v1/models`, { headers: { host: tunnelHost } });
       return x.status === 200 ? x : undefined;
     });
     assert.equal(r.body.data[0].id, 'demo');

@@ -18,6 +18,7 @@ import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor, platformTestEnv } from '../helpers.js';
 import { removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX } from '../agent/docker-isolation-harness.js';
+import { tunnelFetch } from '../dedicated/fixture.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
@@ -143,8 +144,8 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
     throw new Error(`${(err as Error).message}\n${logs.stdout}`);
   });
   // Tunnels have an origin of their own (the tunnels listener), not the gateway's.
-  assert.ok(publicUrl.startsWith(`${p.tunnels.url}/t/`), publicUrl);
-  assert.equal(await (await fetch(`${publicUrl.replace(/\/$/, '')}/hello`)).text(), 'tunnelled\n');
+  assert.equal(publicUrl, `http://${new URL(publicUrl).hostname.split('.')[0]}.localhost:${p.tunnels.port}/`);
+  assert.equal(await (await tunnelFetch(`${publicUrl}hello`)).text(), 'tunnelled\n');
   // The token stayed outside the container (issue 27): the agent's relay presented it.
   const inspect = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
   try {

@@ -12,6 +12,7 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { issueTunnelToken, tunnelSecret } from '../../gateway/tunnel/identity.js';
 import { waitFor, platformTestEnv } from '../helpers.js';
+import { tunnelFetch } from '../dedicated/fixture.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
@@ -159,10 +160,11 @@ test('npm start: every part starts, serves, and stops cleanly on SIGTERM', async
     200,
   );
   // Tunnels have an origin of their own, apart from the gateway (and the platform API).
-  const tunnelsUrl = /tunnels\s+(http:\/\/\S+)\/t\//.exec(out)?.[1];
-  assert.ok(tunnelsUrl && tunnelsUrl !== gateway, out);
-  assert.ok(publicUrl.startsWith(`${tunnelsUrl}/t/`), publicUrl);
-  const viaTunnel = await fetch(`${publicUrl.replace(/\/$/, '')}/hello`);
+  // Each tunnel is an origin of its own: http://<tunnel id>.localhost:<tunnels port>/.
+  const tunnelsHost = /tunnels\s+http:\/\/<tunnel id>\.(\S+)\//.exec(out)?.[1];
+  assert.ok(tunnelsHost && !gateway.includes(tunnelsHost), out);
+  assert.match(publicUrl, new RegExp(`^http://t[0-9a-f]{24}\\.${tunnelsHost.replace(/\./g, '\\.')}/$`));
+  const viaTunnel = await tunnelFetch(`${publicUrl}hello`);
   assert.equal(await viaTunnel.text(), 'tunnelled /hello');
   assert.equal((await fetch(`${api}/api/notebook/current`, { method: 'DELETE', headers: auth })).status, 200);
 

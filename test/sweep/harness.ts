@@ -119,8 +119,9 @@ export interface RequestOptions {
 /** The bytes of one request. */
 export function requestBytes(method: string, path: string, o: RequestOptions = {}): Buffer {
   const body = o.body === undefined ? undefined : Buffer.isBuffer(o.body) ? o.body : Buffer.from(o.body);
-  // A Host among the headers (an instance's own origin on the proxy) replaces the default one.
-  const lines = [`${method} ${path} HTTP/1.1`, ...(o.headers?.host === undefined ? ['host: 127.0.0.1'] : [])];
+  // A Host of the caller's replaces the default (the tunnels' listener routes by it).
+  const lines = [`${method} ${path} HTTP/1.1`];
+  if (!Object.keys(o.headers ?? {}).some((k) => k.toLowerCase() === 'host')) lines.push('host: 127.0.0.1');
   for (const [k, v] of Object.entries(o.headers ?? {})) lines.push(`${k}: ${v}`);
   let payload = body ?? Buffer.alloc(0);
   if (o.chunked) {

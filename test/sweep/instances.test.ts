@@ -1,6 +1,6 @@
 // Bad-input sweep of the instance surfaces: dedicated endpoints (`/dedicated/...` and the
 // `/instances/...` alias on the gateway), the instance proxy, and the tunnel broker
-// (`/tunnel/connect`, `/t/...`). A real vllm-demo instance (the sim as a child process of the
+// (`/tunnel/connect`, a host name per tunnel on its listener; the old `/t/...` redirects). A real vllm-demo instance (the sim as a child process of the
 // local agent) and a real rc-tunnel client. Refusals of these surfaces are `{detail}`; after
 // admission the backend's answer (the sim's vLLM-shaped errors) is relayed verbatim.
 import { after, before, test } from 'node:test';
@@ -35,7 +35,10 @@ let ownerProxy: string;
 let proxyHost: string;
 let instanceId: string;
 let dedicatedPath: string;
+/** The old path form of the tunnel's URL, `/t/<id>` (now only redirected to its origin). */
 let tunnelPath: string;
+/** The tunnel's own host name (`<id>.localhost:<port>`): the tunnels' listener routes by it. */
+let tunnelHost: string;
 let tunnel: TunnelClient;
 let secret: string;
 
@@ -87,7 +90,8 @@ before(async () => {
   });
   tunnel.start();
   const connected = await waitFor(() => statuses.find((s) => s.state === 'connected' && s.publicUrl));
-  tunnelPath = new URL(connected.publicUrl!).pathname.replace(/\/+$/, ''); // /t/<id>
+  tunnelHost = new URL(connected.publicUrl!).host;
+  tunnelPath = `/t/${connected.tunnelId}`;
 });
 after(async () => {
   tunnel?.stop();
@@ -111,7 +115,7 @@ const SURFACES: Surface[] = [
   { name: 'dedicated', port: () => p.gateway, base: () => dedicatedPath.replace(/\/v1$/, ''), headers: keyHeaders },
   { name: 'gateway /instances alias', port: () => p.gateway, base: () => `/instances/${instanceId}`, headers: keyHeaders },
   { name: 'instance proxy', port: () => p.proxy, base: () => '', headers: sessionHeaders },
-  { name: 'tunnel', port: () => p.tunnels, base: () => tunnelPath, headers: () => ({ ...json }) },
+  { name: 'tunnel', port: () => p.tunnels, base: () => '', headers: () => ({ ...json, host: tunnelHost }) },
 ];
 
 /** After admission the sim answers (vLLM shape); refusals of the surface itself are {detail}. */
@@ -403,7 +407,7 @@ test('a tunnel client that breaks the protocol: the public client gets a 502 {de
     ws.once('message', (m: Buffer, isBinary) => (isBinary ? reject(new Error('binary hello')) : resolve(JSON.parse(m.toString()) as { public_url: string })));
     ws.once('error', reject);
   });
-  const base = new URL(hello.public_url).pathname.replace(/\/+$/, '');
+  const host = new URL(hello.public_url).host;
   /** How the client answers the next public request (called with its stream id). */
   let answer: (stream: number) => void = () => {};
   ws.on('message', (m: Buffer, isBinary) => {
@@ -448,7 +452,7 @@ test('a tunnel client that breaks the protocol: the public client gets a 502 {de
   for (const [name, respond, status] of cases) {
     answer = respond;
     await f.check(name, async () => {
-      const r = await request(p.tunnels, 'GET', `${base}/x`);
+      const r = await request(p.tunnels, 'GET', '/x', { headers: { host } });
       assert.equal(r.status, status, `tunnel protocol ${name}: ${r.status} ${r.body.slice(0, 200)}`);
       if (status === 502) assert.equal(shapeProblem('detail', r.body), undefined, `tunnel protocol ${name}: ${r.body}`);
     });
@@ -456,7 +460,7 @@ test('a tunnel client that breaks the protocol: the public client gets a 502 {de
   // The client disconnects while a public request waits: 502.
   answer = () => ws.terminate();
   await f.check('tunnel gone mid-request', async () => {
-    const r = await request(p.tunnels, 'GET', `${base}/x`);
+    const r = await request(p.tunnels, 'GET', '/x', { headers: { host } });
     assert.equal(r.status, 502, r.body);
   });
   f.assertNone();

@@ -1,0 +1,34 @@
+// A gateway with the tunnel broker in a process of its own, for tests that measure its memory
+// (tunnel-memory.test.ts): one ready instance per id in argv, the tunnels' listener on an
+// ephemeral port. Prints one JSON line `{gateway, tunnels, secret}` when listening; then answers
+// each `stats` line on stdin with a JSON line of broker.tunnels(); exits when stdin closes.
+import { createInterface } from 'node:readline';
+import { MemoryBus } from '../../lib/bus.js';
+import { createLogger } from '../../lib/log.js';
+import { createGateway } from '../../gateway/server.js';
+import { memoryKeySource } from '../../gateway/keys.js';
+import { InstanceRouteTable } from '../../gateway/dedicated/instance-routes.js';
+import { createTunnelBroker } from '../../gateway/tunnel/broker.js';
+
+const secret = 'memory-test-tunnel-secret-0123456789';
+const routes = new InstanceRouteTable(() => {}, 60_000);
+for (const instanceId of process.argv.slice(2)) {
+  routes.set({ instanceId, accountId: 1, status: 'ready', instanceType: 'gradio', ports: new Map([[7860, '127.0.0.1:1']]) });
+}
+const bus = new MemoryBus();
+const broker = createTunnelBroker({ routes, secret });
+const gateway = await createGateway({ port: 0, models: [], keySource: memoryKeySource([]), bus, logger: createLogger('silent'), routes: [broker.plugin] });
+const tunnels = await broker.listenPublic('127.0.0.1', 0);
+process.stdout.write(`${JSON.stringify({ gateway: gateway.url, tunnels: tunnels.url, tunnelsPort: tunnels.port, secret })}\n`);
+
+const lines = createInterface({ input: process.stdin });
+lines.on('line', (line) => {
+  if (line.trim() === 'stats') process.stdout.write(`${JSON.stringify(broker.tunnels())}\n`);
+});
+lines.on('close', async () => {
+  await broker.close();
+  await tunnels.close();
+  await gateway.close();
+  await bus.close();
+  process.exit(0);
+});
