@@ -10,6 +10,10 @@ import { memoryKeySource } from '../../gateway/keys.js';
 import { InstanceRouteTable } from '../../gateway/dedicated/instance-routes.js';
 import { createTunnelBroker } from '../../gateway/tunnel/broker.js';
 
+// node --test runs every .js under test/, this file included: with no instance ids it is not the
+// memory test's child, and ends at once instead of waiting for a stdin that never closes.
+if (process.argv.length <= 2) process.exit(0);
+
 const secret = 'memory-test-tunnel-secret-0123456789';
 const routes = new InstanceRouteTable(() => {}, 60_000);
 for (const instanceId of process.argv.slice(2)) {

@@ -12,7 +12,7 @@ import { ensureLocalImage } from '../../agent/images/catalog.js';
 import { issueTunnelToken, tunnelId } from '../../gateway/tunnel/identity.js';
 import { killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from '../agent/harness.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
-import { OTHER, startGatewayFixture } from './fixture.js';
+import { OTHER, startGatewayFixture, tunnelFetch } from './fixture.js';
 
 const BUSYBOX = 'rc-test/busybox:1';
 
@@ -104,9 +104,10 @@ test('tunnels of containers: no token inside, exposed through the relay, a stole
   assert.ok(!(inspected.Config.Env as string[]).some((e) => e.startsWith('RC_TUNNEL_TOKEN=') || e.includes('rct-')), 'nor in docker inspect');
 
   // A visitor gets B's page through B's public URL (rc-tunnel -> relay -> broker).
-  const urlOf = (id: string) => `${f.gateway.url}/t/${tunnelId(f.tunnelSecret, id, 8080)}/`;
+  // Each tunnel on an origin of its own (gateway/tunnel/origins.ts): <tunnel id>.localhost on the tunnels' listener.
+  const urlOf = (id: string) => `http://${tunnelId(f.tunnelSecret, id, 8080)}.localhost:${f.tunnels.port}/`;
   await waitFor(async () => f.broker.tunnels().some((x) => x.instanceId === idB), 60_000, 100);
-  assert.equal(await (await fetch(urlOf(idB))).text(), 'page-of-B\n');
+  assert.equal(await (await tunnelFetch(urlOf(idB))).text(), 'page-of-B\n');
 
   // A, the attacker, holds B's token (stolen: before this change it was in B's environment, which
   // B's app could serve): a plain request to the relay, then rc-tunnel with B's token.
@@ -130,8 +131,8 @@ test('tunnels of containers: no token inside, exposed through the relay, a stole
     [['connected', urlOf(idA)]],
     "B's token got A its own tunnel, not B's",
   );
-  assert.equal(await (await fetch(urlOf(idA))).text(), 'page-of-A\n');
-  for (let i = 0; i < 5; i++) assert.equal(await (await fetch(urlOf(idB))).text(), 'page-of-B\n', "B's URL keeps serving B");
+  assert.equal(await (await tunnelFetch(urlOf(idA))).text(), 'page-of-A\n');
+  for (let i = 0; i < 5; i++) assert.equal(await (await tunnelFetch(urlOf(idB))).text(), 'page-of-B\n', "B's URL keeps serving B");
   assert.deepEqual(
     f.broker
       .tunnels()
@@ -175,8 +176,8 @@ test('after an agent restart the relay knows the adopted container again: its rc
     startCommand: `${SERVE('page-before-restart')}; rc-tunnel expose --port 8080 --detach; echo UP; exec sleep 600`,
   });
   await logLine(client, id, 'UP');
-  const url = `${f.gateway.url}/t/${tunnelId(f.tunnelSecret, id, 8080)}/`;
-  await waitFor(async () => (await fetch(url)).status === 200, 60_000, 100);
+  const url = `http://${tunnelId(f.tunnelSecret, id, 8080)}.localhost:${f.tunnels.port}/`;
+  await waitFor(async () => (await tunnelFetch(url)).status === 200, 60_000, 100);
 
   // SIGKILL: the relay goes with the agent, the tunnel drops (rc-tunnel retries with backoff).
   client.close();
@@ -187,7 +188,7 @@ test('after an agent restart the relay knows the adopted container again: its rc
   t.after(() => client.close());
   await waitForState(client, id, 'ready', 60_000);
   await waitFor(async () => f.broker.tunnels().some((x) => x.instanceId === id), 90_000, 200);
-  assert.equal(await (await fetch(url)).text(), 'page-before-restart\n');
+  assert.equal(await (await tunnelFetch(url)).text(), 'page-before-restart\n');
   await client.reconcile([]);
   await killChild(a.child);
 });

@@ -36,7 +36,7 @@ export async function spawnRc(t: TestContext, args: string[], env: Record<string
   // the fleet, not the runtime (the docker runtime has its own suites, test/agent/docker*).
   const agentEnv = args[0] === 'agent' ? { RC_AGENT_RUNTIME: 'process', RC_AGENT_PROCESS_UNTRUSTED: 'allow' } : {};
   const child = spawn(argv[0]!, argv.slice(1), {
-    env: { ...process.env, RC_LOG_LEVEL: 'warn', RC_METRICS_PORT: '0', ...agentEnv, ...env },
+    env: { ...process.env, RC_LOG_LEVEL: 'warn', RC_METRICS_PORT: '0', RC_TUNNEL_PORT: '0', ...agentEnv, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   started.add(child);
