@@ -5,11 +5,12 @@
 // one, failed with RC_REQUIRE_DOCKER=1); the images are built when missing or stale.
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
-import { test, type TestContext } from 'node:test';
+import { after, test, type TestContext } from 'node:test';
 import { Client } from 'undici';
 import { ensureLocalImage, LABEL_DEFINITION, localImageDigest } from '../../agent/images/catalog.js';
 import { GRADIO_DEMO_COMMAND } from '../../control-plane/seed.js';
 import { DOCKER_SOCKET, dockerAvailable } from '../helpers.js';
+import { removeAgentNetworks, removeTestFirewall, testIsolation } from './docker-isolation-harness.js';
 import { startTestAgent, waitForState } from './harness.js';
 
 /** GET `path` exactly as written (no client normalizing `..`); the status and the body. */
@@ -23,6 +24,9 @@ function rawGet(port: number, path: string): Promise<{ status: number; body: str
     s.on('error', reject);
   });
 }
+
+// The chains this file's agents installed under the test prefix go with it.
+after(removeTestFirewall);
 
 async function removeAgentContainers(agentId: string): Promise<void> {
   const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
@@ -68,9 +72,9 @@ test('the demo images serve their app page and nothing of the filesystem', { tim
     dockerSocket: DOCKER_SOCKET,
     readyTimeoutMs: 60_000,
     stopGraceMs: 1000,
-    docker: { limitsPerGpu: { memoryMb: 256, cpus: 1, pids: 200 }, toolbox: false },
+    docker: { limitsPerGpu: { memoryMb: 256, cpus: 1, pids: 200 }, toolbox: false, isolation: testIsolation },
   });
-  t.after(() => removeAgentContainers(agent.agentId));
+  t.after(() => removeAgentContainers(agent.agentId).then(() => removeAgentNetworks(agent.agentId)));
   const cases = [
     { name: 'gradio', image: 'rc/gradio:latest', port: 7860, startCommand: '', page: /Gradio demo/ },
     { name: 'gradio-seeded', image: 'rc/gradio:latest', port: 7860, startCommand: GRADIO_DEMO_COMMAND, page: /Gradio demo/ },

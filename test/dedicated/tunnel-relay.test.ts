@@ -5,16 +5,20 @@
 // Skipped without an engine (failed with RC_REQUIRE_DOCKER=1); every container is removed afterwards.
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
-import { test, type TestContext } from 'node:test';
+import { after, test, type TestContext } from 'node:test';
 import { Client } from 'undici';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/catalog.js';
 import { issueTunnelToken, tunnelId } from '../../gateway/tunnel/identity.js';
 import { killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from '../agent/harness.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
+import { removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from '../agent/docker-isolation-harness.js';
 import { OTHER, startGatewayFixture, tunnelFetch } from './fixture.js';
 
 const BUSYBOX = 'rc-test/busybox:1';
+
+// The chains this file's agents installed under the test prefix go with it.
+after(removeTestFirewall);
 
 async function engine(method: 'GET' | 'DELETE', path: string): Promise<{ status: number; json: any }> {
   const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
@@ -77,9 +81,9 @@ test('tunnels of containers: no token inside, exposed through the relay, a stole
     dockerSocket: DOCKER_SOCKET,
     readyTimeoutMs: 60_000,
     stopGraceMs: 1000,
-    docker: { limitsPerGpu: { memoryMb: 512, cpus: 1, pids: 200 }, toolbox: true },
+    docker: { limitsPerGpu: { memoryMb: 512, cpus: 1, pids: 200 }, toolbox: true, isolation: testIsolation },
   });
-  t.after(() => removeAgentContainers(agent.agentId));
+  t.after(() => removeAgentContainers(agent.agentId).then(() => removeAgentNetworks(agent.agentId)));
   const idA = `relay-a-${process.pid}`;
   const idB = `relay-b-${process.pid}`;
   f.addRoute(idA, '127.0.0.1:1', { instanceType: 'gradio' });
@@ -163,9 +167,15 @@ test('after an agent restart the relay knows the adopted container again: its rc
   const f = await startGatewayFixture(t);
   const dataDir = tempDir(t);
   const token = newToken();
-  const env = { RC_AGENT_RUNTIME: 'docker', RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET, RC_AGENT_STOP_GRACE_MS: '1000', RC_AGENT_MEMORY_MB_PER_GPU: '512' };
+  const env = {
+    RC_AGENT_RUNTIME: 'docker',
+    RC_AGENT_DOCKER_SOCKET: DOCKER_SOCKET,
+    RC_AGENT_STOP_GRACE_MS: '1000',
+    RC_AGENT_MEMORY_MB_PER_GPU: '512',
+    RC_AGENT_NETWORK_PREFIX: TEST_NET_PREFIX,
+  };
   let a = await spawnAgent(t, dataDir, token, env);
-  t.after(() => removeAgentContainers(a.agentId));
+  t.after(() => removeAgentContainers(a.agentId).then(() => removeAgentNetworks(a.agentId)));
   let client = createAgentClient({ address: a.address, token });
   const id = `relay-restart-${process.pid}`;
   f.addRoute(id, '127.0.0.1:1', { instanceType: 'gradio' });
