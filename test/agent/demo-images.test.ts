@@ -10,7 +10,7 @@ import { Client } from 'undici';
 import { ensureLocalImage, LABEL_DEFINITION, localImageDigest } from '../../agent/images/catalog.js';
 import { GRADIO_DEMO_COMMAND } from '../../control-plane/seed.js';
 import { DOCKER_SOCKET, dockerAvailable } from '../helpers.js';
-import { removeAgentNetworks, removeTestFirewall, testIsolation } from './docker-isolation-harness.js';
+import { removeAgentContainers, removeTestFirewall, testIsolation } from './docker-isolation-harness.js';
 import { startTestAgent, waitForState } from './harness.js';
 
 /** GET `path` exactly as written (no client normalizing `..`); the status and the body. */
@@ -27,20 +27,6 @@ function rawGet(port: number, path: string): Promise<{ status: number; body: str
 
 // The chains this file's agents installed under the test prefix go with it.
 after(removeTestFirewall);
-
-async function removeAgentContainers(agentId: string): Promise<void> {
-  const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
-  try {
-    const filters = encodeURIComponent(JSON.stringify({ label: [`rc.agent-id=${agentId}`] }));
-    const res = await client.request({ method: 'GET', path: `/v1.41/containers/json?all=true&filters=${filters}` });
-    for (const c of (await res.body.json()) as { Id: string }[]) {
-      const r = await client.request({ method: 'DELETE', path: `/v1.41/containers/${c.Id}?force=true` });
-      await r.body.dump();
-    }
-  } finally {
-    await client.close();
-  }
-}
 
 const OUTSIDE_THE_APP = [
   '/proc/self/environ',
@@ -74,7 +60,7 @@ test('the demo images serve their app page and nothing of the filesystem', { tim
     stopGraceMs: 1000,
     docker: { limitsPerGpu: { memoryMb: 256, cpus: 1, pids: 200 }, toolbox: false, isolation: testIsolation },
   });
-  t.after(() => removeAgentContainers(agent.agentId).then(() => removeAgentNetworks(agent.agentId)));
+  t.after(() => removeAgentContainers(agent.agentId));
   const cases = [
     { name: 'gradio', image: 'rc/gradio:latest', port: 7860, startCommand: '', page: /Gradio demo/ },
     { name: 'gradio-seeded', image: 'rc/gradio:latest', port: 7860, startCommand: GRADIO_DEMO_COMMAND, page: /Gradio demo/ },

@@ -11,12 +11,11 @@ import { createServer, connect } from 'node:net';
 import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
-import { Client } from 'undici';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/catalog.js';
 import type { AgentOptions } from '../../agent/server.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
-import { removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';
+import { engine, removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';
 import { collectEvents, killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
 import { busyboxRoot } from '../../agent/images/rootfs.js';
 import { createHash } from 'node:crypto';
@@ -29,23 +28,6 @@ const run = promisify(execFile);
 
 // The firewall chains of this process's prefix go once every agent of the file is closed.
 after(removeTestFirewall);
-
-/** A raw Engine API call (for what the tests check behind the agent's back). */
-async function engine(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
-  try {
-    const res = await client.request({
-      method,
-      path: `/v1.41${path}`,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    });
-    const text = await res.body.text();
-    return { status: res.statusCode, json: text ? JSON.parse(text) : undefined };
-  } finally {
-    await client.close();
-  }
-}
 
 const labelled = (label: string) => `/containers/json?all=true&filters=${encodeURIComponent(JSON.stringify({ label: [label] }))}`;
 

@@ -14,7 +14,6 @@ import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
-import { Client } from 'undici';
 import type { AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/catalog.js';
 import { startAgent, type AgentOptions } from '../../agent/server.js';
@@ -22,7 +21,7 @@ import { createAgentClient } from '../../agent/client.js';
 import { IsolationFirewall } from '../../agent/firewall.js';
 import { createLogger } from '../../lib/log.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
-import { removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';
+import { engine, removeAgentContainers, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';
 import { killAgentProcesses, killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
 
 const BUSYBOX = 'rc-test/busybox:1';
@@ -31,23 +30,6 @@ const run = promisify(execFile);
 const pid = process.pid;
 
 after(removeTestFirewall);
-
-async function engine(method: 'GET' | 'POST' | 'DELETE', path: string): Promise<{ status: number; json: any }> {
-  const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
-  try {
-    const res = await client.request({ method, path: `/v1.41${path}` });
-    const text = await res.body.text();
-    return { status: res.statusCode, json: text ? JSON.parse(text) : undefined };
-  } finally {
-    await client.close();
-  }
-}
-
-async function cleanupAgent(agentId: string): Promise<void> {
-  const { json } = await engine('GET', `/containers/json?all=true&filters=${encodeURIComponent(JSON.stringify({ label: [`rc.agent-id=${agentId}`] }))}`);
-  for (const c of json as { Id: string }[]) await engine('DELETE', `/containers/${c.Id}?force=true`);
-  await removeAgentNetworks(agentId);
-}
 
 function agentOptions(options: Partial<AgentOptions>): Partial<AgentOptions> {
   return {
@@ -62,7 +44,7 @@ function agentOptions(options: Partial<AgentOptions>): Partial<AgentOptions> {
 
 async function dockerAgent(t: TestContext, options: Partial<AgentOptions> = {}) {
   const a = await startTestAgent(t, agentOptions(options));
-  t.after(() => cleanupAgent(a.agent.agentId));
+  t.after(() => removeAgentContainers(a.agent.agentId));
   return a;
 }
 
@@ -403,7 +385,7 @@ test("the firewall rules exist while the agent runs; a second agent on the machi
     twoClient.close();
     await two.close();
     killAgentProcesses(two.agentId);
-    await cleanupAgent(two.agentId);
+    await removeAgentContainers(two.agentId);
   }
   await waitFor(async () => (await relayOf(two.agentId)).length === 0, 10_000);
   assert.equal((await relayOf(one.agent.agentId)).length, 1, "the first agent's relay rule is left");

@@ -6,36 +6,18 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, test, type TestContext } from 'node:test';
-import { Client } from 'undici';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/catalog.js';
 import { issueTunnelToken, tunnelId } from '../../gateway/tunnel/identity.js';
 import { killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from '../agent/harness.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
-import { removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from '../agent/docker-isolation-harness.js';
+import { engine, removeAgentContainers, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from '../agent/docker-isolation-harness.js';
 import { OTHER, startGatewayFixture, tunnelFetch } from './fixture.js';
 
 const BUSYBOX = 'rc-test/busybox:1';
 
 // The chains this file's agents installed under the test prefix go with it.
 after(removeTestFirewall);
-
-async function engine(method: 'GET' | 'DELETE', path: string): Promise<{ status: number; json: any }> {
-  const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
-  try {
-    const res = await client.request({ method, path: `/v1.41${path}` });
-    const text = await res.body.text();
-    return { status: res.statusCode, json: text ? JSON.parse(text) : undefined };
-  } finally {
-    await client.close();
-  }
-}
-
-async function removeAgentContainers(agentId: string): Promise<void> {
-  const filters = encodeURIComponent(JSON.stringify({ label: [`rc.agent-id=${agentId}`] }));
-  const { json } = await engine('GET', `/containers/json?all=true&filters=${filters}`);
-  for (const c of json as { Id: string }[]) await engine('DELETE', `/containers/${c.Id}?force=true`);
-}
 
 async function logsOf(client: AgentClient, id: string): Promise<string> {
   const out: string[] = [];
@@ -83,7 +65,7 @@ test('tunnels of containers: no token inside, exposed through the relay, a stole
     stopGraceMs: 1000,
     docker: { limitsPerGpu: { memoryMb: 512, cpus: 1, pids: 200 }, toolbox: true, isolation: testIsolation },
   });
-  t.after(() => removeAgentContainers(agent.agentId).then(() => removeAgentNetworks(agent.agentId)));
+  t.after(() => removeAgentContainers(agent.agentId));
   const idA = `relay-a-${process.pid}`;
   const idB = `relay-b-${process.pid}`;
   f.addRoute(idA, '127.0.0.1:1', { instanceType: 'gradio' });
@@ -175,7 +157,7 @@ test('after an agent restart the relay knows the adopted container again: its rc
     RC_AGENT_NETWORK_PREFIX: TEST_NET_PREFIX,
   };
   let a = await spawnAgent(t, dataDir, token, env);
-  t.after(() => removeAgentContainers(a.agentId).then(() => removeAgentNetworks(a.agentId)));
+  t.after(() => removeAgentContainers(a.agentId));
   let client = createAgentClient({ address: a.address, token });
   const id = `relay-restart-${process.pid}`;
   f.addRoute(id, '127.0.0.1:1', { instanceType: 'gradio' });

@@ -17,24 +17,10 @@ import { startPlatform } from '../../bin/platform.js';
 import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor, platformTestEnv } from '../helpers.js';
-import { removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX } from '../agent/docker-isolation-harness.js';
+import { removeAgentContainers, removeTestFirewall, TEST_NET_PREFIX } from '../agent/docker-isolation-harness.js';
 import { tunnelFetch } from '../dedicated/fixture.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
-
-async function removeAgentContainers(agentId: string): Promise<void> {
-  const client = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
-  try {
-    const filters = encodeURIComponent(JSON.stringify({ label: [`rc.agent-id=${agentId}`] }));
-    const res = await client.request({ method: 'GET', path: `/v1.41/containers/json?all=true&filters=${filters}` });
-    for (const c of (await res.body.json()) as { Id: string }[]) {
-      const r = await client.request({ method: 'DELETE', path: `/v1.41/containers/${c.Id}?force=true` });
-      await r.body.dump();
-    }
-  } finally {
-    await client.close();
-  }
-}
 
 test('npm start with an engine: seeded templates as containers, the demo endpoint, rc-tunnel through the broker', { timeout: 600_000 }, async (t) => {
   if (!(await dockerAvailable(t))) return;
@@ -55,7 +41,6 @@ test('npm start with an engine: seeded templates as containers, the demo endpoin
   t.after(async () => {
     await p.close();
     await removeAgentContainers(p.agent.agentId);
-    await removeAgentNetworks(p.agent.agentId);
     await removeTestFirewall();
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(`${dataDir}-instances`, { recursive: true, force: true });
