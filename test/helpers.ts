@@ -1,5 +1,9 @@
 // Helpers shared by the test suites.
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import type { Server as HttpServer } from 'node:http';
@@ -131,4 +135,57 @@ export async function listenLocal(t: TestContext, server: HttpServer): Promise<n
       }),
   );
   return (server.address() as { port: number }).port;
+}
+
+/**
+ * A self-signed certificate for `localhost` (1 day, made with openssl; .ci/run installs it), or
+ * undefined after skipping the test when openssl is missing.
+ */
+export function localhostCertificate(t: TestContext): { cert: Buffer; key: Buffer } | undefined {
+  const dir = mkdtempSync(join(tmpdir(), 'rc-test-tls-'));
+  try {
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
+    return { cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')) };
+  } catch {
+    t.skip('openssl is not available to make a test certificate');
+    return undefined;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Whether a TCP connection to host:port opens within `timeoutMs`. */
+export function tcpConnects(host: string, port: number, timeoutMs = 3000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port });
+    s.setTimeout(timeoutMs, () => {
+      s.destroy();
+      resolve(false);
+    });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
 }

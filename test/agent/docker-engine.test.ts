@@ -7,14 +7,14 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/catalog.js';
 import type { AgentOptions } from '../../agent/server.js';
-import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
+import { DOCKER_SOCKET, dockerAvailable, tcpConnects, waitFor } from '../helpers.js';
 import { engine, removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';
 import { collectEvents, killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
 import { busyboxRoot } from '../../agent/images/rootfs.js';
@@ -58,21 +58,6 @@ async function logsOf(client: AgentClient, id: string): Promise<string> {
   const out: string[] = [];
   for await (const line of client.logs(id, { tail: 1000 })) out.push(line);
   return out.join('\n');
-}
-
-function tcpConnects(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = connect({ host, port });
-    s.setTimeout(2000, () => {
-      s.destroy();
-      resolve(false);
-    });
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }
 
 let imagesReady: Promise<void> | undefined;
@@ -167,7 +152,7 @@ test('an app that listens late is pending until it listens (readiness inside the
   // docker-proxy accepts on the published port long before the app listens.
   const waiting = await waitFor(async () => (await client.list()).find((i) => i.instanceId === id && i.message === 'waiting for port'), 30_000);
   const hostPort = waiting.endpoints[0]!.hostPort;
-  const proxyAccepts = await tcpConnects('127.0.0.1', hostPort);
+  const proxyAccepts = await tcpConnects('127.0.0.1', hostPort, 2000);
   const firstReady = await waitForState(client, id, 'ready', 60_000);
   assert.equal(firstReady.state, 'ready');
   assert.match(await logsOf(client, id), /LISTENING/, 'ready only after the app printed that it listens');

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { createServer } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
@@ -20,7 +20,7 @@ import { startAgent, type AgentOptions } from '../../agent/server.js';
 import { createAgentClient } from '../../agent/client.js';
 import { IsolationFirewall } from '../../agent/firewall.js';
 import { createLogger } from '../../lib/log.js';
-import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
+import { DOCKER_SOCKET, dockerAvailable, tcpConnects, waitFor } from '../helpers.js';
 import { engine, removeAgentContainers, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';
 import { killAgentProcesses, killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
 
@@ -93,21 +93,6 @@ function lanAddress(): string {
   const lan = hostAddresses().find((a) => !/^(docker|br-|rc|veth)/.test(a.name));
   assert.ok(lan, 'the host has a non-loopback address');
   return lan.address;
-}
-
-function tcpConnects(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = connect({ host, port });
-    s.setTimeout(3000, () => {
-      s.destroy();
-      resolve(false);
-    });
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }
 
 /**

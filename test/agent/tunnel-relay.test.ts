@@ -3,17 +3,13 @@
 // Host or x-rc-* headers), what is refused (an address that is no container, an instance without
 // a token, any request but the tunnel's upgrade), TLS to an https broker, several brokers.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createTlsServer, Server as TlsServer } from 'node:tls';
 import { createServer, connect, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { TunnelRelay } from '../../agent/broker-relay.js';
 import { readIdentity } from '../../agent/tunnel/identity.js';
 import { createLogger } from '../../lib/log.js';
-import { waitFor } from '../helpers.js';
+import { localhostCertificate, waitFor } from '../helpers.js';
 
 /** A stand-in broker: records each request head it gets and answers 101 then echoes. */
 async function fakeBroker(t: TestContext, server: Server = createServer()): Promise<{ port: number; heads: string[] }> {
@@ -165,38 +161,9 @@ test('the relay refuses what is not a running instance with a token, and everyth
 });
 
 test('several brokers: /b<i> selects the i-th; an https broker is reached over TLS', async (t) => {
-  let dir: string | undefined;
-  try {
-    dir = mkdtempSync(join(tmpdir(), 'rc-relay-tls-'));
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-days',
-        '1',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-      ],
-      { stdio: 'ignore' },
-    );
-  } catch {
-    if (dir) rmSync(dir, { recursive: true, force: true });
-    t.skip('openssl is not available to make a test certificate');
-    return;
-  }
-  const cert = readFileSync(join(dir, 'cert.pem'));
-  const key = readFileSync(join(dir, 'key.pem'));
-  rmSync(dir, { recursive: true, force: true });
+  const tls = localhostCertificate(t);
+  if (!tls) return;
+  const { cert, key } = tls;
   const plain = await fakeBroker(t);
   const secure = await fakeBroker(t, createTlsServer({ key, cert }));
   const { relay: r, port } = await relay(t, async () => 'i_a', { ca: cert });

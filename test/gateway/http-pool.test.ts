@@ -1,16 +1,12 @@
 // The gateway's HTTP/1.1 client (gateway/http-pool.ts) against real sockets: scripted raw TCP
 // servers write exactly the bytes each case needs (split heads, chunk extensions, trailers,
 // early closes, garbage), so every framing and failure path is exercised for real.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { HttpPool, PoolError, type HttpPoolOptions, type ResponseHandler } from '../../gateway/http-pool.js';
-import { waitFor } from '../helpers.js';
+import { localhostCertificate, waitFor } from '../helpers.js';
 import { rawServer } from './raw-server.js';
 
 interface Collected {
@@ -414,37 +410,10 @@ describe('gateway http-pool', () => {
   });
 
   it('speaks TLS to an https origin', async (t) => {
-    let dir: string | undefined;
-    try {
-      dir = mkdtempSync(join(tmpdir(), 'rc-pool-tls-'));
-      execFileSync(
-        'openssl',
-        [
-          'req',
-          '-x509',
-          '-newkey',
-          'rsa:2048',
-          '-nodes',
-          '-days',
-          '1',
-          '-subj',
-          '/CN=localhost',
-          '-addext',
-          'subjectAltName=DNS:localhost',
-          '-keyout',
-          join(dir, 'key.pem'),
-          '-out',
-          join(dir, 'cert.pem'),
-        ],
-        { stdio: 'ignore' },
-      );
-    } catch {
-      if (dir) rmSync(dir, { recursive: true, force: true });
-      t.skip('openssl is not available to make a test certificate');
-      return;
-    }
-    const cert = readFileSync(join(dir, 'cert.pem'));
-    const server = createHttpsServer({ key: readFileSync(join(dir, 'key.pem')), cert }, (req, res) => {
+    const tls = localhostCertificate(t);
+    if (!tls) return;
+    const { cert, key } = tls;
+    const server = createHttpsServer({ key, cert }, (req, res) => {
       let body = '';
       req.on('data', (d: Buffer) => {
         body += d;
@@ -462,7 +431,6 @@ describe('gateway http-pool', () => {
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
