@@ -31,13 +31,22 @@ export function instanceOrigin(proxyBase: string, instanceId: string): string {
  * (any port), else undefined. Case-insensitive, as host names are.
  */
 export function instanceIdOfHost(hostHeader: string, baseHostname: string): string | undefined {
+  return firstLabelOf(hostHeader, baseHostname, DNS_LABEL);
+}
+
+/**
+ * The first label of a Host header (port and a trailing dot dropped, lower-cased) when the rest is
+ * exactly `baseHostname` and the label matches `label`, else undefined (an IPv6 literal names
+ * nothing). Both per-tenant origins use it: instance apps on the proxy, tunnels on theirs.
+ */
+export function firstLabelOf(hostHeader: string, baseHostname: string, label: RegExp): string | undefined {
   let host = hostHeader.trim().toLowerCase();
-  if (host.startsWith('[')) return undefined; // an IPv6 literal names no instance
+  if (host.startsWith('[')) return undefined;
   const colon = host.lastIndexOf(':');
   if (colon >= 0) host = host.slice(0, colon);
   if (host.endsWith('.')) host = host.slice(0, -1);
   const dot = host.indexOf('.');
   if (dot <= 0 || host.slice(dot + 1) !== baseHostname.toLowerCase()) return undefined;
-  const label = host.slice(0, dot);
-  return isInstanceLabel(label) ? label : undefined;
+  const first = host.slice(0, dot);
+  return label.test(first) ? first : undefined;
 }

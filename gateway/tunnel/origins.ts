@@ -11,6 +11,7 @@
 // loopback address without DNS.
 import { isIP } from 'node:net';
 import { ConfigError } from '../../lib/errors.js';
+import { firstLabelOf } from '../../lib/instance-origin.js';
 
 /** A tunnel id (identity.ts tunnelId): `t` + 24 hex digits, which is also a valid DNS label. */
 export const TUNNEL_ID = /^t[0-9a-f]{24}$/;
@@ -61,15 +62,7 @@ export class TunnelOrigins {
    * tunnels host itself, another name, an address.
    */
   idOf(hostHeader: string): string | undefined {
-    let name = hostHeader.toLowerCase();
-    if (name.startsWith('[')) return undefined; // an IPv6 address
-    const colon = name.indexOf(':');
-    if (colon >= 0) name = name.slice(0, colon);
-    if (name.endsWith('.')) name = name.slice(0, -1);
-    const dot = name.indexOf('.');
-    if (dot < 0) return undefined;
-    const label = name.slice(0, dot);
-    return TUNNEL_ID.test(label) && name.slice(dot + 1) === this.host ? label : undefined;
+    return firstLabelOf(hostHeader, this.host, TUNNEL_ID);
   }
 }
 
