@@ -42,12 +42,18 @@ export interface DockerRuntimeOptions {
   buildLocalImage?: (image: string, onProgress: (message: string) => void) => Promise<boolean>;
   /** Per-instance networks and the firewall around them. */
   isolation: IsolationSettings;
+  /** The agent listens on loopback only (one machine, reachable by its own users alone): `auto` may then run without the rules. */
+  loopbackOnly?: boolean;
   logger: Logger;
 }
 
 export interface IsolationSettings {
-  /** `on`: refuse to run without the firewall rules; `off`: the operator isolates (a warning). */
-  firewall: 'on' | 'off';
+  /**
+   * `on`: refuse to run without the firewall rules; `auto`: the same, except that an agent on
+   * loopback only (one machine, like the process runtime's rule) runs without them, with a
+   * warning; `off`: the operator isolates (a warning).
+   */
+  firewall: 'auto' | 'on' | 'off';
   /** IPv4 pool the per-instance /29 subnets come from. */
   pool: string;
   /** Prefix of the bridges (`<prefix>-…`) and the firewall chains (`<prefix>-isolate-…`). */
@@ -56,7 +62,7 @@ export interface IsolationSettings {
   blocked: string[];
 }
 
-export const ISOLATION_DEFAULTS: IsolationSettings = { firewall: 'on', pool: '10.231.0.0/16', prefix: 'rc', blocked: [] };
+export const ISOLATION_DEFAULTS: IsolationSettings = { firewall: 'auto', pool: '10.231.0.0/16', prefix: 'rc', blocked: [] };
 
 interface DockerResponse {
   status: number;
@@ -208,7 +214,11 @@ export class DockerRuntime implements Runtime {
     return undefined;
   }
 
-  /** Installs the isolation rules, or refuses to run without them unless RC_AGENT_FIREWALL=off. */
+  /**
+   * Installs the isolation rules, or refuses to run without them: unless RC_AGENT_FIREWALL=off, or
+   * `auto` on an agent that listens on loopback only (a non-root `npm start` on one's own machine,
+   * whose accounts are its users: the platform is not reachable from other machines).
+   */
   private async installFirewall(): Promise<void> {
     const { isolation } = this.opts;
     if (isolation.firewall === 'off') {
@@ -224,8 +234,14 @@ export class DockerRuntime implements Runtime {
     try {
       await firewall.install();
     } catch (err) {
+      if (isolation.firewall === 'auto' && this.opts.loopbackOnly) {
+        this.opts.logger.warn(
+          `RC_AGENT_FIREWALL=auto: installing the isolation rules failed (${(err as Error).message}); this agent listens on loopback only, so containers run without them: they can reach each other and the host's non-loopback addresses. Run as root with iptables for isolation; an agent reachable from other machines refuses to start without it (agent/README.md)`,
+        );
+        return;
+      }
       throw new RuntimeError(
-        `The docker runtime needs its firewall rules (containers would reach the host and other instances) and installing them failed: ${(err as Error).message}. Run the agent as root with iptables installed, or set RC_AGENT_FIREWALL=off if you isolate containers yourself.`,
+        `The docker runtime needs its firewall rules (containers would reach the host and other instances) and installing them failed: ${(err as Error).message}. Run the agent as root with iptables installed, or set RC_AGENT_FIREWALL=off if you isolate containers yourself${isolation.firewall === 'auto' ? ' (auto runs without them only while the agent listens on loopback)' : ''}.`,
         { cause: err },
       );
     }

@@ -190,6 +190,7 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
       toolbox: d.toolbox ? prepareToolbox(join(dataDir, 'toolbox')) : undefined,
       buildLocalImage: d.buildLocalImage,
       isolation: { ...ISOLATION_DEFAULTS, ...d.isolation },
+      loopbackOnly: isLoopbackHost(host),
     });
   } else {
     const loopback = isLoopbackHost(host);

@@ -259,9 +259,9 @@ export const SETTINGS = {
   agentToolbox: setting('RC_AGENT_TOOLBOX', bool, true, 'Docker: mount rc and rc-tunnel read-only at /opt/rc in every container'),
   agentFirewall: setting(
     'RC_AGENT_FIREWALL',
-    z.enum(['on', 'off']),
-    'on',
-    'Docker: on: the agent installs iptables rules that keep containers off the host, other instances and private addresses, and refuses to start without them (root, iptables); off: the operator isolates them',
+    z.enum(['auto', 'on', 'off']),
+    'auto',
+    'Docker: iptables rules that keep containers off the host, other instances and private addresses (root, iptables). on: refuse to start without them; auto: the same, but an agent on loopback only runs without them, with a warning; off: the operator isolates them',
   ),
   agentNetworkPool: setting(
     'RC_AGENT_NETWORK_POOL',

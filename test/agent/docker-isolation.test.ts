@@ -413,7 +413,7 @@ test('a flushed chain, a lost jump and a duplicate jump are put right by refresh
   assert.ok(!(await rules(`${P}-isolate-relay`)).some((r) => r.includes(`rc relay fw-test-${pid}`)), 'close removes its relay rule');
 });
 
-test('without iptables the docker runtime refuses to start and names RC_AGENT_FIREWALL; with RC_AGENT_FIREWALL=off it starts', async (t) => {
+test('without iptables: on refuses to start and names RC_AGENT_FIREWALL; auto starts on loopback only (one machine) and refuses beyond it; off starts', async (t) => {
   if (!(await needEngine(t))) return;
   const base = {
     RC_AGENT_RUNTIME: 'docker',
@@ -422,7 +422,13 @@ test('without iptables the docker runtime refuses to start and names RC_AGENT_FI
     RC_AGENT_NETWORK_PREFIX: TEST_NET_PREFIX,
     PATH: '/nonexistent', // no iptables (node is started by its absolute path)
   };
-  await assert.rejects(spawnAgent(t, tempDir(t), newToken(), base), /installing them failed.*RC_AGENT_FIREWALL=off/s);
+  await assert.rejects(spawnAgent(t, tempDir(t), newToken(), { ...base, RC_AGENT_FIREWALL: 'on' }), /installing them failed.*RC_AGENT_FIREWALL=off/s);
+  // auto (the default): a non-root `npm start` on one's own machine still runs; an agent other
+  // machines can reach does not (it refuses before listening, so nothing is exposed meanwhile).
+  const local = await spawnAgent(t, tempDir(t), newToken(), base);
+  assert.ok(local.agentId);
+  await killChild(local.child);
+  await assert.rejects(spawnAgent(t, tempDir(t), newToken(), base, 0, lanAddress()), /installing them failed.*only while the agent listens on loopback/s);
   const off = await spawnAgent(t, tempDir(t), newToken(), { ...base, RC_AGENT_FIREWALL: 'off' });
   assert.ok(off.agentId);
   await killChild(off.child);

@@ -132,8 +132,9 @@ export async function spawnAgent(
   token: string,
   env: Record<string, string> = {},
   port = 0,
+  host = '127.0.0.1',
 ): Promise<{ child: ChildProcess; address: string; agentId: string }> {
-  const child = spawn(process.execPath, [RC_JS, 'agent', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir], {
+  const child = spawn(process.execPath, [RC_JS, 'agent', '--port', String(port), '--host', host, '--data-dir', dataDir], {
     env: {
       ...process.env,
       RC_AGENT_TOKEN: token,
