@@ -3,6 +3,7 @@
 // apart (`rc gateway` with RC_CONTROL_PLANE_URL, RC_INTERNAL_TOKEN and REDIS_URL) and GPU hosts
 // run `rc agent`, registered with `rc host add`.
 import { instanceOrigin, proxyBaseUrl } from '../lib/instance-origin.js';
+import { LOCAL_TUNNELS_HOST, TunnelOrigins } from '../gateway/tunnel/origins.js';
 import { parse, untilSignal, type Command } from '../lib/cli.js';
 import { loadConfig, type Config } from '../lib/config.js';
 import { createLogger, type Logger } from '../lib/log.js';
@@ -58,8 +59,8 @@ export const startCommand: Command = {
     out.write(`  model gateway  ${p.gateway.url}/v1   (messages protocol: ${p.gateway.url}/api)\n`);
     out.write(`  metrics        ${p.gateway.metricsUrl}/metrics   (Prometheus; not on the gateway's public port)\n`);
     out.write(`  instance proxy ${instanceOrigin(proxyBaseUrl(config.proxyPublicUrl, p.proxy.port), '<id>')}/   (browser access: open it from the console)\n`);
-    const tunnels = config.tunnelPublicUrl ? new URL(config.tunnelPublicUrl) : new URL(`http://localhost:${p.tunnels.port}`);
-    out.write(`  tunnels        ${tunnels.protocol}//<tunnel id>.${tunnels.host}/   (rc-tunnel public URLs, an origin per tunnel)\n`);
+    const tunnels = new TunnelOrigins(config.tunnelPublicUrl.replace(/\/+$/, '') || `http://${LOCAL_TUNNELS_HOST}:${p.tunnels.port}`);
+    out.write(`  tunnels        ${tunnels.url('<tunnel id>')}   (rc-tunnel public URLs, an origin per tunnel)\n`);
     const runtime = p.agent.supervisor.host().runtime;
     out.write(
       `  host agent     ${p.agent.address} (gRPC, ${runtime} runtime${runtime === 'process' ? ': instances run as host processes, for one trusted user on this machine' : ': instances run as containers'})\n`,
