@@ -15,7 +15,7 @@ import { modelEntrySchema } from '../lib/config.js';
 import { generateKey, hashKey } from '../lib/keys.js';
 import { createLogger } from '../lib/log.js';
 import { startSim } from '../sim/server.js';
-import { memoryKeySource } from '../gateway/keys.js';
+import { memoryKeySource } from '../gateway/auth/keys.js';
 import { createGateway } from '../gateway/server.js';
 import { messagesRoutes } from '../gateway/messages/routes.js';
 import { ThinkingSigner } from '../gateway/messages/signature.js';

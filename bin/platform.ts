@@ -26,7 +26,7 @@ import { proxyBaseUrl } from '../lib/instance-origin.js';
 import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
 import { routesFromInstances } from '../gateway/dedicated/from-instances.js';
 import { createTunnelBroker } from '../gateway/tunnel/broker.js';
-import { tunnelProvisioning, tunnelSecret } from '../gateway/tunnel/identity.js';
+import { tunnelProvisioning, tunnelSecret } from '../lib/tunnel/identity.js';
 import { assertTunnelsApart } from '../gateway/tunnel/origins.js';
 import type { Server } from '../lib/http.js';
 import { namingSetting } from '../lib/errors.js';

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { Accounts, ApiKeys, Sessions } from './accounts.js';
-import { Images, Limits, Models } from './catalog.js';
+import { Images, Limits, Models } from './catalogs.js';
 import { databasePath, openDatabase, type Db } from './db.js';
 import { Coupons, Ledger } from './ledger.js';
 import { sealKey } from './secrets.js';

@@ -3,7 +3,7 @@ import { chmodSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { RcError } from '../../lib/errors.js';
-import { BROKER_ENV, BROKER_FILE, IDENTITY_DIR_ENV, TOKEN_ENV, TOKEN_FILE, TUNNEL_IDENTITY_DIR, VIA_RELAY_ENV } from '../../gateway/tunnel/identity.js';
+import { BROKER_ENV, BROKER_FILE, IDENTITY_DIR_ENV, TOKEN_ENV, TOKEN_FILE, TUNNEL_IDENTITY_DIR, VIA_RELAY_ENV } from '../../lib/tunnel/identity.js';
 
 export const STATE_DIR_ENV = 'RC_TUNNEL_STATE_DIR';
 

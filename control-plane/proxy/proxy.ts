@@ -28,8 +28,8 @@ import { isPlatformKey } from '../../lib/instance-credentials.js';
 import { instanceIdOfHost, instanceOrigin, isInstanceLabel } from '../../lib/instance-origin.js';
 import { singleCookie } from '../../lib/session-cookie.js';
 import type { Store } from '../store.js';
-import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../gateway/dedicated/forward.js';
-import { mainEndpoint, type InstanceRoutes } from '../../gateway/dedicated/instance-routes.js';
+import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../lib/relay/forward.js';
+import { mainEndpoint, type InstanceRoutes } from '../../lib/instance-routes.js';
 import { AUTH_PATH, NO_ACCESS, NOT_FOUND, PROXY_COOKIE, ProxyCookies, ProxyTickets, SECURE_PROXY_COOKIE, sessionAccount } from './handover.js';
 
 export { NO_ACCESS, NOT_FOUND };

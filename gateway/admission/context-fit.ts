@@ -30,10 +30,10 @@
 // The context window: the catalog entry's maxContext, else the `max_model_len` the backend
 // reports in its /tokenize answer (vLLM's, the same value as its /v1/models), learned on the
 // first count and kept per catalog model (the smallest seen over its upstreams).
-import type { Res } from '../lib/http.js';
-import type { ModelState } from './catalog.js';
-import type { GatewayContext } from './context.js';
-import { requestUpstream } from './upstreams.js';
+import type { Res } from '../../lib/http.js';
+import type { ModelState } from '../backends/model-catalog.js';
+import type { GatewayContext } from '../context.js';
+import { requestUpstream } from '../backends/upstreams.js';
 
 /** What /tokenize takes: the chat request's prompt part. */
 export interface PromptParts {

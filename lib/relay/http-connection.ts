@@ -1,5 +1,5 @@
-// One keep-alive connection of the backend client (gateway/http-pool.ts): it writes a request
-// in one socket write and reads its response through the parser (gateway/http-parser.ts),
+// One keep-alive connection of the backend client (lib/relay/http-pool.ts): it writes a request
+// in one socket write and reads its response through the parser (lib/relay/http-parser.ts),
 // handing body slices to the handler with backpressure; and the caller's request handle.
 import { performance } from 'node:perf_hooks';
 import * as net from 'node:net';

@@ -2,11 +2,11 @@
 // upstream per request (sticky by user, else fewest in flight), passive health (a backend that
 // refuses connections or fails repeatedly is taken out for a while), and one exchange per
 // request that reports the response to an UpstreamHandler with backpressure and abort.
-import type { ErrorCode } from './errors.js';
+import type { ErrorCode } from '../errors.js';
 import { performance } from 'node:perf_hooks';
-import { RcError } from '../lib/errors.js';
-import type { ModelState } from './catalog.js';
-import { HttpPool, type HeaderLines, type PoolError, type PoolRequest, type ResponseHandler } from './http-pool.js';
+import { RcError } from '../../lib/errors.js';
+import type { ModelState } from './model-catalog.js';
+import { HttpPool, type HeaderLines, type PoolError, type PoolRequest, type ResponseHandler } from '../../lib/relay/http-pool.js';
 
 export interface UpstreamOptions {
   /** Keep-alive connections per upstream. */

@@ -1,4 +1,4 @@
-// The HTTP/1.1 response parsing of the backend client (gateway/http-pool.ts): byte-level
+// The HTTP/1.1 response parsing of the backend client (lib/relay/http-pool.ts): byte-level
 // helpers, the parser states of a connection, the head and the chunk-size line. Pure functions
 // over Buffers: no strings are made for the headers, and no Buffers either until a route asks
 // for them (HeaderLines).

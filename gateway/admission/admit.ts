@@ -2,12 +2,12 @@
 // in-flight slot (admission), then the gate. Each route answers a refusal in its protocol's shape
 // through the `refuse` callback it passes (its error mapper); what is refused and when is the
 // same on every route.
-import type { Res } from '../lib/http.js';
-import type { ModelState } from './catalog.js';
-import type { GatewayContext } from './context.js';
-import type { GateDecision, GateRequest, GateUsage } from './gate.js';
-import { CLIENT_CLOSED } from './metrics.js';
-import { ZERO_USAGE } from './usage.js';
+import type { Res } from '../../lib/http.js';
+import type { ModelState } from '../backends/model-catalog.js';
+import type { GatewayContext } from '../context.js';
+import type { GateDecision, GateRequest, GateUsage } from '../gates/gate.js';
+import { CLIENT_CLOSED } from '../metrics.js';
+import { ZERO_USAGE } from '../usage.js';
 
 export type Allowed = GateDecision & { allowed: true };
 

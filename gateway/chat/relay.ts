@@ -1,5 +1,5 @@
 // The chat completions body transform: passthrough with usage scanning. One backend response
-// goes to one client as bytes through the response writer (gateway/response-writer.ts: cork
+// goes to one client as bytes through the response writer (lib/relay/response-writer.ts: cork
 // batching, backpressure, abort, finish once, hop-by-hop filtering).
 //
 // - A non-stream body that arrives whole is written in one corked end with its Content-Length.
@@ -11,16 +11,16 @@
 //   MAX_ERROR_BODY_BYTES) and answered in the chat shape `{error: {message, type, param, code}}`
 //   with the backend's status, headers and message (backend-error.ts), since vLLM writes its own
 //   flat shape, which OpenAI clients cannot read.
-import type { Res } from '../lib/http.js';
-import { chatBackendErrorBody, MAX_ERROR_BODY_BYTES } from './backend-error.js';
-import type { GatewayContext } from './context.js';
-import { CHAT_CODES, ERRORS } from './errors.js';
-import type { GateUsage } from './gate.js';
-import { CLIENT_CLOSED } from './metrics.js';
-import type { HeaderLines } from './http-pool.js';
-import { headerNameIs, type HeaderName, ResponseWriter, type WriterHooks } from './response-writer.js';
-import type { UpstreamCall, UpstreamError, UpstreamHandler } from './upstreams.js';
-import { indexOfUsage, lastIndexOfUsage, relayedUsage, reservedUsage, usageAt, ZERO_USAGE } from './usage.js';
+import type { Res } from '../../lib/http.js';
+import { chatBackendErrorBody, MAX_ERROR_BODY_BYTES } from '../backends/backend-error.js';
+import type { GatewayContext } from '../context.js';
+import { CHAT_CODES, ERRORS } from '../errors.js';
+import type { GateUsage } from '../gates/gate.js';
+import { CLIENT_CLOSED } from '../metrics.js';
+import type { HeaderLines } from '../../lib/relay/http-pool.js';
+import { headerNameIs, type HeaderName, ResponseWriter, type WriterHooks } from '../../lib/relay/response-writer.js';
+import type { UpstreamCall, UpstreamError, UpstreamHandler } from '../backends/upstreams.js';
+import { indexOfUsage, lastIndexOfUsage, relayedUsage, reservedUsage, usageAt, ZERO_USAGE } from '../usage.js';
 
 const LF2 = Buffer.from('\n\n');
 const CRLF2 = Buffer.from('\r\n\r\n');
@@ -42,9 +42,9 @@ export interface RelayOptions {
   onFinish(status: number, usage: GateUsage | undefined): void;
 }
 
-export class ChatRelay implements UpstreamHandler, WriterHooks {
+export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
   call: UpstreamCall | undefined;
-  private readonly out: ResponseWriter;
+  private readonly out: ResponseWriter<GateUsage>;
   private status = 0;
   private contentLength = -1;
   /** A whole non-stream body waiting for onEnd, to be written with its length in one go. */

@@ -1,8 +1,8 @@
 // Where an instance is reachable and whose it is: the table the dedicated endpoints, the instance
 // proxy and the tunnel broker read on every request. It is held in memory (never SQLite on the
 // request path) and kept current by the instances service (control-plane/instances/).
-import type { Clock } from '../../lib/clock.js';
-import { systemClock } from '../../lib/clock.js';
+import type { Clock } from './clock.js';
+import { systemClock } from './clock.js';
 
 /** Instance status as the routes see it; only `ready` is forwarded to, `pending` answers 503. */
 export type RouteStatus = 'pending' | 'ready' | 'stopping' | 'stopped' | 'failed';

@@ -12,10 +12,9 @@
 //   the source pauses (pauseSource()); onWritable resumes it through `onDrain`.
 // - Abort: a client that goes away calls `onAbort` (the source then cancels the backend request).
 // - Finish once: `finish(status, usage)` reaches `onFinish` exactly once, however the response ended.
-import type { Res } from '../lib/http.js';
-import { headerName, sendJson, statusLine } from '../lib/http.js';
+import type { Res } from '../http.js';
+import { headerName, sendJson, statusLine } from '../http.js';
 import { asciiLowerEquals, HOP_BY_HOP_BYTES, mayBeHopByHop } from './http-parser.js';
-import type { GateUsage } from './gate.js';
 
 /** A response header name, as the backend client hands it over. */
 export type HeaderName = Buffer | string;
@@ -52,13 +51,20 @@ export function contentLengthOf(raw: readonly HeaderName[]): number {
   return -1;
 }
 
-export interface WriterHooks {
+/** Status recorded when the client went away before its response ended (nginx's convention). */
+export const CLIENT_CLOSED = 499;
+
+/**
+ * What a response's source learned of it, handed to onFinish untouched (the gateway's token usage;
+ * nothing for a dedicated endpoint or a tunnel): the writer never reads it.
+ */
+export interface WriterHooks<U = unknown> {
   /** The client went away (the source cancels its backend request, then calls finish). */
   onAbort(): void;
   /** The source paused with pauseSource() may flow again. */
   onDrain(): void;
   /** Called exactly once, by the first finish(). */
-  onFinish(status: number, usage: GateUsage | undefined): void;
+  onFinish(status: number, usage: U | undefined): void;
 }
 
 const NO_HEADERS: readonly HeaderName[] = [];
@@ -72,7 +78,7 @@ export interface WriterOptions {
 
 // res.cork takes a callback; these module-level ones read the writer from `corking` (set just
 // around the synchronous cork call) so that no closure is made per write.
-let corking: ResponseWriter | undefined;
+let corking: ResponseWriter<unknown> | undefined;
 let closing: Buffer | string | undefined;
 function corkedFlush(): void {
   corking!.writeQueued();
@@ -81,7 +87,7 @@ function corkedEnd(): void {
   corking!.writeEnd(closing);
 }
 
-export class ResponseWriter {
+export class ResponseWriter<U = unknown> {
   private status = 0;
   private raw: readonly HeaderName[] = NO_HEADERS;
   private extra: Record<string, string> | undefined;
@@ -111,7 +117,7 @@ export class ResponseWriter {
 
   constructor(
     readonly res: Res,
-    private readonly hooks: WriterHooks,
+    private readonly hooks: WriterHooks<U>,
     private readonly options: WriterOptions = {},
   ) {
     res.onAbort = () => {
@@ -228,7 +234,7 @@ export class ResponseWriter {
   }
 
   /** Ends the exchange's bookkeeping exactly once. */
-  finish(status: number, usage: GateUsage | undefined): void {
+  finish(status: number, usage: U | undefined): void {
     if (this.finished) return;
     this.finished = true;
     this.closed = true;

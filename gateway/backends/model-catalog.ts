@@ -1,8 +1,8 @@
 // The shared model catalog as the request path sees it: name -> ModelState (entry, upstreams,
 // metrics series). Replaced as a whole on change, so a request that already holds its
 // ModelState keeps using it (and its pools) until it ends: a catalog change drops no stream.
-import type { ModelEntry } from '../lib/config.js';
-import type { GatewayMetrics, ModelSeries } from './metrics.js';
+import type { ModelEntry } from '../../lib/config.js';
+import type { GatewayMetrics, ModelSeries } from '../metrics.js';
 import type { Upstream, UpstreamRegistry } from './upstreams.js';
 
 export interface ModelState {

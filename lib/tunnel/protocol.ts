@@ -16,6 +16,11 @@
 //
 // Text frames carry control messages as JSON: the broker's `hello` after the upgrade.
 
+/** WebSocket close codes the broker closes a tunnel with (rc-tunnel stops reconnecting on 4003). */
+export const CLOSE_REPLACED = 4000;
+export const CLOSE_INSTANCE_GONE = 4003;
+export const CLOSE_SHUTDOWN = 1001;
+
 export const FrameType = {
   RequestHead: 1,
   RequestBody: 2,

@@ -5,11 +5,11 @@
 // no body, and the route's onFinish runs exactly once however the response ends.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { listen, track } from '../../lib/http.js';
-import { uws } from '../../lib/uws.js';
-import { ResponseRelay } from '../../gateway/dedicated/forward.js';
+import { listen, track } from '../../../lib/http.js';
+import { uws } from '../../../lib/uws.js';
+import { ResponseRelay } from '../../../lib/relay/forward.js';
 import { connect } from 'node:net';
-import { headerNameIs, isHopByHop, ResponseWriter, type HeaderName } from '../../gateway/response-writer.js';
+import { headerNameIs, isHopByHop, ResponseWriter, type HeaderName } from '../../../lib/relay/response-writer.js';
 
 const SET_COOKIE = Buffer.from('set-cookie');
 const dropCookies = (name: HeaderName): boolean => headerNameIs(name, SET_COOKIE);

@@ -11,8 +11,8 @@
 // nothing more: one write per request, a byte-level parser, no per-request timers.
 //
 // The client is three files: this one (the pool: connections per origin, queue, timeouts sweep,
-// close), gateway/http-connection.ts (one connection: write, read, pause, failures) and
-// gateway/http-parser.ts (the response parser), as undici keeps pool-base, client and client-h1 apart.
+// close), lib/relay/http-connection.ts (one connection: write, read, pause, failures) and
+// lib/relay/http-parser.ts (the response parser), as undici keeps pool-base, client and client-h1 apart.
 import { performance } from 'node:perf_hooks';
 import type * as tls from 'node:tls';
 import { Connection, PoolError, PoolRequest, type ResponseHandler } from './http-connection.js';

@@ -1,11 +1,10 @@
 // Tunnel identities: the token provisioned into an instance at launch, verified by the broker
 // without any lookup (an HMAC of the instance id under a secret shared by the control plane and
 // the gateways), and the stable public tunnel id of an (instance, port).
-import type { ErrorCode } from '../errors.js';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RcError } from '../../lib/errors.js';
+import { RcError } from '../errors.js';
 
 /**
  * Legacy identity directory (relative to the instance directory, RC_INSTANCE_DIR), provisioned
@@ -35,7 +34,7 @@ const INSTANCE_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 export class TunnelSecretError extends RcError {
   constructor(message: string) {
-    super('RC_ERR_TUNNEL_SECRET' satisfies ErrorCode, message, 500);
+    super('RC_ERR_TUNNEL_SECRET', message, 500);
   }
 }
 

@@ -10,10 +10,10 @@
 // real input, and the gate bounds the output to what is left: the sum stays within the cap.
 // The bound is free; the count is a round trip, made only when the bound bites (the account is
 // near a limit, or the bound fills the context), so the common case costs nothing more.
-import { headerName, type Res } from '../lib/http.js';
+import { headerName, type Res } from '../../lib/http.js';
 import { admit, boundedMaxTokens, gateRequestFor, type Allowed, type RefusalReply } from './admit.js';
-import type { ModelState } from './catalog.js';
-import type { GatewayContext } from './context.js';
+import type { ModelState } from '../backends/model-catalog.js';
+import type { GatewayContext } from '../context.js';
 import {
   boundingContext,
   canCount,
@@ -25,7 +25,7 @@ import {
   type FitResult,
   type PromptParts,
 } from './context-fit.js';
-import type { GateRequest } from './gate.js';
+import type { GateRequest } from '../gates/gate.js';
 
 /** What a route knows of a model request once it has parsed it. */
 export interface ModelCall {

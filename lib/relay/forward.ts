@@ -3,18 +3,17 @@
 // arrive. Used by the dedicated endpoints, the instance proxy and (ResponseRelay alone) the
 // tunnel broker.
 //
-// - Writes go through the gateway's response writer (gateway/response-writer.ts): the chunks of
+// - Writes go through the gateway's response writer (lib/relay/response-writer.ts): the chunks of
 //   one read in one corked write; when uWS cannot take more the source is paused and resumed
 //   from onWritable; a client that goes away aborts the upstream exchange.
 // - A body that arrives whole with its Content-Length is written in one corked end() (so the
 //   client sees the length); otherwise the response is chunked.
-import type { Res } from '../../lib/http.js';
-import type { HttpRequest } from '../../lib/uws.js';
-import { forwardableRequestHeader, isPlatformSetCookie, SERVICE_WORKER_ALLOWED_HEADER } from '../../lib/instance-credentials.js';
+import type { Res } from '../http.js';
+import type { HttpRequest } from '../uws.js';
+import { forwardableRequestHeader, isPlatformSetCookie, SERVICE_WORKER_ALLOWED_HEADER } from '../instance-credentials.js';
 
-import { HttpPool, type HeaderLines, type PoolError, type ResponseHandler } from '../http-pool.js';
-import { CLIENT_CLOSED } from '../metrics.js';
-import { contentLengthOf, headerNameIs, ResponseWriter, type HeaderFilter, type HeaderName, type WriterHooks } from '../response-writer.js';
+import { HttpPool, type HeaderLines, type PoolError, type ResponseHandler } from './http-pool.js';
+import { CLIENT_CLOSED, contentLengthOf, headerNameIs, ResponseWriter, type HeaderFilter, type HeaderName, type WriterHooks } from './response-writer.js';
 
 const SET_COOKIE = Buffer.from('set-cookie');
 const SERVICE_WORKER_ALLOWED = Buffer.from(SERVICE_WORKER_ALLOWED_HEADER);
@@ -47,7 +46,7 @@ const noop = (): void => {};
 
 /**
  * Writes one response to a uWS client from any source (undici, tunnel frames), verbatim, through
- * the gateway's one response writer (gateway/response-writer.ts: cork batching, backpressure,
+ * the gateway's one response writer (lib/relay/response-writer.ts: cork batching, backpressure,
  * abort, finish once, hop-by-hop filtering). The source calls head(), then data() per chunk
  * (false: pause until `resume` is called), then end() or fail().
  */
@@ -79,7 +78,7 @@ export class ResponseRelay implements WriterHooks {
     return this.done;
   }
 
-  /** Bytes of body this response holds and the client has not taken yet, at most (gateway/response-writer.ts heldBytes). */
+  /** Bytes of body this response holds and the client has not taken yet, at most (lib/relay/response-writer.ts heldBytes). */
   get heldBytes(): number {
     return this.out.heldBytes + (this.held === undefined ? 0 : this.held.length);
   }
@@ -184,7 +183,7 @@ export interface PoolOptions {
 
 export const DEFAULT_POOL_OPTIONS: PoolOptions = { connections: 64, headersTimeoutMs: 300_000, idleTimeoutMs: 300_000, connectTimeoutMs: 5_000 };
 
-/** One pool of the gateway's backend client (gateway/http-pool.ts) per instance address (`host:port`), created on first use. */
+/** One pool of the gateway's backend client (lib/relay/http-pool.ts) per instance address (`host:port`), created on first use. */
 export class InstancePools {
   private readonly pools = new Map<string, HttpPool>();
   readonly opts: PoolOptions;

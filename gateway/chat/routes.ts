@@ -5,19 +5,19 @@
 // the prompt alone is too long) -> admission slot (503) -> gate (429) -> forward the body as
 // received (rewritten only to add stream_options.include_usage, the served model name, or a
 // fitted or bounded max_tokens) -> relay the response as bytes.
-import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
-import { declaredLength, readBody, sendJson, track, type Res } from '../lib/http.js';
-import { settlement } from './admit.js';
-import type { ModelState } from './catalog.js';
-import type { PromptParts } from './context-fit.js';
-import type { GatewayContext, RoutePlugin } from './context.js';
-import { CHAT_CODES, ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError, unknownModel, type CannedError } from './errors.js';
-import { AUTH_MISSING } from './keys.js';
-import { AUTH_SESSION, AUTH_UNVERIFIED } from './sessions.js';
-import { NO_MODEL } from './metrics.js';
+import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
+import { declaredLength, readBody, sendJson, track, type Res } from '../../lib/http.js';
+import { settlement } from '../admission/admit.js';
+import type { ModelState } from '../backends/model-catalog.js';
+import type { PromptParts } from '../admission/context-fit.js';
+import type { GatewayContext, RoutePlugin } from '../context.js';
+import { CHAT_CODES, ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError, unknownModel, type CannedError } from '../errors.js';
+import { AUTH_MISSING } from '../auth/keys.js';
+import { AUTH_SESSION, AUTH_UNVERIFIED } from '../auth/sessions.js';
+import { NO_MODEL } from '../metrics.js';
 import { ChatRelay } from './relay.js';
-import { FIT_HEADER, fitAndAdmit, fitRequested, type AdmittedCall, type CallReplies } from './model-call.js';
-import { ZERO_USAGE } from './usage.js';
+import { FIT_HEADER, fitAndAdmit, fitRequested, type AdmittedCall, type CallReplies } from '../admission/model-call.js';
+import { ZERO_USAGE } from '../usage.js';
 
 export const CHAT_ROUTE = 'chat';
 export const MODELS_ROUTE = 'models';

@@ -1,13 +1,13 @@
-// The gateway's HTTP/1.1 client (gateway/http-pool.ts) against real sockets: scripted raw TCP
+// The gateway's HTTP/1.1 client (lib/relay/http-pool.ts) against real sockets: scripted raw TCP
 // servers write exactly the bytes each case needs (split heads, chunk extensions, trailers,
 // early closes, garbage), so every framing and failure path is exercised for real.
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { HttpPool, PoolError, type HttpPoolOptions, type ResponseHandler } from '../../gateway/http-pool.js';
-import { localhostCertificate, waitFor } from '../helpers.js';
-import { rawServer } from './raw-server.js';
+import { HttpPool, PoolError, type HttpPoolOptions, type ResponseHandler } from '../../../lib/relay/http-pool.js';
+import { localhostCertificate, waitFor } from '../../helpers.js';
+import { rawServer } from '../../gateway/raw-server.js';
 
 interface Collected {
   status: number;

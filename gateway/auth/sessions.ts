@@ -4,15 +4,15 @@
 // them in memory like keys, so no request touches SQLite. A session credential is the
 // `rc_session` cookie plus the session's CSRF token in `x-csrf-token`: the custom header keeps
 // other pages of the same site from spending the user's quota with the cookie alone.
-import type { SessionRecord } from '../lib/gateway-snapshot.js';
-import type { Bus, BusEvent } from '../lib/bus.js';
-import { systemClock, type Clock } from '../lib/clock.js';
-import { hashKey, matchesHash } from '../lib/keys.js';
-import { SEVERAL_COOKIES, sessionCookieToken } from '../lib/session-cookie.js';
+import type { SessionRecord } from '../../lib/gateway-snapshot.js';
+import type { Bus, BusEvent } from '../../lib/bus.js';
+import { systemClock, type Clock } from '../../lib/clock.js';
+import { hashKey, matchesHash } from '../../lib/keys.js';
+import { SEVERAL_COOKIES, sessionCookieToken } from '../../lib/session-cookie.js';
 import { AUTH_MISSING, type AuthFailure } from './keys.js';
 
 export type { SessionRecord };
-export { SESSION_COOKIE } from '../lib/session-cookie.js';
+export { SESSION_COOKIE } from '../../lib/session-cookie.js';
 
 /** A cookie that names no live session, or a missing or wrong CSRF token. */
 export const AUTH_SESSION: AuthFailure = Object.freeze({ reason: 'session' });

@@ -1,9 +1,9 @@
-// The response head parser of the backend client (gateway/http-parser.ts) on its own: the
+// The response head parser of the backend client (lib/relay/http-parser.ts) on its own: the
 // header lines it keeps as offsets, and the Buffers, hop-by-hop filtering and lookups made
 // from them on demand.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CHUNK_SIZE, emptyParsedHead, HOP_BY_HOP_RESPONSE, LENGTH, parseHead, type ParsedHead } from '../../gateway/http-parser.js';
+import { CHUNK_SIZE, emptyParsedHead, HOP_BY_HOP_RESPONSE, LENGTH, parseHead, type ParsedHead } from '../../../lib/relay/http-parser.js';
 
 /** Parses `head` (which ends with its blank line) placed after some unrelated bytes, as in a read buffer. */
 function parse(head: string): { error: string | undefined; h: ParsedHead } {

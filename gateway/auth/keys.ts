@@ -1,21 +1,21 @@
 // API keys on the gateway: resolved in memory, never through SQLite or the control plane per
 // request. A KeyDirectory is loaded once from a KeySource (a snapshot) and kept current by bus
 // events: `key.issued` adds a hash, `key.revoked` removes it.
-import type { ErrorCode } from './errors.js';
+import type { ErrorCode } from '../errors.js';
 import * as crypto from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import type { Bus, BusEvent } from '../lib/bus.js';
-import { RcError } from '../lib/errors.js';
-import { hashKey, isWellFormedKey } from '../lib/keys.js';
-import { limitOverridesSchema } from './gates/limits.js';
-import type { KeyRecord, SessionRecord } from '../lib/gateway-snapshot.js';
+import type { Bus, BusEvent } from '../../lib/bus.js';
+import { RcError } from '../../lib/errors.js';
+import { hashKey, isWellFormedKey } from '../../lib/keys.js';
+import { limitOverridesSchema } from '../gates/limits.js';
+import type { KeyRecord, SessionRecord } from '../../lib/gateway-snapshot.js';
 
 /** One live key: its SHA-256 hex hash and the account it belongs to. */
 export type { KeyRecord };
 /**
  * Where the directory's snapshot comes from (control-plane/ implements it over SQLite), read once
- * at start; `loadSessions` also gives the live browser sessions (gateway/sessions.ts).
+ * at start; `loadSessions` also gives the live browser sessions (gateway/auth/sessions.ts).
  */
 export interface KeySource {
   load(): Promise<Iterable<KeyRecord>>;
