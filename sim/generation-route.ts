@@ -21,18 +21,20 @@ export function generationRoute(ctx: SimContext, api: Api): (res: HttpResponse, 
       call.res,
       req.getHeader('content-length'),
       ctx.opts.maxBodyBytes,
-      (buf) => generate(ctx, call, api, faultHeader, buf),
+      (buf) => answer(ctx, call, api, faultHeader, buf),
       (err) => call.fail({ status: err.status, message: err.message }),
     );
   };
 }
 
-function generate(ctx: SimContext, call: Call, api: Api, faultHeader: string, buf: Buffer): void {
+/** Once the body is read: the request's fault, then the completion. */
+function answer(ctx: SimContext, call: Call, api: Api, faultHeader: string, buf: Buffer): void {
   let fault: Fault | undefined;
   try {
     fault = faultFor(faultHeader, ctx.faults);
   } catch (err) {
-    return call.fail(err as SimRequestError);
+    if (err instanceof SimRequestError) return call.fail(err);
+    throw err;
   }
   const body = parseJsonObject(buf);
   if (body) ctx.stats.lastBody = body;
