@@ -11,7 +11,7 @@ import { resolve } from 'node:path';
 import { MemoryBus, RedisBus, type Bus } from '../lib/bus.js';
 import type { Config, ModelEntry } from '../lib/config.js';
 import type { Logger } from '../lib/log.js';
-import { startCatalogSims } from '../sim/catalog.js';
+import { startCatalogSims } from '../sim/model-sims.js';
 import type { SimServer } from '../sim/server.js';
 import { createControlPlane, type ControlPlane } from '../control-plane/server.js';
 import { internalRoutes } from '../control-plane/internal-routes.js';
