@@ -64,6 +64,7 @@ function run(ctx: SimContext, call: Call, completion: Completion, fault: Fault |
       ctx.stats.prefixCacheQueries += completion.promptTokens;
       ctx.stats.prefixCacheHits += blocks.cachedTokens;
     }
+    ctx.stats.lastFirstTokenMs = ctx.pace.fast ? 0 : ctx.pace.firstTokenMs(completion.uncachedTokens);
     if (completion.stream) new StreamedAnswer(call, completion, fault, ctx.pace).send();
     else answerWhole(call, completion, fault, ctx.pace);
   } catch (err) {

@@ -25,6 +25,8 @@ export interface SimStats {
   prefixCacheQueries: number;
   /** Prompt tokens served from the prefix cache (vLLM's prefix_cache_hits). */
   prefixCacheHits: number;
+  /** The time to first token the sim computed for the last generation it started: ttftMs + prefill of its uncached prompt tokens (0 with `fast`). */
+  lastFirstTokenMs: number | undefined;
   /** Headers (lower-case names) of the last chat completion or tokenize request. */
   lastHeaders: Record<string, string> | undefined;
   /** Parsed body of the last chat completion or tokenize request. */
@@ -43,6 +45,7 @@ export const newSimStats = (): SimStats => ({
   peakRunning: 0,
   prefixCacheQueries: 0,
   prefixCacheHits: 0,
+  lastFirstTokenMs: undefined,
   lastHeaders: undefined,
   lastBody: undefined,
 });
