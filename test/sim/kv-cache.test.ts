@@ -65,10 +65,11 @@ test('a running stream counts its blocks in kv_cache_usage_perc; they are freed 
   try {
     const messages = [user('Count the blocks of this prompt, please.')];
     const n = countChatTokens(messages);
-    const s = startStream(sim.url, { messages, max_tokens: 10, ignore_eos: true });
+    // 50 tokens at 5 per second: still running when scraped, however loaded the machine.
+    const s = startStream(sim.url, { messages, max_tokens: 50, ignore_eos: true });
     await waitFor(() => s.events.length >= 2);
     const m = await scrape(sim.url);
-    assert.equal(m.value('vllm:kv_cache_usage_perc'), Math.ceil((n + 10) / 16) / 100);
+    assert.equal(m.value('vllm:kv_cache_usage_perc'), Math.ceil((n + 50) / 16) / 100);
     assert.equal(m.value('vllm:num_requests_running'), 1);
     s.abort();
     await waitFor(() => sim.stats.inFlight === 0);
