@@ -13,6 +13,8 @@ export type Outcome = 'completed' | 'aborted' | 'closed';
 export class Call {
   private timer: NodeJS.Timeout | undefined;
   private done = false;
+  /** What the call gives back when it ends (its batch slot, its KV cache blocks). */
+  private readonly endHooks: (() => void)[] = [];
 
   constructor(
     readonly res: Res,
@@ -21,6 +23,11 @@ export class Call {
 
   get ended(): boolean {
     return this.done;
+  }
+
+  /** Runs `fn` once when the call ends, however it ends. */
+  onEnd(fn: () => void): void {
+    this.endHooks.push(fn);
   }
 
   /** Runs `fn` in `ms` (the call's one pending timer), unless the call ends first. */
@@ -37,6 +44,7 @@ export class Call {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.calls.ended(this, outcome);
+    for (const fn of this.endHooks) fn();
   }
 
   /** Answers with vLLM's error body and ends the call. */

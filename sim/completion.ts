@@ -1,7 +1,9 @@
 // One generation request validated and planned: a Responses request is mapped onto a chat
 // request, so validation, the context window checks, output planning, tokens, tool choice and
 // the prefix cache are those of chat completions. The Completion then renders itself as one
-// JSON body or as the events of a stream; sim/non-stream.ts and sim/stream.ts send them.
+// JSON body or as the events of a stream; sim/non-stream.ts and sim/stream.ts send them. Its
+// cached tokens are known only when it starts running (the prefix cache is looked up then, as
+// vLLM's scheduler does), so they are set after planning.
 import { hexId } from './generate.js';
 import { planOutput, type Plan } from './plan.js';
 import { completionBody, StreamRenderer } from './render.js';
@@ -34,19 +36,21 @@ interface Planned {
   responsesReq: ResponsesRequest | undefined;
   plan: Plan;
   promptTokens: number;
-  /** Prompt tokens served from the prefix cache (0 without it). */
-  cachedTokens: number;
+  /** The prompt's token ids, needed for the prefix cache's block hashes (undefined without it). */
+  promptIds: readonly number[] | undefined;
 }
 
 export class Completion {
   readonly req: ChatRequest;
   readonly plan: Plan;
   readonly promptTokens: number;
-  readonly cachedTokens: number;
+  readonly promptIds: readonly number[] | undefined;
+  /** Prompt tokens served from the prefix cache: set when the request starts running (0 without the cache). */
+  cachedTokens = 0;
   private readonly id: string;
   private readonly created = Math.floor(Date.now() / 1000);
-  /** Set for a Responses request: its ids and echoed fields. */
-  private readonly responses: ResponseMeta | undefined;
+  /** Set for a Responses request. */
+  private readonly responsesReq: ResponsesRequest | undefined;
 
   constructor(
     p: Planned,
@@ -56,33 +60,37 @@ export class Completion {
     this.req = p.req;
     this.plan = p.plan;
     this.promptTokens = p.promptTokens;
-    this.cachedTokens = p.cachedTokens;
+    this.promptIds = p.promptIds;
+    this.responsesReq = p.responsesReq;
     this.id = `${p.responsesReq ? 'resp_' : 'chatcmpl-'}${hexId()}`;
-    this.responses = p.responsesReq && {
-      id: this.id,
-      created: this.created,
-      model,
-      req: p.responsesReq,
-      promptTokens: p.promptTokens,
-      cachedTokens: p.cachedTokens,
-    };
   }
 
   get stream(): boolean {
     return this.req.stream === true;
   }
 
+  /** Prompt tokens to prefill (not served from the prefix cache). */
+  get uncachedTokens(): number {
+    return this.promptTokens - this.cachedTokens;
+  }
+
+  /** For a Responses request: its ids and echoed fields. */
+  private get responses(): ResponseMeta | undefined {
+    const { responsesReq: req, id, created, model, promptTokens, cachedTokens } = this;
+    return req && { id, created, model, req, promptTokens, cachedTokens };
+  }
+
   /** The non-stream response body, as JSON. */
   json(): string {
     const { plan, promptTokens, cachedTokens } = this;
-    return JSON.stringify(
-      this.responses ? responseBody(this.responses, plan) : completionBody(this.id, this.created, this.model, plan, promptTokens, cachedTokens),
-    );
+    const responses = this.responses;
+    return JSON.stringify(responses ? responseBody(responses, plan) : completionBody(this.id, this.created, this.model, plan, promptTokens, cachedTokens));
   }
 
   /** The stream's events. */
   renderer(): SseRenderer {
-    if (this.responses) return new ResponsesStreamRenderer(this.responses, this.plan);
+    const responses = this.responses;
+    if (responses) return new ResponsesStreamRenderer(responses, this.plan);
     const so = this.req.stream_options;
     const includeUsage = so?.include_usage === true;
     const continuousUsage = includeUsage && so?.continuous_usage_stats === true;
@@ -100,13 +108,11 @@ export function planCompletion(ctx: SimContext, body: Record<string, unknown>, a
   checkChatRequest(req);
   const promptText = applyChatTemplate(req.messages, req.tools);
   // With prefix caching the token ids are needed anyway (block hashes): count them once.
-  const promptIds = ctx.prefixCache ? encode(promptText) : undefined;
+  const promptIds = ctx.kv.prefix ? encode(promptText) : undefined;
   const promptTokens = promptIds ? promptIds.length : countTokens(promptText);
   const maxTokens = checkContextWindow(req, promptTokens, maxModelLen);
   const plan = planOutput(req, { reasoningModel: reasoning, limit: maxTokens ?? maxModelLen - promptTokens, promptText, seed });
-  // Prompt tokens served from the prefix cache (0 without it); the prompt's blocks are stored.
-  const cachedTokens = promptIds ? ctx.prefixCache!.lookup(promptIds) : 0;
-  return new Completion({ req, responsesReq, plan, promptTokens, cachedTokens }, ctx.opts.model, ctx.modelJson);
+  return new Completion({ req, responsesReq, plan, promptTokens, promptIds }, ctx.opts.model, ctx.modelJson);
 }
 
 /** vLLM's two context window errors: the prompt fills the window, or max_tokens exceeds the room left. Returns max_tokens. */

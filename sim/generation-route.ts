@@ -1,9 +1,10 @@
 // POST /v1/chat/completions and POST /v1/responses: one generation each. Reads the body, applies
-// the request's fault, then plans the completion and answers it whole or as a stream.
+// the request's fault, plans the completion, waits for a slot in the running batch, then takes
+// its KV cache blocks (the prefix cache lookup) and answers it whole or as a stream.
 import { parseJsonObject, readBody } from '../lib/http.js';
 import type { HttpRequest, HttpResponse } from '../lib/uws.js';
 import type { Call } from './calls.js';
-import { planCompletion, type Api } from './completion.js';
+import { planCompletion, type Api, type Completion } from './completion.js';
 import type { SimContext } from './context.js';
 import { answeredByFault, faultFor } from './fault-injection.js';
 import type { Fault } from './faults.js';
@@ -27,7 +28,7 @@ export function generationRoute(ctx: SimContext, api: Api): (res: HttpResponse, 
   };
 }
 
-/** Once the body is read: the request's fault, then the completion. */
+/** Once the body is read: the request's fault, then the completion, run when the batch has room. */
 function answer(ctx: SimContext, call: Call, api: Api, faultHeader: string, buf: Buffer): void {
   let fault: Fault | undefined;
   try {
@@ -43,13 +44,37 @@ function answer(ctx: SimContext, call: Call, api: Api, faultHeader: string, buf:
     if (answeredByFault(call, fault)) return;
   }
   if (!body) return call.fail(new SimRequestError(400, NOT_AN_OBJECT, null));
+  let completion: Completion;
   try {
-    const completion = planCompletion(ctx, body, api);
+    completion = planCompletion(ctx, body, api);
+  } catch (err) {
+    return failed(ctx, call, err);
+  }
+  ctx.batch.admit(call, () => run(ctx, call, completion, fault));
+}
+
+/** The call has a batch slot: its KV cache blocks (and cached tokens), held until it ends, then the answer. */
+function run(ctx: SimContext, call: Call, completion: Completion, fault: Fault | undefined): void {
+  try {
+    const blocks = ctx.kv.admit(completion.promptTokens, completion.promptIds, completion.plan.completionTokens);
+    call.onEnd(blocks.release);
+    completion.cachedTokens = blocks.cachedTokens;
+    if (ctx.kv.prefix) {
+      // As vLLM v1 counts them: every prompt token is a query, every cached one a hit.
+      ctx.stats.prefixCacheQueries += completion.promptTokens;
+      ctx.stats.prefixCacheHits += blocks.cachedTokens;
+    }
+    ctx.stats.lastFirstTokenMs = ctx.pace.fast ? 0 : ctx.pace.firstTokenMs(completion.uncachedTokens);
     if (completion.stream) new StreamedAnswer(call, completion, fault, ctx.pace).send();
     else answerWhole(call, completion, fault, ctx.pace);
   } catch (err) {
-    if (err instanceof SimRequestError) return call.fail(err);
-    ctx.log.error('chat completion failed', { err });
-    call.fail({ status: 500, message: 'Internal error in the sim' });
+    failed(ctx, call, err);
   }
+}
+
+/** vLLM's error for what it refuses; anything else is the sim's own failure: logged, a 500. */
+function failed(ctx: SimContext, call: Call, err: unknown): void {
+  if (err instanceof SimRequestError) return call.fail(err);
+  ctx.log.error('chat completion failed', { err });
+  call.fail({ status: 500, message: 'Internal error in the sim' });
 }

@@ -1,5 +1,5 @@
-// A non-stream generation answered as one JSON body, sent when its last token is due (at once
-// with `fast`), or broken off by a fault.
+// A non-stream generation answered as one JSON body, sent when its last token is due (after the
+// prefill of its uncached prompt tokens and the decode; at once with `fast`), or broken off by a fault.
 import { sendJson } from '../lib/http.js';
 import type { Call } from './calls.js';
 import type { Completion } from './completion.js';
@@ -15,5 +15,5 @@ export function answerWhole(call: Call, completion: Completion, fault: Fault | u
     call.end('completed');
   };
   if (pace.fast) send();
-  else call.after(pace.wholeAnswerDelayMs(completion.plan.completionTokens), send);
+  else call.after(pace.wholeAnswerDelayMs(completion.uncachedTokens, completion.plan.completionTokens), send);
 }

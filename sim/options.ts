@@ -1,5 +1,5 @@
 // What startSim accepts (and `rc sim` builds from its flags): where to listen, the served model,
-// its pace, its prefix cache, and a standing fault.
+// its pace, its engine (KV cache, prefix caching, batch) and a standing fault.
 import { z } from 'zod';
 import type { Logger } from '../lib/log.js';
 import type { Fault } from './faults.js';
@@ -31,6 +31,20 @@ export const simOptionsSchema = z.object({
   prefixCaching: z.boolean().default(true),
   /** KV cache block size in tokens (vLLM's default: 16): cached tokens come in whole blocks. */
   blockSize: z.number().int().positive().default(16),
+  /**
+   * KV cache capacity in blocks. Default: an 8B model (Llama 3 8B: 32 layers x 8 KV heads x 128
+   * dims x 2 (K, V) x 2 bytes = 128 KiB per token) on one 80 GB GPU at vLLM's 0.9 memory
+   * utilisation, less ~16 GiB of weights and ~2 GiB of activations: ~54 GiB, 442,368 tokens.
+   */
+  kvCacheBlocks: z.number().int().positive().default(27_648),
+  /**
+   * Prefill speed: the prompt tokens not served from the prefix cache add
+   * uncached / prefillTokensPerSecond s to the time to first token. Default: an 8B model on one
+   * A100 (2 x 8e9 FLOP per token at ~40% of 312 bf16 TFLOP/s).
+   */
+  prefillTokensPerSecond: z.number().positive().default(8000),
+  /** At most this many requests run at once (vLLM's --max-num-seqs); the rest wait, first come first served. */
+  maxNumSeqs: z.number().int().positive().default(256),
 });
 export type SimOptions = z.input<typeof simOptionsSchema> & {
   /** A standing fault from the start. */

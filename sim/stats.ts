@@ -15,6 +15,18 @@ export interface SimStats {
   tokenizeRequests: number;
   /** Requests not yet ended (including stalled ones). */
   inFlight: number;
+  /** Requests running now (holding a batch slot: prefill or decode). */
+  running: number;
+  /** Requests waiting now for a batch slot (beyond maxNumSeqs). */
+  waiting: number;
+  /** The most requests that ran at once. */
+  peakRunning: number;
+  /** Prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries; 0 without prefix caching). */
+  prefixCacheQueries: number;
+  /** Prompt tokens served from the prefix cache (vLLM's prefix_cache_hits). */
+  prefixCacheHits: number;
+  /** The time to first token the sim computed for the last generation it started: ttftMs + prefill of its uncached prompt tokens (0 with `fast`). */
+  lastFirstTokenMs: number | undefined;
   /** Headers (lower-case names) of the last chat completion or tokenize request. */
   lastHeaders: Record<string, string> | undefined;
   /** Parsed body of the last chat completion or tokenize request. */
@@ -28,6 +40,12 @@ export const newSimStats = (): SimStats => ({
   faulted: 0,
   tokenizeRequests: 0,
   inFlight: 0,
+  running: 0,
+  waiting: 0,
+  peakRunning: 0,
+  prefixCacheQueries: 0,
+  prefixCacheHits: 0,
+  lastFirstTokenMs: undefined,
   lastHeaders: undefined,
   lastBody: undefined,
 });

@@ -13,6 +13,8 @@ export class StreamedAnswer {
   private readonly n: number;
   /** Token events sent before the fault hits (-1: no fault). */
   private readonly stopAt: number;
+  /** Prompt tokens to prefill before the first token (not served from the prefix cache). */
+  private readonly uncachedTokens: number;
   /** performance.now() when pacing started. */
   private start = 0;
   /** The next token to send. */
@@ -28,6 +30,7 @@ export class StreamedAnswer {
     this.events = completion.renderer();
     this.n = this.events.tokens;
     this.stopAt = tokensBeforeFault(fault, this.n);
+    this.uncachedTokens = completion.uncachedTokens;
   }
 
   send(): void {
@@ -61,7 +64,7 @@ export class StreamedAnswer {
     this.call.end('completed');
   }
 
-  /** Paced: token i is due at start + ttft + i / tokensPerSecond (no drift). */
+  /** Paced: token i is due at start + ttft + prefill + i / tokensPerSecond (no drift). */
   private startPaced(): void {
     this.start = performance.now();
     this.call.res.onWritable(() => {
@@ -75,7 +78,7 @@ export class StreamedAnswer {
   }
 
   private schedule(): void {
-    const due = this.pace.tokenDueAt(this.start, this.i);
+    const due = this.start + this.pace.tokenDueMs(this.uncachedTokens, this.i);
     this.call.after(Math.max(0, due - performance.now()), () => this.step());
   }
 
