@@ -14,6 +14,10 @@ export interface Account {
   isEditor: boolean;
   sshPublicKey: string | null;
   launchVerification: boolean;
+  /** Operator accounts get the operator API and pages (migration 7). */
+  isOperator: boolean;
+  /** A disabled account (a rejected sign-up) can neither sign in nor use a key. */
+  disabled: boolean;
   createdAt: number;
 }
 
@@ -25,6 +29,8 @@ interface AccountRow {
   is_editor: number;
   ssh_public_key: string | null;
   launch_verification: number;
+  is_operator: number;
+  disabled: number;
   created_at: number;
 }
 
@@ -36,10 +42,12 @@ const toAccount = (r: AccountRow): Account => ({
   isEditor: r.is_editor === 1,
   sshPublicKey: r.ssh_public_key,
   launchVerification: r.launch_verification === 1,
+  isOperator: r.is_operator === 1,
+  disabled: r.disabled === 1,
   createdAt: r.created_at,
 });
 
-const ACCOUNT_COLUMNS = 'id, email, provider, verified, is_editor, ssh_public_key, launch_verification, created_at';
+const ACCOUNT_COLUMNS = 'id, email, provider, verified, is_editor, ssh_public_key, launch_verification, is_operator, disabled, created_at';
 
 export interface NewAccount {
   email: string;
@@ -47,6 +55,7 @@ export interface NewAccount {
   passwordHash?: string | null;
   verified?: boolean;
   isEditor?: boolean;
+  isOperator?: boolean;
 }
 
 export class Accounts {
@@ -57,6 +66,8 @@ export class Accounts {
   private readonly passwordStmt;
   private readonly setVerifiedStmt;
   private readonly setEditorStmt;
+  private readonly setOperatorStmt;
+  private readonly setDisabledStmt;
   private readonly setSshStmt;
   private readonly setPasswordStmt;
 
@@ -64,8 +75,8 @@ export class Accounts {
     db: Db,
     private readonly clock: Clock,
   ) {
-    this.insert = db.prepare<[string, string, string | null, number, number, number]>(
-      'INSERT INTO accounts (email, provider, password_hash, verified, is_editor, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING',
+    this.insert = db.prepare<[string, string, string | null, number, number, number, number]>(
+      'INSERT INTO accounts (email, provider, password_hash, verified, is_editor, is_operator, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING',
     );
     this.byIdStmt = db.prepare<[number], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`);
     this.byEmailStmt = db.prepare<[string], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE email = ?`);
@@ -75,6 +86,8 @@ export class Accounts {
     );
     this.setVerifiedStmt = db.prepare<[number, number]>('UPDATE accounts SET verified = ? WHERE id = ?');
     this.setEditorStmt = db.prepare<[number, number]>('UPDATE accounts SET is_editor = ? WHERE id = ?');
+    this.setOperatorStmt = db.prepare<[number, number]>('UPDATE accounts SET is_operator = ? WHERE id = ?');
+    this.setDisabledStmt = db.prepare<[number, number]>('UPDATE accounts SET disabled = ? WHERE id = ?');
     this.setSshStmt = db.prepare<[string | null, number]>('UPDATE accounts SET ssh_public_key = ? WHERE id = ?');
     this.setPasswordStmt = db.prepare<[string | null, number]>('UPDATE accounts SET password_hash = ? WHERE id = ?');
   }
@@ -87,6 +100,7 @@ export class Accounts {
       a.passwordHash ?? null,
       a.verified ? 1 : 0,
       a.isEditor ? 1 : 0,
+      a.isOperator ? 1 : 0,
       this.clock.now(),
     );
     if (r.changes === 0) throw conflict('An account with this e-mail already exists', 'email_taken');
@@ -118,6 +132,12 @@ export class Accounts {
   }
   setEditor(id: number, isEditor: boolean): void {
     this.setEditorStmt.run(isEditor ? 1 : 0, id);
+  }
+  setOperator(id: number, isOperator: boolean): void {
+    this.setOperatorStmt.run(isOperator ? 1 : 0, id);
+  }
+  setDisabled(id: number, disabled: boolean): void {
+    this.setDisabledStmt.run(disabled ? 1 : 0, id);
   }
   setSshPublicKey(id: number, key: string | null): void {
     this.setSshStmt.run(key, id);
@@ -220,11 +240,15 @@ export class Sessions {
   private readonly del;
   private readonly purge;
   private readonly all;
+  private readonly ofAccount;
+  private readonly delAccount;
 
   constructor(
     db: Db,
     private readonly clock: Clock,
   ) {
+    this.ofAccount = db.prepare<[number], { token_hash: string }>('SELECT token_hash FROM sessions WHERE account_id = ?');
+    this.delAccount = db.prepare<[number]>('DELETE FROM sessions WHERE account_id = ?');
     this.insert = db.prepare<[string, number, string, number, number]>(
       'INSERT INTO sessions (token_hash, account_id, csrf_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
     );
@@ -270,6 +294,13 @@ export class Sessions {
   /** Every unexpired session, as hashes (for the gateway's in-memory session directory). */
   live(): { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }[] {
     return this.all.all(this.clock.now()).map((r) => ({ tokenHash: r.token_hash, csrfHash: r.csrf_hash, accountId: r.account_id, expiresAt: r.expires_at }));
+  }
+
+  /** Ends every session of the account (a disabled account); returns their token hashes (for `session.ended`). */
+  endAll(accountId: number): string[] {
+    const hashes = this.ofAccount.all(accountId).map((r) => r.token_hash);
+    this.delAccount.run(accountId);
+    return hashes;
   }
 
   purgeExpired(): number {

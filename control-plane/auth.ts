@@ -45,7 +45,7 @@ export function identify(store: Store, h: CredentialHeaders, ignoreBadSession = 
     const accountId = store.keys.accountIdFor(hashKey(key));
     const account = accountId === undefined ? undefined : store.accounts.byId(accountId);
     // An unverified account holds no key; a key left over from before an un-verify is refused too.
-    if (!account || !account.verified) return unauthorized(INVALID_BEARER);
+    if (!account || !account.verified || account.disabled) return unauthorized(INVALID_BEARER);
     return { account, via: 'key' };
   }
   const token = sessionCookieToken(h.cookie, h.secure);
@@ -55,7 +55,8 @@ export function identify(store: Store, h: CredentialHeaders, ignoreBadSession = 
   if (token === SEVERAL_COOKIES) return ignoreBadSession ? undefined : unauthorized(SESSION_INVALID);
   const session = store.sessions.lookup(token);
   const account = session && store.accounts.byId(session.accountId);
-  if (!session || !account) return ignoreBadSession ? undefined : unauthorized(SESSION_INVALID);
+  // A disabled account's sessions were ended; one made in the same instant is refused here too.
+  if (!session || !account || account.disabled) return ignoreBadSession ? undefined : unauthorized(SESSION_INVALID);
   return { account, via: 'session', session: { ...session, token } };
 }
 

@@ -218,4 +218,22 @@ export const MIGRATIONS: readonly string[] = [
   ) STRICT;
   CREATE INDEX email_verifications_by_account ON email_verifications(account_id);
   `,
+  // 7 (issue 32): operator accounts, disabled accounts and the operators' audit log. An operator
+  // signs in like anyone and gets the operator API (/api/operator/...); a disabled account (a
+  // rejected sign-up) can neither sign in nor use a key. The audit log is append-only, like the
+  // ledger: who (an operator's e-mail, or the admin token), what, on what, when.
+  `
+  ALTER TABLE accounts ADD COLUMN is_operator INTEGER NOT NULL DEFAULT 0 CHECK (is_operator IN (0, 1));
+  ALTER TABLE accounts ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0 CHECK (disabled IN (0, 1));
+  CREATE TABLE audit_log (
+    id      INTEGER PRIMARY KEY,
+    at      INTEGER NOT NULL,
+    actor   TEXT    NOT NULL,                           -- an operator's e-mail, 'admin-token' or 'cli (database)'
+    action  TEXT    NOT NULL,                           -- the operation, e.g. account.verify
+    target  TEXT,                                       -- the account's e-mail, the host's name, the instance id...
+    detail  TEXT                                        -- the operation's input as JSON, secrets left out
+  ) STRICT;
+  CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+  CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+  `,
 ];

@@ -16,6 +16,9 @@ import { effectiveOverrides, hasSharedModelAccess } from './model-access.js';
 import { route, type Reply, type Route } from './router.js';
 import { profile } from './views.js';
 
+/** Login of a disabled account (a rejected sign-up): told after the right password only. */
+export const ACCOUNT_DISABLED = 'This account is disabled; contact the operator';
+
 const credentials = z.strictObject({
   email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')),
   password: z.string().min(8, 'password must have at least 8 characters').max(256),
@@ -51,7 +54,7 @@ function signedIn(deps: ApiDeps, cookiePaths: CookiePaths, accountId: number, fo
     .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
   return {
     status,
-    body: { account: profile(deps.store, account), csrf_token: s.csrfToken, expires_at: new Date(s.expiresAt).toISOString() },
+    body: { account: profile(deps.store, account), operator: account.isOperator, csrf_token: s.csrfToken, expires_at: new Date(s.expiresAt).toISOString() },
     // Any other session cookie the browser holds for the API's paths (tossed in by a page on another
     // port of this host, which leaves the user with no session) is expired beside the new one.
     // The new cookie comes first (clients that read one Set-Cookie read it).
@@ -123,6 +126,7 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
           throw unauthorized(LOGIN_FAILED);
         }
         signIns.succeeded(body.email, clientAddress);
+        if (found.account.disabled) throw forbidden(ACCOUNT_DISABLED, 'account_disabled');
         if (verifyEmail && !email.verifications.isVerified(found.account.id)) throw emailVerificationRequired();
         return signedIn(deps, cookiePaths, found.account.id, forwardedProto);
       },
@@ -160,6 +164,8 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
           body: {
             account: profile(store, caller.account),
             via: caller.via,
+            // Ours (issue 32): the console shows the operator pages to operators only; the API checks again on every operator route.
+            operator: caller.account.isOperator,
             csrf_token: caller.session ? csrfTokenFor(caller.session.token) : null,
             expires_at: caller.session ? new Date(caller.session.expiresAt).toISOString() : null,
           },

@@ -9,6 +9,7 @@ import { HostStore } from './instances/host-store.js';
 import { LogTails } from './instances/log-tails.js';
 import { InstanceStore } from './instances/store.js';
 import { Coupons, Ledger } from './ledger.js';
+import { AuditLog } from './operator/audit-log.js';
 import { sealKey } from './secrets.js';
 import { seedOnce } from './seed.js';
 import { Templates } from './templates.js';
@@ -43,6 +44,8 @@ export class Store {
   readonly hosts: HostStore;
   /** The last log lines of ended instances (instances/log-tails.ts). */
   readonly logTails: LogTails;
+  /** Every operator action (operator/audit-log.ts). */
+  readonly audit: AuditLog;
   /** The key sealing secrets at rest (API keys, host agent tokens). */
   readonly sealKey: Buffer;
 
@@ -63,6 +66,7 @@ export class Store {
     this.instances = new InstanceStore(this.db);
     this.hosts = new HostStore(this.db, seal, this.clock);
     this.logTails = new LogTails(this.db);
+    this.audit = new AuditLog(this.db, this.clock);
     if (options.seed !== false) seedOnce(this);
   }
 
