@@ -236,7 +236,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       bus,
       logger,
       configuredModels: models,
-      modelUsage: (accountId) => gate.readUsage(accountId),
+      modelUsage: (accountId, day) => gate.readUsage(accountId, day),
       settings: config,
       gatewayUrl,
       routes: (deps) => [
@@ -252,6 +252,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       ],
       internalToken: token,
       fleet: new LiveFleet(instances.service),
+      instances: instances.service,
     }).catch(namingSetting('RC_API_PORT'));
     controlPlaneUrl = controlPlane.url;
     closers.push(() => controlPlane.close());

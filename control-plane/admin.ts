@@ -3,27 +3,21 @@
 // data dir's admin token), or the database opened directly when no platform runs. Either way
 // the change is one SQLite transaction and the events gateways need are published.
 import { z } from 'zod';
-import type { BusEvent } from '../lib/bus.js';
-import { modelEntrySchema, type ModelEntry } from '../lib/config.js';
+import { modelEntrySchema } from '../lib/config.js';
+import { accountByEmail, email, ensureKey, op, type AdminContext, type AdminOp } from './admin-op.js';
 import { notFound } from './errors.js';
 import { StoredFleet, type FleetControl } from './instances/fleet.js';
 import { MICROS, toMicros } from './ledger.js';
 import { hashPassword } from './passwords.js';
 import { mergedCatalog } from './sources.js';
-import type { Store } from './store.js';
+import { ACCOUNT_OPS } from './operator/account-ops.js';
+import { auditTarget, recordAction } from './operator/audit.js';
+import { INSTANCE_OPS } from './operator/instance-ops.js';
 import { parseInput } from './validate.js';
+
+export type { AdminContext } from './admin-op.js';
 import { accountSummary, profile } from './views.js';
 
-export interface AdminContext {
-  store: Store;
-  publish(event: BusEvent): Promise<void>;
-  /** The models configured outside the database (RC_CONFIG or the default sim models). */
-  configuredModels: readonly ModelEntry[];
-  /** The running instance service's hosts; absent: the registry in the database only (changes apply at the next start). */
-  fleet?: FleetControl;
-}
-
-const email = z.string().trim().toLowerCase().pipe(z.email('must be an e-mail address')).pipe(z.string().max(254));
 const credits = z.number().finite().min(-1e9).max(1e9);
 /** The ledger and coupons keep whole micro-credits: an amount that rounds to 0 (1e-9) is refused, not written as 0. */
 const notZeroMicros = (n: number) => toMicros(n) !== 0;
@@ -39,26 +33,6 @@ const agentToken = z.string().min(16, 'token must have at least 16 characters').
 /** The running service's hosts, else the database's (made once per context: it prepares its statements). */
 const fleet = (ctx: AdminContext): FleetControl => (ctx.fleet ??= new StoredFleet(ctx.store));
 
-interface AdminOp<S extends z.ZodType> {
-  input: S;
-  run(ctx: AdminContext, input: z.output<S>): Promise<unknown> | unknown;
-}
-const op = <S extends z.ZodType>(input: S, run: AdminOp<S>['run']): AdminOp<S> => ({ input, run });
-
-function accountByEmail(ctx: AdminContext, address: string) {
-  const a = ctx.store.accounts.byEmail(address);
-  if (!a) throw notFound(`No account with e-mail ${address}`);
-  return a;
-}
-
-/** Issues a key when the account has none (verified accounts only) and tells the gateways. */
-async function ensureKey(ctx: AdminContext, accountId: number): Promise<void> {
-  if (ctx.store.keys.current(accountId) !== null) return;
-  const k = ctx.store.keys.issue(accountId);
-  if (k.revokedHash) await ctx.publish({ type: 'key.revoked', keyHash: k.revokedHash, accountId });
-  await ctx.publish({ type: 'key.issued', keyHash: k.keyHash, accountId });
-}
-
 export const ADMIN_OPS = {
   'account.create': op(
     z.strictObject({
@@ -66,13 +40,14 @@ export const ADMIN_OPS = {
       credits: credits.min(0).default(0),
       verified: z.boolean().default(false),
       editor: z.boolean().default(false),
+      operator: z.boolean().default(false),
       password: z.string().min(8, 'password must have at least 8 characters').max(256).optional(),
     }),
     async (ctx, i) => {
       const passwordHash = i.password ? await hashPassword(i.password) : null;
       const { store } = ctx;
       const account = store.transaction(() => {
-        const a = store.accounts.create({ email: i.email, passwordHash, verified: i.verified, isEditor: i.editor });
+        const a = store.accounts.create({ email: i.email, passwordHash, verified: i.verified, isEditor: i.editor, isOperator: i.operator });
         if (i.credits > 0)
           store.ledger.append({ accountId: a.id, kind: 'grant', credits: i.credits, idempotencyKey: `grant:signup:${a.id}`, ref: 'rc account create' });
         return a;
@@ -161,6 +136,8 @@ export const ADMIN_OPS = {
     const inDb = new Set(ctx.store.models.list().map((m) => m.name));
     return { models: mergedCatalog(ctx.configuredModels, ctx.store).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' })) };
   }),
+  ...ACCOUNT_OPS,
+  ...INSTANCE_OPS,
 } satisfies Record<string, AdminOp<z.ZodType>>;
 
 export type AdminOpName = keyof typeof ADMIN_OPS;
@@ -173,5 +150,8 @@ export function isAdminOp(name: string): name is AdminOpName {
 export async function runAdminOp(ctx: AdminContext, name: string, input: unknown): Promise<unknown> {
   if (!isAdminOp(name)) throw notFound(`Unknown admin operation ${name}`);
   const o = ADMIN_OPS[name] as AdminOp<z.ZodType>;
-  return o.run(ctx, parseInput(o.input, input ?? {}));
+  const parsed = parseInput(o.input, input ?? {});
+  const out = await o.run(ctx, parsed);
+  recordAction(ctx, name, parsed, auditTarget(parsed));
+  return out;
 }

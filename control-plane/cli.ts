@@ -63,16 +63,17 @@ const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entrie
 
 const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
   account: {
-    summary: 'Manage accounts: create, verify, list, grant-credits, set-limits',
+    summary: 'Manage accounts: create, verify, list, set-operator, reject, disable, grant-credits, set-limits',
     subs: {
       create: {
         summary: 'Create an account; prints it with api_token (null when unverified)',
-        usage: '--email E [--credits N] [--verified] [--editor] [--password P]',
+        usage: '--email E [--credits N] [--verified] [--editor] [--operator] [--password P]',
         options: {
           email: { type: 'string' },
           credits: { type: 'string' },
           verified: { type: 'boolean' },
           editor: { type: 'boolean' },
+          operator: { type: 'boolean' },
           password: { type: 'string' },
         },
         op: 'account.create',
@@ -82,6 +83,7 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
             credits: num(v, 'credits', { min: 0 }),
             verified: v.verified,
             editor: v.editor,
+            operator: v.operator,
             password: str(v, 'password'),
           }),
       },
@@ -93,6 +95,27 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
         input: (v) => ({ email: required(v, 'email') }),
       },
       list: { summary: 'List accounts', usage: '', options: {}, op: 'account.list', input: () => ({}) },
+      'set-operator': {
+        summary: 'Give an account the operator pages and API (--off takes them away); it signs in with its password',
+        usage: '--email E [--off]',
+        options: { email: { type: 'string' }, off: { type: 'boolean' } },
+        op: 'account.set-operator',
+        input: (v) => ({ email: required(v, 'email'), operator: v.off !== true }),
+      },
+      reject: {
+        summary: 'Reject an account under review: disabled, its sessions end',
+        usage: '--email E',
+        options: { email: { type: 'string' } },
+        op: 'account.reject',
+        input: (v) => ({ email: required(v, 'email') }),
+      },
+      disable: {
+        summary: 'Disable an account (sessions end, key revoked); --enable lets it sign in again',
+        usage: '--email E [--enable]',
+        options: { email: { type: 'string' }, enable: { type: 'boolean' } },
+        op: 'account.disable',
+        input: (v) => ({ email: required(v, 'email'), disabled: v.enable !== true }),
+      },
       'grant-credits': {
         summary: 'Add credits (a ledger grant; negative corrects); an idempotency key makes a retry harmless',
         usage: '--email E --credits N [--reason TEXT] [--idempotency-key K]',

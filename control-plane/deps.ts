@@ -34,8 +34,11 @@ export function resolveSettings(given: Partial<ControlPlaneSettings> = {}): Cont
   return out as ControlPlaneSettings;
 }
 
-/** GET /api/profile/model-usage's source: the gates' usage reader (gateway/gates LimitGate.readUsage), wired by the lead. */
-export type ModelUsageReader = (accountId: number) => unknown | Promise<unknown>;
+/**
+ * GET /api/profile/model-usage's source: the gates' usage reader (gateway/gates LimitGate.readUsage),
+ * wired by the lead. `day` (YYYY-MM-DD, default today) is read by the operator's usage page.
+ */
+export type ModelUsageReader = (accountId: number, day?: string) => unknown | Promise<unknown>;
 
 export interface ApiDeps {
   store: Store;

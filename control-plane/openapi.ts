@@ -33,6 +33,8 @@ const SECURITY: Record<Access, Record<string, string[]>[]> = {
   required: [{ bearer: [] }, { session: [] }],
   admin: [{ adminToken: [] }],
   internal: [{ internalToken: [] }],
+  // An operator account's browser session (keys are refused).
+  operator: [{ session: [] }],
 };
 
 const errorBody = {

@@ -9,7 +9,7 @@ import { secureCookies, type CookieSecureMode } from '../lib/session-cookie.js';
 import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, statusLine, track, type Res } from '../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth.js';
-import { ApiError, badRequest, NO_API_KEY, unauthorized } from './errors.js';
+import { ApiError, badRequest, forbidden, NO_API_KEY, unauthorized } from './errors.js';
 import type { Store } from './store.js';
 import { openSse, type Sse } from './sse.js';
 import { parseInput } from './validate.js';
@@ -20,9 +20,11 @@ export type Method = 'get' | 'post' | 'put' | 'del';
 /**
  * none: no credential looked at; optional: a credential adds the caller (a bad key still 401s);
  * required: S+K; admin: the data dir's admin token in the x-rc-admin-token header; internal: the
- * internal token (gateways learning from the control plane) in the x-rc-internal-token header.
+ * internal token (gateways learning from the control plane) in the x-rc-internal-token header;
+ * operator: an operator account's browser session (no credential 401; a key or a non-operator 403;
+ * CSRF on writes like every session write).
  */
-export type Access = 'none' | 'optional' | 'required' | 'admin' | 'internal';
+export type Access = 'none' | 'optional' | 'required' | 'admin' | 'internal' | 'operator';
 
 export interface Reply {
   status?: number;
@@ -67,7 +69,7 @@ export interface Route<
   sameOriginJson?: boolean;
   handle(
     req: RequestInfo<S extends z.ZodType ? z.output<S> : undefined, Q extends z.ZodType ? z.output<Q> : undefined>,
-    caller: A extends 'required' ? Caller : Caller | undefined,
+    caller: A extends 'required' | 'operator' ? Caller : Caller | undefined,
   ): Reply | Promise<Reply>;
 }
 
@@ -88,6 +90,15 @@ export interface RouterDeps {
   trustProxy?: boolean;
   /** RC_COOKIE_SECURE: which session cookie name is read (lib/session-cookie.ts); default auto. */
   cookieSecure?: CookieSecureMode;
+}
+
+export const OPERATOR_ONLY = 'Operator access only';
+export const OPERATOR_SESSION_ONLY = "Operator routes take an operator's browser session, not an API key";
+
+/** Operator routes: an operator account's browser session (keys are for scripts; the admin token is the scripts' operator credential). */
+function checkOperator(caller: Caller): void {
+  if (caller.via !== 'session') throw forbidden(OPERATOR_SESSION_ONLY, 'operator_session_only');
+  if (!caller.account.isOperator) throw forbidden(OPERATOR_ONLY, 'operator_only');
 }
 
 /** The client address of a request (read synchronously in the handler). */
@@ -217,7 +228,8 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
           } else if (r.access !== 'none') {
             const who = identify(deps.store, creds, r.access === 'optional');
             if (who instanceof ApiError) throw who;
-            if (!who && r.access === 'required') throw unauthorized(NO_API_KEY);
+            if (!who && r.access !== 'optional') throw unauthorized(NO_API_KEY);
+            if (who && r.access === 'operator') checkOperator(who);
             caller = who;
             if (caller && hasBody) checkCsrf(caller, creds.csrf);
           }

@@ -12,6 +12,8 @@ import { listen } from '../lib/http.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { uws } from '../lib/uws.js';
 import { runAdminOp, type AdminContext } from './admin.js';
+import { ADMIN_TOKEN_ACTOR } from './operator/audit-log.js';
+import { operatorRoutes } from './operator/routes.js';
 import type { Db } from './db.js';
 import { resolveSettings, type ApiDeps, type ControlPlaneSettings, type ModelUsageReader } from './deps.js';
 import { accountRoutes } from './routes-account.js';
@@ -59,6 +61,8 @@ export interface ControlPlaneOptions {
   internalToken?: string;
   /** The running instance service's hosts, for the admin API's host operations. */
   fleet?: AdminContext['fleet'];
+  /** The running instance service, for the operator's instance actions (destroy with a reason). */
+  instances?: AdminContext['instances'];
   /** Public URL of the model gateway, shown by GET /api/models and the console. */
   gatewayUrl?: string;
   /** Where mails go; default: SMTP when settings.smtpUrl is set, else the log (auth/mail.ts). */
@@ -87,7 +91,14 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   // The admin token exists only with a data dir (the CLI reads it from there).
   const adminHash = options.dataDir ? hashKey(adminToken(options.dataDir)) : undefined;
   const internalHash = options.internalToken ? hashKey(options.internalToken) : undefined;
-  const admin: AdminContext = { store, publish: (ev) => options.bus.publish(ev), configuredModels, fleet: options.fleet };
+  const admin: AdminContext = {
+    store,
+    publish: (ev) => options.bus.publish(ev),
+    configuredModels,
+    fleet: options.fleet,
+    instances: options.instances,
+    settings, // coupon.redemption switches the setting POST /api/credits/redeem reads
+  };
 
   // Sign-up and verification-mail requests share one per-address bucket (each can send a mail).
   const signUps = new KeyedBuckets(settings.signupPerAddressPerHour, 3_600_000, store.clock);
@@ -109,9 +120,10 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
       access: 'admin',
       body: z.record(z.string(), z.unknown()),
       async handle({ params, body }) {
-        return { body: await runAdminOp(admin, params[0]!, body) };
+        return { body: await runAdminOp({ ...admin, actor: ADMIN_TOKEN_ACTOR }, params[0]!, body) };
       },
     }),
+    ...operatorRoutes(deps, admin),
     ...creditRoutes(deps),
     ...modelRoutes(deps),
     ...(options.routes?.(deps) ?? []),

@@ -33,6 +33,7 @@ import { publicUrls, resolveInstanceSettings, type InstanceSettings, type Public
 import type { InstanceRow, InstanceStore } from './store.js';
 import { InstanceTicker } from './tick.js';
 import { UsageBilling } from './usage-billing.js';
+import { ACTIVE } from './states.js';
 import { toStatus, type InstanceStatus } from './views.js';
 
 export type { InstanceRoute } from './live-routes.js';
@@ -163,6 +164,17 @@ export class InstanceService {
     const r = this.instances.active(accountId);
     if (!r) throw noInstance(NO_ACTIVE_INSTANCE);
     await this.lifecycle.destroy(r, null, null);
+    return this.view(this.instances.get(r.id)!);
+  }
+
+  /**
+   * Destroys any account's active instance (the operator's console): `reason` and `detail` land in
+   * its status object, so the owner sees why. 404 when it is not pending or ready.
+   */
+  async destroyById(instanceId: string, reason: string, detail: string): Promise<InstanceStatus> {
+    const r = this.instances.get(instanceId);
+    if (!r || !ACTIVE.includes(r.state)) throw noInstance(NO_ACTIVE_INSTANCE);
+    await this.lifecycle.destroy(r, reason, detail);
     return this.view(this.instances.get(r.id)!);
   }
 

@@ -34,7 +34,7 @@ export interface Platform {
   /** Creates an account through the admin operation (as `rc account create` does). */
   account(
     email: string,
-    o?: { verified?: boolean; editor?: boolean; credits?: number; password?: string },
+    o?: { verified?: boolean; editor?: boolean; operator?: boolean; credits?: number; password?: string },
   ): Promise<{ id: number; email: string; api_token: string | null }>;
   close(): Promise<void>;
 }

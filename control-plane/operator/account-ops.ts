@@ -1,0 +1,60 @@
+// The operator actions on accounts beyond the CLI's first ones (admin.ts): the operator flag,
+// review (reject), disabling, the API key, coupon redemption. Part of the one table of operator
+// actions, so the console (POST /api/operator/<op>), the admin API and `rc` run the same code.
+import { z } from 'zod';
+import { accountByEmail, email, issueKey, op, type AdminContext } from '../admin-op.js';
+import { conflict } from '../errors.js';
+import { operatorAccount } from './views.js';
+
+/** Disables (or enables again) an account; disabling ends its sessions and revokes its key, and tells the gateways. */
+async function setDisabled(ctx: AdminContext, accountId: number, disabled: boolean): Promise<void> {
+  const { store } = ctx;
+  const ended = store.transaction(() => {
+    store.accounts.setDisabled(accountId, disabled);
+    if (!disabled) return { sessions: [] as string[], key: undefined };
+    return { sessions: store.sessions.endAll(accountId), key: store.keys.revoke(accountId) };
+  });
+  for (const tokenHash of ended.sessions) await ctx.publish({ type: 'session.ended', tokenHash });
+  if (ended.key) await ctx.publish({ type: 'key.revoked', keyHash: ended.key, accountId });
+  await ctx.publish({ type: 'account.changed', accountId });
+}
+
+export const ACCOUNT_OPS = {
+  'account.set-operator': op(z.strictObject({ email, operator: z.boolean() }), async (ctx, i) => {
+    const a = accountByEmail(ctx, i.email);
+    ctx.store.accounts.setOperator(a.id, i.operator);
+    await ctx.publish({ type: 'account.changed', accountId: a.id });
+    return operatorAccount(ctx.store, ctx.store.accounts.byId(a.id)!);
+  }),
+  // Review: a rejected sign-up is disabled (its sessions end at once) and leaves the queue.
+  'account.reject': op(z.strictObject({ email }), async (ctx, i) => {
+    const a = accountByEmail(ctx, i.email);
+    if (a.verified) throw conflict(`Account ${a.email} is verified already; disable it instead`, 'account_verified');
+    await setDisabled(ctx, a.id, true);
+    return operatorAccount(ctx.store, ctx.store.accounts.byId(a.id)!);
+  }),
+  'account.disable': op(z.strictObject({ email, disabled: z.boolean().default(true) }), async (ctx, i) => {
+    const a = accountByEmail(ctx, i.email);
+    await setDisabled(ctx, a.id, i.disabled);
+    return operatorAccount(ctx.store, ctx.store.accounts.byId(a.id)!);
+  }),
+  'account.rotate-key': op(z.strictObject({ email }), async (ctx, i) => {
+    const a = accountByEmail(ctx, i.email);
+    if (!a.verified || a.disabled) throw conflict(`Account ${a.email} is not verified or is disabled: it holds no key`, 'no_key_allowed');
+    await issueKey(ctx, a.id);
+    return operatorAccount(ctx.store, a);
+  }),
+  'account.revoke-key': op(z.strictObject({ email }), async (ctx, i) => {
+    const a = accountByEmail(ctx, i.email);
+    const old = ctx.store.keys.revoke(a.id);
+    if (old) await ctx.publish({ type: 'key.revoked', keyHash: old, accountId: a.id });
+    return operatorAccount(ctx.store, a);
+  }),
+  // SPEC's 503 on POST /api/credits/redeem while closed. Held by the running control plane (its
+  // settings); a restart goes back to RC_COUPON_REDEMPTION.
+  'coupon.redemption': op(z.strictObject({ open: z.boolean() }), (ctx, i) => {
+    if (!ctx.settings) throw conflict('Coupon redemption is switched on a running control plane', 'needs_running_platform');
+    ctx.settings.couponRedemption = i.open ? 'open' : 'closed';
+    return { coupon_redemption: ctx.settings.couponRedemption };
+  }),
+};

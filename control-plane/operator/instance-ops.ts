@@ -1,0 +1,23 @@
+// The operator actions on instances: the list of live ones (every account's) and destroying one
+// with a reason the owner sees in the status object (`reason: destroyed_by_operator`, `detail`).
+import { z } from 'zod';
+import { op } from '../admin-op.js';
+import { conflict } from '../errors.js';
+import { liveInstances } from './instance-views.js';
+
+/** Status `reason` of an instance an operator destroyed; the operator's words are its `detail`. */
+export const DESTROYED_BY_OPERATOR = 'destroyed_by_operator';
+
+export const INSTANCE_OPS = {
+  'instance.list': op(z.strictObject({}), (ctx) => ({ instances: liveInstances(ctx.store) })),
+  'instance.destroy': op(
+    z.strictObject({
+      instance_id: z.string().trim().min(1).max(64),
+      reason: z.string().trim().min(1, 'reason is required: the owner sees it').max(500),
+    }),
+    async (ctx, i) => {
+      if (!ctx.instances) throw conflict('Destroying an instance needs the running control plane', 'needs_running_platform');
+      return ctx.instances.destroyById(i.instance_id, DESTROYED_BY_OPERATOR, i.reason);
+    },
+  ),
+};

@@ -1,0 +1,110 @@
+// The operator API (issue 32): an operator account's browser session (router access `operator`:
+// no credential 401, a key or a non-operator 403, CSRF on writes). Writes are the operator actions
+// of admin.ts (the same code as `rc` and the admin token's route), recorded in the audit log with
+// the operator's e-mail; reads are the views the console's operator pages show.
+import { z } from 'zod';
+import { runAdminOp, type AdminContext } from '../admin.js';
+import type { Caller } from '../auth.js';
+import type { ApiDeps } from '../deps.js';
+import { notFound } from '../errors.js';
+import { StoredFleet } from '../instances/fleet.js';
+import { route, type Route } from '../router.js';
+import { mergedCatalog } from '../sources.js';
+import { followOperatorTopics } from './events.js';
+import { liveInstances } from './instance-views.js';
+import { OperatorReads } from './reads.js';
+import { operatorUsage } from './usage.js';
+import { couponViews, operatorAccount, operatorAccountDetail } from './views.js';
+
+const SEARCH_LIMIT = 100;
+const searchQuery = z.object({ q: z.string().max(254, 'q must be at most 254 characters').optional() });
+const auditQuery = z.object({
+  limit: z
+    .string()
+    .regex(/^[0-9]{1,3}$/, 'limit must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(1, 'limit must be 1..200').max(200, 'limit must be 1..200'))
+    .optional(),
+  before: z
+    .string()
+    .regex(/^[0-9]{1,15}$/, 'before must be an entry id')
+    .transform(Number)
+    .optional(),
+});
+
+export function operatorRoutes(deps: ApiDeps, admin: AdminContext): Route[] {
+  const { store } = deps;
+  const reads = new OperatorReads(store.db);
+  const hosts = () => (admin.fleet ?? new StoredFleet(store)).list();
+  const review = () => ({
+    accounts: reads.reviewQueue().map((r) => ({
+      id: r.id,
+      email: r.email,
+      created_at: new Date(r.created_at).toISOString(),
+      email_verified: r.email_verified === 1,
+      provider: r.provider,
+    })),
+  });
+  const get = (path: string, summary: string, handle: Route<undefined, 'operator', undefined>['handle']) =>
+    route<undefined, 'operator', undefined>({ method: 'get', path, summary, access: 'operator', handle }) as Route;
+  return [
+    get('/api/operator/review', 'Accounts waiting for review, newest first', () => ({ body: review() })),
+    route({
+      method: 'get',
+      path: '/api/operator/accounts',
+      summary: 'Accounts whose e-mail contains q (all without q), newest first, at most 100',
+      access: 'operator',
+      query: searchQuery,
+      handle: ({ query }) => ({
+        body: { accounts: reads.search(query.q?.trim() ?? '', SEARCH_LIMIT).map((id) => operatorAccount(store, store.accounts.byId(id)!)) },
+      }),
+    }),
+    get('/api/operator/accounts/:id', 'One account: balance, flags, limits, instance, ledger, usage today', async ({ params }) => {
+      const a = /^[0-9]{1,15}$/.test(params[0]!) ? store.accounts.byId(Number(params[0])) : undefined;
+      if (!a) throw notFound('No such account');
+      return { body: await operatorAccountDetail(store, a, deps.modelUsage) };
+    }),
+    get('/api/operator/coupons', 'Coupons with their redeemed state, and whether redemption is open', () => ({
+      body: { coupons: couponViews(store), coupon_redemption: deps.settings.couponRedemption },
+    })),
+    get('/api/operator/hosts', 'The fleet: state, GPUs used and free, instances, last contact', () => ({ body: { hosts: hosts() } })),
+    get('/api/operator/instances', "Every account's live instances (queued, pending, ready, stopping)", () => ({ body: { instances: liveInstances(store) } })),
+    get('/api/operator/catalogs', 'The image catalog and the shared model catalog', () => {
+      const inDb = new Set(store.models.list().map((m) => m.name));
+      const models = mergedCatalog(deps.configuredModels, store).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' }));
+      return { body: { images: store.images.list(), models } };
+    }),
+    get('/api/operator/usage', 'Shared-model tokens, GPU hours and credits by day, top accounts', async () => ({
+      body: await operatorUsage(store, reads, deps.modelUsage),
+    })),
+    route({
+      method: 'get',
+      path: '/api/operator/audit',
+      summary: 'The audit log of operator actions, newest first (limit 1..200, before: the previous page’s next_before)',
+      access: 'operator',
+      query: auditQuery,
+      handle: ({ query }) => ({ body: store.audit.page(query.limit ?? 50, query.before) }),
+    }),
+    route({
+      method: 'get',
+      path: '/api/operator/events',
+      summary: 'Events review, hosts and instances: their snapshot when opened and at every change',
+      access: 'operator',
+      stream: true,
+      handle: () => ({
+        sse: (sse) =>
+          followOperatorTopics(deps.bus, sse, { review, hosts: () => ({ hosts: hosts() }), instances: () => ({ instances: liveInstances(store) }) }),
+      }),
+    }),
+    route({
+      method: 'post',
+      path: '/api/operator/:op',
+      summary: 'An operator action (the operations of `rc` and POST /api/admin/{op}), audited with the operator’s e-mail',
+      access: 'operator',
+      body: z.record(z.string(), z.unknown()),
+      async handle({ params, body }, caller: Caller) {
+        return { body: await runAdminOp({ ...admin, actor: caller.account.email }, params[0]!, body) };
+      },
+    }),
+  ];
+}
