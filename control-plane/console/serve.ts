@@ -24,6 +24,17 @@ export const CONSOLE_PAGES = [
   '/credits',
   '/models',
   '/account',
+  // The operator's pages (operator.js; the script shows them to operators only).
+  '/operator',
+  '/operator/review',
+  '/operator/accounts',
+  '/operator/accounts/:id',
+  '/operator/coupons',
+  '/operator/hosts',
+  '/operator/instances',
+  '/operator/catalogs',
+  '/operator/usage',
+  '/operator/audit',
 ] as const;
 
 /** Where the assets are served. */

@@ -88,7 +88,7 @@ export async function operatorUsage(store: Store, reads: OperatorReads, read: Mo
   const gpuHours = gpuHoursByDay(reads.gpuSpans(from), from, now);
   const days = Array.from({ length: USAGE_DAYS }, (_, i) => today - USAGE_DAYS + 1 + i).map((d) => ({
     day: dayString(d),
-    gpu_hours: Math.round((gpuHours.get(d) ?? 0) * 1000) / 1000,
+    gpu_hours: Math.round((gpuHours.get(d) ?? 0) * 1e6) / 1e6, // an instance of a few seconds still shows
     credits: toCredits(credits.get(d) ?? 0),
   }));
   return {

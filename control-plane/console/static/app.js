@@ -1,20 +1,24 @@
 // The rc console: one page script, no framework, no build step. Every action goes through the
 // platform API on this origin with the session cookie and, on writes, the session's CSRF token.
-// Pages are client-side routes (the server answers index.html for each, serve.ts).
+// Pages are client-side routes (the server answers index.html for each, serve.ts). The operator's
+// pages are their own module (operator.js), loaded only when an operator opens one; it takes the
+// helpers below from this module's exports.
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const who = document.getElementById('who');
 
-/** The signed-in account and the session's CSRF token (null when signed out). */
-const session = { account: null, csrf: null };
+/** The signed-in account, whether it is an operator, and the session's CSRF token (null when signed out). */
+export const session = { account: null, operator: false, csrf: null };
 /** What the current page must stop when another page renders (event streams, timers). */
-let cleanups = [];
+const cleanups = [];
+/** Runs `fn` when the current page is left. */
+export const onLeave = (fn) => cleanups.push(fn);
 
 // ---- small DOM helpers -----------------------------------------------------------------------
 
 /** h('tag', {attr: value, onclick: fn}, ...children): an element; null/false children are skipped. */
-function h(tag, attrs, ...children) {
+export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
@@ -36,7 +40,7 @@ function append(el, children) {
 
 let idSeq = 0;
 /** A labelled form field; `input` gets an id and, with a hint, aria-describedby. */
-function field(label, input, hint) {
+export function field(label, input, hint) {
   const id = input.id || `f${++idSeq}`;
   input.id = id;
   const hintEl = hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null;
@@ -46,18 +50,19 @@ function field(label, input, hint) {
 }
 
 /** Replaces the page with a heading (focused, for screen readers) and `children`. */
-function page(title, ...children) {
+export function page(title, ...children) {
   document.title = `${title} · rc console`;
   const h1 = h('h1', { tabindex: '-1' }, title);
-  main.replaceChildren(h1, ...children.flat());
+  // Absent parts (null, false) are skipped: replaceChildren would print them as text ("null").
+  main.replaceChildren(h1, ...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   h1.focus();
 }
 
 /** An error box whose text is announced when set. */
-const alertBox = () => h('div', { class: 'alert', role: 'alert' });
+export const alertBox = () => h('div', { class: 'alert', role: 'alert' });
 
-const fmtCredits = (n) => (Math.round(n * 10000) / 10000).toLocaleString(undefined, { maximumFractionDigits: 4 });
-const fmtTime = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
+export const fmtCredits = (n) => (Math.round(n * 10000) / 10000).toLocaleString(undefined, { maximumFractionDigits: 4 });
+export const fmtTime = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
 function fmtIn(iso) {
   if (!iso) return '';
   const s = Math.round((Date.parse(iso) - Date.now()) / 1000);
@@ -76,7 +81,7 @@ function snippet(text, label) {
 }
 
 /** A modal confirmation; resolves true when confirmed. */
-function confirmDialog(title, text, confirmLabel, danger) {
+export function confirmDialog(title, text, confirmLabel, danger) {
   return new Promise((resolve) => {
     const ok = h('button', { type: 'submit', value: 'ok', class: danger ? 'danger' : '' }, confirmLabel);
     const dlg = h('dialog', { 'aria-labelledby': 'dlg-title' },
@@ -100,7 +105,7 @@ class ApiError extends Error {
 }
 
 /** Calls the platform API; JSON in and out. An unverified account's 403 goes to the review page. */
-async function api(method, path, body) {
+export async function api(method, path, body) {
   const headers = { accept: 'application/json' };
   if (method !== 'GET') {
     headers['content-type'] = 'application/json';
@@ -120,7 +125,7 @@ async function api(method, path, body) {
 }
 
 /** Runs `fn` with the button disabled, showing an error in `box`. */
-async function act(button, box, fn) {
+export async function act(button, box, fn) {
   box.textContent = '';
   if (button) button.disabled = true;
   try {
@@ -134,8 +139,11 @@ async function act(button, box, fn) {
 
 function setSession(s) {
   session.account = s ? s.account : null;
+  session.operator = s ? s.operator === true : false;
   session.csrf = s ? s.csrf_token : null;
   nav.hidden = !session.account;
+  // Only operators see the link; the operator API refuses everyone else anyway.
+  document.getElementById('nav-operator').hidden = !session.operator;
   who.replaceChildren();
   if (session.account) {
     append(who, [
@@ -452,12 +460,12 @@ async function creditsPage() {
 // -- model APIs
 
 /** Model colours of the hourly chart (each at least 3:1 against white). */
-const MODEL_COLOURS = ['#0b5cad', '#b35c00', '#126b2f', '#7b3fa0', '#b3261e', '#44505c'];
-const compact = (n) => n.toLocaleString(undefined, { notation: 'compact', maximumFractionDigits: 1 });
-const hh = (hour) => `${String(hour).padStart(2, '0')}:00`;
+export const MODEL_COLOURS = ['#0b5cad', '#b35c00', '#126b2f', '#7b3fa0', '#b3261e', '#44505c'];
+export const compact = (n) => n.toLocaleString(undefined, { notation: 'compact', maximumFractionDigits: 1 });
+export const hh = (hour) => `${String(hour).padStart(2, '0')}:00`;
 
 /** SVG element (the console's h() makes HTML ones). */
-function svg(tag, attrs, ...children) {
+export function svg(tag, attrs, ...children) {
   const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
   return append(el, children);
@@ -467,7 +475,7 @@ function svg(tag, attrs, ...children) {
  * Today's tokens by UTC hour, stacked by model (usage.by_hour): an inline SVG with a summary as
  * its accessible name, a legend, and the figures as a table for screen readers.
  */
-function hourChart(byHour) {
+export function hourChart(byHour) {
   const models = [...new Set(byHour.flatMap((hr) => Object.keys(hr.by_model)))].sort();
   const colour = (m) => MODEL_COLOURS[models.indexOf(m) % MODEL_COLOURS.length];
   const max = Math.max(1, ...byHour.map((hr) => hr.tokens));
@@ -587,9 +595,16 @@ const ROUTES = [
   [/^\/credits$/, creditsPage, 'signed-in'],
   [/^\/models$/, modelsPage, 'signed-in'],
   [/^\/account$/, accountPage, 'signed-in'],
+  [/^\/operator(\/.*)?$/, operatorPage, 'operator'],
 ];
 
-function go(path, replace) {
+/** The operator's pages, from their own module (tenants never load it). */
+async function operatorPage() {
+  const mod = await import('/console/operator.js');
+  await mod.render(location.pathname);
+}
+
+export function go(path, replace) {
   if (replace) history.replaceState(null, '', path);
   else if (location.pathname !== path) history.pushState(null, '', path);
   render();
@@ -604,8 +619,10 @@ async function render() {
   const [re, fn, needs] = found;
   if (needs !== 'none' && !session.account) return go('/signin', true);
   if (needs === 'verified' && !session.account.verified) return go('/review', true);
+  if (needs === 'operator' && !session.operator) return page('Not found', h('p', {}, 'No such page. ', h('a', { href: '/' }, 'Home')));
   for (const a of nav.querySelectorAll('a')) {
-    if (path.startsWith(a.getAttribute('href'))) a.setAttribute('aria-current', 'page');
+    const href = a.getAttribute('href');
+    if (path.startsWith(href.startsWith('/operator/') ? '/operator' : href)) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
   try {
