@@ -32,69 +32,38 @@ const auditQuery = z.object({
     .optional(),
 });
 
-export function operatorRoutes(deps: ApiDeps, admin: AdminContext): Route[] {
+/** The views the routes and the event stream share. */
+function operatorViews(deps: ApiDeps, admin: AdminContext) {
   const { store } = deps;
-  const reads = new OperatorReads(store.db);
-  const hosts = () => (admin.fleet ?? new StoredFleet(store)).list();
-  const review = () => ({
-    accounts: reads.reviewQueue().map((r) => ({
-      id: r.id,
-      email: r.email,
-      created_at: new Date(r.created_at).toISOString(),
-      email_verified: r.email_verified === 1,
-      provider: r.provider,
-    })),
-  });
-  const get = (path: string, summary: string, handle: Route<undefined, 'operator', undefined>['handle']) =>
-    route<undefined, 'operator', undefined>({ method: 'get', path, summary, access: 'operator', handle }) as Route;
+  return {
+    reads: new OperatorReads(store.db),
+    hosts: () => ({ hosts: (admin.fleet ?? new StoredFleet(store)).list() }),
+    instances: () => ({ instances: liveInstances(store) }),
+    review: (reads: OperatorReads) => ({
+      accounts: reads.reviewQueue().map((r) => ({
+        id: r.id,
+        email: r.email,
+        created_at: new Date(r.created_at).toISOString(),
+        email_verified: r.email_verified === 1,
+        provider: r.provider,
+      })),
+    }),
+  };
+}
+
+export function operatorRoutes(deps: ApiDeps, admin: AdminContext): Route[] {
+  const v = operatorViews(deps, admin);
+  const review = () => v.review(v.reads);
   return [
-    get('/api/operator/review', 'Accounts waiting for review, newest first', () => ({ body: review() })),
-    route({
-      method: 'get',
-      path: '/api/operator/accounts',
-      summary: 'Accounts whose e-mail contains q (all without q), newest first, at most 100',
-      access: 'operator',
-      query: searchQuery,
-      handle: ({ query }) => ({
-        body: { accounts: reads.search(query.q?.trim() ?? '', SEARCH_LIMIT).map((id) => operatorAccount(store, store.accounts.byId(id)!)) },
-      }),
-    }),
-    get('/api/operator/accounts/:id', 'One account: balance, flags, limits, instance, ledger, usage today', async ({ params }) => {
-      const a = /^[0-9]{1,15}$/.test(params[0]!) ? store.accounts.byId(Number(params[0])) : undefined;
-      if (!a) throw notFound('No such account');
-      return { body: await operatorAccountDetail(store, a, deps.modelUsage) };
-    }),
-    get('/api/operator/coupons', 'Coupons with their redeemed state, and whether redemption is open', () => ({
-      body: { coupons: couponViews(store), coupon_redemption: deps.settings.couponRedemption },
-    })),
-    get('/api/operator/hosts', 'The fleet: state, GPUs used and free, instances, last contact', () => ({ body: { hosts: hosts() } })),
-    get('/api/operator/instances', "Every account's live instances (queued, pending, ready, stopping)", () => ({ body: { instances: liveInstances(store) } })),
-    get('/api/operator/catalogs', 'The image catalog and the shared model catalog', () => {
-      const inDb = new Set(store.models.list().map((m) => m.name));
-      const models = mergedCatalog(deps.configuredModels, store).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' }));
-      return { body: { images: store.images.list(), models } };
-    }),
-    get('/api/operator/usage', 'Shared-model tokens, GPU hours and credits by day, top accounts', async () => ({
-      body: await operatorUsage(store, reads, deps.modelUsage),
-    })),
-    route({
-      method: 'get',
-      path: '/api/operator/audit',
-      summary: 'The audit log of operator actions, newest first (limit 1..200, before: the previous page’s next_before)',
-      access: 'operator',
-      query: auditQuery,
-      handle: ({ query }) => ({ body: store.audit.page(query.limit ?? 50, query.before) }),
-    }),
+    ...accountReadRoutes(deps, v.reads, review),
+    ...platformReadRoutes(deps, v.reads, v.hosts, v.instances),
     route({
       method: 'get',
       path: '/api/operator/events',
       summary: 'Events review, hosts and instances: their snapshot when opened and at every change',
       access: 'operator',
       stream: true,
-      handle: () => ({
-        sse: (sse) =>
-          followOperatorTopics(deps.bus, sse, { review, hosts: () => ({ hosts: hosts() }), instances: () => ({ instances: liveInstances(store) }) }),
-      }),
+      handle: () => ({ sse: (sse) => followOperatorTopics(deps.bus, sse, { review, hosts: v.hosts, instances: v.instances }) }),
     }),
     route({
       method: 'post',
@@ -105,6 +74,95 @@ export function operatorRoutes(deps: ApiDeps, admin: AdminContext): Route[] {
       async handle({ params, body }, caller: Caller) {
         return { body: await runAdminOp({ ...admin, actor: caller.account.email }, params[0]!, body) };
       },
+    }),
+  ];
+}
+
+/** Review queue, accounts, one account, coupons, the audit log. */
+function accountReadRoutes(deps: ApiDeps, reads: OperatorReads, review: () => unknown): Route[] {
+  const { store } = deps;
+  return [
+    route({
+      method: 'get',
+      path: '/api/operator/review',
+      summary: 'Accounts waiting for review, newest first',
+      access: 'operator',
+      handle: () => ({ body: review() }),
+    }),
+    route({
+      method: 'get',
+      path: '/api/operator/accounts',
+      summary: 'Accounts whose e-mail contains q (all without q), newest first, at most 100',
+      access: 'operator',
+      query: searchQuery,
+      handle: ({ query }) => ({
+        body: { accounts: reads.search(query.q?.trim() ?? '', SEARCH_LIMIT).map((id) => operatorAccount(store, store.accounts.byId(id)!)) },
+      }),
+    }),
+    route({
+      method: 'get',
+      path: '/api/operator/accounts/:id',
+      summary: 'One account: balance, flags, limits, instance, ledger, usage today',
+      access: 'operator',
+      async handle({ params }) {
+        const a = /^[0-9]{1,15}$/.test(params[0]!) ? store.accounts.byId(Number(params[0])) : undefined;
+        if (!a) throw notFound('No such account');
+        return { body: await operatorAccountDetail(store, a, deps.modelUsage) };
+      },
+    }),
+    route({
+      method: 'get',
+      path: '/api/operator/coupons',
+      summary: 'Coupons with their redeemed state, and whether redemption is open',
+      access: 'operator',
+      handle: () => ({ body: { coupons: couponViews(store), coupon_redemption: deps.settings.couponRedemption } }),
+    }),
+    route({
+      method: 'get',
+      path: '/api/operator/audit',
+      summary: 'The audit log of operator actions, newest first (limit 1..200, before: the previous page’s next_before)',
+      access: 'operator',
+      query: auditQuery,
+      handle: ({ query }) => ({ body: store.audit.page(query.limit ?? 50, query.before) }),
+    }),
+  ];
+}
+
+/** Hosts, instances, catalogs, usage. */
+function platformReadRoutes(deps: ApiDeps, reads: OperatorReads, hosts: () => unknown, instances: () => unknown): Route[] {
+  const { store } = deps;
+  return [
+    route({
+      method: 'get',
+      path: '/api/operator/hosts',
+      summary: 'The fleet: state, GPUs used and free, instances, last contact',
+      access: 'operator',
+      handle: () => ({ body: hosts() }),
+    }),
+    route({
+      method: 'get',
+      path: '/api/operator/instances',
+      summary: "Every account's live instances (queued, pending, ready, stopping)",
+      access: 'operator',
+      handle: () => ({ body: instances() }),
+    }),
+    route({
+      method: 'get',
+      path: '/api/operator/catalogs',
+      summary: 'The image catalog and the shared model catalog',
+      access: 'operator',
+      handle() {
+        const inDb = new Set(store.models.list().map((m) => m.name));
+        const models = mergedCatalog(deps.configuredModels, store).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' }));
+        return { body: { images: store.images.list(), models } };
+      },
+    }),
+    route({
+      method: 'get',
+      path: '/api/operator/usage',
+      summary: 'Shared-model tokens, GPU hours and credits by day, top accounts',
+      access: 'operator',
+      handle: async () => ({ body: await operatorUsage(store, reads, deps.modelUsage) }),
     }),
   ];
 }
