@@ -178,3 +178,44 @@ test('rc without a platform but with REDIS_URL: key events reach gateways over R
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('rc operator accounts: create --operator, set-operator, reject, disable; audited as the admin token or the CLI on the database', async () => {
+  const p = await startPlatform();
+  try {
+    const op = await rc(p.dir, ['account', 'create', '--email', 'op@x.io', '--verified', '--operator', '--password', 'op-password']);
+    assert.equal(op.code, 0, op.stderr);
+    const login = await p.call('POST', '/api/auth/login', { body: { email: 'op@x.io', password: 'op-password' } });
+    assert.equal(login.body.operator, true);
+    await rc(p.dir, ['account', 'create', '--email', 'two@x.io', '--verified', '--password', 'two-password']);
+    const set = await rc(p.dir, ['account', 'set-operator', '--email', 'two@x.io']);
+    assert.equal(set.json.is_operator, true);
+    assert.equal((await rc(p.dir, ['account', 'set-operator', '--email', 'two@x.io', '--off'])).json.is_operator, false);
+    await rc(p.dir, ['account', 'create', '--email', 'new@x.io', '--password', 'new-password']);
+    assert.equal((await rc(p.dir, ['account', 'reject', '--email', 'new@x.io'])).json.disabled, true);
+    assert.equal((await p.call('POST', '/api/auth/login', { body: { email: 'new@x.io', password: 'new-password' } })).status, 403);
+    assert.equal((await rc(p.dir, ['account', 'disable', '--email', 'new@x.io', '--enable'])).json.disabled, false);
+    assert.equal((await rc(p.dir, ['account', 'set-operator'])).code, 2);
+    const audit = p.cp.store.audit.page(10).entries.map((e) => [e.actor, e.action, e.target]);
+    assert.deepEqual(audit[0], ['admin-token', 'account.disable', 'new@x.io']);
+    assert.ok(audit.some(([, action, target]) => action === 'account.set-operator' && target === 'two@x.io'));
+  } finally {
+    await p.close();
+  }
+  // Without a running platform the CLI writes the database itself: audited as such.
+  const dir = mkdtempSync(join(tmpdir(), 'rc-cli-operator-'));
+  try {
+    assert.equal((await rc(dir, ['account', 'create', '--email', 'db@x.io', '--operator'])).json.email, 'db@x.io');
+    const store = new Store({ dataDir: dir });
+    try {
+      assert.equal(store.accounts.byEmail('db@x.io')!.isOperator, true);
+      assert.deepEqual(
+        store.audit.page(1).entries.map((e) => [e.actor, e.action]),
+        [['cli (database)', 'account.create']],
+      );
+    } finally {
+      store.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
