@@ -6,7 +6,10 @@ import { accountByEmail, email, issueKey, op, type AdminContext } from '../admin
 import { conflict } from '../errors.js';
 import { operatorAccount } from './views.js';
 
-/** Disables (or enables again) an account; disabling ends its sessions and revokes its key, and tells the gateways. */
+/**
+ * Disables (or enables again) an account; disabling ends its sessions, revokes its key (telling the
+ * gateways) and destroys its active instance when the instance service runs.
+ */
 async function setDisabled(ctx: AdminContext, accountId: number, disabled: boolean): Promise<void> {
   const { store } = ctx;
   const ended = store.transaction(() => {
@@ -17,7 +20,13 @@ async function setDisabled(ctx: AdminContext, accountId: number, disabled: boole
   for (const tokenHash of ended.sessions) await ctx.publish({ type: 'session.ended', tokenHash });
   if (ended.key) await ctx.publish({ type: 'key.revoked', keyHash: ended.key, accountId });
   await ctx.publish({ type: 'account.changed', accountId });
+  // Its instance would bill an account nobody can sign in to: it ends too (billed up to now).
+  const active = disabled ? store.instances.active(accountId) : undefined;
+  if (active && ctx.instances) await ctx.instances.destroyById(active.id, ACCOUNT_DISABLED_REASON, 'The account was disabled by an operator');
 }
+
+/** Status `reason` of an instance ended because its account was disabled. */
+export const ACCOUNT_DISABLED_REASON = 'account_disabled';
 
 export const ACCOUNT_OPS = {
   'account.set-operator': op(z.strictObject({ email, operator: z.boolean() }), async (ctx, i) => {

@@ -227,3 +227,43 @@ test('operator events: the review queue as a server-sent event, again after a si
   await p.call('POST', '/api/auth/signup', { body: { email: 'new@x.io', password: PASSWORD } });
   await until(/event: review\ndata: \{"accounts":\[\{[^\n]*new@x\.io/);
 });
+
+test('operator: disabling an account destroys its active instance (reason account_disabled) when the instance service runs', async (t) => {
+  const destroyed: [string, string, string][] = [];
+  const p = await startPlatform({
+    instances: {
+      async destroyById(id: string, reason: string, detail: string) {
+        destroyed.push([id, reason, detail]);
+        return {};
+      },
+    },
+  });
+  t.after(() => p.close());
+  await p.account('op@x.io', { verified: true, operator: true, password: PASSWORD });
+  const tenant = await p.account('tenant@x.io', { verified: true });
+  const template = p.cp.store.templates.get(1)!; // a seeded public template
+  const snapshot = { ...template, ssh_public_key: null };
+  p.cp.store.instances.insert({
+    id: 'inst-1',
+    accountId: tenant.id,
+    templateId: template.id,
+    template: snapshot,
+    gpuCount: 1,
+    diskGb: 100,
+    microsPerHour: 1,
+    periodMs: 60_000,
+    now: Date.now(),
+  });
+  const op = await signIn(p, 'op@x.io');
+  const listed = (await p.call('GET', '/api/operator/instances', { cookie: op.cookie })).body.instances;
+  assert.deepEqual(
+    listed.map((i: { instance_id: string; email: string; queued: boolean }) => [i.instance_id, i.email, i.queued]),
+    [['inst-1', 'tenant@x.io', true]],
+  );
+  const r = await p.call('POST', '/api/operator/account.disable', { body: { email: 'tenant@x.io' }, cookie: op.cookie, csrf: op.csrf });
+  assert.equal(r.status, 200);
+  assert.deepEqual(destroyed, [['inst-1', 'account_disabled', 'The account was disabled by an operator']]);
+  // The operator's own destroy passes the reason through; the owner sees it as the status detail.
+  await p.call('POST', '/api/operator/instance.destroy', { body: { instance_id: 'inst-1', reason: 'Abuse report 12' }, cookie: op.cookie, csrf: op.csrf });
+  assert.deepEqual(destroyed[1], ['inst-1', 'destroyed_by_operator', 'Abuse report 12']);
+});
