@@ -23,6 +23,7 @@ import {
   type ParsedHead,
 } from './http-parser.js';
 import type { HttpPool } from './http-pool.js';
+import { LibError, type LibErrorCode } from '../errors.js';
 
 /** Bodies up to this size are copied behind the head and sent in one write; larger ones in two. */
 const COPY_BODY_LIMIT = 64 * 1024;
@@ -38,15 +39,30 @@ const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 /** Why an exchange failed. `connect`: nothing reached the backend (safe to send elsewhere). */
 export type PoolFailure = 'connect' | 'headers-timeout' | 'body-timeout' | 'closed' | 'protocol' | 'aborted' | 'pool-closed';
 
-export class PoolError extends Error {
+/** The internal code of each failure (lib/errors.ts LIB_ERROR_CODES). */
+const POOL_CODES: Record<PoolFailure, LibErrorCode> = {
+  connect: 'RC_ERR_POOL_CONNECT',
+  'headers-timeout': 'RC_ERR_POOL_HEADERS_TIMEOUT',
+  'body-timeout': 'RC_ERR_POOL_BODY_TIMEOUT',
+  closed: 'RC_ERR_POOL_CONNECTION_CLOSED',
+  protocol: 'RC_ERR_POOL_PROTOCOL',
+  aborted: 'RC_ERR_POOL_ABORTED',
+  'pool-closed': 'RC_ERR_POOL_CLOSED',
+};
+
+/**
+ * A failed exchange. Callers branch on `failure` (gateway/backends/upstreams.ts maps it to an
+ * UpstreamError kind, lib/relay/forward.ts to 502 or 504); `code` is its internal code (POOL_CODES).
+ */
+export class PoolError extends LibError {
   constructor(
     readonly failure: PoolFailure,
     message: string,
-    readonly code?: string,
+    /** The socket error's code (`ECONNREFUSED`...), or `UPSTREAM_CONNECT_TIMEOUT` for the pool's own connect timeout. */
+    readonly socketCode?: string,
     cause?: unknown,
   ) {
-    super(message, cause === undefined ? undefined : { cause });
-    this.name = 'PoolError';
+    super(POOL_CODES[failure], message, cause === undefined ? undefined : { cause });
   }
 }
 
