@@ -8,9 +8,9 @@ import { csrfTokenFor } from './accounts.js';
 import { expiredSessionCookies, sessionCookie, type Caller } from './auth.js';
 import { secureCookies } from '../lib/session-cookie.js';
 import type { ApiDeps } from './deps.js';
-import { forbidden, tooManyRequests, unauthorized } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { addressKey, KeyedBuckets, SignInLimits } from './auth/rate-limit.js';
-import { emailVerificationRequired, type EmailVerifications } from './auth/email-verification.js';
+import type { EmailVerifications } from './auth/email-verification.js';
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import { effectiveOverrides, hasSharedModelAccess } from './model-access.js';
 import { route, type Reply, type Route } from './router.js';
@@ -20,10 +20,6 @@ const credentials = z.strictObject({
   email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')),
   password: z.string().min(8, 'password must have at least 8 characters').max(256),
 });
-
-export const LOGIN_FAILED = 'Invalid e-mail or password';
-export const TOO_MANY_SIGN_INS = 'Too many sign-in attempts; retry after the Retry-After delay';
-export const TOO_MANY_SIGN_UPS = 'Too many sign-ups from this address; retry after the Retry-After delay';
 
 function secure(deps: ApiDeps, forwardedProto: string): boolean {
   return secureCookies(deps.settings.cookieSecure, forwardedProto);
@@ -82,10 +78,10 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
       body: credentials,
       sameOriginJson: true,
       async handle({ body, forwardedProto, clientAddress }) {
-        if (deps.settings.signup !== 'open') throw forbidden('Sign-up is closed', 'signup_closed');
+        if (deps.settings.signup !== 'open') throw API_ERRORS.signupClosed();
         // Each open sign-up is an account with its own daily model cap: one address cannot mint many.
         const wait = signUps.take(addressKey(clientAddress));
-        if (wait > 0) throw tooManyRequests(TOO_MANY_SIGN_UPS, wait, 'signup_rate_limited');
+        if (wait > 0) throw API_ERRORS.signupRateLimited(wait);
         const passwordHash = await hashPassword(body.password);
         const a = store.transaction(() => {
           const created = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
@@ -114,16 +110,16 @@ export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps
       async handle({ body, forwardedProto, clientAddress }) {
         // Limits first: a refused attempt costs no scrypt and checks no password (auth/rate-limit.ts).
         const wait = signIns.admit(body.email, clientAddress);
-        if (wait > 0) throw tooManyRequests(TOO_MANY_SIGN_INS, wait, 'login_rate_limited');
+        if (wait > 0) throw API_ERRORS.loginRateLimited(wait);
         const found = store.accounts.withPassword(body.email);
         // Hash even when the account does not exist, so timing does not reveal which e-mails exist.
         const ok = await verifyPassword(body.password, found?.passwordHash ?? (await dummyHash()));
         if (!found || !found.passwordHash || !ok) {
           signIns.failed(body.email, clientAddress);
-          throw unauthorized(LOGIN_FAILED);
+          throw API_ERRORS.loginFailed();
         }
         signIns.succeeded(body.email, clientAddress);
-        if (verifyEmail && !email.verifications.isVerified(found.account.id)) throw emailVerificationRequired();
+        if (verifyEmail && !email.verifications.isVerified(found.account.id)) throw API_ERRORS.emailVerificationRequired();
         return signedIn(deps, cookiePaths, found.account.id, forwardedProto);
       },
     }),

@@ -30,14 +30,11 @@ import { singleCookie } from '../../lib/session-cookie.js';
 import type { Store } from '../store.js';
 import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../gateway/dedicated/forward.js';
 import { mainEndpoint, type InstanceRoutes } from '../../gateway/dedicated/instance-routes.js';
-import { AUTH_PATH, NO_ACCESS, NOT_FOUND, PROXY_COOKIE, ProxyCookies, ProxyTickets, SECURE_PROXY_COOKIE, sessionAccount } from './handover.js';
+import type { Detail } from '../api-error.js';
+import { API_ERRORS } from '../errors.js';
+import { AUTH_PATH, PROXY_COOKIE, ProxyCookies, ProxyTickets, SECURE_PROXY_COOKIE, sessionAccount } from './handover.js';
 
-export { NO_ACCESS, NOT_FOUND };
 export const PROXY_PREFIX = '/instances/';
-export const SIGN_IN_REQUIRED = 'A browser session is required to open an instance: open it from the console';
-export const TICKET_INVALID = 'This sign-in link is invalid, expired or used already: open the instance from the console again';
-export const CROSS_SITE = 'Cross-site request refused: only navigations may come from another site';
-export const STARTING = 'Instance is still starting; retry after the Retry-After delay';
 
 const DROP_HEADERS: ReadonlySet<string> = new Set();
 const WS_DROP_HEADERS: ReadonlySet<string> = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol']);
@@ -77,10 +74,11 @@ interface Target {
   path: string;
 }
 
+/** A reply the proxy sends itself (an ApiError of the table fits): `{ detail }` with this status and headers. */
 interface Refusal {
   status: number;
-  detail: string;
-  headers?: Record<string, string>;
+  detail: Detail;
+  headers?: Record<string, string> | undefined;
 }
 
 interface WsData {
@@ -89,12 +87,17 @@ interface WsData {
   closed: boolean;
 }
 
+/** Sends a reply the proxy makes itself, `{ detail }`. */
+function answer(res: Res, reply: Refusal): void {
+  sendJson(res, reply.status, { detail: reply.detail }, reply.headers);
+}
+
 export function createInstanceProxy(options: InstanceProxyOptions): InstanceProxy {
   const { store, routes } = options;
   const logger = (options.logger ?? createLogger()).child({ part: 'instance-proxy' });
   const pools = new InstancePools(options.pool);
   const maxBody = options.maxBodyBytes ?? 32 * 1024 * 1024;
-  const retryAfter = String(options.startingRetryAfterSec ?? 10);
+  const retryAfterSec = options.startingRetryAfterSec ?? 10;
   const upstreams = new Set<WebSocket>();
   const { tickets } = options;
   const cookies = options.cookies ?? new ProxyCookies();
@@ -106,10 +109,10 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
 
   /** Where a request on a host that names no instance goes: the old path form redirects to the instance's origin. */
   function oldForm(req: HttpRequest, url: string): Refusal {
-    if (!url.startsWith(PROXY_PREFIX)) return { status: 404, detail: 'Not Found' };
+    if (!url.startsWith(PROXY_PREFIX)) return API_ERRORS.notFound();
     const slash = url.indexOf('/', PROXY_PREFIX.length);
     const instanceId = url.slice(PROXY_PREFIX.length, slash < 0 ? undefined : slash);
-    if (!isInstanceLabel(instanceId)) return { status: 404, detail: NOT_FOUND };
+    if (!isInstanceLabel(instanceId)) return API_ERRORS.instanceNotRunning();
     const host = req.getHeader('host');
     const port = /:(\d+)$/.exec(host)?.[1];
     const base = options.publicUrl || `http://localhost${port ? `:${port}` : ''}`;
@@ -124,13 +127,13 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
 
   /** The live session account of the proxy cookie on `instanceId`'s origin, or a refusal. */
   function holder(req: HttpRequest, instanceId: string): number | Refusal {
-    if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return { status: 403, detail: NO_ACCESS };
+    if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return API_ERRORS.instanceNoAccess();
     const value = singleCookie(req.getHeader('cookie'), cookieName);
     // None, or two (one set by a sibling's script): no access.
-    if (typeof value !== 'string') return { status: 401, detail: SIGN_IN_REQUIRED };
+    if (typeof value !== 'string') return API_ERRORS.proxySignInRequired();
     const hash = cookies.sessionHashOf(instanceId, value);
     const session = hash === undefined ? undefined : sessionAccount(store, hash);
-    return session ? session.accountId : { status: 401, detail: SIGN_IN_REQUIRED };
+    return session ? session.accountId : API_ERRORS.proxySignInRequired();
   }
 
   /** Who may go where; reads everything it needs from `req` synchronously. */
@@ -141,30 +144,30 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     // Fetch Metadata: a sibling instance's app is same-site; only navigations may come from elsewhere.
     const site = req.getHeader('sec-fetch-site');
     if ((site === 'cross-site' || site === 'same-site') && !(req.getHeader('sec-fetch-mode') === 'navigate' && (method === 'GET' || method === 'HEAD')))
-      return { status: 403, detail: CROSS_SITE };
+      return API_ERRORS.proxyCrossSite();
     const accountId = holder(req, instanceId);
     if (typeof accountId !== 'number') return accountId;
     const route = routes.get(instanceId);
-    if (!route || route.status === 'stopping' || route.status === 'stopped' || route.status === 'failed') return { status: 404, detail: NOT_FOUND };
-    if (route.accountId !== accountId) return { status: 403, detail: NO_ACCESS };
+    if (!route || route.status === 'stopping' || route.status === 'stopped' || route.status === 'failed') return API_ERRORS.instanceNotRunning();
+    if (route.accountId !== accountId) return API_ERRORS.instanceNoAccess();
     const endpoint = mainEndpoint(route);
-    if (!endpoint) return { status: 404, detail: 'This instance has no app port' };
-    if (route.status !== 'ready' || endpoint.address === '') return { status: 503, detail: STARTING, headers: { 'retry-after': retryAfter } };
+    if (!endpoint) return API_ERRORS.instanceWithoutApp();
+    if (route.status !== 'ready' || endpoint.address === '') return API_ERRORS.instanceStarting(retryAfterSec);
     const query = req.getQuery();
     return { instanceId, address: endpoint.address, path: query ? `${url}?${query}` : url };
   }
 
   /** `GET /_rc/auth?ticket=T` on an instance's origin: the hand-over's second half (handover.ts). */
   function redeem(res: Res, req: HttpRequest, instanceId: string): void {
-    if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return sendJson(res, 403, { detail: NO_ACCESS });
+    if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return answer(res, API_ERRORS.instanceNoAccess());
     const ticket = new URLSearchParams(req.getQuery() ?? '').get('ticket') ?? '';
     const grant = ticket === '' ? undefined : tickets.redeem(ticket);
-    if (!grant || grant.instanceId !== instanceId) return sendJson(res, 401, { detail: TICKET_INVALID });
+    if (!grant || grant.instanceId !== instanceId) return answer(res, API_ERRORS.proxyTicketInvalid());
     const session = sessionAccount(store, grant.sessionHash);
-    if (!session) return sendJson(res, 401, { detail: SIGN_IN_REQUIRED });
+    if (!session) return answer(res, API_ERRORS.proxySignInRequired());
     const route = routes.get(instanceId);
-    if (!route || route.status === 'stopping' || route.status === 'stopped' || route.status === 'failed') return sendJson(res, 404, { detail: NOT_FOUND });
-    if (route.accountId !== session.accountId) return sendJson(res, 403, { detail: NO_ACCESS });
+    if (!route || route.status === 'stopping' || route.status === 'stopped' || route.status === 'failed') return answer(res, API_ERRORS.instanceNotRunning());
+    if (route.accountId !== session.accountId) return answer(res, API_ERRORS.instanceNoAccess());
     const maxAge = Math.max(1, Math.floor((session.expiresAt - store.clock.now()) / 1000));
     sendJson(
       res,
@@ -184,12 +187,11 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     const method = req.getCaseSensitiveMethod().toUpperCase();
     if (req.getUrl() === AUTH_PATH) {
       const instanceId = instanceIdOfHost(req.getHeader('host'), baseHostname);
-      if (instanceId !== undefined)
-        return method === 'GET' ? redeem(res, req, instanceId) : sendJson(res, 405, { detail: 'Method Not Allowed' }, { allow: 'GET' });
+      if (instanceId !== undefined) return method === 'GET' ? redeem(res, req, instanceId) : answer(res, API_ERRORS.methodNotAllowed('GET'));
     }
     const target = admit(req, method);
     if (!('address' in target)) {
-      sendJson(res, target.status, { detail: target.detail }, target.headers);
+      answer(res, target);
       return;
     }
     routes.recordActivity(target.instanceId);
@@ -215,7 +217,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     const res = track(uwsRes);
     const target = admit(req, 'GET');
     if (!('address' in target)) {
-      sendJson(res, target.status, { detail: target.detail }, target.headers);
+      answer(res, target);
       return;
     }
     const key = req.getHeader('sec-websocket-key');
@@ -238,11 +240,11 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     res.onAbort = () => upstream.terminate();
     upstream.on('error', (err) => {
       logger.debug('instance websocket error', { instanceId: target.instanceId, err });
-      sendJson(res, 502, { detail: 'The instance is unreachable' });
+      answer(res, API_ERRORS.instanceUnreachable());
     });
     upstream.on('unexpected-response', (_r, response) => {
       response.resume();
-      sendJson(res, response.statusCode ?? 502, { detail: `The instance refused the WebSocket (HTTP ${response.statusCode})` });
+      answer(res, API_ERRORS.instanceRefusedWebSocket(response.statusCode));
       upstream.terminate();
     });
     upstream.on('open', () => {
