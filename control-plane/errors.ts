@@ -129,7 +129,6 @@ export const API_ERRORS = {
     message: (name: string) => `No model ${name} in the database catalog (models from RC_CONFIG are edited there)`,
   }),
   adminOpUnknown: failure({ code: 'RC_ERR_ADMIN_OP_UNKNOWN', status: 404, message: (name: string) => `Unknown admin operation ${name}` }),
-  hostNotFound: failure({ code: 'RC_ERR_HOST_NOT_FOUND', status: 404, message: (name: string) => `No host named ${name}` }),
   hostStatic: failure({
     code: 'RC_ERR_HOST_STATIC',
     status: 400,
@@ -248,7 +247,8 @@ export const INTERNAL_ERROR_CODES = {
 
 // Transitional: the instance files not yet on the table (instances/service.ts, routes.ts and
 // fleet.ts, split while this landed) call these with a detail of their own. `code` names the row
-// (by its public or internal code) whose codes and status the error takes.
+// (by its public or internal code) whose codes and status the error takes; notFound is the
+// generic 404 row worded by the caller (`No host named ...`, their `Template not found`).
 
 const byCode = new Map<string, AnyFailure>();
 for (const f of Object.values(API_ERRORS) as AnyFailure[]) {

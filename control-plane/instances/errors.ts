@@ -18,7 +18,7 @@ export const insufficientCredits = API_ERRORS.insufficientCredits;
 export const launchVerificationRequired = API_ERRORS.launchVerificationRequired;
 export const launchTokenInvalid = API_ERRORS.launchTokenInvalid;
 export const sessionRequired = API_ERRORS.sessionRequired;
-/** 404 with no instance to show: the account's latest (`No instance`), or an active one to destroy. */
+/** 404: no instance to show (the account never launched), or none active to destroy. */
 export const noInstance = (detail: typeof NO_INSTANCE | typeof NO_ACTIVE_INSTANCE = NO_INSTANCE) =>
   detail === NO_ACTIVE_INSTANCE ? API_ERRORS.noActiveInstance() : API_ERRORS.noInstance();
 export const diskTooLarge = API_ERRORS.diskTooLarge;
