@@ -88,6 +88,8 @@ export type AnyFailure = Of<ApiError> & {
 
 /** Declares a failure (one row of errors.ts). */
 export function failure<const S extends FailureSpec>(spec: S): Failure<S> {
+  // A coded body names the public code: a row without one is a mistake, caught when the table loads.
+  if (spec.coded && !spec.publicCode) throw new TypeError(`${spec.code}: a coded failure needs a public code`);
   const build = (...args: ArgsOf<S>): ApiError => {
     const call = <R>(f: Of<R>): R => (f as (...a: ArgsOf<S>) => R)(...args);
     const message = typeof spec.message === 'string' ? spec.message : call(spec.message);
