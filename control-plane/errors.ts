@@ -7,7 +7,7 @@
 // "Error codes" lists the same rows; test/control-plane/error-codes.test.ts keeps them in step.
 import { retryAfterSeconds } from '../lib/clock.js';
 import { MAX_JSON_DEPTH } from '../lib/http.js';
-import { ApiError, failure, withDetail, type AnyFailure } from './api-error.js';
+import { ApiError, failure, type AnyFailure } from './api-error.js';
 
 export { ApiError };
 
@@ -128,6 +128,7 @@ export const API_ERRORS = {
     status: 404,
     message: (name: string) => `No model ${name} in the database catalog (models from RC_CONFIG are edited there)`,
   }),
+  hostNotFound: failure({ code: 'RC_ERR_HOST_NOT_FOUND', status: 404, message: (name: string) => `No host named ${name}` }),
   adminOpUnknown: failure({ code: 'RC_ERR_ADMIN_OP_UNKNOWN', status: 404, message: (name: string) => `Unknown admin operation ${name}` }),
   hostStatic: failure({
     code: 'RC_ERR_HOST_STATIC',
@@ -244,27 +245,3 @@ export const INTERNAL_ERROR_CODES = {
   RC_ERR_SMTP: 'SmtpError',
   RC_ERR_ADMIN_API: 'AdminApiError',
 } as const;
-
-// Transitional: the instance files not yet on the table (instances/service.ts, routes.ts and
-// fleet.ts, split while this landed) call these with a detail of their own. `code` names the row
-// (by its public or internal code) whose codes and status the error takes; notFound is the
-// generic 404 row worded by the caller (`No host named ...`, their `Template not found`).
-
-const byCode = new Map<string, AnyFailure>();
-for (const f of Object.values(API_ERRORS) as AnyFailure[]) {
-  byCode.set(f.code, f);
-  if (f.publicCode) byCode.set(f.publicCode, f);
-}
-
-type Row = (typeof API_ERRORS)[ApiErrorName];
-/** The public and internal codes of the rows answering `status`. */
-type CodeOf<S extends number> = Extract<Row, { status: S }>['code'] | NonNullable<Extract<Row, { status: S }>['publicCode']>;
-
-/** The row of `code`'s status and codes, worded by the caller (transitional, see above). */
-const asRow = (detail: string, code: string) => withDetail(byCode.get(code)!, detail);
-
-export const badRequest = (detail: string, code: CodeOf<400>): ApiError => asRow(detail, code);
-export const notFound = (detail: string = API_ERRORS.notFound.message): ApiError => asRow(detail, API_ERRORS.notFound.code);
-export const conflict = (detail: string, code: CodeOf<409>): ApiError => asRow(detail, code);
-export const accountNotVerified = API_ERRORS.accountNotVerified;
-export const INVALID_IMAGE = API_ERRORS.invalidImage.message;

@@ -96,8 +96,6 @@ test('every row is raised somewhere: called by name, or (transitional) named by 
  * Messages still written in the instance files that the instances split (issue #29) re-points at
  * their rows; remove an entry once its file calls the row (the test fails on a stale entry).
  */
-const PENDING_REPOINTS = ['control-plane/instances/routes.ts: Template not found', 'control-plane/instances/service.ts: Template not found'];
-
 test('each constant message is written once, in the table', () => {
   const messages = rows.flatMap(([, f]) => (typeof f.message === 'string' ? [f.message] : []));
   const copies: string[] = [];
@@ -105,7 +103,7 @@ test('each constant message is written once, in the table', () => {
     if (s.path === TABLE) continue;
     for (const m of messages) if ([`'${m}'`, `"${m}"`, `\`${m}\``].some((q) => s.text.includes(q))) copies.push(`${s.path}: ${m}`);
   }
-  assert.deepEqual(copies.sort(), [...PENDING_REPOINTS].sort());
+  assert.deepEqual(copies.sort(), []);
 });
 
 test('no control-plane source raises an RC_ERR_ code outside the tables, builds one at run time, or makes an ApiError itself', () => {
