@@ -36,7 +36,7 @@ import { createGateway, type Gateway } from '../gateway/server.js';
 import { gatewayOptionsFromConfig } from '../gateway/cli.js';
 import { startAgent, type AgentHandle } from '../agent/server.js';
 import { agentOptionsFromConfig, chooseRuntime } from '../agent/cli.js';
-import { buildKnownImage, untagStaleLocalImages } from '../agent/images/catalog.js';
+import { buildKnownImage, untagStaleLocalImages } from '../agent/images/local-images.js';
 
 const LOCAL_AGENT_ID = 'local';
 
