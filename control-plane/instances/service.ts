@@ -2,7 +2,7 @@
 // enforcement, and the agents' state folded into the database. The database is the truth; an
 // agent's report moves an instance only along an allowed transition (states.ts); after a
 // restart of either side, reconciliation brings the two back in line.
-import { AgentCallError } from '../../agent/client.js';
+import { AgentCallError } from '../../agent/errors.js';
 import type { InstanceEvent, InstanceInfo } from '../../agent/types.js';
 import type { Bus } from '../../lib/bus.js';
 import { systemClock, type Clock } from '../../lib/clock.js';
