@@ -1,5 +1,5 @@
 // The typed agent client for the control plane: plain objects in and out, async iterables for the
-// streams (leaving a `for await` loop cancels the call), AgentCallError (errors.ts) with the
+// streams (leaving a `for await` loop cancels the call), AgentCallError (from errors.ts) with the
 // agent's stable code. The channel, token, deadlines and cancellation are client-calls.ts.
 import { create } from '@bufbuild/protobuf';
 import * as pb from '../proto/gen/rc/agent/v1/agent_pb.js';
@@ -7,6 +7,9 @@ import { AgentCalls, type AgentCallsOptions } from './client-calls.js';
 import { hostFromPb, infoFromPb, normalizeSpec, specToPb, watchItemFromPb } from './convert.js';
 import { agentServiceDefinition as def } from './service.js';
 import type { HostInfo, InstanceInfo, LaunchSpecInput, ReconcileResult, WatchItem } from './types.js';
+
+// Part of the client's published API: the control plane imports the agent's client.ts and types.ts only.
+export { AgentCallError } from './errors.js';
 
 export type AgentClientOptions = AgentCallsOptions;
 

@@ -15,7 +15,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Pool, type Dispatcher } from 'undici';
-import { BROKER_ENV, TOKEN_ENV, VIA_RELAY_ENV } from '../gateway/tunnel/identity.js';
+import { BROKER_ENV, TOKEN_ENV, VIA_RELAY_ENV } from '../lib/tunnel/identity.js';
 import type { Logger } from '../lib/log.js';
 import { parseBrokers, TunnelRelay } from './broker-relay.js';
 import * as api from './docker-api.js';

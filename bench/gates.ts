@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Bench } from 'tinybench';
 import { Redis } from 'ioredis';
-import type { GateDecision, GateRequest, GateUsage } from '../gateway/gate.js';
+import type { GateDecision, GateRequest, GateUsage } from '../gateway/gates/gate.js';
 import { createGate, type GateConfig, type LimitGate } from '../gateway/gates/index.js';
 import { counters } from '../gateway/gates/metrics.js';
 import { randomId } from '../lib/ids.js';

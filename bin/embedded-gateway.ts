@@ -9,7 +9,7 @@ import type { Logger } from '../lib/log.js';
 import type { Store } from '../control-plane/store.js';
 import { storeKeySource } from '../control-plane/sources.js';
 import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
-import type { InstanceRoutes } from '../gateway/dedicated/instance-routes.js';
+import type { InstanceRoutes } from '../lib/instance-routes.js';
 import { createTunnelBroker } from '../gateway/tunnel/broker.js';
 import { assertTunnelsApart } from '../gateway/tunnel/origins.js';
 import type { LimitGate } from '../gateway/gates/index.js';

@@ -16,7 +16,7 @@ import { resolve } from 'node:path';
 import { MemoryBus, RedisBus, type Bus } from '../lib/bus.js';
 import type { Config, ModelEntry } from '../lib/config.js';
 import type { Logger } from '../lib/log.js';
-import { startCatalogSims } from '../sim/catalog.js';
+import { startCatalogSims } from '../sim/model-sims.js';
 import type { SimServer } from '../sim/server.js';
 import type { ControlPlane } from '../control-plane/server.js';
 import { Store } from '../control-plane/store.js';
@@ -25,7 +25,7 @@ import { startInstanceProxyServer, type InstanceProxy } from '../control-plane/p
 import { ProxyTickets } from '../control-plane/proxy/handover.js';
 import { proxyBaseUrl } from '../lib/instance-origin.js';
 import { routesFromInstances } from '../gateway/dedicated/from-instances.js';
-import { tunnelSecret } from '../gateway/tunnel/identity.js';
+import { tunnelSecret } from '../lib/tunnel/identity.js';
 import type { Server } from '../lib/http.js';
 import { namingSetting } from '../lib/errors.js';
 import { storeCatalogSource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';

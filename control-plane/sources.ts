@@ -6,7 +6,7 @@ import { effectiveOverrides, hasSharedModelAccess, type ModelAccessSettings } fr
 import type { Store } from './store.js';
 
 export type { KeyRecord, SessionRecord };
-/** Structurally the gateway's KeySource (gateway/keys.ts). */
+/** Structurally the gateway's KeySource (gateway/auth/keys.ts). */
 export interface KeySource {
   load(): Promise<Iterable<KeyRecord>>;
   loadSessions?(): Promise<Iterable<SessionRecord>>;

@@ -10,7 +10,7 @@ import { loadConfig, type Config } from '../lib/config.js';
 import { namingSetting } from '../lib/errors.js';
 import { createLogger, type LogLevel } from '../lib/log.js';
 import { AccountLimits, createGate } from './gates/index.js';
-import { memoryKeySource, readKeysFile } from './keys.js';
+import { memoryKeySource, readKeysFile } from './auth/keys.js';
 import { messagesRoutesFromConfig } from './messages/routes.js';
 import { createGateway, type GatewayOptions } from './server.js';
 import { PlatformFeed } from './sync/platform-feed.js';

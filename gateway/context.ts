@@ -2,11 +2,11 @@
 // gateway/messages/. A RoutePlugin receives the uWS app and this context and registers its routes.
 import type { Logger } from '../lib/log.js';
 import type { HttpRequest, TemplatedApp } from '../lib/uws.js';
-import type { Catalog } from './catalog.js';
-import type { RequestGate } from './gate.js';
-import type { AuthFailure, KeyDirectory } from './keys.js';
+import type { Catalog } from './backends/model-catalog.js';
+import type { RequestGate } from './gates/gate.js';
+import type { AuthFailure, KeyDirectory } from './auth/keys.js';
 import type { GatewayMetrics } from './metrics.js';
-import type { UpstreamRegistry } from './upstreams.js';
+import type { UpstreamRegistry } from './backends/upstreams.js';
 
 export interface GatewayLimits {
   /** Largest request body (413 beyond). */

@@ -3,7 +3,7 @@
 // Constant errors are serialized once.
 import { RcError } from '../lib/errors.js';
 import { sendJson, type Res } from '../lib/http.js';
-import type { RefusalReply } from './admit.js';
+import type { RefusalReply } from './admission/admit.js';
 import { RATE_LIMIT_MESSAGE } from './gates/codes.js';
 
 /**
@@ -53,7 +53,6 @@ export const ERROR_CODES = {
   RC_ERR_UPSTREAM_RESET: 'UpstreamError',
   RC_ERR_UPSTREAM_ABORTED: 'UpstreamError',
   RC_ERR_KEYS_FILE: 'KeysFileError',
-  RC_ERR_TUNNEL_SECRET: 'TunnelSecretError',
   RC_ERR_GATEWAY_SNAPSHOT: 'SnapshotError',
   RC_ERR_MESSAGES_INVALID_REQUEST_ERROR: 'MessagesError',
   RC_ERR_MESSAGES_AUTHENTICATION_ERROR: 'MessagesError',
@@ -168,7 +167,7 @@ export function sendError(res: Res, e: GatewayError): void {
   sendJson(res, e.status, e.body(), e.headers);
 }
 
-/** Answers a refusal of admission (gateway/admit.ts) in the chat shape. */
+/** Answers a refusal of admission (gateway/admission/admit.ts) in the chat shape. */
 export const refuseChat: RefusalReply = (res, r) => {
   if (r.kind === 'rate_limited') sendError(res, rateLimited(r.code, r.retryAfterSec, r.headers));
   else sendCanned(res, r.kind === 'pool_exhausted' ? ERRORS.poolExhausted : ERRORS.gateUnavailable);

@@ -42,8 +42,8 @@ export class ModelSeries {
 
 /** The label used when a request names no catalog model. */
 export const NO_MODEL = '-';
-/** Status recorded when the client went away before its response ended (nginx's convention). */
-export const CLIENT_CLOSED = 499;
+/** Status recorded when the client went away before its response ended (the response writer's). */
+export { CLIENT_CLOSED } from '../lib/relay/response-writer.js';
 
 /**
  * Counts per status, indexed by the status itself: an increment, no hashing. HTTP statuses have

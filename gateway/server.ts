@@ -6,18 +6,18 @@ import { ListenError } from '../lib/errors.js';
 import { headerName, listen, send, sendJson, track, type Server } from '../lib/http.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse } from '../lib/uws.js';
-import { Catalog } from './catalog.js';
-import { chatRoutes } from './chat.js';
+import { Catalog } from './backends/model-catalog.js';
+import { chatRoutes } from './chat/routes.js';
 import { responsesRoutes } from './responses/routes.js';
 import { Admission, type GatewayContext, type GatewayLimits, type RoutePlugin } from './context.js';
 import { ERRORS, notFound, sendCanned, sendError } from './errors.js';
-import { openGate, type RequestGate } from './gate.js';
+import { openGate, type RequestGate } from './gates/gate.js';
 import { gateMetrics } from './gates/index.js';
-import { AUTH_MISSING, KeyDirectory, type KeySource } from './keys.js';
-import { SessionDirectory } from './sessions.js';
+import { AUTH_MISSING, KeyDirectory, type KeySource } from './auth/keys.js';
+import { SessionDirectory } from './auth/sessions.js';
 import { secureCookies, type CookieSecureMode } from '../lib/session-cookie.js';
 import { GatewayMetrics, NO_MODEL } from './metrics.js';
-import { UpstreamRegistry, type UpstreamOptions } from './upstreams.js';
+import { UpstreamRegistry, type UpstreamOptions } from './backends/upstreams.js';
 
 /** Route plugins every gateway registers. gateway/messages/ adds its plugin here. */
 export const BUILTIN_ROUTES: RoutePlugin[] = [chatRoutes, responsesRoutes];

@@ -8,7 +8,7 @@
 // for `ge":{`, whose first byte is rare. This runs on every relayed chunk. The last usage of a
 // whole completion is found from the end `{` by `{` instead (one-byte searches, V8's fast API
 // call, about a tenth of a Buffer-needle search's set-up): its usage object closes it.
-import type { GateUsage } from './gate.js';
+import type { GateUsage } from './gates/gate.js';
 
 export const USAGE_KEY = Buffer.from('"usage":{');
 /** The tail of USAGE_KEY after `"usa` (4 bytes): what the native search looks for. */

@@ -35,12 +35,12 @@ export const modelEntrySchema = z.strictObject({
   efforts: z.array(z.string().min(1)).default([]),
   /**
    * Context window in tokens (prompt + output). Absent: the backend's max_model_len (learned
-   * from its /tokenize answer, gateway/context-fit.ts); the embedded sim then uses 32768.
+   * from its /tokenize answer, gateway/admission/context-fit.ts); the embedded sim then uses 32768.
    */
   maxContext: z.number().int().positive().optional(),
   /**
    * Fit max_tokens / max_completion_tokens / max_output_tokens into the context on every protocol
-   * (gateway/context-fit.ts); false passes the backend's own error through instead.
+   * (gateway/admission/context-fit.ts); false passes the backend's own error through instead.
    */
   fitMaxTokens: z.boolean().default(true),
   ownedBy: z.string().default('rc'),

@@ -37,7 +37,7 @@ export const gatewaySnapshotSchema = z.object({
 });
 export type GatewaySnapshot = z.output<typeof gatewaySnapshotSchema>;
 
-/** A live key as gateways hold it (SHA-256 hex of the key). Shared by control-plane/sources.ts and gateway/keys.ts. */
+/** A live key as gateways hold it (SHA-256 hex of the key). Shared by control-plane/sources.ts and gateway/auth/keys.ts. */
 export interface KeyRecord {
   keyHash: string;
   accountId: number;
@@ -46,7 +46,7 @@ export interface KeyRecord {
 /**
  * One live browser session as gateways hold it (SHA-256 hex of the cookie token and of the CSRF
  * token). `modelAccess` false: an account under review while their daily cap is 0. Shared by
- * control-plane/sources.ts and gateway/sessions.ts.
+ * control-plane/sources.ts and gateway/auth/sessions.ts.
  */
 export interface SessionRecord {
   tokenHash: string;

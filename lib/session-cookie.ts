@@ -1,6 +1,6 @@
 // The platform's browser session cookie, read one way by every part that accepts it: the platform
 // API and console (control-plane/auth.ts), the gateway's cookie-authenticated shared model routes
-// (gateway/sessions.ts) and, for its own cookie, the instance proxy (control-plane/proxy/).
+// (gateway/auth/sessions.ts) and, for its own cookie, the instance proxy (control-plane/proxy/).
 //
 // One cookie or none (issue 27, cookie tossing): cookies are scoped by host, not by port, so any
 // page served on the platform's host name (a tunnel, an instance app on another port) can run

@@ -1,10 +1,11 @@
 // rc-tunnel's connection: one WebSocket to the broker, public requests arriving as streams
-// (gateway/tunnel/protocol.ts) and replayed against the local service with node:http.
+// (lib/tunnel/protocol.ts) and replayed against the local service with node:http.
 // Reconnects with backoff; stops for good when the broker refuses the identity.
 import { Agent, request, type ClientRequest, type IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import { RcError } from '../../lib/errors.js';
 import {
+  CLOSE_INSTANCE_GONE,
   decodeFrame,
   decodeWindow,
   encodeFrame,
@@ -14,8 +15,7 @@ import {
   type Hello,
   type RequestHead,
   type ResponseHead,
-} from '../../gateway/tunnel/protocol.js';
-import { CLOSE_INSTANCE_GONE } from '../../gateway/tunnel/broker.js';
+} from '../../lib/tunnel/protocol.js';
 
 export type TunnelState = 'connecting' | 'connected' | 'disconnected' | 'failed' | 'stopped';
 

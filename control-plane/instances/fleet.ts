@@ -6,9 +6,9 @@
 import { conflict, badRequest, notFound } from '../errors.js';
 import type { AgentConnection } from './agents.js';
 import type { Store } from '../store.js';
-import { HostStore, type HostRecord } from './host-store.js';
+import type { HostRecord, HostStore } from './host-store.js';
 import type { InstanceService } from './service.js';
-import { InstanceStore, type InstanceRow } from './store.js';
+import type { InstanceRow, InstanceStore } from './store.js';
 
 /** connected / unreachable from the control plane's stream to the agent; draining wins over both; unknown: no control plane runs. */
 export type HostState = 'connected' | 'unreachable' | 'draining' | 'unknown';
@@ -121,8 +121,8 @@ export class StoredFleet implements FleetControl {
   private readonly instances: InstanceStore;
 
   constructor(store: Store) {
-    this.hosts = new HostStore(store.db, store.sealKey, store.clock);
-    this.instances = new InstanceStore(store.db);
+    this.hosts = store.hosts;
+    this.instances = store.instances;
   }
 
   private view(h: HostRecord): HostView {

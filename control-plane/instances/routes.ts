@@ -29,8 +29,11 @@ const requestBody = z.strictObject({
 });
 
 export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[] {
-  const { store } = deps;
-  const ttlMs = () => service.settings.launchTokenTtlSec * 1000;
+  return [...launchRoutes(service), ...launchVerificationRoutes(service, deps)];
+}
+
+/** Launch (two forms), status and destroy of the caller's instance. */
+function launchRoutes(service: InstanceService): Route[] {
   return [
     route({
       method: 'post',
@@ -63,6 +66,14 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
       access: 'required',
       handle: async (_req, caller: Caller) => ({ body: await service.destroyCurrent(caller.account.id) }),
     }),
+  ];
+}
+
+/** Launch verification: the account holder's switch and tokens, and the operator's. */
+function launchVerificationRoutes(service: InstanceService, deps: ApiDeps): Route[] {
+  const { store } = deps;
+  const ttlMs = () => service.settings.launchTokenTtlSec * 1000;
+  return [
     route({
       // Turning launch verification on works with a key; turning it off needs a browser session,
       // so a leaked key can neither launch nor switch the protection off.

@@ -9,7 +9,7 @@
 //   changes (event `status`; data null when the account never had one), with `queue_position`
 //   (1 = next to be placed) while it waits for capacity, so clients need not poll.
 import { z } from 'zod';
-import { AgentCallError } from '../../agent/errors.js';
+import { AgentCallError } from '../../agent/client.js';
 import type { Bus } from '../../lib/bus.js';
 import type { Caller } from '../auth.js';
 import type { ApiDeps } from '../deps.js';

@@ -9,7 +9,7 @@ import { isPlatformKey } from '../../lib/instance-credentials.js';
 import { instanceIdOfHost, instanceOrigin, isInstanceLabel } from '../../lib/instance-origin.js';
 import { singleCookie } from '../../lib/session-cookie.js';
 import type { Store } from '../store.js';
-import { mainEndpoint, type InstanceRoutes } from '../../gateway/dedicated/instance-routes.js';
+import { mainEndpoint, type InstanceRoutes } from '../../lib/instance-routes.js';
 import { NO_ACCESS, NOT_FOUND, PROXY_COOKIE, type ProxyCookies, type ProxyTickets, SECURE_PROXY_COOKIE, sessionAccount } from './handover.js';
 
 export const PROXY_PREFIX = '/instances/';

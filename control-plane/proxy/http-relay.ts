@@ -3,8 +3,8 @@
 // connections (its body read first when it has one), the response streamed back.
 import { declaredLength, readBody, sendJson, track } from '../../lib/http.js';
 import type { HttpRequest, HttpResponse } from '../../lib/uws.js';
-import { forward, forwardedHeaders, type InstancePools, ResponseRelay } from '../../gateway/dedicated/forward.js';
-import type { InstanceRoutes } from '../../gateway/dedicated/instance-routes.js';
+import { forward, forwardedHeaders, type InstancePools, ResponseRelay } from '../../lib/relay/forward.js';
+import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import type { ProxyAccess } from './access.js';
 import { AUTH_PATH } from './handover.js';
 

@@ -7,8 +7,8 @@ import WebSocket, { type RawData } from 'ws';
 import { sendJson, track } from '../../lib/http.js';
 import type { Logger } from '../../lib/log.js';
 import type { HttpRequest, HttpResponse, WebSocket as UwsWebSocket } from '../../lib/uws.js';
-import { forwardedHeaders } from '../../gateway/dedicated/forward.js';
-import type { InstanceRoutes } from '../../gateway/dedicated/instance-routes.js';
+import { forwardedHeaders } from '../../lib/relay/forward.js';
+import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import type { ProxyAccess } from './access.js';
 
 const WS_DROP_HEADERS: ReadonlySet<string> = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol']);

@@ -3,7 +3,7 @@
 // service's in-memory cache is read directly, nothing touches SQLite per request.
 import type { Clock } from '../../lib/clock.js';
 import { systemClock } from '../../lib/clock.js';
-import { ActivityThrottle, type InstanceRoute, type InstanceRoutes, type RouteStatus } from './instance-routes.js';
+import { ActivityThrottle, type InstanceRoute, type InstanceRoutes, type RouteStatus } from '../../lib/instance-routes.js';
 
 /** The shape of control-plane/instances/service.ts InstanceRoute (structural: no import of the control plane). */
 export interface ServiceRoute {

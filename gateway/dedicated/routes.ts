@@ -11,10 +11,10 @@
 import { declaredLength, readBody, sendJson, track, type Res } from '../../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
-import { AUTH_MISSING } from '../keys.js';
+import { AUTH_MISSING } from '../auth/keys.js';
 import { NO_MODEL } from '../metrics.js';
-import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from './forward.js';
-import { mainEndpoint, type InstanceRoutes } from './instance-routes.js';
+import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../lib/relay/forward.js';
+import { mainEndpoint, type InstanceRoutes } from '../../lib/instance-routes.js';
 
 export const DEDICATED_PREFIX = '/dedicated/';
 export const INSTANCE_PREFIX = '/instances/';

@@ -1,5 +1,5 @@
 // The gates of the model gateway: createGate() builds the RequestGate the gateway calls
-// (gateway/gate.ts), from the settings. See README.md in this folder.
+// (gateway/gates/gate.ts), from the settings. See README.md in this folder.
 import type { Bus } from '../../lib/bus.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Config } from '../../lib/config.js';

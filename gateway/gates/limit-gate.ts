@@ -1,6 +1,6 @@
 // The RequestGate the gateway calls: per-account request and token buckets plus the daily cap,
 // decided in Redis when configured and reachable, in memory otherwise.
-import type { GateDecision, GateRequest, GateUsage, RequestGate } from '../gate.js';
+import type { GateDecision, GateRequest, GateUsage, RequestGate } from './gate.js';
 import { systemClock, type Clock } from '../../lib/clock.js';
 import { RcError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';

@@ -4,8 +4,8 @@
 // A backend without /tokenize (404, 405, 501) gets an estimate, marked `x-rc-token-count: estimate`.
 import { sendJson, type Res } from '../../lib/http.js';
 import type { GatewayContext } from '../context.js';
-import { parseTokenizeResponse } from '../context-fit.js';
-import { requestUpstream, UpstreamError } from '../upstreams.js';
+import { parseTokenizeResponse } from '../admission/context-fit.js';
+import { requestUpstream, UpstreamError } from '../backends/upstreams.js';
 import { backendError, MessagesError } from './errors.js';
 import { estimateInputTokens, type PreparedRequest } from './request.js';
 import { sendError } from './reply.js';

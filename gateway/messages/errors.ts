@@ -1,7 +1,7 @@
 // Errors on the messages routes. Their body is the protocol's own:
 // `{"type":"error","error":{"type":...,"message":...}}`, with the HTTP status of the failure.
 import { RcError } from '../../lib/errors.js';
-import { readBackendError } from '../backend-error.js';
+import { readBackendError } from '../backends/backend-error.js';
 import type { ErrorCode } from '../errors.js';
 
 /** The protocol's error types. */

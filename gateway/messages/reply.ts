@@ -1,10 +1,10 @@
 // The messages protocol's error mapper: error replies on every messages route, in the
 // protocol's error body, counted in the metrics.
 import { sendJson, type Res } from '../../lib/http.js';
-import type { RefusalReply } from '../admit.js';
+import type { RefusalReply } from '../admission/admit.js';
 import type { GatewayContext } from '../context.js';
 import { RATE_LIMIT_MESSAGE } from '../gates/codes.js';
-import { UpstreamError } from '../upstreams.js';
+import { UpstreamError } from '../backends/upstreams.js';
 import { errorBody, MessagesError, toMessagesError } from './errors.js';
 
 /** Answers an error in the protocol's shape and counts it. */

@@ -3,7 +3,7 @@
 import type { z } from 'zod';
 import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, type Res } from '../../lib/http.js';
 import type { HttpRequest } from '../../lib/uws.js';
-import type { ModelState } from '../catalog.js';
+import type { ModelState } from '../backends/model-catalog.js';
 import type { GatewayContext } from '../context.js';
 import { MessagesError } from './errors.js';
 import { describeIssue, type MessagesRequest } from './schema.js';
@@ -98,7 +98,7 @@ export function prepare(
 /**
  * A rough input token count: about 4 bytes of the chat request's messages and tools per token,
  * for count_tokens when the backend has no /tokenize (never for the gate's reservation: that
- * takes a true bound, gateway/model-call.ts).
+ * takes a true bound, gateway/admission/model-call.ts).
  */
 export function estimateInputTokens(messagesJson: string, toolsJson: string | undefined): number {
   return Math.ceil((messagesJson.length + (toolsJson?.length ?? 0)) / 4);

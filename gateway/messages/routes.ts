@@ -2,13 +2,13 @@
 // Register with `messagesRoutes(options)`, a RoutePlugin (gateway/context.ts).
 import type { Config } from '../../lib/config.js';
 import { sendJson, track, type Res } from '../../lib/http.js';
-import { admit, type Allowed } from '../admit.js';
-import { FIT_HEADER, fitAndAdmit, fitRequested, type CallReplies } from '../model-call.js';
+import { admit, type Allowed } from '../admission/admit.js';
+import { FIT_HEADER, fitAndAdmit, fitRequested, type CallReplies } from '../admission/model-call.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
-import type { GateRequest, GateUsage } from '../gate.js';
+import type { GateRequest, GateUsage } from '../gates/gate.js';
 import { CLIENT_CLOSED, NO_MODEL } from '../metrics.js';
-import { requestUpstream, UpstreamError } from '../upstreams.js';
+import { requestUpstream, UpstreamError } from '../backends/upstreams.js';
 import { countTokens } from './count-tokens.js';
 import { backendError, errorBody, MessagesError, toMessagesError } from './errors.js';
 import { refuseMessages, sendError, upstreamFailure } from './reply.js';
@@ -79,7 +79,7 @@ function forward(res: Res, ctx: GatewayContext, route: string, p: PreparedReques
     fit,
   };
   // max_tokens fitted into the context (a prompt alone too long: 400), then admission on the
-  // input's bound or exact count (gateway/model-call.ts).
+  // input's bound or exact count (gateway/admission/model-call.ts).
   fitAndAdmit(ctx, res, call, MESSAGES_REPLIES, (a) => {
     const { decision, gateRequest: greq, inputTokens: estimate } = a;
     if (a.maxTokens !== undefined) chat.max_tokens = a.maxTokens;

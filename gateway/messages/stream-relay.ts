@@ -3,19 +3,19 @@
 // the backend), pings while the backend is silent, and a client that goes away aborts the
 // backend request. The gate is settled exactly once, with the usage the backend reported.
 //
-// Writes go through the response writer (gateway/response-writer.ts), which batches the events
+// Writes go through the response writer (lib/relay/response-writer.ts), which batches the events
 // of one backend read into one corked write, so one socket send per backend read, not one per
 // chunk. The response head waits for that same write (it goes out with the first events when
 // they came in the same read as the backend's head, else alone right after that read).
 import { relayedUsage } from '../usage.js';
-import { MAX_ERROR_BODY_BYTES } from '../backend-error.js';
+import { MAX_ERROR_BODY_BYTES } from '../backends/backend-error.js';
 import type { Res } from '../../lib/http.js';
-import type { ModelState } from '../catalog.js';
+import type { ModelState } from '../backends/model-catalog.js';
 import type { GatewayContext } from '../context.js';
-import type { GateUsage } from '../gate.js';
-import { ResponseWriter, type WriterHooks } from '../response-writer.js';
-import type { UpstreamCall, UpstreamError, UpstreamHandler } from '../upstreams.js';
-import type { HeaderLines } from '../http-pool.js';
+import type { GateUsage } from '../gates/gate.js';
+import { ResponseWriter, type WriterHooks } from '../../lib/relay/response-writer.js';
+import type { UpstreamCall, UpstreamError, UpstreamHandler } from '../backends/upstreams.js';
+import type { HeaderLines } from '../../lib/relay/http-pool.js';
 import { backendError, MessagesError } from './errors.js';
 import { sendError } from './reply.js';
 import type { ThinkingSigner } from './signature.js';
@@ -51,9 +51,9 @@ export function relayStream(res: Res, ctx: GatewayContext, o: RelayOptions): voi
 const SSE_HEAD: readonly string[] = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
 
 /** The messages body transform: chat-completions SSE in, messages events out, through the response writer. */
-class MessagesStreamRelay implements UpstreamHandler, WriterHooks {
+class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
   call: UpstreamCall | undefined;
-  private readonly w: ResponseWriter;
+  private readonly w: ResponseWriter<GateUsage>;
   private readonly t: StreamTranslator;
   private readonly parser: SseParser;
   /** Events produced from the current backend chunk, not yet handed to the writer. */

@@ -39,7 +39,7 @@ export function stopReason(finish: string | null | undefined): StopReason {
   }
 }
 
-/** The gate's usage (gateway/gate.ts) from the backend's: all prompt tokens, and the cached part. */
+/** The gate's usage (gateway/gates/gate.ts) from the backend's: all prompt tokens, and the cached part. */
 export function gateUsage(u: ChatUsage): { inputTokens: number; outputTokens: number; cachedTokens: number } {
   return { inputTokens: u.prompt_tokens ?? 0, outputTokens: u.completion_tokens ?? 0, cachedTokens: u.prompt_tokens_details?.cached_tokens ?? 0 };
 }

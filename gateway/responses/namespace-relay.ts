@@ -10,9 +10,9 @@
 // boundaries; an event is parsed only when its bytes hold one of the flat names (quoted), and
 // re-serialized only when something in it was changed. A non-stream body is read whole first.
 // Error statuses go to the chat relay untouched (it answers them in the chat shape).
-import type { HeaderLines } from '../http-pool.js';
-import type { ChatRelay } from '../relay.js';
-import type { UpstreamError, UpstreamHandler } from '../upstreams.js';
+import type { HeaderLines } from '../../lib/relay/http-pool.js';
+import type { ChatRelay } from '../chat/relay.js';
+import type { UpstreamError, UpstreamHandler } from '../backends/upstreams.js';
 import type { NamespaceNames } from './tools.js';
 
 const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);

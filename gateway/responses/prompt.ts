@@ -1,5 +1,5 @@
 // The prompt of a /v1/responses request as the backend's /tokenize takes it (chat messages and
-// tools), for fitting max_output_tokens and for the gate's exact count (gateway/model-call.ts).
+// tools), for fitting max_output_tokens and for the gate's exact count (gateway/admission/model-call.ts).
 // vLLM maps a Responses request onto its chat template the same way: instructions -> system,
 // a string input -> one user message, message items -> messages (their text parts joined),
 // function_call items -> an assistant message's tool_calls, function_call_output -> a tool
@@ -7,7 +7,7 @@
 // template may keep them; counting them can only overestimate, which the caps tolerate).
 // Anything else (images, files, built-in tools, stored responses) cannot be rendered here:
 // undefined, and the request is judged on its byte bound and by the backend.
-import type { PromptParts } from '../context-fit.js';
+import type { PromptParts } from '../admission/context-fit.js';
 
 type Item = Record<string, unknown>;
 

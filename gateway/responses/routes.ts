@@ -6,21 +6,21 @@
 // (relay.ts rewrites an error status's body). Tools the backend cannot take are flattened or left
 // out, previous_response_id is refused (request.ts, tools.ts, namespace-relay.ts).
 //
-// The relay is the chat relay (gateway/relay.ts): the gate is settled from the response's
+// The relay is the chat relay (gateway/chat/relay.ts): the gate is settled from the response's
 // `usage` (`input_tokens`, `output_tokens`, `input_tokens_details.cached_tokens`), found in the
 // bytes by gateway/usage.ts. Streams need no stream_options: the backend always puts the usage
 // in response.completed.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import { declaredLength, readBody, track, type Res } from '../../lib/http.js';
-import { settlement } from '../admit.js';
-import { authenticateRequest, modelRequest, promptTooLong, reject, requestedMaxTokens } from '../chat.js';
-import { FIT_HEADER, fitAndAdmit, fitRequested, type CallReplies } from '../model-call.js';
+import { settlement } from '../admission/admit.js';
+import { authenticateRequest, modelRequest, promptTooLong, reject, requestedMaxTokens } from '../chat/routes.js';
+import { FIT_HEADER, fitAndAdmit, fitRequested, type CallReplies } from '../admission/model-call.js';
 import { responsesPrompt } from './prompt.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { resolveEffort } from '../effort.js';
 import { CHAT_CODES, ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError } from '../errors.js';
 import { NO_MODEL } from '../metrics.js';
-import { ChatRelay } from '../relay.js';
+import { ChatRelay } from '../chat/relay.js';
 import { NamespaceRelay, NamespaceRestorer } from './namespace-relay.js';
 import { prepareResponsesBody, withDroppedTools } from './request.js';
 import { ZERO_USAGE } from '../usage.js';
@@ -102,7 +102,7 @@ function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer, f
   // Sticky routing keeps a conversation on one backend's prefix cache: prompt_cache_key is meant for it.
   const sticky = [o.prompt_cache_key, o.user, o.safety_identifier].find((v): v is string => typeof v === 'string' && v !== '');
   const maxTokens = requestedMaxTokens({ max_tokens: o.max_output_tokens });
-  // max_output_tokens fitted into the context, then admission on the input's bound or count (gateway/model-call.ts).
+  // max_output_tokens fitted into the context, then admission on the input's bound or count (gateway/admission/model-call.ts).
   const call = {
     route: RESPONSES_ROUTE,
     accountId,

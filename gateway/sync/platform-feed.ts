@@ -22,9 +22,9 @@ import {
 } from '../../lib/gateway-snapshot.js';
 import type { Logger } from '../../lib/log.js';
 import { routesFromInstances } from '../dedicated/from-instances.js';
-import type { InstanceRoutes } from '../dedicated/instance-routes.js';
+import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import type { AccountLimits } from '../gates/limits.js';
-import type { KeySource } from '../keys.js';
+import type { KeySource } from '../auth/keys.js';
 import type { Gateway } from '../server.js';
 
 export class SnapshotError extends RcError {

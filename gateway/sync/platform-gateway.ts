@@ -10,7 +10,7 @@ import type { Logger } from '../../lib/log.js';
 import type { RoutePlugin } from '../context.js';
 import { createDedicatedEndpoints } from '../dedicated/routes.js';
 import type { AccountLimits } from '../gates/limits.js';
-import type { KeySource } from '../keys.js';
+import type { KeySource } from '../auth/keys.js';
 import type { Gateway } from '../server.js';
 import { createTunnelBroker } from '../tunnel/broker.js';
 import { assertTunnelsApart } from '../tunnel/origins.js';

@@ -26,21 +26,29 @@ import type { us_socket_context_t } from 'uWebSockets.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { NO_MODEL } from '../metrics.js';
-import { forwardedHeaders, ResponseRelay } from '../dedicated/forward.js';
-import type { InstanceRoutes } from '../dedicated/instance-routes.js';
-import { tunnelId, verifyTunnelToken } from './identity.js';
+import { forwardedHeaders, ResponseRelay } from '../../lib/relay/forward.js';
+import type { InstanceRoutes } from '../../lib/instance-routes.js';
+import { tunnelId, verifyTunnelToken } from '../../lib/tunnel/identity.js';
 import { LOCAL_TUNNELS_HOST, TUNNEL_ID, TunnelOrigins } from './origins.js';
-import { decodeFrame, encodeFrame, encodeWindow, FrameType, isHeaderList, parseJson, type Hello, type RequestHead, type ResponseHead } from './protocol.js';
+import {
+  CLOSE_INSTANCE_GONE,
+  CLOSE_REPLACED,
+  CLOSE_SHUTDOWN,
+  decodeFrame,
+  encodeFrame,
+  encodeWindow,
+  FrameType,
+  isHeaderList,
+  parseJson,
+  type Hello,
+  type RequestHead,
+  type ResponseHead,
+} from '../../lib/tunnel/protocol.js';
 
 export const TUNNEL_ROUTE = 'tunnel';
 export const CONNECT_PATH = '/tunnel/connect';
 /** The old, shared-origin path form of tunnel URLs: now only redirected to the tunnel's origin. */
 export const LEGACY_PREFIX = '/t/';
-
-/** WebSocket close codes the broker uses (rc-tunnel stops reconnecting on 4003). */
-export const CLOSE_REPLACED = 4000;
-export const CLOSE_INSTANCE_GONE = 4003;
-export const CLOSE_SHUTDOWN = 1001;
 
 /** Response body bytes a stream may send ahead of the broker's WINDOW grants (rc-tunnel with windows keeps to it). */
 export const STREAM_WINDOW_BYTES = 1024 * 1024;

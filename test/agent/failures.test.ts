@@ -2,8 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { status } from '@grpc/grpc-js';
-import { createAgentClient } from '../../agent/client.js';
-import type { AgentCallError } from '../../agent/errors.js';
+import { createAgentClient, type AgentCallError } from '../../agent/client.js';
 import { isAlive } from '../../agent/procfs.js';
 import { instanceGroups, startTestAgent, waitForState } from './harness.js';
 

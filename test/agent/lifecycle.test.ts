@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { status } from '@grpc/grpc-js';
-import type { AgentCallError } from '../../agent/errors.js';
+import type { AgentCallError } from '../../agent/client.js';
 import { isAlive } from '../../agent/procfs.js';
 import { waitFor } from '../helpers.js';
 import { collectEvents, httpCommand, instanceGroups, simCommand, startTestAgent, waitForState } from './harness.js';

@@ -9,7 +9,7 @@ import { modelEntrySchema } from '../../lib/config.js';
 import { generateKey, hashKey } from '../../lib/keys.js';
 import { createLogger } from '../../lib/log.js';
 import { createGate, type LimitGate } from '../../gateway/gates/index.js';
-import { memoryKeySource } from '../../gateway/keys.js';
+import { memoryKeySource } from '../../gateway/auth/keys.js';
 import { messagesRoutes } from '../../gateway/messages/routes.js';
 import { createGateway, type Gateway } from '../../gateway/server.js';
 import { startSim, type SimServer } from '../../sim/server.js';

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { hashKey } from '../../lib/keys.js';
-import { KeyDirectory } from '../../gateway/keys.js';
+import { KeyDirectory } from '../../gateway/auth/keys.js';
 import { storeKeySource } from '../../control-plane/sources.js';
 import { COUPON_INVALID, COUPON_OTHER_ACCOUNT, COUPON_REDEEMED } from '../../control-plane/ledger.js';
 import { REDEMPTION_CLOSED } from '../../control-plane/routes-account.js';

@@ -6,8 +6,8 @@ import { createInterface } from 'node:readline';
 import { MemoryBus } from '../../lib/bus.js';
 import { createLogger } from '../../lib/log.js';
 import { createGateway } from '../../gateway/server.js';
-import { memoryKeySource } from '../../gateway/keys.js';
-import { InstanceRouteTable } from '../../gateway/dedicated/instance-routes.js';
+import { memoryKeySource } from '../../gateway/auth/keys.js';
+import { InstanceRouteTable } from '../../lib/instance-routes.js';
 import { createTunnelBroker } from '../../gateway/tunnel/broker.js';
 
 // node --test runs every .js under test/, this file included: with no instance ids it is not the

@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import { test, type TestContext } from 'node:test';
 import WebSocket, { WebSocketServer } from 'ws';
 import { createLogger } from '../../lib/log.js';
-import { InstanceRouteTable, type InstanceRoute } from '../../gateway/dedicated/instance-routes.js';
+import { InstanceRouteTable, type InstanceRoute } from '../../lib/instance-routes.js';
 import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
 import { openInstanceRoutes, ProxyTickets } from '../../control-plane/proxy/handover.js';
 import { systemClock } from '../../lib/clock.js';

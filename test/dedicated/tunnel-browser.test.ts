@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { test, type TestContext } from 'node:test';
 import { TunnelClient, type TunnelStatus } from '../../agent/tunnel/client.js';
-import { issueTunnelToken } from '../../gateway/tunnel/identity.js';
+import { issueTunnelToken } from '../../lib/tunnel/identity.js';
 import { browserAvailable, launchBrowser } from '../console/browser.js';
 import { listenLocal, waitFor } from '../helpers.js';
 import { startGatewayFixture, type GatewayFixture } from './fixture.js';

@@ -17,8 +17,8 @@ import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { connectUrl, TunnelClient, type TunnelStatus } from '../../agent/tunnel/client.js';
-import { issueTunnelToken } from '../../gateway/tunnel/identity.js';
-import { decodeFrame, encodeFrame, FrameType, type Hello } from '../../gateway/tunnel/protocol.js';
+import { issueTunnelToken } from '../../lib/tunnel/identity.js';
+import { decodeFrame, encodeFrame, FrameType, type Hello } from '../../lib/tunnel/protocol.js';
 import { listenLocal, waitFor } from '../helpers.js';
 
 const CHILD_JS = fileURLToPath(new URL('./broker-process.js', import.meta.url));

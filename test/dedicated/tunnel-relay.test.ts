@@ -8,7 +8,7 @@ import { connect } from 'node:net';
 import { after, test, type TestContext } from 'node:test';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/local-images.js';
-import { issueTunnelToken, tunnelId } from '../../gateway/tunnel/identity.js';
+import { issueTunnelToken, tunnelId } from '../../lib/tunnel/identity.js';
 import { killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from '../agent/harness.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
 import { engine, removeAgentContainers, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from '../agent/docker-isolation-harness.js';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import WebSocket from 'ws';
 import { TunnelClient, connectUrl, type TunnelStatus } from '../../agent/tunnel/client.js';
-import { issueTunnelToken, tunnelId, verifyTunnelToken } from '../../gateway/tunnel/identity.js';
+import { issueTunnelToken, tunnelId, verifyTunnelToken } from '../../lib/tunnel/identity.js';
 import { assertTunnelsApart, TunnelOrigins } from '../../gateway/tunnel/origins.js';
 import { waitFor, listenLocal } from '../helpers.js';
 import { RC_JS, startGatewayFixture, tempDir, TUNNEL_JS, tunnelFetch, type GatewayFixture } from './fixture.js';

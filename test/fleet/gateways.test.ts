@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { Store } from '../../control-plane/store.js';
-import { tunnelId } from '../../gateway/tunnel/identity.js';
+import { tunnelId } from '../../lib/tunnel/identity.js';
 import { RC_JS } from '../agent/harness.js';
 import { redisAvailable, REDIS_URL, waitFor } from '../helpers.js';
 import { admin, call, chat, freePort, killChild, newToken, spawnRc, stopChild, tempDir, type RcProcess } from './harness.js';

@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import { modelEntrySchema } from '../../lib/config.js';
 import { generateKey, hashKey } from '../../lib/keys.js';
 import { createLogger } from '../../lib/log.js';
-import { memoryKeySource } from '../../gateway/keys.js';
+import { memoryKeySource } from '../../gateway/auth/keys.js';
 import { messagesRoutes } from '../../gateway/messages/routes.js';
 import { createGateway, type Gateway } from '../../gateway/server.js';
 import { post } from './fixture.js';

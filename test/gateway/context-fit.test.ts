@@ -1,5 +1,5 @@
 // Issue #28: max tokens fitted into the model's context by default on every protocol
-// (gateway/context-fit.ts, gateway/model-call.ts). Coding agents send max_tokens 32,000 to 32k
+// (gateway/admission/context-fit.ts, gateway/admission/model-call.ts). Coding agents send max_tokens 32,000 to 32k
 // models; the backend answered 400 (`32000 > 32768 - 15136`). Now: a prompt that fits gets the
 // largest max tokens that fits, a prompt alone too long a 400 naming both numbers in the
 // protocol's shape, `fitMaxTokens: false` (or `x-rc-fit-max-tokens: 0`) the backend's own error.

@@ -7,9 +7,9 @@ import { modelEntrySchema, type ModelEntry } from '../../lib/config.js';
 import { generateKey, hashKey } from '../../lib/keys.js';
 import { createLogger } from '../../lib/log.js';
 import { startSim, type SimOptions, type SimServer } from '../../sim/server.js';
-import type { RequestGate } from '../../gateway/gate.js';
+import type { RequestGate } from '../../gateway/gates/gate.js';
 import { createGateway, type Gateway, type GatewayOptions } from '../../gateway/server.js';
-import { memoryKeySource } from '../../gateway/keys.js';
+import { memoryKeySource } from '../../gateway/auth/keys.js';
 
 export interface Fixture {
   gateway: Gateway;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { MemoryBus } from '../../lib/bus.js';
 import { generateKey, hashKey } from '../../lib/keys.js';
-import { AUTH_INVALID, AUTH_MISSING, fileKeySource, KeyDirectory, memoryKeySource, type KeySource } from '../../gateway/keys.js';
+import { AUTH_INVALID, AUTH_MISSING, fileKeySource, KeyDirectory, memoryKeySource, type KeySource } from '../../gateway/auth/keys.js';
 
 describe('KeyDirectory', () => {
   it('resolves Bearer and x-api-key, refuses the rest', async () => {

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { describe, it } from 'node:test';
 import { modelEntrySchema } from '../../lib/config.js';
 import { waitFor } from '../helpers.js';
-import { countEventEnds } from '../../gateway/relay.js';
+import { countEventEnds } from '../../gateway/chat/relay.js';
 import { HELLO, spawnRc, startFixture, stop } from './fixture.js';
 
 describe('gateway relay', () => {

@@ -5,11 +5,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { GatewayError } from '../../gateway/errors.js';
-import type { ChatRelay } from '../../gateway/relay.js';
+import type { ChatRelay } from '../../gateway/chat/relay.js';
 import { NamespaceRelay, NamespaceRestorer } from '../../gateway/responses/namespace-relay.js';
 import { prepareResponsesBody, withDroppedTools } from '../../gateway/responses/request.js';
 import { planTools, type ToolPlan } from '../../gateway/responses/tools.js';
-import type { HeaderLines } from '../../gateway/http-pool.js';
+import type { HeaderLines } from '../../lib/relay/http-pool.js';
 
 const fn = (name: string, description = `does ${name}`) => ({ type: 'function', name, description, parameters: { type: 'object', properties: {} } });
 const ns = (name: string, ...tools: unknown[]) => ({ type: 'namespace', name, description: `the ${name} tools`, tools });

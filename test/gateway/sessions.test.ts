@@ -12,7 +12,7 @@ import { storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../../co
 import { AccountLimits, createGate } from '../../gateway/gates/index.js';
 import { createGateway } from '../../gateway/server.js';
 import { messagesRoutes } from '../../gateway/messages/routes.js';
-import { SessionDirectory, sessionToken } from '../../gateway/sessions.js';
+import { SessionDirectory, sessionToken } from '../../gateway/auth/sessions.js';
 import { MemoryBus } from '../../lib/bus.js';
 import { FakeClock } from '../../lib/clock.js';
 import { modelEntrySchema } from '../../lib/config.js';

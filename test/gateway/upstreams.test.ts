@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { modelEntrySchema } from '../../lib/config.js';
-import type { GateDecision, GateRequest, GateUsage, RequestGate } from '../../gateway/gate.js';
+import type { GateDecision, GateRequest, GateUsage, RequestGate } from '../../gateway/gates/gate.js';
 import { waitFor } from '../helpers.js';
 import { HELLO, post, startFixture } from './fixture.js';
 

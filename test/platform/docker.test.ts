@@ -2,7 +2,7 @@
 // templates run as containers from locally built images (built on first use), the demo endpoint
 // answers through the gateway, and rc-tunnel inside a container exposes its app through the
 // real broker. Launch-to-ready times are reported (never asserted).
-import { issueTunnelToken, tunnelSecret } from '../../gateway/tunnel/identity.js';
+import { issueTunnelToken, tunnelSecret } from '../../lib/tunnel/identity.js';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';

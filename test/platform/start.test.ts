@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { issueTunnelToken, tunnelSecret } from '../../gateway/tunnel/identity.js';
+import { issueTunnelToken, tunnelSecret } from '../../lib/tunnel/identity.js';
 import { waitFor, platformTestEnv } from '../helpers.js';
 import { tunnelFetch } from '../dedicated/fixture.js';
 

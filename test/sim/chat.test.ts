@@ -253,7 +253,7 @@ test('unknown path: 404; wrong method: 405', async () => {
 });
 
 test('startCatalogSims: one sim per model without upstreams, with its served name and reasoning', async () => {
-  const { startCatalogSims } = await import('../../sim/catalog.js');
+  const { startCatalogSims } = await import('../../sim/model-sims.js');
   const { DEFAULT_SIM_MODELS, modelEntrySchema } = await import('../../lib/config.js');
   const models = [...DEFAULT_SIM_MODELS, modelEntrySchema.parse({ name: 'remote', upstreams: ['http://127.0.0.1:1'] })];
   const sims = await startCatalogSims(models, { host: '127.0.0.1', portBase: 0, fast: true });

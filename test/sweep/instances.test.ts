@@ -7,8 +7,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import { TunnelClient, type TunnelStatus } from '../../agent/tunnel/client.js';
-import { issueTunnelToken, tunnelSecret } from '../../gateway/tunnel/identity.js';
-import { decodeFrame, encodeFrame, FrameType } from '../../gateway/tunnel/protocol.js';
+import { issueTunnelToken, tunnelSecret } from '../../lib/tunnel/identity.js';
+import { decodeFrame, encodeFrame, FrameType } from '../../lib/tunnel/protocol.js';
 import { waitFor } from '../helpers.js';
 import { hashKey } from '../../lib/keys.js';
 import {

@@ -10,7 +10,7 @@ import { generateKey, hashKey } from '../../../lib/keys.js';
 import { createLogger } from '../../../lib/log.js';
 import { startSim, type SimOptions, type SimServer } from '../../../sim/server.js';
 import { createGateway, type Gateway } from '../../../gateway/server.js';
-import { memoryKeySource } from '../../../gateway/keys.js';
+import { memoryKeySource } from '../../../gateway/auth/keys.js';
 import { messagesRoutes } from '../../../gateway/messages/routes.js';
 import { createGate, type LimitGate } from '../../../gateway/gates/index.js';
 import { admitted, denied, gateConfig, makeGate, type Limits } from './fixtures.js';

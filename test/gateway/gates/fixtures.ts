@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { FakeClock } from '../../../lib/clock.js';
 import { randomId } from '../../../lib/ids.js';
 import { AccountLimits, createGate, type GateConfig, type LimitGate } from '../../../gateway/gates/index.js';
-import type { GateDecision, GateRequest } from '../../../gateway/gate.js';
+import type { GateDecision, GateRequest } from '../../../gateway/gates/gate.js';
 import { REDIS_URL, redisAvailable } from '../../helpers.js';
 
 export type StoreKind = 'memory' | 'redis';

@@ -10,7 +10,7 @@ import { generateKey, hashKey } from '../../../lib/keys.js';
 import { createLogger } from '../../../lib/log.js';
 import { startSim } from '../../../sim/server.js';
 import { createGateway } from '../../../gateway/server.js';
-import { memoryKeySource } from '../../../gateway/keys.js';
+import { memoryKeySource } from '../../../gateway/auth/keys.js';
 import { messagesRoutes } from '../../../gateway/messages/routes.js';
 import { gateConfig } from './fixtures.js';
 import { waitFor } from '../../helpers.js';

@@ -13,7 +13,7 @@ import { generateKey, hashKey } from '../../../lib/keys.js';
 import { createLogger } from '../../../lib/log.js';
 import { startSim, type SimServer } from '../../../sim/server.js';
 import { createGateway } from '../../../gateway/server.js';
-import { memoryKeySource } from '../../../gateway/keys.js';
+import { memoryKeySource } from '../../../gateway/auth/keys.js';
 import { messagesRoutes } from '../../../gateway/messages/routes.js';
 import { counters } from '../../../gateway/gates/metrics.js';
 import { makeGate, type Limits, type StoreKind, type TestGate } from './fixtures.js';

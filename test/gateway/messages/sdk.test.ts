@@ -9,7 +9,7 @@ import { modelEntrySchema } from '../../../lib/config.js';
 import { generateKey, hashKey } from '../../../lib/keys.js';
 import { createLogger } from '../../../lib/log.js';
 import { createGate, type LimitGate } from '../../../gateway/gates/index.js';
-import { memoryKeySource } from '../../../gateway/keys.js';
+import { memoryKeySource } from '../../../gateway/auth/keys.js';
 import { createGateway, type Gateway } from '../../../gateway/server.js';
 import { messagesRoutes } from '../../../gateway/messages/routes.js';
 import { startSim, type SimServer } from '../../../sim/server.js';
@@ -370,7 +370,7 @@ test('backend errors pass through with their status in the protocol shape', asyn
     assert.ok(err instanceof Anthropic.RateLimitError, String(err));
     assert.equal(err.headers?.get('retry-after'), '7');
   }
-  // max_tokens beyond the context window is lowered to fit (gateway/context-fit.ts), not the backend's 400.
+  // max_tokens beyond the context window is lowered to fit (gateway/admission/context-fit.ts), not the backend's 400.
   const msg = await client.messages.stream({ model: 'sim-chat', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'x' }] }).finalMessage();
   assert.equal(msg.stop_reason, 'end_turn');
   assert.ok((chatSim.stats.lastBody?.max_tokens as number) < 32768);

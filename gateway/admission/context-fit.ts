@@ -1,0 +1,235 @@
+// What the gateway knows of a prompt's size, for every protocol (issues 15, #27, #28): an upper
+// bound from the request's bytes (free), and the exact count from the backend's own /tokenize
+// (a round trip, asked only when the bound is not good enough).
+//
+// The bound (`inputBound`): a prompt has at most 2 × (request body bytes) + TEMPLATE_MARGIN
+// tokens. Why, for a byte-level tokenizer (BPE over UTF-8 bytes, as vLLM's models use; the
+// sim's tokenizer too): each token covers at least one byte of the rendered prompt (a special
+// token covers several), so tokens <= rendered bytes. What the template renders from the request:
+// - text (message contents, system, tool results) as its UTF-8, never longer than the JSON
+//   string that carried it in the body (escapes only lengthen);
+// - JSON it re-serializes (tool definitions, tool-call arguments) with `tojson`, which adds at
+//   most one separator space per `,` or `:` of the compact JSON: at most twice its body bytes;
+// - per message and per tool a few marker tokens (`<|im_start|>user\n` ... `<|im_end|>\n`: five
+//   to seven tokens), fewer than the body's own wrapper bytes of that message
+//   (`{"role":"user","content":""}` is 28);
+// - text of its own (a default system prompt, tool-use instructions): under TEMPLATE_MARGIN.
+// So the body's bytes, doubled, plus the margin bound the prompt (a plain-text request uses about
+// half of it: the doubling is there for re-serialized JSON). Known gap: an image by URL counts as
+// its URL's bytes, and a remote image may take more tokens than that.
+//
+// Fitting max_tokens into the context (`fitPrompt`, on every protocol by default): when bound +
+// max_tokens fits the context nothing more is done (the common case: one comparison). Else the
+// rendered prompt's JSON bytes (messages and tools serialized, about 3 µs per 10 KB) are tried,
+// a good estimate though not a strict bound (the doubling above is for the worst case of
+// re-serialized JSON; an underestimate here only lets the backend's own error through); then the
+// prompt is counted with /tokenize: max_tokens lowered to context - count, or a prompt that
+// alone fills the context refused. The count holds an in-flight slot like any backend call (none
+// free: no count, the backend judges); like count_tokens it is not gated.
+//
+// The context window: the catalog entry's maxContext, else the `max_model_len` the backend
+// reports in its /tokenize answer (vLLM's, the same value as its /v1/models), learned on the
+// first count and kept per catalog model (the smallest seen over its upstreams).
+import type { Res } from '../../lib/http.js';
+import type { ModelState } from '../backends/model-catalog.js';
+import type { GatewayContext } from '../context.js';
+import { requestUpstream } from '../backends/upstreams.js';
+
+/** What /tokenize takes: the chat request's prompt part. */
+export interface PromptParts {
+  model: string;
+  messages: unknown[];
+  tools?: unknown[] | undefined;
+  chat_template_kwargs?: Record<string, unknown> | undefined;
+}
+
+export type FitResult =
+  /** Forward as it is. `promptTokens`: the exact count, when one was made. */
+  | { kind: 'fits'; promptTokens?: number | undefined }
+  /** Forward with max_tokens lowered to `maxTokens`. */
+  | { kind: 'lowered'; maxTokens: number; promptTokens: number; maxContext: number }
+  /** Refuse: the prompt alone leaves no room for one output token. */
+  | { kind: 'too-long'; promptTokens: number; maximum: number };
+
+const FITS: FitResult = Object.freeze({ kind: 'fits' });
+/** Tokens a chat template may add beyond the messages and tools themselves. */
+export const TEMPLATE_MARGIN = 256;
+const MAX_TOKENIZE_RESPONSE_BYTES = 16 * 1024 * 1024;
+
+/** An upper bound of the prompt tokens of a request whose body has `bodyBytes` bytes (see above). */
+export function inputBound(bodyBytes: number): number {
+  return 2 * bodyBytes + TEMPLATE_MARGIN;
+}
+
+/** max_model_len learned from the backends, per catalog model. */
+const learned = new WeakMap<ModelState, number>();
+/** Catalog models whose backend cannot count (404, 405, 501, or a malformed 200): never asked again. */
+const noTokenize = new WeakSet<ModelState>();
+const NO_TOKENIZE = new Set([404, 405, 501]);
+
+/** The context window of `model`, when known. */
+export function contextWindow(model: ModelState): number | undefined {
+  return model.entry.maxContext ?? learned.get(model);
+}
+
+/** The context assumed for bounding max_tokens to an account's allowance when none is known (vLLM's common default). */
+export const ASSUMED_CONTEXT = 32768;
+
+/** The context the exact caps bound max_tokens within (admit.ts boundedMaxTokens). */
+export function boundingContext(model: ModelState): number {
+  return contextWindow(model) ?? ASSUMED_CONTEXT;
+}
+
+/** Whether `model`'s backend may be asked for a count (it has not shown that it cannot). */
+export function canCount(model: ModelState): boolean {
+  return !noTokenize.has(model);
+}
+
+/** The message of the prompt-too-long refusal (the messages protocol's wording, used on every protocol). */
+export function promptTooLongMessage(r: { promptTokens: number; maximum: number }): string {
+  return `prompt is too long: ${r.promptTokens} tokens > ${r.maximum} maximum`;
+}
+
+/**
+ * Fits `maxTokens` into `model`'s context for a request in flight on `res`: `done` gets the
+ * result, at once when the bound shows it fits (no promise, abort signal or closure), else after
+ * the count, which a client that goes away aborts. `done` is never called once the client has
+ * gone; a count that fails gives `fits` (the backend then judges). `prompt` is built only when
+ * needed; undefined: the request cannot be counted (the backend judges).
+ */
+export function fitPrompt(
+  ctx: GatewayContext,
+  res: Res,
+  model: ModelState,
+  stickyKey: string | undefined,
+  prompt: () => PromptParts | undefined,
+  maxTokens: number | undefined,
+  bodyBytes: number,
+  done: (r: FitResult) => void,
+): void {
+  const known = contextWindow(model);
+  const wanted = maxTokens ?? 1;
+  if ((known !== undefined && inputBound(bodyBytes) + wanted <= known) || noTokenize.has(model)) {
+    done(FITS);
+    return;
+  }
+  const parts = prompt();
+  if (parts === undefined) {
+    done(FITS);
+    return;
+  }
+  let body: string;
+  try {
+    body = JSON.stringify(parts);
+  } catch {
+    done(FITS); // nests deeper than the stack allows: the backend judges
+    return;
+  }
+  if (known !== undefined && Buffer.byteLength(body) + wanted + TEMPLATE_MARGIN <= known) {
+    done(FITS);
+    return;
+  }
+  if (!ctx.admission.tryEnter()) {
+    done(FITS);
+    return;
+  }
+  countJson(ctx, res, model, stickyKey, body, (count) => {
+    ctx.admission.leave();
+    if (!res.aborted) done(fitCounted(model, count, maxTokens));
+  });
+}
+
+/** The fitting of a counted prompt (undefined: no count, the backend judges). */
+export function fitCounted(model: ModelState, count: number | undefined, maxTokens: number | undefined): FitResult {
+  if (count === undefined) return FITS;
+  const maxContext = contextWindow(model);
+  if (maxContext === undefined) return { kind: 'fits', promptTokens: count };
+  // The backend needs room for at least one output token.
+  if (count >= maxContext) return { kind: 'too-long', promptTokens: count, maximum: maxContext - 1 };
+  if (maxTokens !== undefined && count + maxTokens > maxContext) return { kind: 'lowered', maxTokens: maxContext - count, promptTokens: count, maxContext };
+  return { kind: 'fits', promptTokens: count };
+}
+
+/**
+ * Counts `prompt` with the backend's /tokenize (the caller holds an in-flight slot for it);
+ * `done` gets the count, or undefined when there is none (no /tokenize, an error, a malformed
+ * answer, the client gone: it aborts the call). Always called, once; check `res.aborted`.
+ */
+export function countPrompt(
+  ctx: GatewayContext,
+  res: Res,
+  model: ModelState,
+  stickyKey: string | undefined,
+  prompt: PromptParts,
+  done: (count: number | undefined) => void,
+): void {
+  let body: string;
+  try {
+    body = JSON.stringify(prompt);
+  } catch {
+    done(undefined);
+    return;
+  }
+  countJson(ctx, res, model, stickyKey, body, done);
+}
+
+function countJson(
+  ctx: GatewayContext,
+  res: Res,
+  model: ModelState,
+  stickyKey: string | undefined,
+  body: string,
+  done: (count: number | undefined) => void,
+): void {
+  const ac = new AbortController();
+  res.onAbort = () => ac.abort();
+  tokenize(ctx, model, stickyKey, body, ac.signal).then(
+    (count) => {
+      res.onAbort = undefined;
+      done(count);
+    },
+    (err: unknown) => {
+      res.onAbort = undefined;
+      ctx.logger.error('counting the prompt failed', { err, model: model.name });
+      done(undefined);
+    },
+  );
+}
+
+/** The backend's /tokenize count of `body` (learning max_model_len), or undefined when it cannot say. */
+async function tokenize(ctx: GatewayContext, model: ModelState, stickyKey: string | undefined, body: string, signal: AbortSignal): Promise<number | undefined> {
+  let up: Awaited<ReturnType<typeof requestUpstream>>;
+  try {
+    up = await requestUpstream(ctx.upstreams, model, stickyKey, body, { path: '/tokenize', signal, maxBytes: MAX_TOKENIZE_RESPONSE_BYTES });
+  } catch {
+    return undefined; // down, timed out, aborted: asked again next time
+  }
+  if (NO_TOKENIZE.has(up.status)) noTokenize.add(model);
+  if (up.status !== 200) return undefined;
+  const counted = parseTokenizeResponse(up.body);
+  if (counted === undefined) {
+    // A 200 that is not a count (a proxy's page, another API): this backend cannot count; not asked again.
+    noTokenize.add(model);
+    return undefined;
+  }
+  if (counted.maxModelLen !== undefined && model.entry.maxContext === undefined) {
+    const prev = learned.get(model);
+    if (prev === undefined || counted.maxModelLen < prev) learned.set(model, counted.maxModelLen);
+  }
+  return counted.count;
+}
+
+/** `{count, max_model_len?}` of a /tokenize answer, or undefined when malformed. */
+export function parseTokenizeResponse(body: Buffer): { count: number; maxModelLen: number | undefined } | undefined {
+  try {
+    const v = JSON.parse(body.toString('utf8')) as { count?: unknown; max_model_len?: unknown };
+    if (v === null || typeof v !== 'object' || !isCount(v.count)) return undefined;
+    return { count: v.count, maxModelLen: isCount(v.max_model_len) && v.max_model_len > 0 ? v.max_model_len : undefined };
+  } catch {
+    return undefined;
+  }
+}
+
+function isCount(v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0;
+}

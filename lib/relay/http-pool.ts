@@ -1,0 +1,245 @@
+// A small HTTP/1.1 client for the gateway's backends: a keep-alive connection pool per origin
+// that sends one POST at a time per connection and hands the response to a handler as slices
+// of what the socket read (no copy), with backpressure (onData returns false to pause the
+// socket), connect / headers / body-idle timeouts checked by one sweep timer per pool, and
+// abort. Content-Length, chunked and read-until-close bodies; 1xx responses are skipped.
+//
+// Why not undici (which this replaced; see gateway/README.md "Benchmark"): on the gateway's
+// request path undici cost about 4 µs of CPU per request more than a plain socket write and
+// read (a Request object with header validation, a setImmediate before every write on a reused
+// socket, stream writev, wasm parser callbacks). This client does what the gateway needs and
+// nothing more: one write per request, a byte-level parser, no per-request timers.
+//
+// The client is three files: this one (the pool: connections per origin, queue, timeouts sweep,
+// close), lib/relay/http-connection.ts (one connection: write, read, pause, failures) and
+// lib/relay/http-parser.ts (the response parser), as undici keeps pool-base, client and client-h1 apart.
+import { performance } from 'node:perf_hooks';
+import type * as tls from 'node:tls';
+import { Connection, PoolError, PoolRequest, type ResponseHandler } from './http-connection.js';
+import { HEAD } from './http-parser.js';
+
+export { Connection, PoolError, PoolRequest, type PoolFailure, type ResponseHandler } from './http-connection.js';
+export type { HeaderLines } from './http-parser.js';
+
+export interface HttpPoolOptions {
+  /** Most connections open at once; more requests wait in a queue. */
+  connections: number;
+  connectTimeoutMs: number;
+  /** From the request's write to the end of the response head. */
+  headersTimeoutMs: number;
+  /** Longest silence inside a response body (not counted while the handler has paused it). */
+  bodyTimeoutMs: number;
+  /** How long an idle connection is kept for reuse. */
+  keepAliveTimeoutMs: number;
+  /** Largest response head (status line and headers). */
+  maxHeaderBytes?: number;
+  /** Extra TLS settings for an https origin (for example `ca`). */
+  tls?: tls.ConnectionOptions;
+}
+
+const DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
+const EMPTY = Buffer.alloc(0);
+
+export interface PoolStats {
+  /** Requests on a connection. */
+  running: number;
+  /** Requests waiting for a connection. */
+  queued: number;
+  /** Open connections (busy, idle or connecting). */
+  connections: number;
+  free: number;
+}
+
+export class HttpPool {
+  readonly host: string;
+  readonly port: number;
+  readonly secure: boolean;
+  readonly maxHeaderBytes: number;
+  /** `HTTP/1.1` request head after the path, up to the content-length value. */
+  private readonly headTail: string;
+  /** The Host header value of this origin. */
+  private readonly hostHeader: string;
+  private readonly conns = new Set<Connection>();
+  /** Idle connections, most recently used last (reused first: its socket is warm). */
+  private readonly idle: Connection[] = [];
+  private readonly queue: PoolRequest[] = [];
+  private sweeper: NodeJS.Timeout | undefined;
+  private readonly sweepMs: number;
+  running = 0;
+  private closing = false;
+  private closed: Promise<void> | undefined;
+  private onDrained: (() => void) | undefined;
+
+  constructor(
+    origin: URL | string,
+    readonly opts: HttpPoolOptions,
+  ) {
+    const u = typeof origin === 'string' ? new URL(origin) : origin;
+    this.secure = u.protocol === 'https:';
+    this.host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
+    this.port = Number(u.port) || (this.secure ? 443 : 80);
+    this.maxHeaderBytes = opts.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
+    this.hostHeader = u.host;
+    this.headTail = ` HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\ncontent-length: `;
+    const shortest = Math.min(opts.connectTimeoutMs, opts.headersTimeoutMs, opts.bodyTimeoutMs, opts.keepAliveTimeoutMs);
+    this.sweepMs = Math.min(1000, Math.max(10, Math.floor(shortest / 4)));
+  }
+
+  get stats(): PoolStats {
+    return { running: this.running, queued: this.queue.length, connections: this.conns.size, free: this.idle.length };
+  }
+
+  /** POSTs `body` (JSON) to `path` and reports the response to `handler`. */
+  request(path: string, body: Buffer | string, handler: ResponseHandler): PoolRequest {
+    return this.submit(new PoolRequest(this, 'POST ' + path + this.headTail, body, handler));
+  }
+
+  /**
+   * Any request: `method` and `path` as given, `headers` a flat name, value list (no framing
+   * headers: Content-Length is written here; a Host among them replaces the origin's), `body`
+   * possibly empty. For the verbatim relays (dedicated endpoints, the instance proxy).
+   */
+  send(method: string, path: string, headers: readonly string[], body: Buffer | undefined, handler: ResponseHandler): PoolRequest {
+    let head = method + ' ' + path + ' HTTP/1.1\r\n';
+    let host = false;
+    for (let i = 0; i + 1 < headers.length; i += 2) {
+      const name = headers[i]!;
+      if (name.length === 4 && name.toLowerCase() === 'host') host = true;
+      head += name + ': ' + headers[i + 1]! + '\r\n';
+    }
+    if (!host) head += 'host: ' + this.hostHeader + '\r\n';
+    // A Buffer body (empty when none): the head then goes out as latin1, byte for byte as uWS read it.
+    return this.submit(new PoolRequest(this, head + 'content-length: ', body ?? EMPTY, handler, method === 'HEAD'));
+  }
+
+  /** Dispatches a new request, or fails it (asynchronously) when the pool is closing. */
+  private submit(req: PoolRequest): PoolRequest {
+    if (this.closing) {
+      req.finished = true;
+      queueMicrotask(() => req.handler.onError(new PoolError('pool-closed', 'The upstream pool is closed')));
+      return req;
+    }
+    this.dispatch(req);
+    return req;
+  }
+
+  /** Puts a request on an idle connection, a new one, or the queue. */
+  dispatch(req: PoolRequest): void {
+    const idle = this.idle.pop();
+    if (idle) idle.send(req);
+    else if (this.conns.size < this.opts.connections) this.open().send(req);
+    else this.queue.push(req);
+  }
+
+  abort(req: PoolRequest): void {
+    if (req.finished) return;
+    req.finished = true;
+    const conn = req.conn;
+    if (conn && conn.req === req) {
+      conn.req = undefined;
+      this.running--;
+      conn.destroy(); // a response in the middle cannot be reused
+    } else {
+      const i = this.queue.indexOf(req);
+      if (i >= 0) this.queue.splice(i, 1);
+    }
+    queueMicrotask(() => req.handler.onError(new PoolError('aborted', 'Client went away')));
+    this.checkDrained();
+  }
+
+  /** Stops taking requests; resolves when the ones running and queued have finished and every connection is closed. */
+  close(): Promise<void> {
+    this.closing = true;
+    this.closed ??= new Promise<void>((resolve) => {
+      this.onDrained = resolve;
+      this.checkDrained();
+    });
+    return this.closed;
+  }
+
+  /** Closes every connection now; requests running or queued fail ('closed' / 'pool-closed'). */
+  destroy(): Promise<void> {
+    const done = this.close();
+    for (const req of this.queue.splice(0)) {
+      req.finished = true;
+      queueMicrotask(() => req.handler.onError(new PoolError('pool-closed', 'The upstream pool was closed')));
+    }
+    for (const c of [...this.conns]) c.fail(new PoolError('closed', 'The upstream pool was closed'));
+    this.checkDrained();
+    return done;
+  }
+
+  // -- for Connection --------------------------------------------------------------------------
+
+  /** A connection finished its response and can serve another. */
+  release(conn: Connection): void {
+    const next = this.queue.shift();
+    if (next) {
+      conn.send(next);
+      return;
+    }
+    if (this.closing) {
+      conn.destroy();
+      return;
+    }
+    conn.activeAt = performance.now();
+    this.idle.push(conn);
+  }
+
+  /** Takes a closing connection off the idle list, so no request is put on it. */
+  unidle(conn: Connection): void {
+    const i = this.idle.indexOf(conn);
+    if (i >= 0) this.idle.splice(i, 1);
+  }
+
+  /** A connection closed (for whatever reason). */
+  forget(conn: Connection): void {
+    if (!this.conns.delete(conn)) return;
+    this.unidle(conn);
+    if (this.conns.size === 0 && this.sweeper) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
+    // A queued request needs a connection: open one in its place.
+    const next = this.queue.shift();
+    if (next) this.open().send(next);
+    this.checkDrained();
+  }
+
+  private open(): Connection {
+    const conn = new Connection(this);
+    this.conns.add(conn);
+    this.sweeper ??= setInterval(() => this.sweep(), this.sweepMs).unref();
+    return conn;
+  }
+
+  checkDrained(): void {
+    if (!this.closing || !this.onDrained) return;
+    if (this.running === 0 && this.queue.length === 0) {
+      for (const c of this.idle.splice(0)) c.destroy();
+      if (this.conns.size === 0) {
+        const resolve = this.onDrained;
+        this.onDrained = undefined;
+        resolve();
+      }
+    }
+  }
+
+  /** Timeouts of every connection, checked a few times per shortest timeout. */
+  private sweep(): void {
+    const now = performance.now();
+    const o = this.opts;
+    for (const c of this.conns) {
+      const quiet = now - c.activeAt;
+      if (c.req === undefined) {
+        if (quiet >= o.keepAliveTimeoutMs) c.destroy(); // idle (a connection gets its request when opened)
+      } else if (!c.connected) {
+        if (quiet >= o.connectTimeoutMs) c.fail(new PoolError('connect', `Connect timeout after ${o.connectTimeoutMs} ms`, 'UPSTREAM_CONNECT_TIMEOUT'));
+      } else if (c.state === HEAD) {
+        if (quiet >= o.headersTimeoutMs) c.fail(new PoolError('headers-timeout', `No response head within ${o.headersTimeoutMs} ms`));
+      } else if (!c.paused && quiet >= o.bodyTimeoutMs) {
+        c.fail(new PoolError('body-timeout', `No response data within ${o.bodyTimeoutMs} ms`));
+      }
+    }
+  }
+}
