@@ -67,10 +67,10 @@ interface Parts {
 }
 
 /** The catalog with each upstream-less model pointed at its embedded sim. */
-function withSimUpstreams(models: readonly ModelEntry[], sims: Map<string, SimServer>): ModelEntry[] {
+function withSimUpstreams(models: readonly ModelEntry[], sims: Map<string, SimServer[]>): ModelEntry[] {
   return models.map((m) => {
-    const sim = sims.get(m.name);
-    return sim ? { ...m, upstreams: [sim.url] } : m;
+    const replicas = sims.get(m.name);
+    return replicas ? { ...m, upstreams: replicas.map((s) => s.url) } : m;
   });
 }
 
@@ -83,7 +83,7 @@ export function startControlPlane(config: Config, logger: Logger): Promise<Contr
   return assemble(config, logger, { gateway: false, agent: false });
 }
 
-/** The embedded sims (one per catalog model without upstreams) and the catalog pointed at them. */
+/** The embedded sims (RC_SIM_REPLICAS per catalog model without upstreams) and the catalog pointed at them. */
 async function startSims(config: Config, logger: Logger, closers: Closers): Promise<{ sims: SimServer[]; models: ModelEntry[] }> {
   const simsByModel = await startCatalogSims(config.models, {
     host: config.host,
@@ -91,9 +91,10 @@ async function startSims(config: Config, logger: Logger, closers: Closers): Prom
     ttftMs: config.simTtftMs,
     tokensPerSecond: config.simTokensPerSecond,
     fast: config.simFast,
+    replicas: config.simReplicas,
     logger,
   }).catch(namingSetting('RC_SIM_PORT_BASE'));
-  const sims = [...simsByModel.values()];
+  const sims = [...simsByModel.values()].flat();
   for (const s of sims) closers.add(() => s.close());
   return { sims, models: withSimUpstreams(config.models, simsByModel) };
 }

@@ -89,6 +89,12 @@ export const SETTINGS = {
   simTtftMs: setting('RC_SIM_TTFT_MS', z.coerce.number().min(0), 80, 'Embedded simulated backends: time to first token (ms)'),
   simTokensPerSecond: setting('RC_SIM_TOKENS_PER_SECOND', z.coerce.number().positive(), 50, 'Embedded simulated backends: output tokens per second'),
   simFast: setting('RC_SIM_FAST', bool, false, 'Embedded simulated backends: no delays at all (1/true)'),
+  simReplicas: setting(
+    'RC_SIM_REPLICAS',
+    z.coerce.number().int().min(1).max(16),
+    1,
+    'Embedded simulated backends per default model (more than 1 shows the routing among backends)',
+  ),
   dataDir: setting('RC_DATA_DIR', z.string().min(1), './data', 'Directory for SQLite, state and logs'),
   redisUrl: setting('REDIS_URL', z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]), '', 'Redis for gates and events; empty: in memory'),
   logLevel: setting('RC_LOG_LEVEL', z.enum(['silent', 'error', 'warn', 'info', 'debug']), 'info', 'Log level'),
