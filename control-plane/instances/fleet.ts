@@ -11,7 +11,8 @@ import type { InstanceService } from './service.js';
 import type { InstanceRow, InstanceStore } from './store.js';
 
 /** connected / unreachable from the control plane's stream to the agent; draining wins over both; unknown: no control plane runs. */
-export type HostState = 'connected' | 'unreachable' | 'draining' | 'unknown';
+/** `reconciling`: connected, and comparing its instances with the database; nothing is placed on it until that ends. */
+export type HostState = 'connected' | 'reconciling' | 'unreachable' | 'draining' | 'unknown';
 
 export interface HostView {
   name: string;
@@ -70,7 +71,7 @@ export class LiveFleet implements FleetControl {
     return {
       name,
       address: conn.address,
-      state: conn.draining ? 'draining' : conn.connected ? 'connected' : 'unreachable',
+      state: conn.draining ? 'draining' : !conn.connected ? 'unreachable' : conn.reconciling ? 'reconciling' : 'connected',
       connected: conn.connected,
       draining: conn.draining,
       registered: conn.registered,
