@@ -9,7 +9,7 @@ import { modelEntrySchema } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { startSim, type SimServer } from '../../sim/server.js';
 import { Catalog } from '../../gateway/backends/model-catalog.js';
-import { fnv1a, messageHash, prefixUnits, SAMPLE } from '../../gateway/backends/prefix-key.js';
+import { fnv1a, messageHash, mix, prefixUnits, SAMPLE } from '../../gateway/backends/prefix-key.js';
 import { PrefixTable } from '../../gateway/backends/prefix-table.js';
 import { chatRouteHint, responsesRouteHint, type RouteHint } from '../../gateway/backends/route-hint.js';
 import { createRouter, PrefixRouter, type RoutedUpstream, type RouterOptions } from '../../gateway/backends/router.js';
@@ -337,6 +337,35 @@ describe('vLLM queue reader', () => {
       assert.ok(u.waitingAt > 0);
     } finally {
       server.close();
+    }
+  });
+});
+
+describe("'least-loaded' through UpstreamRegistry", () => {
+  it('is the rule of before: rendezvous on the user key, else fewest in flight; a RouteHint gives its user key', async () => {
+    const registry = new UpstreamRegistry();
+    const catalog = new Catalog(registry, new GatewayMetrics());
+    const urls = [1, 2, 3, 4].map((i) => `http://127.0.0.1:${40000 + i}`);
+    try {
+      catalog.set([modelEntrySchema.parse({ name: 'm', upstreams: urls, routing: 'least-loaded' })]);
+      const state = catalog.get('m')!;
+      assert.equal(state.router, undefined);
+      for (const user of ['alice', 'bob', 'carol', 'dave', 'eve']) {
+        // The rule as it was written before routing policies.
+        const expected = urls.reduce((a, b) => (mix(fnv1a(user) ^ fnv1a(b)) > mix(fnv1a(user) ^ fnv1a(a)) ? b : a));
+        assert.equal(registry.pick(state, user)!.url, expected);
+        const hint = chatRouteHint({ router: model(2).router }, turn(1, 2), user);
+        assert.equal(registry.pick(state, hint)!.url, expected);
+      }
+      state.upstreams[0]!.inflight = 3;
+      state.upstreams[1]!.inflight = 1;
+      state.upstreams[2]!.inflight = 2;
+      state.upstreams[3]!.inflight = 5;
+      assert.equal(registry.pick(state, undefined), state.upstreams[1]);
+      assert.equal(registry.pick(state, hintOf(turn(1, 2))), state.upstreams[1], 'a hint without a user: fewest in flight');
+      for (const u of state.upstreams) u.inflight = 0;
+    } finally {
+      await registry.close();
     }
   });
 });
