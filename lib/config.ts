@@ -44,6 +44,12 @@ export const modelEntrySchema = z.strictObject({
    */
   fitMaxTokens: z.boolean().default(true),
   ownedBy: z.string().default('rc'),
+  /**
+   * How a request picks among several upstreams (gateway/README.md "Routing"): 'prefix' (the one
+   * holding the longest prefix of the conversation, else its key, with bounded load),
+   * 'least-loaded' (sticky by user, else fewest in flight), 'round-robin'. Absent: 'prefix'.
+   */
+  routing: z.enum(['prefix', 'least-loaded', 'round-robin']).optional(),
 });
 export type ModelEntry = z.output<typeof modelEntrySchema>;
 
