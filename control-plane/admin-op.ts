@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { BusEvent } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import type { ControlPlaneSettings } from './deps.js';
-import { notFound } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import type { FleetControl } from './instances/fleet.js';
 import type { Store } from './store.js';
 
@@ -40,7 +40,7 @@ export const email = z.string().trim().toLowerCase().pipe(z.email('must be an e-
 
 export function accountByEmail(ctx: AdminContext, address: string) {
   const a = ctx.store.accounts.byEmail(address);
-  if (!a) throw notFound(`No account with e-mail ${address}`);
+  if (!a) throw API_ERRORS.accountNotFound(address);
   return a;
 }
 

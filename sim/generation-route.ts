@@ -65,7 +65,7 @@ function run(ctx: SimContext, call: Call, completion: Completion, fault: Fault |
       ctx.stats.prefixCacheHits += blocks.cachedTokens;
     }
     ctx.stats.lastFirstTokenMs = ctx.pace.fast ? 0 : ctx.pace.firstTokenMs(completion.uncachedTokens);
-    if (completion.stream) new StreamedAnswer(call, completion, fault, ctx.pace).send();
+    if (completion.stream) new StreamedAnswer(call, completion, fault, ctx.pace, ctx.opts.instanceName).send();
     else answerWhole(call, completion, fault, ctx.pace);
   } catch (err) {
     failed(ctx, call, err);

@@ -45,6 +45,11 @@ export const simOptionsSchema = z.object({
   prefillTokensPerSecond: z.number().positive().default(8000),
   /** At most this many requests run at once (vLLM's --max-num-seqs); the rest wait, first come first served. */
   maxNumSeqs: z.number().int().positive().default(256),
+  /**
+   * Sim-only: a name sent in an `x-sim-instance` header on every streamed answer, so a benchmark
+   * behind a router can tell which of several sims served a request. Unset (the default): no header.
+   */
+  instanceName: z.string().min(1).max(64).optional(),
 });
 export type SimOptions = z.input<typeof simOptionsSchema> & {
   /** A standing fault from the start. */

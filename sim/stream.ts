@@ -26,6 +26,7 @@ export class StreamedAnswer {
     completion: Completion,
     private readonly fault: Fault | undefined,
     private readonly pace: Pace,
+    private readonly instanceName?: string | undefined,
   ) {
     this.events = completion.renderer();
     this.n = this.events.tokens;
@@ -39,6 +40,7 @@ export class StreamedAnswer {
       r.writeStatus('200 OK');
       r.writeHeader('content-type', 'text/event-stream; charset=utf-8');
       r.writeHeader('cache-control', 'no-cache');
+      if (this.instanceName !== undefined) r.writeHeader('x-sim-instance', this.instanceName);
       r.write(this.events.role());
     });
     if (this.pace.fast) this.sendAtOnce();

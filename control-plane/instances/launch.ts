@@ -3,7 +3,7 @@
 // takes it from the queue.
 import { randomBytes } from 'node:crypto';
 import type { Account } from '../accounts.js';
-import { accountNotVerified, badRequest, INVALID_IMAGE, notFound } from '../errors.js';
+import { API_ERRORS } from '../errors.js';
 import type { Template } from '../templates.js';
 import { MICROS_PER_CREDIT } from './billing.js';
 import type { InstanceContext } from './context.js';
@@ -92,15 +92,15 @@ export class Launcher {
   /** The checks that need no transaction: verified, template visible, gpu_count, token present. */
   private check(account: Account, templateId: number, input: LaunchInput): LaunchRequest {
     const { store } = this.ctx;
-    if (!account.verified) throw accountNotVerified();
+    if (!account.verified) throw API_ERRORS.accountNotVerified();
     const template = store.templates.get(templateId);
     const owner = store.templates.ownerOf(templateId);
-    if (!template || (!template.enabled && owner !== account.id)) throw notFound('Template not found');
+    if (!template || (!template.enabled && owner !== account.id)) throw API_ERRORS.templateNotFound();
     const gpus = input.gpu_count ?? 1;
     if (typeof gpus !== 'number' || !GPU_COUNTS.includes(gpus)) throw gpuCountInvalid();
     const token = input.launch_verification_token;
     if (token !== undefined && token !== null && (typeof token !== 'string' || token.length > 256)) {
-      throw badRequest('launch_verification_token must be a string', 'RC_ERR_VALIDATION');
+      throw API_ERRORS.validation('launch_verification_token must be a string');
     }
     if (account.launchVerification && !token) throw launchVerificationRequired();
     return { template, gpus, token };
@@ -112,7 +112,7 @@ export class Launcher {
     const { instances } = store;
     store.transaction(() => {
       if (account.launchVerification && !instances.consumeLaunchToken(account.id, token as string, now)) throw launchTokenInvalid();
-      if (!store.images.isEnabled(template.image)) throw badRequest(INVALID_IMAGE, 'invalid_image');
+      if (!store.images.isEnabled(template.image)) throw API_ERRORS.invalidImage();
       const ceiling = DISK_CEILING_GB[gpus]!;
       if (template.disk_gb > ceiling) throw diskTooLarge(template.disk_gb, ceiling, gpus);
       if (instances.active(account.id)) throw oneActiveInstance();

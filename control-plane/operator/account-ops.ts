@@ -3,7 +3,7 @@
 // actions, so the console (POST /api/operator/<op>), the admin API and `rc` run the same code.
 import { z } from 'zod';
 import { accountByEmail, email, issueKey, op, type AdminContext } from '../admin-op.js';
-import { conflict } from '../errors.js';
+import { API_ERRORS } from '../errors.js';
 import { operatorAccount } from './views.js';
 
 /**
@@ -38,7 +38,7 @@ export const ACCOUNT_OPS = {
   // Review: a rejected sign-up is disabled (its sessions end at once) and leaves the queue.
   'account.reject': op(z.strictObject({ email }), async (ctx, i) => {
     const a = accountByEmail(ctx, i.email);
-    if (a.verified) throw conflict(`Account ${a.email} is verified already; disable it instead`, 'account_verified');
+    if (a.verified) throw API_ERRORS.accountVerified(a.email);
     await setDisabled(ctx, a.id, true);
     return operatorAccount(ctx.store, ctx.store.accounts.byId(a.id)!);
   }),
@@ -49,7 +49,7 @@ export const ACCOUNT_OPS = {
   }),
   'account.rotate-key': op(z.strictObject({ email }), async (ctx, i) => {
     const a = accountByEmail(ctx, i.email);
-    if (!a.verified || a.disabled) throw conflict(`Account ${a.email} is not verified or is disabled: it holds no key`, 'no_key_allowed');
+    if (!a.verified || a.disabled) throw API_ERRORS.noKeyAllowed(a.email);
     await issueKey(ctx, a.id);
     return operatorAccount(ctx.store, a);
   }),
@@ -62,7 +62,7 @@ export const ACCOUNT_OPS = {
   // SPEC's 503 on POST /api/credits/redeem while closed. Held by the running control plane (its
   // settings); a restart goes back to RC_COUPON_REDEMPTION.
   'coupon.redemption': op(z.strictObject({ open: z.boolean() }), (ctx, i) => {
-    if (!ctx.settings) throw conflict('Coupon redemption is switched on a running control plane', 'needs_running_platform');
+    if (!ctx.settings) throw API_ERRORS.needsRunningPlatform('coupon.redemption');
     ctx.settings.couponRedemption = i.open ? 'open' : 'closed';
     return { coupon_redemption: ctx.settings.couponRedemption };
   }),

@@ -2,7 +2,7 @@
 // with a reason the owner sees in the status object (`reason: destroyed_by_operator`, `detail`).
 import { z } from 'zod';
 import { op } from '../admin-op.js';
-import { conflict } from '../errors.js';
+import { API_ERRORS } from '../errors.js';
 import { liveInstances } from './instance-views.js';
 
 /** Status `reason` of an instance an operator destroyed; the operator's words are its `detail`. */
@@ -16,7 +16,7 @@ export const INSTANCE_OPS = {
       reason: z.string().trim().min(1, 'reason is required: the owner sees it').max(500),
     }),
     async (ctx, i) => {
-      if (!ctx.instances) throw conflict('Destroying an instance needs the running control plane', 'needs_running_platform');
+      if (!ctx.instances) throw API_ERRORS.needsRunningPlatform('instance.destroy');
       return ctx.instances.destroyById(i.instance_id, DESTROYED_BY_OPERATOR, i.reason);
     },
   ),

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { runAdminOp, type AdminContext } from '../admin.js';
 import type { Caller } from '../auth.js';
 import type { ApiDeps } from '../deps.js';
-import { notFound } from '../errors.js';
+import { API_ERRORS } from '../errors.js';
 import { StoredFleet } from '../instances/fleet.js';
 import { route, type Route } from '../router.js';
 import { mergedCatalog } from '../sources.js';
@@ -106,7 +106,7 @@ function accountReadRoutes(deps: ApiDeps, reads: OperatorReads, review: () => un
       access: 'operator',
       async handle({ params }) {
         const a = /^[0-9]{1,15}$/.test(params[0]!) ? store.accounts.byId(Number(params[0])) : undefined;
-        if (!a) throw notFound('No such account');
+        if (!a) throw API_ERRORS.accountIdNotFound();
         return { body: await operatorAccountDetail(store, a, deps.modelUsage) };
       },
     }),

@@ -155,3 +155,20 @@ test('GET /metrics: vLLM names, labels, types and values after known traffic', a
     await plain.close();
   }
 });
+
+test('instanceName: streamed answers name their sim in x-sim-instance; without it, no such header', async () => {
+  const named = await startSim({ model: 'sim-test', fast: true, instanceName: 'sim-3' });
+  const plain = await startSim({ model: 'sim-test', fast: true });
+  try {
+    const body = { model: 'sim-test', messages: [user('hello')], max_tokens: 2, stream: true };
+    const a = await postJson(`${named.url}/v1/chat/completions`, body);
+    const b = await postJson(`${plain.url}/v1/chat/completions`, body);
+    assert.equal(a.status, 200);
+    assert.equal(a.headers.get('x-sim-instance'), 'sim-3');
+    assert.equal(b.status, 200);
+    assert.equal(b.headers.get('x-sim-instance'), null);
+  } finally {
+    await named.close();
+    await plain.close();
+  }
+});
