@@ -112,17 +112,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     ...emailRoutes(deps, verifications, sendLink, signUps),
     ...accountRoutes(deps),
     ...templateRoutes(deps),
-    route({
-      // Operator actions for the rc CLI; the body is validated per operation (admin.ts).
-      method: 'post',
-      path: '/api/admin/:op',
-      summary: 'Operator actions of the rc CLI',
-      access: 'admin',
-      body: z.record(z.string(), z.unknown()),
-      async handle({ params, body }) {
-        return { body: await runAdminOp({ ...admin, actor: ADMIN_TOKEN_ACTOR }, params[0]!, body) };
-      },
-    }),
+    adminRoute(admin),
     ...operatorRoutes(deps, admin),
     ...creditRoutes(deps),
     ...modelRoutes(deps),
@@ -166,6 +156,20 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
       return closing;
     },
   };
+}
+
+/** Operator actions for the rc CLI (the admin token); the body is validated per operation (admin.ts). */
+function adminRoute(admin: AdminContext): Route {
+  return route({
+    method: 'post',
+    path: '/api/admin/:op',
+    summary: 'Operator actions of the rc CLI',
+    access: 'admin',
+    body: z.record(z.string(), z.unknown()),
+    async handle({ params, body }) {
+      return { body: await runAdminOp({ ...admin, actor: ADMIN_TOKEN_ACTOR }, params[0]!, body) };
+    },
+  });
 }
 
 /** Removes the runtime file only if it is still ours (another control plane may have taken over the data dir). */
