@@ -210,7 +210,8 @@ function hostRow(x, err) {
   const run = (op, body) => (e) => act(e.target, err, () => operate(op, { name: x.name, ...body }));
   const used = x.gpus_total === null ? '?' : x.gpus_total - x.gpus_free;
   return [
-    h('strong', {}, x.name), h('span', { class: `badge s-${x.state === 'connected' ? 'ready' : x.state === 'draining' ? 'pending' : 'failed'}` }, x.state),
+    // reconciling: connected, taking no placements until the agent's instances are matched (as draining).
+    h('strong', {}, x.name), h('span', { class: `badge s-${x.state === 'connected' ? 'ready' : x.state === 'draining' || x.state === 'reconciling' ? 'pending' : 'failed'}` }, x.state),
     x.gpus_total === null ? 'unknown' : `${used} used, ${x.gpus_free} free of ${x.gpus_total}`,
     x.instances.length ? x.instances.map((i) => `${i.instance_id} (${i.state}, ${i.gpu_count} GPU)`).join(', ') : 'none',
     x.connected ? 'now' : x.unreachable_since ? `${ago(x.unreachable_since)} ago` : 'never',
