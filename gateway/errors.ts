@@ -3,7 +3,7 @@
 // Constant errors are serialized once.
 import { RcError } from '../lib/errors.js';
 import { sendJson, type Res } from '../lib/http.js';
-import type { RefusalReply } from './admission/admit.js';
+import type { RefusalReply } from './admission/refusal.js';
 import { RATE_LIMIT_MESSAGE } from './gates/codes.js';
 
 /**
@@ -111,6 +111,9 @@ function canned(
   return Object.freeze({ status, code, body: chatErrorBody(message, type, param, code), headers });
 }
 
+/** What a client is told when no backend answered (unreachable, reset, timed out) or the gate failed. */
+export const UPSTREAM_UNAVAILABLE_MESSAGE = 'Model gateway is unavailable';
+
 /** The gateway's fixed errors. `code` values are stable; see gateway/README.md. */
 export const ERRORS = {
   missingKey: canned(401, 'Unauthorized: No API key provided.', 'authentication_error', CHAT_CODES.missingKey),
@@ -163,8 +166,9 @@ export function sendCanned(res: Res, e: CannedError): void {
   sendJson(res, e.status, e.body, e.headers);
 }
 
-export function sendError(res: Res, e: GatewayError): void {
-  sendJson(res, e.status, e.body(), e.headers);
+/** Answers a chat-shaped error, fixed (serialized once) or made for the request: the chat protocol's `sendError` (request/protocol.ts). */
+export function sendError(res: Res, e: GatewayError | CannedError): void {
+  sendJson(res, e.status, e instanceof GatewayError ? e.body() : e.body, e.headers);
 }
 
 /** Answers a refusal of admission (gateway/admission/admit.ts) in the chat shape. */

@@ -7,7 +7,7 @@
 // template may keep them; counting them can only overestimate, which the caps tolerate).
 // Anything else (images, files, built-in tools, stored responses) cannot be rendered here:
 // undefined, and the request is judged on its byte bound and by the backend.
-import type { PromptParts } from '../admission/context-fit.js';
+import type { PromptParts } from '../admission/prompt.js';
 
 type Item = Record<string, unknown>;
 
