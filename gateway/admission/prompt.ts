@@ -1,7 +1,7 @@
 // A chat-completions request's prompt as the backend's /tokenize takes it. The one builder for
 // every count of a chat-shaped prompt: fitting and the gate's count on chat completions and on
 // /v1/messages (after translation), and count_tokens, so each counts exactly what the backend
-// renders. (/v1/responses renders its own input into these parts: responses/prompt.ts.)
+// renders (/v1/responses renders its input into chat messages first: responses/prompt.ts).
 
 /** What /tokenize takes: the chat request's prompt part. */
 export interface PromptParts {
