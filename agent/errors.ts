@@ -1,7 +1,8 @@
 // Typed errors of the agent, with stable codes. The gRPC server maps each to a gRPC status and
 // sends the code in the `rc-error-code` trailer; the client turns it back into an AgentError.
-import { status as GrpcStatus } from '@grpc/grpc-js';
+import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { RcError } from '../lib/errors.js';
+import { ERROR_CODE_METADATA_KEY } from './service.js';
 
 export class AgentError extends RcError {
   /** The gRPC status code this error travels with. */
@@ -58,6 +59,14 @@ export class AgentDataDirLockedError extends AgentError {
 export class RuntimeError extends AgentError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('RC_ERR_AGENT_RUNTIME', message, GrpcStatus.INTERNAL, options);
+  }
+}
+
+/** An error status from the agent (or the transport), as the client sees it: with the agent's stable code when it sent one. */
+export class AgentCallError extends AgentError {
+  constructor(err: ServiceError) {
+    const code = err.metadata?.get(ERROR_CODE_METADATA_KEY)[0];
+    super(typeof code === 'string' ? code : `RC_ERR_AGENT_GRPC_${GrpcStatus[err.code] ?? err.code}`, err.details || err.message, err.code, { cause: err });
   }
 }
 

@@ -14,9 +14,9 @@ import { request } from 'undici';
 import { modelEntrySchema } from '../lib/config.js';
 import { generateKey, hashKey } from '../lib/keys.js';
 import { createLogger } from '../lib/log.js';
-import { startSim } from '../sim/server.js';
+import { startSim, type SimServer } from '../sim/server.js';
 import { memoryKeySource } from '../gateway/auth/keys.js';
-import { createGateway } from '../gateway/server.js';
+import { createGateway, type Gateway } from '../gateway/server.js';
 import { messagesRoutes } from '../gateway/messages/routes.js';
 import { ThinkingSigner } from '../gateway/messages/signature.js';
 import { SseParser } from '../gateway/messages/sse.js';
@@ -42,101 +42,132 @@ export interface MessagesBenchResult {
   goalUs: number;
 }
 
-export async function runMessagesBench(streams = 300): Promise<MessagesBenchResult> {
-  const logger = createLogger('silent');
-  const sim = await startSim({ model: 'bench-model', fast: true, logger });
-  const key = generateKey();
-  const gw = await createGateway({
-    port: 0,
-    logger,
-    models: [modelEntrySchema.parse({ name: 'bench-model', upstreams: [sim.url] })],
-    keySource: memoryKeySource([{ keyHash: hashKey(key), accountId: 1 }]),
-    routes: [messagesRoutes({ thinkingSecret: 'bench' })],
+const PROMPT = [{ role: 'user', content: 'Write a story about a lighthouse keeper.' }];
+/** The chat request: a 20-token stream with continuous usage on every chunk (what the gateway asks a backend for). */
+const CHAT_BODY = JSON.stringify({
+  model: 'bench-model',
+  max_tokens: CHUNKS,
+  stream: true,
+  ignore_eos: true,
+  stream_options: { include_usage: true, continuous_usage_stats: true },
+  messages: PROMPT,
+});
+const MESSAGES_BODY = JSON.stringify({ model: 'bench-model', max_tokens: CHUNKS, stream: true, messages: PROMPT });
+
+/** The sim backend and a gateway with the messages routes in front of it, in this process, with one key. */
+class BenchStack {
+  private constructor(
+    readonly sim: SimServer,
+    readonly gateway: Gateway,
+    readonly key: string,
+  ) {}
+
+  static async start(): Promise<BenchStack> {
+    const logger = createLogger('silent');
+    const sim = await startSim({ model: 'bench-model', fast: true, logger });
+    const key = generateKey();
+    const gateway = await createGateway({
+      port: 0,
+      logger,
+      models: [modelEntrySchema.parse({ name: 'bench-model', upstreams: [sim.url] })],
+      keySource: memoryKeySource([{ keyHash: hashKey(key), accountId: 1 }]),
+      routes: [messagesRoutes({ thinkingSecret: 'bench' })],
+    });
+    return new BenchStack(sim, gateway, key);
+  }
+
+  async close(): Promise<void> {
+    await this.gateway.close();
+    await this.sim.close();
+  }
+}
+
+/** A real upstream stream, as the bytes arrived. */
+async function captureStream(simUrl: string): Promise<Buffer[]> {
+  const captured: Buffer[] = [];
+  const r = await request(`${simUrl}/v1/chat/completions`, { method: 'POST', body: CHAT_BODY, headers: { 'content-type': 'application/json' } });
+  for await (const c of r.body) captured.push(c as Buffer);
+  return captured;
+}
+
+/** tinybench, pure CPU: one chunk, then the whole captured stream, through SseParser + StreamTranslator. */
+async function translationBench(captured: Buffer[]): Promise<{ perChunkUs: number; perStreamUs: number; sink: number }> {
+  const events = Buffer.concat(captured)
+    .toString('utf8')
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: {'));
+  const oneChunk = Buffer.from(`${events[Math.min(5, events.length - 1)]!}\n\n`);
+  const signer = new ThinkingSigner('bench');
+  let sink = 0;
+  const bench = new Bench({ time: 500, warmup: true });
+  bench.add('translate one chunk (parse SSE + JSON + emit events)', () => {
+    const t = new StreamTranslator({ model: 'bench-model', signer });
+    const p = new SseParser((d) => {
+      sink += t.pushData(d).length;
+    });
+    p.push(oneChunk);
   });
+  bench.add(`translate a ${events.length}-event stream (${CHUNKS} tokens)`, () => {
+    const t = new StreamTranslator({ model: 'bench-model', signer });
+    let out = 0;
+    const p = new SseParser((d) => {
+      out += t.pushData(d).length;
+    });
+    for (const c of captured) p.push(c);
+    p.end();
+    sink += out;
+  });
+  await bench.run();
+  console.table(bench.table());
+  const meanUs = (i: number) => {
+    const r = bench.tasks[i]!.result as unknown as { latency?: { mean: number }; mean?: number };
+    return (r.latency?.mean ?? r.mean ?? NaN) * 1000;
+  };
+  return { perChunkUs: meanUs(0), perStreamUs: meanUs(1), sink };
+}
+
+/** Wall time and this process's CPU per stream over `streams` requests, after 20 unmeasured ones. */
+async function timeStreams(url: string, body: string, headers: Record<string, string>, streams: number): Promise<HttpRun> {
+  for (let i = 0; i < 20; i++) await drain(url, body, headers); // warm up
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (let i = 0; i < streams; i++) await drain(url, body, headers);
+  const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  return { msPerStream: ms / streams, cpuUsPerStream: (cpu.user + cpu.system) / streams };
+}
+
+function report(result: MessagesBenchResult, sink: number): void {
+  const { direct, gatewayChat, gateway } = result.http;
+  console.table({
+    'backend directly': { 'ms/stream': direct.msPerStream.toFixed(3), 'CPU µs/stream': direct.cpuUsPerStream.toFixed(1) },
+    'gateway /v1/chat/completions': { 'ms/stream': gatewayChat.msPerStream.toFixed(3), 'CPU µs/stream': gatewayChat.cpuUsPerStream.toFixed(1) },
+    'gateway /v1/messages': { 'ms/stream': gateway.msPerStream.toFixed(3), 'CPU µs/stream': gateway.cpuUsPerStream.toFixed(1) },
+  });
+  console.log(
+    `translation CPU per ${CHUNKS}-chunk stream: ${result.perStreamUs.toFixed(1)} µs (goal ≤ ${result.goalUs} µs); ` +
+      `whole gateway CPU per stream over HTTP: ${result.http.gatewayCpuUsPerStream.toFixed(1)} µs (sink ${sink > 0 ? 'ok' : 'empty'})`,
+  );
+}
+
+export async function runMessagesBench(streams = 300): Promise<MessagesBenchResult> {
+  const stack = await BenchStack.start();
   try {
-    // A real upstream stream, as the bytes arrived.
-    const chatBody = JSON.stringify({
-      model: 'bench-model',
-      max_tokens: CHUNKS,
-      stream: true,
-      ignore_eos: true,
-      stream_options: { include_usage: true, continuous_usage_stats: true },
-      messages: [{ role: 'user', content: 'Write a story about a lighthouse keeper.' }],
-    });
-    const captured: Buffer[] = [];
-    const r = await request(`${sim.url}/v1/chat/completions`, { method: 'POST', body: chatBody, headers: { 'content-type': 'application/json' } });
-    for await (const c of r.body) captured.push(c as Buffer);
-    const whole = Buffer.concat(captured);
-    const events = whole
-      .toString('utf8')
-      .split('\n\n')
-      .filter((e) => e.startsWith('data: {'));
-    const oneChunk = Buffer.from(`${events[Math.min(5, events.length - 1)]!}\n\n`);
-
-    const signer = new ThinkingSigner('bench');
-    let sink = 0;
-    const bench = new Bench({ time: 500, warmup: true });
-    bench.add('translate one chunk (parse SSE + JSON + emit events)', () => {
-      const t = new StreamTranslator({ model: 'bench-model', signer });
-      const p = new SseParser((d) => {
-        sink += t.pushData(d).length;
-      });
-      p.push(oneChunk);
-    });
-    bench.add(`translate a ${events.length}-event stream (${CHUNKS} tokens)`, () => {
-      const t = new StreamTranslator({ model: 'bench-model', signer });
-      let out = 0;
-      const p = new SseParser((d) => {
-        out += t.pushData(d).length;
-      });
-      for (const c of captured) p.push(c);
-      p.end();
-      sink += out;
-    });
-    await bench.run();
-    console.table(bench.table());
-    const meanUs = (i: number) => {
-      const r = bench.tasks[i]!.result as unknown as { latency?: { mean: number }; mean?: number };
-      return (r.latency?.mean ?? r.mean ?? NaN) * 1000;
-    };
-
-    const messagesBody = JSON.stringify({
-      model: 'bench-model',
-      max_tokens: CHUNKS,
-      stream: true,
-      messages: [{ role: 'user', content: 'Write a story about a lighthouse keeper.' }],
-    });
-    const run = async (url: string, body: string, headers: Record<string, string>) => {
-      for (let i = 0; i < 20; i++) await drain(url, body, headers); // warm up
-      const cpu0 = process.cpuUsage();
-      const t0 = performance.now();
-      for (let i = 0; i < streams; i++) await drain(url, body, headers);
-      const ms = performance.now() - t0;
-      const cpu = process.cpuUsage(cpu0);
-      return { msPerStream: ms / streams, cpuUsPerStream: (cpu.user + cpu.system) / streams };
-    };
-    const direct = await run(`${sim.url}/v1/chat/completions`, chatBody, {});
-    const viaChat = await run(`${gw.url}/v1/chat/completions`, chatBody, { authorization: `Bearer ${key}` });
-    const viaGateway = await run(`${gw.url}/v1/messages`, messagesBody, { 'x-api-key': key });
+    const { sim, gateway: gw, key } = stack;
+    const { perChunkUs, perStreamUs, sink } = await translationBench(await captureStream(sim.url));
+    const direct = await timeStreams(`${sim.url}/v1/chat/completions`, CHAT_BODY, {}, streams);
+    const viaChat = await timeStreams(`${gw.url}/v1/chat/completions`, CHAT_BODY, { authorization: `Bearer ${key}` }, streams);
+    const viaGateway = await timeStreams(`${gw.url}/v1/messages`, MESSAGES_BODY, { 'x-api-key': key }, streams);
     const result: MessagesBenchResult = {
-      perChunkUs: meanUs(0),
-      perStreamUs: meanUs(1),
+      perChunkUs,
+      perStreamUs,
       http: { direct, gatewayChat: viaChat, gateway: viaGateway, gatewayCpuUsPerStream: viaGateway.cpuUsPerStream - direct.cpuUsPerStream },
       goalUs: 80,
     };
-    console.table({
-      'backend directly': { 'ms/stream': direct.msPerStream.toFixed(3), 'CPU µs/stream': direct.cpuUsPerStream.toFixed(1) },
-      'gateway /v1/chat/completions': { 'ms/stream': viaChat.msPerStream.toFixed(3), 'CPU µs/stream': viaChat.cpuUsPerStream.toFixed(1) },
-      'gateway /v1/messages': { 'ms/stream': viaGateway.msPerStream.toFixed(3), 'CPU µs/stream': viaGateway.cpuUsPerStream.toFixed(1) },
-    });
-    console.log(
-      `translation CPU per ${CHUNKS}-chunk stream: ${result.perStreamUs.toFixed(1)} µs (goal ≤ ${result.goalUs} µs); ` +
-        `whole gateway CPU per stream over HTTP: ${result.http.gatewayCpuUsPerStream.toFixed(1)} µs (sink ${sink > 0 ? 'ok' : 'empty'})`,
-    );
+    report(result, sink);
     return result;
   } finally {
-    await gw.close();
-    await sim.close();
+    await stack.close();
   }
 }
 

@@ -3,42 +3,39 @@
 // `rc control-plane` runs the same without the embedded gateway and agent (startControlPlane):
 // gateways (`rc gateway --control-plane URL`) and hosts (`rc agent` + `rc host add`) run apart.
 //
-// Order: bus, simulated backends for models without upstreams, control plane (SQLite), gates,
-// gateway (keys and catalog from the control plane's store, kept current by bus events), local
-// agent. Closing runs in reverse order.
+// Order: bus, simulated backends for models without upstreams, the control plane's store
+// (SQLite), gates, local agent, instance proxy, gateway (keys and catalog from the control plane's
+// store, kept current by bus events), instance service and platform API. Closing runs in reverse
+// order.
+//
+// Each part's wiring: local-agent.ts (the embedded agent), embedded-gateway.ts (gateway, dedicated
+// endpoints, tunnel broker and the tunnels' listener), platform-api.ts (the instance service and
+// the platform API), closers.ts (the reverse order). The instance proxy and the sims start here.
 import { chmodSync, mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MemoryBus, RedisBus, type Bus } from '../lib/bus.js';
 import type { Config, ModelEntry } from '../lib/config.js';
 import type { Logger } from '../lib/log.js';
-import { startCatalogSims } from '../sim/catalog.js';
+import { startCatalogSims } from '../sim/model-sims.js';
 import type { SimServer } from '../sim/server.js';
-import { createControlPlane, type ControlPlane } from '../control-plane/server.js';
-import { internalRoutes } from '../control-plane/internal-routes.js';
-import { internalToken } from '../control-plane/secrets.js';
-import { LiveFleet } from '../control-plane/instances/fleet.js';
+import type { ControlPlane } from '../control-plane/server.js';
 import { Store } from '../control-plane/store.js';
-import { createInstances, type Instances } from '../control-plane/instances/index.js';
-import { publicUrls, resolveInstanceSettings } from '../control-plane/instances/settings.js';
+import type { Instances } from '../control-plane/instances/index.js';
 import { startInstanceProxyServer, type InstanceProxy } from '../control-plane/proxy/proxy.js';
-import { openInstanceRoutes, ProxyTickets } from '../control-plane/proxy/handover.js';
+import { ProxyTickets } from '../control-plane/proxy/handover.js';
 import { proxyBaseUrl } from '../lib/instance-origin.js';
-import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
 import { routesFromInstances } from '../gateway/dedicated/from-instances.js';
-import { createTunnelBroker } from '../gateway/tunnel/broker.js';
-import { tunnelProvisioning, tunnelSecret } from '../lib/tunnel/identity.js';
-import { assertTunnelsApart } from '../gateway/tunnel/origins.js';
+import { tunnelSecret } from '../lib/tunnel/identity.js';
 import type { Server } from '../lib/http.js';
 import { namingSetting } from '../lib/errors.js';
-import { storeCatalogSource, storeKeySource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
+import { storeCatalogSource, storeLimitOverrides, storeLimitsLookup } from '../control-plane/sources.js';
 import { AccountLimits, createGate } from '../gateway/gates/index.js';
-import { createGateway, type Gateway } from '../gateway/server.js';
-import { gatewayOptionsFromConfig } from '../gateway/cli.js';
-import { startAgent, type AgentHandle } from '../agent/server.js';
-import { agentOptionsFromConfig, chooseRuntime } from '../agent/cli.js';
-import { buildKnownImage, untagStaleLocalImages } from '../agent/images/catalog.js';
-
-const LOCAL_AGENT_ID = 'local';
+import type { Gateway } from '../gateway/server.js';
+import type { AgentHandle } from '../agent/server.js';
+import { Closers } from './closers.js';
+import { startEmbeddedGateway } from './embedded-gateway.js';
+import { startLocalAgent } from './local-agent.js';
+import { InstancesSlot, startPlatformApi } from './platform-api.js';
 
 /** The control plane's side: platform API, scheduling, billing, instance proxy, embedded sims. */
 export interface ControlPlaneParts {
@@ -70,10 +67,10 @@ interface Parts {
 }
 
 /** The catalog with each upstream-less model pointed at its embedded sim. */
-function withSimUpstreams(models: readonly ModelEntry[], sims: Map<string, SimServer>): ModelEntry[] {
+function withSimUpstreams(models: readonly ModelEntry[], sims: Map<string, SimServer[]>): ModelEntry[] {
   return models.map((m) => {
-    const sim = sims.get(m.name);
-    return sim ? { ...m, upstreams: [sim.url] } : m;
+    const replicas = sims.get(m.name);
+    return replicas ? { ...m, upstreams: replicas.map((s) => s.url) } : m;
   });
 }
 
@@ -86,76 +83,50 @@ export function startControlPlane(config: Config, logger: Logger): Promise<Contr
   return assemble(config, logger, { gateway: false, agent: false });
 }
 
+/** The embedded sims (RC_SIM_REPLICAS per catalog model without upstreams) and the catalog pointed at them. */
+async function startSims(config: Config, logger: Logger, closers: Closers): Promise<{ sims: SimServer[]; models: ModelEntry[] }> {
+  const simsByModel = await startCatalogSims(config.models, {
+    host: config.host,
+    portBase: config.simPortBase,
+    ttftMs: config.simTtftMs,
+    tokensPerSecond: config.simTokensPerSecond,
+    fast: config.simFast,
+    replicas: config.simReplicas,
+    logger,
+  }).catch(namingSetting('RC_SIM_PORT_BASE'));
+  const sims = [...simsByModel.values()].flat();
+  for (const s of sims) closers.add(() => s.close());
+  return { sims, models: withSimUpstreams(config.models, simsByModel) };
+}
+
 async function assemble(config: Config, logger: Logger, parts: Parts): Promise<ControlPlaneParts & Partial<Platform>> {
   const dataDir = resolve(config.dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   // SQLite, the seal key, the admin and agent tokens: the platform's user only.
   chmodSync(dataDir, 0o700);
-  const closers: (() => Promise<unknown>)[] = [];
-  const close = async () => {
-    for (const c of closers.reverse()) await c().catch((err: unknown) => logger.error('close failed', { err }));
-  };
+  const closers = new Closers(logger);
+  const close = () => closers.closeAll();
   try {
     const bus: Bus = config.redisUrl ? new RedisBus(config.redisUrl) : new MemoryBus();
     if (bus instanceof RedisBus) await bus.whenReady();
-    closers.push(() => bus.close());
-
-    const simsByModel = await startCatalogSims(config.models, {
-      host: config.host,
-      portBase: config.simPortBase,
-      ttftMs: config.simTtftMs,
-      tokensPerSecond: config.simTokensPerSecond,
-      fast: config.simFast,
-      logger,
-    }).catch(namingSetting('RC_SIM_PORT_BASE'));
-    const sims = [...simsByModel.values()];
-    for (const s of sims) closers.push(() => s.close());
-    const models = withSimUpstreams(config.models, simsByModel);
+    closers.add(() => bus.close());
+    const { sims, models } = await startSims(config, logger, closers);
 
     const store = new Store({ dataDir });
-    closers.push(async () => store.close());
+    closers.add(async () => store.close());
     const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
     limits.load(storeLimitOverrides(store, config));
     const gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store, config) });
-    closers.push(() => gate.close());
+    closers.add(() => gate.close());
 
-    let agent: AgentHandle | undefined;
-    let agentToken = '';
-    if (parts.agent) {
-      const agentOptions = agentOptionsFromConfig({ ...config, dataDir }, logger);
-      // Containers when an engine answers (the seeded templates' images are built locally on first
-      // use), else host processes, with a warning: that mode is for one trusted user.
-      agentOptions.runtime = await chooseRuntime(config.agentRuntime, config.agentDockerSocket);
-      if (agentOptions.runtime === 'docker') {
-        // The seeded images built from an older definition are built again on first use.
-        const stale = await untagStaleLocalImages(config.agentDockerSocket).catch((err: unknown) => {
-          logger.warn('checking the local images failed', { err });
-          return [];
-        });
-        if (stale.length) logger.info('local images built from an older definition: rebuilt on first use', { images: stale });
-        agentOptions.docker = {
-          ...agentOptions.docker,
-          buildLocalImage: (image, onProgress) =>
-            buildKnownImage(config.agentDockerSocket, image, (line) => {
-              const step = /^Step \d+\/\d+/.exec(line);
-              if (step) onProgress(`building image: ${step[0].toLowerCase()}`);
-            }),
-        };
-      }
-      mkdirSync(agentOptions.dataDir, { recursive: true });
-      agent = await startAgent(agentOptions).catch(namingSetting('RC_AGENT_PORT'));
-      agentToken = agentOptions.token;
-      closers.push(() => agent!.close());
-    }
+    const agent = parts.agent ? await startLocalAgent(config, dataDir, logger) : undefined;
+    if (agent) closers.add(() => agent.handle.close());
 
     // Dedicated endpoints, the tunnel broker and the instance proxy read instance routes from the
     // instance service's memory (created below, once the front doors' URLs are known); their
     // traffic resets the instance's idle timer.
-    let instances: Instances | undefined;
-    const routes = routesFromInstances({
-      route: (id) => instances?.route(id),
-      recordActivity: (id) => instances?.recordActivity(id),
-    });
+    const slot = new InstancesSlot();
+    const routes = routesFromInstances(slot);
     const secret = tunnelSecret(config.tunnelSecret, dataDir);
     // Each instance's app on an origin of its own (`<id>.localhost:<port>` by default); the platform
     // API hands the browser session over with single-use tickets (control-plane/proxy/handover.ts).
@@ -169,97 +140,24 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
       host: config.host,
       port: config.proxyPort,
     }).catch(namingSetting('RC_PROXY_PORT'));
-    closers.push(() => proxy.close(1000));
+    closers.add(() => proxy.close(1000));
     const catalog = storeCatalogSource(models, store);
     const proxyUrl = proxyBaseUrl(config.proxyPublicUrl, proxy.port);
-    let gateway: Gateway | undefined;
-    let tunnels: Server | undefined;
-    if (parts.gateway) {
-      if (config.tunnelPublicUrl) {
-        assertTunnelsApart(config.tunnelPublicUrl, {
-          RC_API_PUBLIC_URL: config.apiPublicUrl,
-          RC_PROXY_PUBLIC_URL: config.proxyPublicUrl,
-          RC_INSTANCE_PUBLIC_URL: config.instancePublicUrl,
-        });
-      }
-      const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
-      const dedicated = createDedicatedEndpoints({ routes, proxyUrl, maxBodyBytes: config.gatewayMaxBodyBytes });
-      closers.push(() => dedicated.close());
-      const gatewayOptions = gatewayOptionsFromConfig(config);
-      const gw = (gateway = await createGateway({
-        ...gatewayOptions,
-        routes: [...(gatewayOptions.routes ?? []), dedicated.plugin, broker.plugin],
-        models: catalog(),
-        keySource: storeKeySource(store, config),
-        bus,
-        gate,
-        logger,
-      }).catch(namingSetting('RC_GATEWAY_PORT')));
-      closers.push(() => gw.close(2000));
-      closers.push(() => broker.close());
-      // Tunnelled apps get an origin of their own (gateway/dedicated/README.md, "Own origins").
-      const t = (tunnels = await broker.listenPublic(config.host, config.tunnelPort).catch(namingSetting('RC_TUNNEL_PORT')));
-      closers.push(() => t.close(1000));
-      const unsubscribe = bus.subscribe((ev) => {
-        if (ev.type === 'catalog.changed') gw.setModels(catalog());
-      });
-      closers.push(async () => unsubscribe());
-    }
+    const front = parts.gateway ? await startEmbeddedGateway({ config, routes, secret, proxyUrl, catalog, store, bus, gate, logger }, closers) : undefined;
     // Instance traffic seen by gateway replicas in other processes resets the idle timer too.
     const unfollowActivity = bus.subscribe((ev) => {
-      if (ev.type === 'instance.activity' && typeof ev.instanceId === 'string') instances?.recordActivity(ev.instanceId);
+      if (ev.type === 'instance.activity' && typeof ev.instanceId === 'string') slot.recordActivity(ev.instanceId);
     });
-    closers.push(async () => unfollowActivity());
+    closers.add(async () => unfollowActivity());
 
-    // Instance URLs name the servers as they listen (ephemeral ports included) unless public
-    // URLs are configured. Every instance gets an rc-tunnel identity for the broker. The local
-    // agent keeps the id `local` across restarts: instances remember their host by it.
-    const settings = { ...config, instancePublicUrl: config.instancePublicUrl || gateway?.url || '', proxyPublicUrl: proxyUrl };
-    const gatewayUrl = publicUrls(resolveInstanceSettings(settings)).gateway;
-    const brokerUrl = config.tunnelBrokers || gatewayUrl;
-    let controlPlaneUrl = ''; // known once the platform API listens (below)
-    instances = createInstances({
-      store,
-      bus,
-      logger,
-      settings,
-      agents: agent ? [{ id: LOCAL_AGENT_ID, address: agent.address, token: agentToken }] : [],
-      provision: (instanceId) => tunnelProvisioning(secret, instanceId, brokerUrl),
-      apiUrl: () => config.apiPublicUrl || controlPlaneUrl,
-    });
-    const token = internalToken(dataDir, config.internalToken);
-    const controlPlane = await createControlPlane({
-      host: config.host,
-      port: config.apiPort,
-      dataDir,
-      store,
-      bus,
-      logger,
-      configuredModels: models,
-      modelUsage: (accountId) => gate.readUsage(accountId),
-      settings: config,
-      gatewayUrl,
-      routes: (deps) => [
-        ...instances!.routes(deps),
-        ...openInstanceRoutes({ tickets, proxyBase: () => proxyUrl, instance: (id) => routes.get(id) }),
-        ...internalRoutes({
-          store,
-          catalog,
-          instanceRoutes: () => instances!.service.allRoutes(),
-          tunnel: { secret, proxyUrl },
-          access: config,
-        }),
-      ],
-      internalToken: token,
-      fleet: new LiveFleet(instances.service),
-    }).catch(namingSetting('RC_API_PORT'));
-    controlPlaneUrl = controlPlane.url;
-    closers.push(() => controlPlane.close());
-    // Closed before the control plane: no tick or agent call runs against a closing API.
-    closers.push(() => instances!.close());
-
-    instances.start();
-    return { config, bus, sims, controlPlane, gateway, proxy, tunnels, agent, instances, internalToken: token, close };
+    const api = await startPlatformApi(
+      { config, dataDir, store, bus, logger, models, catalog, gate, agent, gatewayUrl: front?.gateway.url, routes, tickets, secret, proxyUrl },
+      slot,
+      closers,
+    );
+    api.instances.start();
+    const { instances, controlPlane, internalToken } = api;
+    return { config, bus, sims, controlPlane, gateway: front?.gateway, proxy, tunnels: front?.tunnels, agent: agent?.handle, instances, internalToken, close };
   } catch (err) {
     await close();
     throw err;

@@ -3,7 +3,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
 import { generateKey, hashKey } from '../lib/keys.js';
 import type { Db } from './db.js';
-import { conflict } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { seal, unseal } from './secrets.js';
 
 export interface Account {
@@ -89,7 +89,7 @@ export class Accounts {
       a.isEditor ? 1 : 0,
       this.clock.now(),
     );
-    if (r.changes === 0) throw conflict('An account with this e-mail already exists', 'email_taken');
+    if (r.changes === 0) throw API_ERRORS.emailTaken();
     return this.byId(Number(r.lastInsertRowid))!;
   }
 

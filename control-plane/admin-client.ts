@@ -11,7 +11,6 @@ import { BUS_CHANNEL, type BusEvent } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import { RcError } from '../lib/errors.js';
 import { runAdminOp, type AdminOpName } from './admin.js';
-import { ApiError } from './errors.js';
 import { adminToken } from './secrets.js';
 import { RUNTIME_FILE, type RuntimeInfo } from './server.js';
 import { Store } from './store.js';
@@ -23,6 +22,16 @@ export interface AdminClientOptions {
 }
 
 export type AdminCall = (op: AdminOpName, input: Record<string, unknown>) => Promise<unknown>;
+
+/**
+ * The running platform refused an operation (its status and detail), or answered something that
+ * is not JSON (502). Its failure's own code does not travel (the reply is `{ detail }`).
+ */
+export class AdminApiError extends RcError {
+  constructor(message: string, status: number) {
+    super('RC_ERR_ADMIN_API', message, status);
+  }
+}
 
 function runtimeInfo(dataDir: string): RuntimeInfo | undefined {
   try {
@@ -53,12 +62,12 @@ async function viaApi(info: RuntimeInfo, token: string, op: string, input: Recor
   try {
     body = JSON.parse(text);
   } catch {
-    throw new RcError('RC_ERR_ADMIN_API', `platform API at ${info.url} answered ${res.statusCode} with a non-JSON body`, 502);
+    throw new AdminApiError(`platform API at ${info.url} answered ${res.statusCode} with a non-JSON body`, 502);
   }
   if (res.statusCode >= 400) {
     const d = (body as { detail?: unknown }).detail;
     const message = typeof d === 'string' ? d : JSON.stringify(d);
-    throw new ApiError(res.statusCode, 'RC_ERR_ADMIN_API', message);
+    throw new AdminApiError(message, res.statusCode);
   }
   return { body };
 }

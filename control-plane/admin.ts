@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { BusEvent } from '../lib/bus.js';
 import { modelEntrySchema, type ModelEntry } from '../lib/config.js';
-import { notFound } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { StoredFleet, type FleetControl } from './instances/fleet.js';
 import { MICROS, toMicros } from './ledger.js';
 import { hashPassword } from './passwords.js';
@@ -47,7 +47,7 @@ const op = <S extends z.ZodType>(input: S, run: AdminOp<S>['run']): AdminOp<S> =
 
 function accountByEmail(ctx: AdminContext, address: string) {
   const a = ctx.store.accounts.byEmail(address);
-  if (!a) throw notFound(`No account with e-mail ${address}`);
+  if (!a) throw API_ERRORS.accountNotFound(address);
   return a;
 }
 
@@ -138,7 +138,7 @@ export const ADMIN_OPS = {
     (ctx, i) => ctx.store.images.add(i.name, i.image),
   ),
   'image.disable': op(z.strictObject({ image: z.string().trim().min(1) }), (ctx, i) => {
-    if (!ctx.store.images.disable(i.image)) throw notFound(`No image ${i.image} in the catalog`);
+    if (!ctx.store.images.disable(i.image)) throw API_ERRORS.imageNotFound(i.image);
     return ctx.store.images.get(i.image);
   }),
   'image.list': op(z.strictObject({}), (ctx) => ({ images: ctx.store.images.list() })),
@@ -148,7 +148,7 @@ export const ADMIN_OPS = {
     return e;
   }),
   'model.remove': op(z.strictObject({ name: z.string().min(1) }), async (ctx, i) => {
-    if (!ctx.store.models.remove(i.name)) throw notFound(`No model ${i.name} in the database catalog (models from RC_CONFIG are edited there)`);
+    if (!ctx.store.models.remove(i.name)) throw API_ERRORS.modelNotFound(i.name);
     await ctx.publish({ type: 'catalog.changed' });
     return { removed: i.name };
   }),
@@ -171,7 +171,7 @@ export function isAdminOp(name: string): name is AdminOpName {
 
 /** Validates `input` and runs the operation; ApiErrors (4xx) for bad input or unknown names. */
 export async function runAdminOp(ctx: AdminContext, name: string, input: unknown): Promise<unknown> {
-  if (!isAdminOp(name)) throw notFound(`Unknown admin operation ${name}`);
+  if (!isAdminOp(name)) throw API_ERRORS.adminOpUnknown(name);
   const o = ADMIN_OPS[name] as AdminOp<z.ZodType>;
   return o.run(ctx, parseInput(o.input, input ?? {}));
 }

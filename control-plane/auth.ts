@@ -4,13 +4,11 @@
 import { hashKey, isWellFormedKey, matchesHash } from '../lib/keys.js';
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE, SEVERAL_COOKIES, sessionCookieName, sessionCookieToken } from '../lib/session-cookie.js';
 import type { Account, Session } from './accounts.js';
-import { ApiError, forbidden, INVALID_BEARER, NO_API_KEY, unauthorized } from './errors.js';
+import { API_ERRORS, type ApiError } from './errors.js';
 import type { Store } from './store.js';
 
 export { SESSION_COOKIE, SECURE_SESSION_COOKIE };
 export const CSRF_HEADER = 'x-csrf-token';
-export const SESSION_INVALID = 'Session expired or invalid; sign in again';
-export const CSRF_INVALID = 'Missing or invalid CSRF token (send the x-csrf-token header given at sign-in)';
 
 export interface Caller {
   account: Account;
@@ -38,31 +36,31 @@ const BEARER = /^Bearer(?:[ \t]+(.*))?$/i;
 export function identify(store: Store, h: CredentialHeaders, ignoreBadSession = false): Caller | ApiError | undefined {
   if (h.authorization !== '') {
     const m = BEARER.exec(h.authorization.trim());
-    if (!m) return unauthorized(INVALID_BEARER);
+    if (!m) return API_ERRORS.invalidBearer();
     const key = (m[1] ?? '').trim();
-    if (key === '') return unauthorized(NO_API_KEY);
-    if (!isWellFormedKey(key)) return unauthorized(INVALID_BEARER);
+    if (key === '') return API_ERRORS.noApiKey();
+    if (!isWellFormedKey(key)) return API_ERRORS.invalidBearer();
     const accountId = store.keys.accountIdFor(hashKey(key));
     const account = accountId === undefined ? undefined : store.accounts.byId(accountId);
     // An unverified account holds no key; a key left over from before an un-verify is refused too.
-    if (!account || !account.verified) return unauthorized(INVALID_BEARER);
+    if (!account || !account.verified) return API_ERRORS.invalidBearer();
     return { account, via: 'key' };
   }
   const token = sessionCookieToken(h.cookie, h.secure);
   if (token === undefined) return undefined;
   // Two session cookies (one tossed in by a page on another port of this host): no session, not
   // even on public pages, so that nothing is done or shown as either account.
-  if (token === SEVERAL_COOKIES) return ignoreBadSession ? undefined : unauthorized(SESSION_INVALID);
+  if (token === SEVERAL_COOKIES) return ignoreBadSession ? undefined : API_ERRORS.sessionInvalid();
   const session = store.sessions.lookup(token);
   const account = session && store.accounts.byId(session.accountId);
-  if (!session || !account) return ignoreBadSession ? undefined : unauthorized(SESSION_INVALID);
+  if (!session || !account) return ignoreBadSession ? undefined : API_ERRORS.sessionInvalid();
   return { account, via: 'session', session: { ...session, token } };
 }
 
 /** Cookie-authenticated writes need the session's CSRF token in the x-csrf-token header (compared by hash, in constant time). */
 export function checkCsrf(caller: Caller, header: string): void {
   if (caller.via !== 'session') return;
-  if (!matchesHash(header, caller.session!.csrfHash)) throw forbidden(CSRF_INVALID, 'csrf_invalid');
+  if (!matchesHash(header, caller.session!.csrfHash)) throw API_ERRORS.csrfInvalid();
 }
 
 /** Set-Cookie value for a new session: `__Host-rc_session` behind TLS, else `rc_session`; host-only, Path=/. */

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
 import type { Db } from './db.js';
-import { badRequest } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { hashKey } from '../lib/keys.js';
 
 export const MICROS = 1_000_000;
@@ -114,10 +114,6 @@ export function newCouponCode(): string {
 /** How a coupon is named once its code is gone: the first 12 hex digits of the code's hash. */
 export const couponId = (codeHash: string): string => codeHash.slice(0, 12);
 
-export const COUPON_INVALID = 'Invalid coupon code';
-export const COUPON_REDEEMED = 'Coupon has already been redeemed';
-export const COUPON_OTHER_ACCOUNT = 'Coupon was issued to a different account';
-
 export class Coupons {
   private readonly insert;
   private readonly get;
@@ -141,10 +137,10 @@ export class Coupons {
     this.claim = db.prepare<[number, number, string]>('UPDATE coupons SET redeemed_by = ?, redeemed_at = ? WHERE code_hash = ? AND redeemed_by IS NULL');
     this.redeemTx = db.transaction((accountId: number, codeHash: string) => {
       const c = this.get.get(codeHash);
-      if (!c) throw badRequest(COUPON_INVALID, 'coupon_invalid');
-      if (c.account_id !== null && c.account_id !== accountId) throw badRequest(COUPON_OTHER_ACCOUNT, 'coupon_other_account');
-      if (c.redeemed_by !== null) throw badRequest(COUPON_REDEEMED, 'coupon_redeemed');
-      if (this.claim.run(accountId, this.clock.now(), codeHash).changes !== 1) throw badRequest(COUPON_REDEEMED, 'coupon_redeemed');
+      if (!c) throw API_ERRORS.couponInvalid();
+      if (c.account_id !== null && c.account_id !== accountId) throw API_ERRORS.couponOtherAccount();
+      if (c.redeemed_by !== null) throw API_ERRORS.couponRedeemed();
+      if (this.claim.run(accountId, this.clock.now(), codeHash).changes !== 1) throw API_ERRORS.couponRedeemed();
       const credits = toCredits(c.credits_micros);
       const r = this.ledger.append({ accountId, kind: 'coupon', credits, idempotencyKey: `coupon:${codeHash}`, ref: `coupon ${couponId(codeHash)}` });
       return { credits_added: credits, credits: r.credits };
@@ -157,7 +153,7 @@ export class Coupons {
     try {
       this.insert.run(codeHash, toMicros(credits), accountId, this.clock.now());
     } catch (err) {
-      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw badRequest(`Coupon ${code} already exists`, 'coupon_exists');
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw API_ERRORS.couponExists(code);
       throw err;
     }
     return { code, id: couponId(codeHash), credits: toCredits(toMicros(credits)), accountId, redeemedBy: null, redeemedAt: null };

@@ -6,10 +6,10 @@ import type { z } from 'zod';
 import { RcError } from '../lib/errors.js';
 import { requestId, type Logger } from '../lib/log.js';
 import { secureCookies, type CookieSecureMode } from '../lib/session-cookie.js';
-import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, statusLine, track, type Res } from '../lib/http.js';
+import { declaredLength, nestsDeeperThan, readBody, statusLine, track, type Res } from '../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../lib/uws.js';
 import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth.js';
-import { ApiError, badRequest, NO_API_KEY, unauthorized } from './errors.js';
+import { API_ERRORS, ApiError } from './errors.js';
 import type { Store } from './store.js';
 import { openSse, type Sse } from './sse.js';
 import { parseInput } from './validate.js';
@@ -121,8 +121,17 @@ function write(res: ApiRes, status: number, body: unknown, headers?: Record<stri
   });
 }
 
+/** A failure of the error table (errors.ts) as SPEC's `{ detail }` reply. */
+function refuse(res: ApiRes, err: ApiError): void {
+  write(res, err.status, { detail: err.detail }, err.headers);
+}
+
 function fail(res: ApiRes, err: unknown, logger: Logger): void {
-  if (err instanceof ApiError) return write(res, err.status, { detail: err.detail }, err.headers);
+  if (err instanceof ApiError) {
+    // The internal code is for the logs; the reply carries SPEC's detail only.
+    logger.debug('request refused', { code: err.code, publicCode: err.publicCode, status: err.status, requestId: res.requestId });
+    return refuse(res, err);
+  }
   // Typed errors from other parts (for example the gates' usage reader) keep their status;
   // every 503 carries Retry-After.
   const e = err as { status?: number; message?: string };
@@ -130,19 +139,19 @@ function fail(res: ApiRes, err: unknown, logger: Logger): void {
     return write(res, e.status!, { detail: e.message }, e.status === 503 || e.status === 429 ? { 'retry-after': '5' } : undefined);
   }
   logger.error('unexpected error', { err, requestId: res.requestId });
-  write(res, 500, { detail: 'Internal server error' });
+  refuse(res, API_ERRORS.internal());
 }
 
 function parseBody(buf: Buffer): unknown {
-  if (buf.length === 0) throw badRequest('Request body must be a JSON object', 'RC_ERR_INVALID_JSON');
+  if (buf.length === 0) throw API_ERRORS.notAnObject();
   let v: unknown;
   try {
     v = JSON.parse(buf.toString('utf8'));
   } catch {
-    throw badRequest('Request body is not valid JSON', 'RC_ERR_INVALID_JSON');
+    throw API_ERRORS.invalidJson();
   }
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw badRequest('Request body must be a JSON object', 'RC_ERR_INVALID_JSON');
-  if (nestsDeeperThan(v)) throw badRequest(`Request body nests deeper than ${MAX_JSON_DEPTH} levels`, 'RC_ERR_INVALID_JSON');
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw API_ERRORS.notAnObject();
+  if (nestsDeeperThan(v)) throw API_ERRORS.tooDeep();
   return v;
 }
 
@@ -186,7 +195,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
       const clientId = req.getHeader('x-request-id');
       res.requestId = CLIENT_REQUEST_ID.test(clientId) ? clientId : requestId();
       const params = pathParams(req, paramCount);
-      if (!params) return write(res, 400, { detail: 'Malformed percent-encoding in the URL path' });
+      if (!params) return refuse(res, API_ERRORS.malformedPath());
       const forwardedProto = req.getHeader('x-forwarded-proto');
       const creds: CredentialHeaders = {
         authorization: req.getHeader('authorization'),
@@ -211,13 +220,13 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
           if (originHeaders) checkSameOriginJson(originHeaders, r.body !== undefined && !r.optionalBody);
           let caller: Caller | undefined;
           if (r.access === 'admin') {
-            if (!deps.isAdmin(adminToken)) throw unauthorized('Invalid or missing admin token (x-rc-admin-token)');
+            if (!deps.isAdmin(adminToken)) throw API_ERRORS.adminTokenInvalid();
           } else if (r.access === 'internal') {
-            if (!deps.isInternal?.(adminToken)) throw unauthorized('Invalid or missing internal token (x-rc-internal-token)');
+            if (!deps.isInternal?.(adminToken)) throw API_ERRORS.internalTokenInvalid();
           } else if (r.access !== 'none') {
             const who = identify(deps.store, creds, r.access === 'optional');
             if (who instanceof ApiError) throw who;
-            if (!who && r.access === 'required') throw unauthorized(NO_API_KEY);
+            if (!who && r.access === 'required') throw API_ERRORS.noApiKey();
             caller = who;
             if (caller && hasBody) checkCsrf(caller, creds.csrf);
           }
@@ -243,7 +252,9 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
   }
   for (const [path, methods] of paths) {
     const allow = [...methods].map((m) => (m === 'del' ? 'DELETE' : m.toUpperCase())).join(', ');
-    app.any(path, (res) => write(track(res), 405, { detail: 'Method Not Allowed' }, { allow }));
+    const wrongMethod = API_ERRORS.methodNotAllowed(allow);
+    app.any(path, (res) => refuse(track(res), wrongMethod));
   }
-  app.any('/*', (res) => write(track(res), 404, { detail: 'Not Found' }));
+  const noRoute = API_ERRORS.notFound();
+  app.any('/*', (res) => refuse(track(res), noRoute));
 }

@@ -2,12 +2,10 @@
 import { z } from 'zod';
 import type { Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
-import { accountNotVerified, badRequest, unavailable } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { route, type Route } from './router.js';
 import { checkSshPublicKey } from './ssh-key.js';
 import { profile } from './views.js';
-
-export const REDEMPTION_CLOSED = 'Coupon redemption is closed; try again later';
 
 const DAY_MS = 86_400_000;
 
@@ -49,7 +47,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
         let key: string | null = null;
         if (body.ssh_public_key.trim() !== '') {
           const check = checkSshPublicKey(body.ssh_public_key);
-          if (!check.ok) throw badRequest(`Invalid SSH public key: ${check.reason}`, 'ssh_key_invalid');
+          if (!check.ok) throw API_ERRORS.sshKeyInvalid(check.reason);
           key = check.key;
         }
         store.accounts.setSshPublicKey(caller.account.id, key);
@@ -62,7 +60,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       summary: 'Issue a new API key; the old one stops at once',
       access: 'required',
       async handle(_req, caller: Caller) {
-        if (!caller.account.verified) throw accountNotVerified();
+        if (!caller.account.verified) throw API_ERRORS.accountNotVerified();
         const accountId = caller.account.id;
         const k = store.keys.issue(accountId); // the old key is gone from the database now: refused by this API at once
         if (k.revokedHash) await bus.publish({ type: 'key.revoked', keyHash: k.revokedHash, accountId });
@@ -77,7 +75,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       access: 'required',
       body: z.strictObject({ coupon: z.string().trim().min(1, 'coupon must not be empty').max(128) }),
       handle({ body }, caller: Caller) {
-        if (deps.settings.couponRedemption !== 'open') throw unavailable(REDEMPTION_CLOSED, deps.settings.couponRetryAfterSec, 'redemption_closed');
+        if (deps.settings.couponRedemption !== 'open') throw API_ERRORS.redemptionClosed(deps.settings.couponRetryAfterSec);
         return { body: store.coupons.redeem(caller.account.id, body.coupon) };
       },
     }),

@@ -8,9 +8,9 @@ import { csrfTokenFor } from './accounts.js';
 import { expiredSessionCookies, sessionCookie, type Caller } from './auth.js';
 import { secureCookies } from '../lib/session-cookie.js';
 import type { ApiDeps } from './deps.js';
-import { forbidden, tooManyRequests, unauthorized } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { addressKey, KeyedBuckets, SignInLimits } from './auth/rate-limit.js';
-import { emailVerificationRequired, type EmailVerifications } from './auth/email-verification.js';
+import type { EmailVerifications } from './auth/email-verification.js';
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import { effectiveOverrides, hasSharedModelAccess } from './model-access.js';
 import { route, type Reply, type Route } from './router.js';
@@ -20,10 +20,6 @@ const credentials = z.strictObject({
   email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')),
   password: z.string().min(8, 'password must have at least 8 characters').max(256),
 });
-
-export const LOGIN_FAILED = 'Invalid e-mail or password';
-export const TOO_MANY_SIGN_INS = 'Too many sign-in attempts; retry after the Retry-After delay';
-export const TOO_MANY_SIGN_UPS = 'Too many sign-ups from this address; retry after the Retry-After delay';
 
 function secure(deps: ApiDeps, forwardedProto: string): boolean {
   return secureCookies(deps.settings.cookieSecure, forwardedProto);
@@ -69,102 +65,131 @@ export interface EmailVerificationHooks {
   sendLink(accountId: number, email: string): void;
 }
 
+/** What the sign-in routes share: the API's dependencies, e-mail verification, the limits and the cookie paths. */
+interface AuthContext {
+  deps: ApiDeps;
+  email: EmailVerificationHooks;
+  /** RC_EMAIL_VERIFICATION=required: sign-up mails a link instead of signing in. */
+  verifyEmail: boolean;
+  signUps: KeyedBuckets;
+  signIns: SignInLimits;
+  cookiePaths: CookiePaths;
+}
+
 export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps: KeyedBuckets, cookiePaths: CookiePaths = () => ['/']): Route[] {
+  const ctx: AuthContext = {
+    deps,
+    email,
+    verifyEmail: deps.settings.emailVerification === 'required',
+    signUps,
+    signIns: new SignInLimits({ perAddressPerMinute: deps.settings.loginPerAddressPerMinute, clock: deps.store.clock }),
+    cookiePaths,
+  };
+  return [signUpRoute(ctx), signInRoute(ctx), signOutRoute(ctx), sessionRoute(ctx)];
+}
+
+function signUpRoute({ deps, email, verifyEmail, signUps, cookiePaths }: AuthContext): Route {
   const { store } = deps;
-  const signIns = new SignInLimits({ perAddressPerMinute: deps.settings.loginPerAddressPerMinute, clock: store.clock });
-  const verifyEmail = deps.settings.emailVerification === 'required';
-  return [
-    route({
-      method: 'post',
-      path: '/api/auth/signup',
-      summary: 'Create an account (unverified) and sign in: session cookie and CSRF token',
-      access: 'none',
-      body: credentials,
-      sameOriginJson: true,
-      async handle({ body, forwardedProto, clientAddress }) {
-        if (deps.settings.signup !== 'open') throw forbidden('Sign-up is closed', 'signup_closed');
-        // Each open sign-up is an account with its own daily model cap: one address cannot mint many.
-        const wait = signUps.take(addressKey(clientAddress));
-        if (wait > 0) throw tooManyRequests(TOO_MANY_SIGN_UPS, wait, 'signup_rate_limited');
-        const passwordHash = await hashPassword(body.password);
-        const a = store.transaction(() => {
-          const created = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
-          if (verifyEmail) email.verifications.markUnverified(created.id);
-          return created;
-        });
-        // Its daily cap is the one of accounts under review; the gateway hears it before the session.
-        const limits = effectiveOverrides(null, false, deps.settings);
-        if (limits)
-          await deps.bus.publish({ type: 'account.changed', accountId: a.id, limits }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
-        if (verifyEmail) {
-          // No session until the address is verified: the link comes by mail.
-          email.sendLink(a.id, a.email);
-          return { status: 201, body: { account: profile(store, a), email_verification: 'sent' } };
-        }
-        return signedIn(deps, cookiePaths, a.id, forwardedProto, 201);
-      },
-    }),
-    route({
-      method: 'post',
-      path: '/api/auth/login',
-      summary: 'Sign in with e-mail and password: session cookie and CSRF token',
-      access: 'none',
-      body: credentials,
-      sameOriginJson: true,
-      async handle({ body, forwardedProto, clientAddress }) {
-        // Limits first: a refused attempt costs no scrypt and checks no password (auth/rate-limit.ts).
-        const wait = signIns.admit(body.email, clientAddress);
-        if (wait > 0) throw tooManyRequests(TOO_MANY_SIGN_INS, wait, 'login_rate_limited');
-        const found = store.accounts.withPassword(body.email);
-        // Hash even when the account does not exist, so timing does not reveal which e-mails exist.
-        const ok = await verifyPassword(body.password, found?.passwordHash ?? (await dummyHash()));
-        if (!found || !found.passwordHash || !ok) {
-          signIns.failed(body.email, clientAddress);
-          throw unauthorized(LOGIN_FAILED);
-        }
-        signIns.succeeded(body.email, clientAddress);
-        if (verifyEmail && !email.verifications.isVerified(found.account.id)) throw emailVerificationRequired();
-        return signedIn(deps, cookiePaths, found.account.id, forwardedProto);
-      },
-    }),
-    route({
-      method: 'post',
-      path: '/api/auth/logout',
-      summary: 'End the browser session and clear every session cookie (also without a valid session)',
-      // Optional: a browser holding two session cookies has no session, and must still be able to
-      // clear them (a bad key is still 401).
-      access: 'optional',
-      sameOriginJson: true,
-      handle({ forwardedProto }, caller: Caller | undefined) {
-        if (caller?.session) {
-          store.sessions.delete(caller.session.token);
-          void deps.bus
-            .publish({ type: 'session.ended', tokenHash: hashKey(caller.session.token) })
-            .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
-        }
-        // Every path we know of, and Clear-Site-Data for the paths nobody can list (a tossed cookie's).
-        return {
-          body: { success: true },
-          headers: { 'clear-site-data': '"cookies"' },
-          cookies: expiredSessionCookies(secure(deps, forwardedProto), cookiePaths()),
-        };
-      },
-    }),
-    route({
-      method: 'get',
-      path: '/api/auth/session',
-      summary: "The caller, how they are signed in, and the session's CSRF token",
-      access: 'required',
-      handle(_req, caller: Caller) {
-        return {
-          body: {
-            account: profile(store, caller.account),
-            via: caller.via,
-            csrf_token: caller.session ? csrfTokenFor(caller.session.token) : null,
-            expires_at: caller.session ? new Date(caller.session.expiresAt).toISOString() : null,
-          },
-        };
-      },
-    }),
-  ];
+  return route({
+    method: 'post',
+    path: '/api/auth/signup',
+    summary: 'Create an account (unverified) and sign in: session cookie and CSRF token',
+    access: 'none',
+    body: credentials,
+    sameOriginJson: true,
+    async handle({ body, forwardedProto, clientAddress }) {
+      if (deps.settings.signup !== 'open') throw API_ERRORS.signupClosed();
+      // Each open sign-up is an account with its own daily model cap: one address cannot mint many.
+      const wait = signUps.take(addressKey(clientAddress));
+      if (wait > 0) throw API_ERRORS.signupRateLimited(wait);
+      const passwordHash = await hashPassword(body.password);
+      const a = store.transaction(() => {
+        const created = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
+        if (verifyEmail) email.verifications.markUnverified(created.id);
+        return created;
+      });
+      // Its daily cap is the one of accounts under review; the gateway hears it before the session.
+      const limits = effectiveOverrides(null, false, deps.settings);
+      if (limits)
+        await deps.bus.publish({ type: 'account.changed', accountId: a.id, limits }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
+      if (verifyEmail) {
+        // No session until the address is verified: the link comes by mail.
+        email.sendLink(a.id, a.email);
+        return { status: 201, body: { account: profile(store, a), email_verification: 'sent' } };
+      }
+      return signedIn(deps, cookiePaths, a.id, forwardedProto, 201);
+    },
+  });
+}
+
+function signInRoute({ deps, email, verifyEmail, signIns, cookiePaths }: AuthContext): Route {
+  const { store } = deps;
+  return route({
+    method: 'post',
+    path: '/api/auth/login',
+    summary: 'Sign in with e-mail and password: session cookie and CSRF token',
+    access: 'none',
+    body: credentials,
+    sameOriginJson: true,
+    async handle({ body, forwardedProto, clientAddress }) {
+      // Limits first: a refused attempt costs no scrypt and checks no password (auth/rate-limit.ts).
+      const wait = signIns.admit(body.email, clientAddress);
+      if (wait > 0) throw API_ERRORS.loginRateLimited(wait);
+      const found = store.accounts.withPassword(body.email);
+      // Hash even when the account does not exist, so timing does not reveal which e-mails exist.
+      const ok = await verifyPassword(body.password, found?.passwordHash ?? (await dummyHash()));
+      if (!found || !found.passwordHash || !ok) {
+        signIns.failed(body.email, clientAddress);
+        throw API_ERRORS.loginFailed();
+      }
+      signIns.succeeded(body.email, clientAddress);
+      if (verifyEmail && !email.verifications.isVerified(found.account.id)) throw API_ERRORS.emailVerificationRequired();
+      return signedIn(deps, cookiePaths, found.account.id, forwardedProto);
+    },
+  });
+}
+
+function signOutRoute({ deps, cookiePaths }: AuthContext): Route {
+  return route({
+    method: 'post',
+    path: '/api/auth/logout',
+    summary: 'End the browser session and clear every session cookie (also without a valid session)',
+    // Optional: a browser holding two session cookies has no session, and must still be able to
+    // clear them (a bad key is still 401).
+    access: 'optional',
+    sameOriginJson: true,
+    handle({ forwardedProto }, caller: Caller | undefined) {
+      if (caller?.session) {
+        deps.store.sessions.delete(caller.session.token);
+        void deps.bus
+          .publish({ type: 'session.ended', tokenHash: hashKey(caller.session.token) })
+          .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
+      }
+      // Every path we know of, and Clear-Site-Data for the paths nobody can list (a tossed cookie's).
+      return {
+        body: { success: true },
+        headers: { 'clear-site-data': '"cookies"' },
+        cookies: expiredSessionCookies(secure(deps, forwardedProto), cookiePaths()),
+      };
+    },
+  });
+}
+
+function sessionRoute({ deps }: AuthContext): Route {
+  return route({
+    method: 'get',
+    path: '/api/auth/session',
+    summary: "The caller, how they are signed in, and the session's CSRF token",
+    access: 'required',
+    handle(_req, caller: Caller) {
+      return {
+        body: {
+          account: profile(deps.store, caller.account),
+          via: caller.via,
+          csrf_token: caller.session ? csrfTokenFor(caller.session.token) : null,
+          expires_at: caller.session ? new Date(caller.session.expiresAt).toISOString() : null,
+        },
+      };
+    },
+  });
 }

@@ -2,10 +2,10 @@
 // for a new one.
 import { z } from 'zod';
 import type { ApiDeps } from './deps.js';
-import { LINK_INVALID, VERIFY_PATH, type EmailVerifications } from './auth/email-verification.js';
+import { VERIFY_PATH, type EmailVerifications } from './auth/email-verification.js';
 import { addressKey, type KeyedBuckets } from './auth/rate-limit.js';
 import type { MailSender } from './auth/mail.js';
-import { badRequest, tooManyRequests } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { route, type Route } from './router.js';
 
 export const RESEND_ANSWER = 'If this address is waiting for verification, a new link is on its way';
@@ -46,7 +46,7 @@ export function emailRoutes(
       handle({ query }) {
         const token = query.token ?? '';
         const accountId = token.length > 0 && token.length <= 128 ? verifications.consume(token) : undefined;
-        if (accountId === undefined) throw badRequest(LINK_INVALID, 'verification_link_invalid');
+        if (accountId === undefined) throw API_ERRORS.verificationLinkInvalid();
         return { body: { email_verified: true, email: deps.store.accounts.byId(accountId)!.email } };
       },
     }),
@@ -59,7 +59,7 @@ export function emailRoutes(
       body: z.strictObject({ email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')) }),
       handle({ body, clientAddress }) {
         const wait = perAddress.take(addressKey(clientAddress));
-        if (wait > 0) throw tooManyRequests('Too many requests from this address; retry after the Retry-After delay', wait, 'signup_rate_limited');
+        if (wait > 0) throw API_ERRORS.signupRateLimited(wait, 'requests');
         const a = deps.store.accounts.byEmail(body.email);
         // The same answer whether or not the address exists or waits: nothing is learnt about accounts.
         if (a && deps.settings.emailVerification === 'required' && !verifications.isVerified(a.id)) sendLink(a.id, a.email);

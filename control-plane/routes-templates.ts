@@ -1,22 +1,20 @@
 // Template endpoints of SPEC: the owner's CRUD under /api/profile/templates and the public list.
 import type { Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
-import { badRequest, INVALID_IMAGE, notFound } from './errors.js';
+import { API_ERRORS } from './errors.js';
 import { route, type Route } from './router.js';
 import { templateInputSchema, toListItem, type TemplateInput } from './templates.js';
 
-export const TEMPLATE_NOT_FOUND = 'Template not found';
-
 /** A path id: a positive integer, otherwise the template cannot exist (404). */
 function templateId(raw: string | undefined): number {
-  if (!raw || !/^[1-9][0-9]{0,14}$/.test(raw)) throw notFound(TEMPLATE_NOT_FOUND);
+  if (!raw || !/^[1-9][0-9]{0,14}$/.test(raw)) throw API_ERRORS.templateNotFound();
   return Number(raw);
 }
 
 export function templateRoutes(deps: ApiDeps): Route[] {
   const { store } = deps;
   const checkImage = (t: TemplateInput) => {
-    if (!store.images.isEnabled(t.image)) throw badRequest(INVALID_IMAGE, 'invalid_image');
+    if (!store.images.isEnabled(t.image)) throw API_ERRORS.invalidImage();
   };
   return [
     route({
@@ -35,7 +33,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       access: 'required',
       handle({ params }, caller: Caller) {
         const id = templateId(params[0]);
-        if (store.templates.ownerOf(id) !== caller.account.id) throw notFound(TEMPLATE_NOT_FOUND);
+        if (store.templates.ownerOf(id) !== caller.account.id) throw API_ERRORS.templateNotFound();
         return { body: store.templates.get(id) };
       },
     }),
@@ -58,10 +56,10 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       body: templateInputSchema,
       handle({ params, body }, caller: Caller) {
         const id = templateId(params[0]);
-        if (store.templates.ownerOf(id) !== caller.account.id) throw notFound(TEMPLATE_NOT_FOUND);
+        if (store.templates.ownerOf(id) !== caller.account.id) throw API_ERRORS.templateNotFound();
         checkImage(body);
         const t = store.templates.replace(caller.account.id, id, body, caller.account.isEditor);
-        if (!t) throw notFound(TEMPLATE_NOT_FOUND);
+        if (!t) throw API_ERRORS.templateNotFound();
         return { body: t };
       },
     }),
@@ -72,7 +70,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       access: 'required',
       handle({ params }, caller: Caller) {
         const id = templateId(params[0]);
-        if (!store.templates.delete(caller.account.id, id)) throw notFound(TEMPLATE_NOT_FOUND);
+        if (!store.templates.delete(caller.account.id, id)) throw API_ERRORS.templateNotFound();
         return { body: { success: true } };
       },
     }),

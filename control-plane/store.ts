@@ -5,6 +5,9 @@ import { systemClock, type Clock } from '../lib/clock.js';
 import { Accounts, ApiKeys, Sessions } from './accounts.js';
 import { Images, Limits, Models } from './catalogs.js';
 import { databasePath, openDatabase, type Db } from './db.js';
+import { HostStore } from './instances/host-store.js';
+import { LogTails } from './instances/log-tails.js';
+import { InstanceStore } from './instances/store.js';
 import { Coupons, Ledger } from './ledger.js';
 import { sealKey } from './secrets.js';
 import { seedOnce } from './seed.js';
@@ -34,6 +37,12 @@ export class Store {
   readonly models: Models;
   readonly limits: Limits;
   readonly templates: Templates;
+  /** Instances, accepted launches and launch verification tokens (instances/store.ts). */
+  readonly instances: InstanceStore;
+  /** The GPU hosts registered with `rc host add` (instances/host-store.ts). */
+  readonly hosts: HostStore;
+  /** The last log lines of ended instances (instances/log-tails.ts). */
+  readonly logTails: LogTails;
   /** The key sealing secrets at rest (API keys, host agent tokens). */
   readonly sealKey: Buffer;
 
@@ -51,6 +60,9 @@ export class Store {
     this.models = new Models(this.db, this.clock);
     this.limits = new Limits(this.db);
     this.templates = new Templates(this.db, this.clock);
+    this.instances = new InstanceStore(this.db);
+    this.hosts = new HostStore(this.db, seal, this.clock);
+    this.logTails = new LogTails(this.db);
     if (options.seed !== false) seedOnce(this);
   }
 

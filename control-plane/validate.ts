@@ -1,7 +1,7 @@
 // Turning request bodies into typed input: zod issues become one clear 400 message that names
 // the fields (unknown ones included).
 import type { z } from 'zod';
-import { badRequest } from './errors.js';
+import { API_ERRORS } from './errors.js';
 
 function describeIssue(issue: z.core.$ZodIssue): string {
   const path = issue.path.map(String).join('.');
@@ -21,6 +21,6 @@ export function describeZodError(error: z.ZodError): string {
 /** Parses `input` with `schema`; a 400 ApiError naming the fields otherwise. */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
   const r = schema.safeParse(input);
-  if (!r.success) throw badRequest(describeZodError(r.error), 'RC_ERR_VALIDATION');
+  if (!r.success) throw API_ERRORS.validation(describeZodError(r.error));
   return r.data;
 }

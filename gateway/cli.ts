@@ -3,18 +3,13 @@
 // instance routes come from it (gateway/sync/). Otherwise keys come from --keys-file (and bus
 // events when REDIS_URL is set); the catalog from RC_CONFIG, reloaded on SIGHUP and when the
 // file changes.
-import { readFileSync, watch, type FSWatcher } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
-import { RedisBus, type Bus } from '../lib/bus.js';
-import { loadConfig, type Config } from '../lib/config.js';
-import { namingSetting } from '../lib/errors.js';
+import { loadConfig } from '../lib/config.js';
 import { createLogger, type LogLevel } from '../lib/log.js';
-import { AccountLimits, createGate } from './gates/index.js';
-import { memoryKeySource, readKeysFile } from './auth/keys.js';
-import { messagesRoutesFromConfig } from './messages/routes.js';
-import { createGateway, type GatewayOptions } from './server.js';
-import { PlatformFeed } from './sync/platform-feed.js';
-import { platformGatewayParts, type PlatformGatewayParts } from './sync/platform-gateway.js';
+import { StandaloneGateway } from './standalone.js';
+
+export { gatewayOptionsFromConfig, limitsFrom, upstreamFrom } from './options-from-config.js';
 
 const HELP = `Usage: rc gateway [options]
 
@@ -66,69 +61,17 @@ export const gatewayCommand: Command = {
     const controlPlaneUrl = values['control-plane'] ?? config.controlPlaneUrl;
     if (controlPlaneUrl && keysFile) throw new UsageError('give either a control plane or --keys-file, not both');
     if (controlPlaneUrl && !URL.canParse(controlPlaneUrl)) throw new UsageError(`--control-plane must be a URL, got ${JSON.stringify(controlPlaneUrl)}`);
-    const internalToken = controlPlaneUrl ? readInternalToken(values['internal-token-file'], config.internalToken) : '';
-
-    const bus: Bus | undefined = config.redisUrl ? new RedisBus(config.redisUrl) : undefined;
-    if (bus instanceof RedisBus) await bus.whenReady();
-    // From the control plane (snapshot, then events), or: keys and the accounts' limit overrides
-    // from the keys file, later changes as events.
-    let platform: PlatformGatewayParts | undefined;
-    if (controlPlaneUrl) {
-      if (!bus) logger.warn('REDIS_URL is not set: changes reach this gateway only at each resync (RC_GATEWAY_RESYNC_MS)');
-      // A bad internal token ends the command; the bus must not keep the process alive then.
-      platform = await platformGatewayParts(config, { url: controlPlaneUrl, token: internalToken, bus, logger }).catch(async (err: unknown) => {
-        await bus?.close();
-        throw err;
-      });
-    }
-    const entries = keysFile ? await readKeysFile(keysFile) : [];
-    const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
-    limits.load(platform ? PlatformFeed.limitEntries(platform.snapshot) : entries.flatMap((e) => (e.limits ? [[e.accountId, e.limits] as const] : [])));
-    const gate = createGate(config, { bus, logger, limits });
-    const options = gatewayOptionsFromConfig(config);
-    const models = platform?.snapshot.models ?? config.models;
-    const gateway = await createGateway({
-      ...options,
+    const gateway = await StandaloneGateway.start(config, logger, {
       host,
       port,
-      reusePort: config.gatewayReusePort,
-      models,
-      keySource: platform?.keySource ?? memoryKeySource(entries),
-      routes: [...(options.routes ?? []), ...(platform?.plugins ?? [])],
-      bus,
-      gate,
-      logger,
-    }).catch(namingSetting(values.port === undefined ? 'RC_GATEWAY_PORT' : '--port'));
-    platform?.follow(gateway, limits);
-    const tunnels = await platform?.listenTunnels(host);
-    for (const m of models) if (!m.upstreams.length) logger.warn('model has no upstreams: requests for it get 502', { model: m.name });
-    if (!keysFile && !platform) logger.warn('no --keys-file: only keys issued over the bus are accepted');
-
-    const reload = (why: string) => {
-      try {
-        const next = loadConfig();
-        gateway.setModels(next.models);
-        logger.info('catalog reloaded', { why, models: next.models.map((m) => m.name) });
-      } catch (err) {
-        logger.error('catalog reload failed; keeping the current catalog', { why, err });
-      }
-    };
-    // With a control plane the catalog is the control plane's: SIGHUP and the file do not apply.
-    const onHup = () => (platform ? undefined : reload('SIGHUP'));
-    process.on('SIGHUP', onHup);
-    const watcher = config.configFile && !platform ? watchFile(config.configFile, () => reload('config file changed')) : undefined;
-
-    process.stdout.write(
-      JSON.stringify({ url: gateway.url, gateway: gateway.url, tunnels: tunnels?.url, metrics: `${gateway.metricsUrl}/metrics`, pid: process.pid }) + '\n',
-    );
+      portSetting: values.port === undefined ? 'RC_GATEWAY_PORT' : '--port',
+      keysFile,
+      controlPlane: controlPlaneUrl ? { url: controlPlaneUrl, token: readInternalToken(values['internal-token-file'], config.internalToken) } : undefined,
+    });
+    process.stdout.write(JSON.stringify(gateway.readyLine()) + '\n');
     const signal = await untilSignal();
     logger.info('stopping', { signal });
-    process.off('SIGHUP', onHup);
-    watcher?.close();
-    await gateway.close(10_000);
-    await platform?.close();
-    await gate.close();
-    await bus?.close();
+    await gateway.stop();
     return 0;
   },
 };
@@ -146,68 +89,4 @@ function readInternalToken(file: string | undefined, configured: string): string
   if (token.length < 16)
     throw new UsageError('a control plane needs its internal token: --internal-token-file F or RC_INTERNAL_TOKEN (at least 16 characters)');
   return token;
-}
-
-/** The createGateway options every gateway takes from the settings: address, limits, upstream timeouts, routes. */
-export function gatewayOptionsFromConfig(
-  config: Config,
-): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes' | 'metrics' | 'cookieSecure'> {
-  return {
-    host: config.host,
-    cookieSecure: config.cookieSecure,
-    port: config.gatewayPort,
-    metrics: { host: config.metricsHost, port: config.metricsPort },
-    limits: limitsFrom(config),
-    upstream: upstreamFrom(config),
-    routes: [messagesRoutesFromConfig(config)],
-  };
-}
-
-export function limitsFrom(config: Config) {
-  return { maxBodyBytes: config.gatewayMaxBodyBytes, maxInflight: config.gatewayMaxInflight, defaultMaxTokens: config.gatewayDefaultMaxTokens };
-}
-
-export function upstreamFrom(config: Config) {
-  return {
-    connections: config.upstreamConnections,
-    headersTimeoutMs: config.upstreamHeadersTimeoutMs,
-    idleTimeoutMs: config.upstreamIdleTimeoutMs,
-    connectTimeoutMs: config.upstreamConnectTimeoutMs,
-    ejectMs: config.upstreamEjectMs,
-  };
-}
-
-/** Calls `onChange` (debounced) when the file changes, including when an editor replaces it. */
-function watchFile(path: string, onChange: () => void): { close(): void } {
-  let timer: NodeJS.Timeout | undefined;
-  let w: FSWatcher | undefined;
-  let closed = false;
-  const fire = () => {
-    clearTimeout(timer);
-    timer = setTimeout(onChange, 100);
-  };
-  const open = () => {
-    if (closed) return;
-    try {
-      w = watch(path, { persistent: false }, (event) => {
-        fire();
-        // An atomic replace (rename over the file) ends this watch: start a new one.
-        if (event === 'rename') {
-          w?.close();
-          setTimeout(open, 50);
-        }
-      });
-      w.on('error', () => {});
-    } catch {
-      setTimeout(open, 500);
-    }
-  };
-  open();
-  return {
-    close: () => {
-      closed = true;
-      clearTimeout(timer);
-      w?.close();
-    },
-  };
 }

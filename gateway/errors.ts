@@ -7,6 +7,13 @@ import type { RefusalReply } from './admission/refusal.js';
 import { RATE_LIMIT_MESSAGE } from './gates/codes.js';
 
 /**
+ * What a client sees when no backend answered, when a backend timed out and when the gate threw
+ * (SPEC.md "Errors": 502 `Model gateway is unavailable`), on every protocol; the public codes
+ * (`upstream_unavailable`, `upstream_timeout`, `gate_unavailable`) tell the cases apart.
+ */
+export const UPSTREAM_UNAVAILABLE_MESSAGE = 'Model gateway is unavailable';
+
+/**
  * Every `code` the gateway itself puts in a chat-shaped error body, by name. Stable: clients
  * branch on them. The table "Error codes (chat routes)" of gateway/README.md lists the same
  * values (with the gates' codes, gateway/gates/codes.ts); test/gateway/error-codes.test.ts keeps
@@ -111,10 +118,10 @@ function canned(
   return Object.freeze({ status, code, body: chatErrorBody(message, type, param, code), headers });
 }
 
-/** What a client is told when no backend answered (unreachable, reset, timed out) or the gate failed. */
-export const UPSTREAM_UNAVAILABLE_MESSAGE = 'Model gateway is unavailable';
-
-/** The gateway's fixed errors. `code` values are stable; see gateway/README.md. */
+/**
+ * The gateway's fixed errors, one row each: status, message, type and public code (the table
+ * "Error codes (chat routes)" of gateway/README.md). `code` values are stable.
+ */
 export const ERRORS = {
   missingKey: canned(401, 'Unauthorized: No API key provided.', 'authentication_error', CHAT_CODES.missingKey),
   invalidKey: canned(401, 'Invalid bearer token', 'authentication_error', CHAT_CODES.invalidKey),
@@ -129,10 +136,10 @@ export const ERRORS = {
   notAnObject: canned(400, 'Request body must be a JSON object', 'invalid_request_error', CHAT_CODES.invalidJson),
   tooDeep: canned(400, 'Request body nests too deeply', 'invalid_request_error', CHAT_CODES.invalidJson),
   modelMissing: canned(400, 'model is required and must be a string', 'invalid_request_error', CHAT_CODES.invalidModel, 'model'),
-  unavailable: canned(502, 'Model gateway is unavailable', 'api_error', CHAT_CODES.upstreamUnavailable),
-  upstreamTimeout: canned(502, 'Model gateway is unavailable', 'api_error', CHAT_CODES.upstreamTimeout),
+  unavailable: canned(502, UPSTREAM_UNAVAILABLE_MESSAGE, 'api_error', CHAT_CODES.upstreamUnavailable),
+  upstreamTimeout: canned(502, UPSTREAM_UNAVAILABLE_MESSAGE, 'api_error', CHAT_CODES.upstreamTimeout),
   poolExhausted: canned(503, 'Model gateway connection pool exhausted', 'api_error', CHAT_CODES.poolExhausted, null, { 'retry-after': '5' }),
-  gateUnavailable: canned(503, 'Model gateway is unavailable', 'api_error', CHAT_CODES.gateUnavailable, null, { 'retry-after': '5' }),
+  gateUnavailable: canned(503, UPSTREAM_UNAVAILABLE_MESSAGE, 'api_error', CHAT_CODES.gateUnavailable, null, { 'retry-after': '5' }),
   methodNotAllowed: canned(405, 'Method not allowed on this path', 'invalid_request_error', CHAT_CODES.methodNotAllowed),
 } as const;
 

@@ -27,10 +27,40 @@ export class Histogram {
   }
 }
 
+/**
+ * Why a request went to a backend (gateway/backends/router.ts): it holds the request's prefix,
+ * the conversation key hashes to it, load moved the request there (bounded load, fewest in
+ * flight), its turn in a rotation, or nothing healthy was left.
+ */
+export const ROUTE_REASONS = ['prefix', 'key', 'load', 'rotate', 'fallback'] as const;
+export type RouteReason = (typeof ROUTE_REASONS)[number];
+export const REASON_PREFIX = 0;
+export const REASON_KEY = 1;
+export const REASON_LOAD = 2;
+export const REASON_ROTATE = 3;
+export const REASON_FALLBACK = 4;
+
+/** The route choices of a model with more than one backend. */
+export class RouteSeries {
+  /** Upstream URL -> choices, indexed by ROUTE_REASONS. Kept across catalog changes. */
+  readonly choices = new Map<string, Float64Array>();
+  /** Prefix units of the requests routed by prefix, and how many of them the chosen backend held. */
+  unitsSent = 0;
+  unitsMatched = 0;
+
+  /** The counters of one upstream (created on first use). */
+  upstream(url: string): Float64Array {
+    let c = this.choices.get(url);
+    if (!c) this.choices.set(url, (c = new Float64Array(ROUTE_REASONS.length)));
+    return c;
+  }
+}
+
 /** Everything measured per model; fetched once per request and held. */
 export class ModelSeries {
   readonly upstreamSeconds = new Histogram();
   readonly ttfbSeconds = new Histogram();
+  readonly routes = new RouteSeries();
   tokensIn = 0;
   tokensOut = 0;
   constructor(readonly model: string) {}
@@ -125,7 +155,29 @@ export class GatewayMetrics {
       out.push(`rc_gateway_tokens_total{model="${esc(s.model)}",direction="in"} ${s.tokensIn}`);
       out.push(`rc_gateway_tokens_total{model="${esc(s.model)}",direction="out"} ${s.tokensOut}`);
     }
+    routes(out, this.series);
     return out.join('\n') + '\n';
+  }
+}
+
+/** The route choices and prefix units of the models with more than one backend. */
+function routes(out: string[], series: Map<string, ModelSeries>): void {
+  out.push('# HELP rc_gateway_route_choices_total Backends chosen for requests of a model with several, by reason.');
+  out.push('# TYPE rc_gateway_route_choices_total counter');
+  for (const s of series.values()) {
+    const m = esc(s.model);
+    for (const [url, c] of s.routes.choices) {
+      for (let r = 0; r < ROUTE_REASONS.length; r++)
+        out.push(`rc_gateway_route_choices_total{model="${m}",upstream="${esc(url)}",reason="${ROUTE_REASONS[r]}"} ${c[r]}`);
+    }
+  }
+  out.push('# HELP rc_gateway_route_prefix_units_total Prefix units of requests routed by prefix: sent, and matched on the chosen backend.');
+  out.push('# TYPE rc_gateway_route_prefix_units_total counter');
+  for (const s of series.values()) {
+    if (s.routes.unitsSent === 0) continue;
+    const m = esc(s.model);
+    out.push(`rc_gateway_route_prefix_units_total{model="${m}",kind="sent"} ${s.routes.unitsSent}`);
+    out.push(`rc_gateway_route_prefix_units_total{model="${m}",kind="matched"} ${s.routes.unitsMatched}`);
   }
 }
 

@@ -1,10 +1,13 @@
 // Shared plumbing of the rc subcommands (every part adds its own): argument parsing with clear
 // errors, JSON output, waiting for a signal. In lib/ because every part's CLI uses it.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { LibError } from './errors.js';
 
 /** Bad command-line input: printed with the command's usage, exit code 2. */
-export class UsageError extends Error {
-  readonly code = 'RC_ERR_USAGE';
+export class UsageError extends LibError {
+  constructor(message: string) {
+    super('RC_ERR_USAGE', message);
+  }
 }
 
 export interface Command {

@@ -44,6 +44,12 @@ export const modelEntrySchema = z.strictObject({
    */
   fitMaxTokens: z.boolean().default(true),
   ownedBy: z.string().default('rc'),
+  /**
+   * How a request picks among several upstreams (gateway/README.md "Routing"): 'prefix' (the one
+   * holding the longest prefix of the conversation, else its key, with bounded load),
+   * 'least-loaded' (sticky by user, else fewest in flight), 'round-robin'. Absent: 'prefix'.
+   */
+  routing: z.enum(['prefix', 'least-loaded', 'round-robin']).optional(),
 });
 export type ModelEntry = z.output<typeof modelEntrySchema>;
 
@@ -89,6 +95,12 @@ export const SETTINGS = {
   simTtftMs: setting('RC_SIM_TTFT_MS', z.coerce.number().min(0), 80, 'Embedded simulated backends: time to first token (ms)'),
   simTokensPerSecond: setting('RC_SIM_TOKENS_PER_SECOND', z.coerce.number().positive(), 50, 'Embedded simulated backends: output tokens per second'),
   simFast: setting('RC_SIM_FAST', bool, false, 'Embedded simulated backends: no delays at all (1/true)'),
+  simReplicas: setting(
+    'RC_SIM_REPLICAS',
+    z.coerce.number().int().min(1).max(16),
+    1,
+    'Embedded simulated backends per default model (more than 1 shows the routing among backends)',
+  ),
   dataDir: setting('RC_DATA_DIR', z.string().min(1), './data', 'Directory for SQLite, state and logs'),
   redisUrl: setting('REDIS_URL', z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]), '', 'Redis for gates and events; empty: in memory'),
   logLevel: setting('RC_LOG_LEVEL', z.enum(['silent', 'error', 'warn', 'info', 'debug']), 'info', 'Log level'),

@@ -12,31 +12,76 @@ export class RcError extends Error {
   }
 }
 
+/**
+ * Every internal error code (`RcError.code`) raised in lib/, with its class and HTTP status, in
+ * one place (as fastify keeps its FST_ERR codes in lib/errors.js). lib/ has no public codes: a
+ * part that answers a client maps these to its own (gateway/errors.ts `fromBodyError`). The table
+ * "Error codes" of lib/README.md lists the same; test/lib/error-codes.test.ts keeps them in step.
+ */
+export const LIB_ERROR_CODES = {
+  RC_ERR_CONFIG: { class: 'ConfigError', status: 500 },
+  RC_ERR_UWS_NATIVE_UNAVAILABLE: { class: 'UwsNativeUnavailableError', status: 500 },
+  RC_ERR_BODY_TOO_LARGE: { class: 'BodyTooLargeError', status: 413 },
+  RC_ERR_BODY_LENGTH: { class: 'BodyLengthError', status: 400 },
+  RC_ERR_INVALID_JSON: { class: 'InvalidJsonError', status: 400 },
+  RC_ERR_LISTEN: { class: 'ListenError', status: 500 },
+  RC_ERR_USAGE: { class: 'UsageError', status: 400 },
+  RC_ERR_TUNNEL_SECRET: { class: 'TunnelSecretError', status: 500 },
+  // The backend client's failures (lib/relay/http-connection.ts PoolError, one per PoolFailure).
+  // The status is what a verbatim relay answers for it (lib/relay/forward.ts): 504 for a timeout.
+  RC_ERR_POOL_CONNECT: { class: 'PoolError', status: 502 },
+  RC_ERR_POOL_HEADERS_TIMEOUT: { class: 'PoolError', status: 504 },
+  RC_ERR_POOL_BODY_TIMEOUT: { class: 'PoolError', status: 504 },
+  RC_ERR_POOL_CONNECTION_CLOSED: { class: 'PoolError', status: 502 },
+  RC_ERR_POOL_PROTOCOL: { class: 'PoolError', status: 502 },
+  RC_ERR_POOL_ABORTED: { class: 'PoolError', status: 502 },
+  RC_ERR_POOL_CLOSED: { class: 'PoolError', status: 502 },
+} as const satisfies Record<string, { class: string; status: number }>;
+
+export type LibErrorCode = keyof typeof LIB_ERROR_CODES;
+
+/** An error of lib's table: its status is the table's. */
+export abstract class LibError extends RcError {
+  constructor(code: LibErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, LIB_ERROR_CODES[code].status, options);
+  }
+}
+
 /** A setting has a bad value; start-up stops with a message naming it. */
-export class ConfigError extends RcError {
+export class ConfigError extends LibError {
   constructor(message: string) {
-    super('RC_ERR_CONFIG', message, 500);
+    super('RC_ERR_CONFIG', message);
   }
 }
 
 /** The native uWebSockets.js binary did not load; we refuse the slow pure-JS fallback. */
-export class UwsNativeUnavailableError extends RcError {
+export class UwsNativeUnavailableError extends LibError {
   constructor(message: string, cause?: unknown) {
-    super('RC_ERR_UWS_NATIVE_UNAVAILABLE', message, 500, { cause });
+    super('RC_ERR_UWS_NATIVE_UNAVAILABLE', message, { cause });
   }
 }
 
 /** A request body exceeded its size limit. */
-export class BodyTooLargeError extends RcError {
+export class BodyTooLargeError extends LibError {
   constructor(limit: number) {
-    super('RC_ERR_BODY_TOO_LARGE', `Request body exceeds ${limit} bytes`, 413);
+    super('RC_ERR_BODY_TOO_LARGE', `Request body exceeds ${limit} bytes`);
+  }
+}
+
+/**
+ * A request body's framing cannot be trusted: conflicting or malformed Content-Length headers,
+ * or a body shorter or longer than declared (lib/http.ts readBody).
+ */
+export class BodyLengthError extends LibError {
+  constructor(message: string) {
+    super('RC_ERR_BODY_LENGTH', message);
   }
 }
 
 /** A request body is not valid JSON, or not the JSON object a route expects. */
-export class InvalidJsonError extends RcError {
+export class InvalidJsonError extends LibError {
   constructor(message = 'Request body is not valid JSON') {
-    super('RC_ERR_INVALID_JSON', message, 400);
+    super('RC_ERR_INVALID_JSON', message);
   }
 }
 
@@ -45,13 +90,13 @@ export class InvalidJsonError extends RcError {
  * ours binds exclusively, lib/http.ts `listen`). `reason` is the operating system's word for it
  * when known (EADDRINUSE, EACCES, EADDRNOTAVAIL); `setting` names the setting that chose the port.
  */
-export class ListenError extends RcError {
+export class ListenError extends LibError {
   readonly host: string;
   readonly port: number;
   readonly reason: string | undefined;
   readonly setting: string | undefined;
   constructor(host: string, port: number, reason?: string, setting?: string) {
-    super('RC_ERR_LISTEN', listenMessage(host, port, reason, setting), 500);
+    super('RC_ERR_LISTEN', listenMessage(host, port, reason, setting));
     this.host = host;
     this.port = port;
     this.reason = reason;

@@ -7,7 +7,7 @@
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from './uws.js';
 import { uws } from './uws.js';
 import { createServer } from 'node:net';
-import { BodyTooLargeError, ListenError, RcError } from './errors.js';
+import { BodyLengthError, BodyTooLargeError, ListenError, type RcError } from './errors.js';
 
 /**
  * A response with its abort state. `onAbort` is one optional listener (for example: abort the
@@ -162,7 +162,7 @@ export function readBody(res: Res, declaredLength: string, limit: number, onBody
     // pending; so a request smuggled in the body is never served.
     res.closeAfter = true;
     const conflicting = declaredLength === CONFLICTING_LENGTH;
-    const err = new RcError('RC_ERR_BODY_LENGTH', conflicting ? 'Conflicting Content-Length headers' : 'Malformed Content-Length header', 400);
+    const err = new BodyLengthError(conflicting ? 'Conflicting Content-Length headers' : 'Malformed Content-Length header');
     setImmediate(() => onError(err));
     return;
   }
@@ -179,13 +179,13 @@ export function readBody(res: Res, declaredLength: string, limit: number, onBody
       if (failed) return;
       if (offset + chunk.byteLength > declared) {
         failed = true;
-        onError(new RcError('RC_ERR_BODY_LENGTH', 'Request body is longer than its Content-Length', 400));
+        onError(new BodyLengthError('Request body is longer than its Content-Length'));
         return;
       }
       buf.set(new Uint8Array(chunk), offset);
       offset += chunk.byteLength;
       if (isLast) {
-        if (offset !== declared) onError(new RcError('RC_ERR_BODY_LENGTH', 'Request body is shorter than its Content-Length', 400));
+        if (offset !== declared) onError(new BodyLengthError('Request body is shorter than its Content-Length'));
         else onBody(buf);
       }
     });

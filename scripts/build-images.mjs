@@ -1,7 +1,7 @@
-// Builds the images the project makes from local files (agent/images/catalog.ts): the test images
+// Builds the images the project makes from local files (agent/images/local-images.ts): the test images
 // and the seeded templates' images. No registry is used. `--missing` builds only absent ones.
 // Prints one line per image with its build time. Needs a build (dist/) and a Docker engine.
-import { buildLocalImage, ensureLocalImage, LOCAL_IMAGES, pruneLocalImages } from '../dist/agent/images/catalog.js';
+import { buildLocalImage, ensureLocalImage, LOCAL_IMAGES, pruneLocalImages } from '../dist/agent/images/local-images.js';
 
 const socket = process.env.DOCKER_HOST?.startsWith('unix://') ? process.env.DOCKER_HOST.slice(7) : '/var/run/docker.sock';
 const missingOnly = process.argv.includes('--missing');

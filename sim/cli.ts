@@ -18,7 +18,11 @@ Options:
   --seed N                   default seed (a request's "seed" overrides it)
   --max-model-len N          context window in tokens (default 32768)
   --no-prefix-caching        report no cached prompt tokens (prefix caching off)
-  --block-size N             prefix cache block size in tokens (default 16)
+  --block-size N             KV cache block size in tokens (default 16)
+  --kv-cache-blocks N        KV cache capacity in blocks (default 27648: an 8B model on one 80 GB GPU)
+  --prefill-tokens-per-second N
+                             prefill pace: uncached prompt tokens add N/s to the time to first token (default 8000)
+  --max-num-seqs N           requests running at once; the rest wait, first come first served (default 256)
   --fault KIND[;k=v]         standing fault: ${FAULT_KINDS.join(', ')}
                              (e.g. "429;retry-after=2", "close-mid-stream;after=5", "500;count=3")
   -h, --help                 this help
@@ -41,6 +45,9 @@ export const simCommand: Command = {
       'max-model-len': { type: 'string' },
       'no-prefix-caching': { type: 'boolean' },
       'block-size': { type: 'string' },
+      'kv-cache-blocks': { type: 'string' },
+      'prefill-tokens-per-second': { type: 'string' },
+      'max-num-seqs': { type: 'string' },
       fault: { type: 'string' },
     });
     if (values.help) {
@@ -50,8 +57,7 @@ export const simCommand: Command = {
     if (!values.model) throw new UsageError('--model is required');
     if (values.host === '') throw new UsageError('--host must not be empty');
     const port = portOption(values.port) ?? 8000;
-    const tokensPerSecond = numberOption('tokens-per-second', values['tokens-per-second'], { min: 0 });
-    if (tokensPerSecond === 0) throw new UsageError('--tokens-per-second must be > 0');
+    const tokensPerSecond = positiveNumber('tokens-per-second', values['tokens-per-second']);
     const fault = values.fault === undefined ? undefined : parseFault(values.fault);
     if (values.fault !== undefined && !fault) throw new UsageError(`--fault: unknown fault ${JSON.stringify(values.fault)} (kinds: ${FAULT_KINDS.join(', ')})`);
 
@@ -67,6 +73,9 @@ export const simCommand: Command = {
       maxModelLen: numberOption('max-model-len', values['max-model-len'], { integer: true, min: 1 }),
       prefixCaching: !values['no-prefix-caching'],
       blockSize: numberOption('block-size', values['block-size'], { integer: true, min: 1 }),
+      kvCacheBlocks: numberOption('kv-cache-blocks', values['kv-cache-blocks'], { integer: true, min: 1 }),
+      prefillTokensPerSecond: positiveNumber('prefill-tokens-per-second', values['prefill-tokens-per-second']),
+      maxNumSeqs: numberOption('max-num-seqs', values['max-num-seqs'], { integer: true, min: 1 }),
       fault,
     };
 
@@ -79,3 +88,10 @@ export const simCommand: Command = {
     return 0;
   },
 };
+
+/** A rate flag: a number > 0 (a pace of 0 would never finish). */
+function positiveNumber(name: string, value: string | undefined): number | undefined {
+  const n = numberOption(name, value, { min: 0 });
+  if (n === 0) throw new UsageError(`--${name} must be > 0`);
+  return n;
+}

@@ -1,6 +1,7 @@
 // What the sim accepts, validated with zod, and vLLM's error bodies for what it refuses.
 // Unknown request fields are ignored (as vLLM does, with a warning we do not print).
 import { z } from 'zod';
+import { MAX_JSON_DEPTH } from '../lib/http.js';
 
 /** vLLM's error body: `{object:"error", message, type, param, code}`. */
 export interface VllmError {
@@ -33,6 +34,13 @@ export class SimRequestError extends Error {
     return vllmError(this.status, this.message, this.param);
   }
 }
+
+/** The 400 for a body that is not a JSON object (or nests too deep to be read safely). */
+export const NOT_AN_OBJECT = `Request body is not a valid JSON object (nesting at most ${MAX_JSON_DEPTH} levels)`;
+
+/** vLLM's 404 for a request naming a model other than the served one (no name: the served one). */
+export const unknownModel = (served: string, name: string | null | undefined): SimRequestError | undefined =>
+  name != null && name !== served ? new SimRequestError(404, `The model \`${name}\` does not exist.`, 'model') : undefined;
 
 const textPart = z.looseObject({ type: z.string(), text: z.string().optional() });
 const content = z.union([z.string(), z.array(textPart)]).nullish();

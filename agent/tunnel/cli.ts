@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { numberOption, parse, printJson, UsageError, untilSignal, type Command, portOption } from '../../lib/cli.js';
 import { RcError } from '../../lib/errors.js';
 import { TunnelClient, type TunnelStatus } from './client.js';
-import { readIdentity, stateDir } from './identity.js';
+import { readIdentity, stateDir } from './identity-files.js';
 
 export const LOG_FILE = 'tunnel.log';
 const STATUS_FILE = /^tunnel-(\d+)\.json$/;

@@ -184,92 +184,116 @@ async function versusNginx(
   };
 }
 
+/** The targets of a run: the gateway setups, the floor and the front, nginx, and their paced twins. */
+interface ReferenceTargets {
+  nginx: Target;
+  nginxPaced: Target;
+  /** The gateway setups on the fast backend (memory gates; Redis gates and `npm start` when they come up). */
+  setups: Setup[];
+  /** The setups, then the floor relay and the uWS front. */
+  withFloor: Setup[];
+  /** The gateway (memory gates) and the floor relay on the paced backend. */
+  pacedGateway: Setup;
+  pacedFloor: Setup;
+}
+
+/**
+ * One run of gateway-vs-nginx: its scratch directory, the Redis gates' key prefix, and what it
+ * started, stopped in reverse order by close() (which also deletes the Redis keys and the directory).
+ */
+class ReferenceRun {
+  private readonly dir = mkdtempSync(join(tmpdir(), 'rc-bench-ref-'));
+  private readonly stops: (() => Promise<void>)[] = [];
+  private redis: Redis | undefined;
+  private readonly prefix = `rcbench:${randomId('', 8)}:`;
+
+  /** Stops `target` at close(); returns it. */
+  private started<T extends { stop(): Promise<void> }>(target: T): T {
+    this.stops.push(() => target.stop());
+    return target;
+  }
+
+  /** Starts the backends and every target; undefined when nginx cannot run here. */
+  async startTargets(): Promise<ReferenceTargets | undefined> {
+    const dir = this.dir;
+    const sim = this.started(await spawnRc('backend (sim)', ['sim', '--fast', '--port', '0', '--model', MODEL], { cpu: 1 }));
+    // 20 chunks 2 ms apart, first at once: token pacing of a GPU backend.
+    const paced = this.started(
+      await spawnRc('paced backend', ['sim', '--ttft-ms', '0', '--tokens-per-second', '500', '--port', '0', '--model', MODEL], { cpu: 1 }),
+    );
+    const nginx = await startNginx('nginx (1 process, proxy_pass)', sim.url, { cpu: 0 });
+    if (!nginx) return undefined;
+    this.started(nginx);
+    const nginxPaced = this.started((await startNginx('nginx (1 process, proxy_pass)', paced.url, { cpu: 0 }))!);
+
+    const key = generateKey();
+    const setups: Setup[] = [];
+    const memory = this.started(await startGateway('rc gateway (memory gates)', dir, sim.url, key));
+    setups.push({ ...memory, key });
+    this.redis = await redisAnswers();
+    if (this.redis) {
+      const withRedis = this.started(await startGateway('rc gateway (Redis gates)', dir, sim.url, key, { url: REDIS_URL, prefix: this.prefix }));
+      setups.push({ ...withRedis, key });
+    } else process.stdout.write(`no Redis at ${REDIS_URL}: the Redis-gates row is left out\n`);
+    const platform = await startPlatform('npm start (whole platform)', dir, sim.url);
+    if (platform) setups.push(this.started(platform));
+    else process.stdout.write('rc start did not come up: the npm start row is left out\n');
+
+    const pacedGateway = this.started(await startGateway('rc gateway (memory gates)', dir, paced.url, key));
+    // The floor: what Node, V8 and uWS cost for the same two HTTP exchanges with no gateway work.
+    const floor = this.started(await spawnNode('floor: uWS + net relay, no gateway work', FLOOR_RELAY, [sim.url], { cpu: 0 }));
+    const pacedFloor = this.started(await spawnNode('floor: uWS + net relay, no gateway work', FLOOR_RELAY, [paced.url], { cpu: 0 }));
+    // The front alone: uWS and one JS handler answering from memory, no backend exchange at all.
+    const front = this.started(await spawnNode('front: uWS answering alone, no backend', UWS_FRONT, [sim.url], { cpu: 0 }));
+    const withFloor = [...setups, { ...floor, key }, { ...front, key }];
+    return { nginx, nginxPaced, setups, withFloor, pacedGateway: { ...pacedGateway, key }, pacedFloor: { ...pacedFloor, key } };
+  }
+
+  async close(): Promise<void> {
+    for (const stop of this.stops.reverse()) await stop();
+    if (this.redis) {
+      const keys = await this.redis.keys(`${this.prefix}*`);
+      if (keys.length) await this.redis.del(...keys);
+      this.redis.disconnect();
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** The five workloads, each against its setups and nginx. */
+async function workloads(t: ReferenceTargets, options: LoadOptions): Promise<Comparison[]> {
+  const { nginx, nginxPaced, setups, withFloor, pacedGateway, pacedFloor } = t;
+  return [
+    await versusNginx('chat non-stream (20 tokens)', withFloor, nginx, (s) => completion(false, s.key), completion(false), options),
+    await versusNginx('chat stream (20 chunks)', withFloor, nginx, (s) => completion(true, s.key), completion(true), options, 20),
+    await versusNginx('messages stream (20 tokens) vs nginx chat stream', setups, nginx, (s) => messagesStream(s.key), completion(true), options, 20),
+    await versusNginx(
+      'paced chat stream (20 chunks, 2 ms apart)',
+      [pacedGateway, pacedFloor],
+      nginxPaced,
+      (s) => completion(true, s.key),
+      completion(true),
+      options,
+      20,
+    ),
+    await versusNginx('paced messages stream (20 tokens, 2 ms apart)', [pacedGateway], nginxPaced, (s) => messagesStream(s.key), completion(true), options, 20),
+  ];
+}
+
 export const referenceScenarios: LoadScenario[] = [
   {
     name: 'gateway-vs-nginx',
     async run(options) {
-      const dir = mkdtempSync(join(tmpdir(), 'rc-bench-ref-'));
-      const stops: (() => Promise<void>)[] = [];
-      let redis: Redis | undefined;
-      const prefix = `rcbench:${randomId('', 8)}:`;
+      const run = new ReferenceRun();
       try {
-        const sim = await spawnRc('backend (sim)', ['sim', '--fast', '--port', '0', '--model', MODEL], { cpu: 1 });
-        stops.push(() => sim.stop());
-        // 20 chunks 2 ms apart, first at once: token pacing of a GPU backend.
-        const paced = await spawnRc('paced backend', ['sim', '--ttft-ms', '0', '--tokens-per-second', '500', '--port', '0', '--model', MODEL], { cpu: 1 });
-        stops.push(() => paced.stop());
-        const nginx = await startNginx('nginx (1 process, proxy_pass)', sim.url, { cpu: 0 });
-        if (!nginx) {
+        const targets = await run.startTargets();
+        if (!targets) {
           process.stdout.write('nginx cannot run here: gateway-vs-nginx skipped\n');
           return [];
         }
-        stops.push(() => nginx.stop());
-        const nginxPaced = await startNginx('nginx (1 process, proxy_pass)', paced.url, { cpu: 0 });
-        stops.push(() => nginxPaced!.stop());
-
-        const key = generateKey();
-        const setups: Setup[] = [];
-        const memory = await startGateway('rc gateway (memory gates)', dir, sim.url, key);
-        stops.push(() => memory.stop());
-        setups.push({ ...memory, key });
-        redis = await redisAnswers();
-        if (redis) {
-          const withRedis = await startGateway('rc gateway (Redis gates)', dir, sim.url, key, { url: REDIS_URL, prefix });
-          stops.push(() => withRedis.stop());
-          setups.push({ ...withRedis, key });
-        } else process.stdout.write(`no Redis at ${REDIS_URL}: the Redis-gates row is left out\n`);
-        const platform = await startPlatform('npm start (whole platform)', dir, sim.url);
-        if (platform) {
-          stops.push(() => platform.stop());
-          setups.push(platform);
-        } else process.stdout.write('rc start did not come up: the npm start row is left out\n');
-
-        const pacedGateway = await startGateway('rc gateway (memory gates)', dir, paced.url, key);
-        stops.push(() => pacedGateway.stop());
-        // The floor: what Node, V8 and uWS cost for the same two HTTP exchanges with no gateway work.
-        const floor = await spawnNode('floor: uWS + net relay, no gateway work', FLOOR_RELAY, [sim.url], { cpu: 0 });
-        stops.push(() => floor.stop());
-        const pacedFloor = await spawnNode('floor: uWS + net relay, no gateway work', FLOOR_RELAY, [paced.url], { cpu: 0 });
-        stops.push(() => pacedFloor.stop());
-        // The front alone: uWS and one JS handler answering from memory, no backend exchange at all.
-        const front = await spawnNode('front: uWS answering alone, no backend', UWS_FRONT, [sim.url], { cpu: 0 });
-        stops.push(() => front.stop());
-        const withFloor = [...setups, { ...floor, key }, { ...front, key }];
-
-        return [
-          await versusNginx('chat non-stream (20 tokens)', withFloor, nginx, (s) => completion(false, s.key), completion(false), options),
-          await versusNginx('chat stream (20 chunks)', withFloor, nginx, (s) => completion(true, s.key), completion(true), options, 20),
-          await versusNginx('messages stream (20 tokens) vs nginx chat stream', setups, nginx, (s) => messagesStream(s.key), completion(true), options, 20),
-          await versusNginx(
-            'paced chat stream (20 chunks, 2 ms apart)',
-            [
-              { ...pacedGateway, key },
-              { ...pacedFloor, key },
-            ],
-            nginxPaced!,
-            (s) => completion(true, s.key),
-            completion(true),
-            options,
-            20,
-          ),
-          await versusNginx(
-            'paced messages stream (20 tokens, 2 ms apart)',
-            [{ ...pacedGateway, key }],
-            nginxPaced!,
-            (s) => messagesStream(s.key),
-            completion(true),
-            options,
-            20,
-          ),
-        ];
+        return await workloads(targets, options);
       } finally {
-        for (const stop of stops.reverse()) await stop();
-        if (redis) {
-          const keys = await redis.keys(`${prefix}*`);
-          if (keys.length) await redis.del(...keys);
-          redis.disconnect();
-        }
-        rmSync(dir, { recursive: true, force: true });
+        await run.close();
       }
     },
   },

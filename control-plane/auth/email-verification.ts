@@ -8,16 +8,9 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../lib/clock.js';
 import { hashKey } from '../../lib/keys.js';
 import type { Db } from '../db.js';
-import { ApiError } from '../errors.js';
 
 export const LINK_TTL_MS = 24 * 3_600_000;
 export const VERIFY_PATH = '/api/auth/verify-email';
-export const VERIFICATION_REQUIRED = 'Verify your e-mail address first: open the link we sent you (or ask for a new one)';
-export const LINK_INVALID = 'This verification link is invalid, expired or already used';
-
-/** 409 with the code SPEC's 409 row asks for. */
-export const emailVerificationRequired = () =>
-  new ApiError(409, 'email_verification_required', { code: 'email_verification_required', message: VERIFICATION_REQUIRED });
 
 export class EmailVerifications {
   private readonly isVerifiedStmt;

@@ -4,10 +4,7 @@
 // preflight, which the platform never grants) and, when the browser names the page's origin
 // (`Origin`, `Sec-Fetch-Site`), that origin is the platform API's own. Clients that are not
 // browsers send no Origin and pass.
-import { ApiError } from '../errors.js';
-
-export const NOT_JSON = 'Content-Type must be application/json';
-export const CROSS_ORIGIN = "Cross-origin request refused: sign in from the platform's own pages";
+import { API_ERRORS } from '../errors.js';
 
 /** The request headers the check reads ('' when absent, as uWS gives them). */
 export interface OriginHeaders {
@@ -37,13 +34,13 @@ function originHost(origin: string): string | undefined {
  */
 export function checkSameOriginJson(h: OriginHeaders, bodyRequired: boolean): void {
   if (h.contentType === '' ? bodyRequired : !JSON_TYPE.test(h.contentType.trim())) {
-    throw new ApiError(415, 'unsupported_media_type', NOT_JSON);
+    throw API_ERRORS.notJson();
   }
   if (h.secFetchSite !== '' && h.secFetchSite !== 'same-origin' && h.secFetchSite !== 'none') {
-    throw new ApiError(403, 'cross_origin', CROSS_ORIGIN);
+    throw API_ERRORS.crossOrigin();
   }
   if (h.origin === '') return;
   const from = originHost(h.origin);
   const own = [h.host, h.forwardedHost].filter(Boolean).map((x) => x.trim().toLowerCase());
-  if (from === undefined || !own.includes(from)) throw new ApiError(403, 'cross_origin', CROSS_ORIGIN);
+  if (from === undefined || !own.includes(from)) throw API_ERRORS.crossOrigin();
 }

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { brotliCompressSync, gzipSync } from 'node:zlib';
 import { statusLine } from '../../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
+import { API_ERRORS } from '../errors.js';
 
 /** Paths of the console's pages (client-side routes); each serves index.html. */
 export const CONSOLE_PAGES = [
@@ -85,7 +86,8 @@ export function loadAssets(dir = staticDir()): Map<string, Asset> {
 
 function serve(res: HttpResponse, req: HttpRequest, asset: Asset | undefined): void {
   if (!asset) {
-    res.writeStatus(statusLine(404)).writeHeader('content-type', 'text/plain; charset=utf-8').end('Not Found');
+    const missing = API_ERRORS.notFound;
+    res.writeStatus(statusLine(missing.status)).writeHeader('content-type', 'text/plain; charset=utf-8').end(missing.message);
     return;
   }
   const headers = { ...SECURITY_HEADERS, 'cache-control': 'no-cache', etag: asset.etag, vary: 'accept-encoding' };

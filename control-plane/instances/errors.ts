@@ -1,26 +1,26 @@
-// The instance API's error replies: SPEC's exact messages where SPEC gives one, `{ detail }` bodies.
-import { ApiError, badRequest, forbidden, notFound } from '../errors.js';
+// The instance API's failures under the names the instance service calls them by: each is the
+// row of the control plane's error table (../errors.ts), where its status, codes and SPEC's exact
+// message are declared.
+import { API_ERRORS } from '../errors.js';
 
-export const GPU_COUNT_INVALID = 'GPU count must be 1, 2, or 4';
-export const ONE_ACTIVE_INSTANCE = 'Each user can only have one active instance';
-export const INSUFFICIENT_CREDITS = 'Insufficient credits';
-export const LAUNCH_VERIFICATION_REQUIRED =
-  'Launch verification is enabled for this account: send launch_verification_token (from POST /api/profile/launch-verification-token)';
-export const LAUNCH_TOKEN_INVALID = 'Invalid or expired launch verification token';
-export const SESSION_REQUIRED = 'Launch verification tokens are issued to a browser session only, not to an API key';
-export const NO_INSTANCE = 'No instance';
-export const NO_ACTIVE_INSTANCE = 'No active instance';
+export const GPU_COUNT_INVALID = API_ERRORS.gpuCountInvalid.message;
+export const ONE_ACTIVE_INSTANCE = API_ERRORS.oneActiveInstance.message;
+export const INSUFFICIENT_CREDITS = API_ERRORS.insufficientCredits.message;
+export const LAUNCH_VERIFICATION_REQUIRED = API_ERRORS.launchVerificationRequired.message;
+export const LAUNCH_TOKEN_INVALID = API_ERRORS.launchTokenInvalid.message;
+export const SESSION_REQUIRED = API_ERRORS.sessionRequired.message;
+export const NO_INSTANCE = API_ERRORS.noInstance.message;
+export const NO_ACTIVE_INSTANCE = API_ERRORS.noActiveInstance.message;
 
-export const gpuCountInvalid = () => badRequest(GPU_COUNT_INVALID, 'gpu_count_invalid');
-export const oneActiveInstance = () => badRequest(ONE_ACTIVE_INSTANCE, 'instance_exists');
-export const insufficientCredits = () => badRequest(INSUFFICIENT_CREDITS, 'insufficient_credits');
-export const launchVerificationRequired = () => forbidden(LAUNCH_VERIFICATION_REQUIRED, 'launch_verification_required');
-export const launchTokenInvalid = () => forbidden(LAUNCH_TOKEN_INVALID, 'launch_verification_invalid');
-export const sessionRequired = () => forbidden(SESSION_REQUIRED, 'session_required');
-export const noInstance = (detail = NO_INSTANCE) => notFound(detail);
-export const diskTooLarge = (diskGb: number, ceiling: number, gpus: number) =>
-  badRequest(`Disk size ${diskGb} GB exceeds the ${ceiling} GB ceiling for ${gpus} GPU${gpus === 1 ? '' : 's'}`, 'disk_too_large');
-
+export const gpuCountInvalid = API_ERRORS.gpuCountInvalid;
+export const oneActiveInstance = API_ERRORS.oneActiveInstance;
+export const insufficientCredits = API_ERRORS.insufficientCredits;
+export const launchVerificationRequired = API_ERRORS.launchVerificationRequired;
+export const launchTokenInvalid = API_ERRORS.launchTokenInvalid;
+export const sessionRequired = API_ERRORS.sessionRequired;
+/** 404: no instance to show (the account never launched), or none active to destroy. */
+export const noInstance = (detail: typeof NO_INSTANCE | typeof NO_ACTIVE_INSTANCE = NO_INSTANCE) =>
+  detail === NO_ACTIVE_INSTANCE ? API_ERRORS.noActiveInstance() : API_ERRORS.noInstance();
+export const diskTooLarge = API_ERRORS.diskTooLarge;
 /** 429 with Retry-After (whole seconds, at least 1). */
-export const launchRateLimited = (retryAfterSec: number) =>
-  new ApiError(429, 'launch_rate_limited', `Too many launches; retry after ${retryAfterSec} seconds`, { 'retry-after': String(retryAfterSec) });
+export const launchRateLimited = API_ERRORS.launchRateLimited;

@@ -3,15 +3,16 @@
 // added host is dialled, a drained one gets no new placements, a removed one is hung up on.
 // Without one (StoredFleet: the rc CLI on the database) only the registry changes, and the next
 // control-plane start acts on it.
-import { conflict, badRequest, notFound } from '../errors.js';
+import { API_ERRORS } from '../errors.js';
 import type { AgentConnection } from './agents.js';
 import type { Store } from '../store.js';
-import { HostStore, type HostRecord } from './host-store.js';
+import type { HostRecord, HostStore } from './host-store.js';
 import type { InstanceService } from './service.js';
-import { InstanceStore, type InstanceRow } from './store.js';
+import type { InstanceRow, InstanceStore } from './store.js';
 
 /** connected / unreachable from the control plane's stream to the agent; draining wins over both; unknown: no control plane runs. */
-export type HostState = 'connected' | 'unreachable' | 'draining' | 'unknown';
+/** `reconciling`: connected, and comparing its instances with the database; nothing is placed on it until that ends. */
+export type HostState = 'connected' | 'reconciling' | 'unreachable' | 'draining' | 'unknown';
 
 export interface HostView {
   name: string;
@@ -46,9 +47,9 @@ const instancesOf = (rows: InstanceRow[]): HostView['instances'] =>
   rows.map((r) => ({ instance_id: r.id, account_id: r.account_id, state: r.state, message: r.message, gpu_count: r.gpu_count }));
 
 function stillRunning(name: string, rows: InstanceRow[]) {
-  return conflict(
-    `Host ${name} still has ${rows.length} instance(s) (${rows.map((r) => r.id).join(', ')}); drain it and wait for them to end, or remove it with --force`,
-    'host_busy',
+  return API_ERRORS.hostBusy(
+    name,
+    rows.map((r) => r.id),
   );
 }
 
@@ -59,7 +60,7 @@ export class LiveFleet implements FleetControl {
   /** The host's connection; 404 when there is no such host. */
   private conn(name: string): AgentConnection {
     const conn = this.service.agents.get(name);
-    if (!conn) throw notFound(`No host named ${name}`);
+    if (!conn) throw API_ERRORS.hostNotFound(name);
     return conn;
   }
 
@@ -70,7 +71,7 @@ export class LiveFleet implements FleetControl {
     return {
       name,
       address: conn.address,
-      state: conn.draining ? 'draining' : conn.connected ? 'connected' : 'unreachable',
+      state: conn.draining ? 'draining' : !conn.connected ? 'unreachable' : conn.reconciling ? 'reconciling' : 'connected',
       connected: conn.connected,
       draining: conn.draining,
       registered: conn.registered,
@@ -84,8 +85,7 @@ export class LiveFleet implements FleetControl {
 
   add(input: HostInput): HostView {
     const existing = this.service.agents.get(input.name);
-    if (existing && !existing.registered)
-      throw badRequest(`Host ${input.name} is configured at start (the embedded agent) and cannot be replaced`, 'host_static');
+    if (existing && !existing.registered) throw API_ERRORS.hostStatic(input.name, 'replaced');
     const stored = this.service.hosts.put(input.name, input.address, input.token);
     this.service.attachHost({ id: input.name, address: input.address, token: input.token, draining: stored.draining, registered: true });
     return this.view(input.name);
@@ -105,7 +105,7 @@ export class LiveFleet implements FleetControl {
 
   async remove(name: string, force: boolean): Promise<{ removed: string; ended_instances: string[] }> {
     const conn = this.conn(name);
-    if (!conn.registered) throw badRequest(`Host ${name} is configured at start (the embedded agent); it cannot be removed`, 'host_static');
+    if (!conn.registered) throw API_ERRORS.hostStatic(name, 'removed');
     const rows = this.service.instances.onAgent(name);
     if (rows.length && !force) throw stillRunning(name, rows);
     if (rows.length) await this.service.endOnHost(name);
@@ -121,8 +121,8 @@ export class StoredFleet implements FleetControl {
   private readonly instances: InstanceStore;
 
   constructor(store: Store) {
-    this.hosts = new HostStore(store.db, store.sealKey, store.clock);
-    this.instances = new InstanceStore(store.db);
+    this.hosts = store.hosts;
+    this.instances = store.instances;
   }
 
   private view(h: HostRecord): HostView {
@@ -143,7 +143,7 @@ export class StoredFleet implements FleetControl {
 
   private get(name: string): HostRecord {
     const h = this.hosts.get(name);
-    if (!h) throw notFound(`No host named ${name}`);
+    if (!h) throw API_ERRORS.hostNotFound(name);
     return h;
   }
 
@@ -156,7 +156,7 @@ export class StoredFleet implements FleetControl {
   }
 
   setDraining(name: string, draining: boolean): HostView {
-    if (!this.hosts.setDraining(name, draining)) throw notFound(`No host named ${name}`);
+    if (!this.hosts.setDraining(name, draining)) throw API_ERRORS.hostNotFound(name);
     return this.view(this.get(name));
   }
 
@@ -165,7 +165,7 @@ export class StoredFleet implements FleetControl {
     const rows = this.instances.onAgent(name);
     if (rows.length && !force) throw stillRunning(name, rows);
     // Ending instances bills them and tells their agent: that needs the running control plane.
-    if (rows.length) throw conflict(`Host ${name} still has instances; --force needs the running control plane (it ends and bills them)`, 'host_busy');
+    if (rows.length) throw API_ERRORS.hostBusy(name, undefined);
     this.hosts.remove(name);
     return { removed: name, ended_instances: [] };
   }

@@ -8,11 +8,12 @@ import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
 import { instanceRoutes } from './routes.js';
 import { streamRoutes } from './streams.js';
-import { InstanceService, type InstanceRoute, type InstanceServiceOptions } from './service.js';
+import type { InstanceRoute } from './live-routes.js';
+import { InstanceService, type InstanceServiceOptions } from './service.js';
 
 export type { AgentConfig } from './agents.js';
 export type { InstanceSettings } from './settings.js';
-export type { InstanceRoute } from './service.js';
+export type { InstanceRoute } from './live-routes.js';
 export type { InstanceStatus } from './views.js';
 export { InstanceService } from './service.js';
 

@@ -2,40 +2,22 @@
 // their last written billing period. Usage reaches the ledger once per period (billing.ts), so
 // the ledger alone lags by up to a period; GET /api/me and the zero-balance stop both read this
 // figure instead, so what a user sees is what decides when the instance stops.
-import type { Statement } from 'better-sqlite3';
-import type { Db } from '../db.js';
 import { toMicros } from '../ledger.js';
 import type { Store } from '../store.js';
 import { accruedMicros } from './billing.js';
-import type { InstanceRow } from './store.js';
-
-type BillingRow = Pick<InstanceRow, 'ready_at' | 'micros_per_hour' | 'period_ms' | 'billed_periods'>;
+import type { BillingRow } from './store.js';
 
 /** Micro-credits an instance accrued up to `now` that no ledger entry holds yet (0 before it bills). */
 export function unbilledMicros(r: BillingRow, now: number): number {
-  // Must start where InstanceService.bill() starts the billing clock: at ready (a launch that
-  // never became ready costs nothing).
+  // Must start where UsageBilling.bill() (usage-billing.ts) starts the billing clock: at ready
+  // (a launch that never became ready costs nothing).
   if (r.ready_at === null) return 0;
   return Math.max(0, accruedMicros(r.micros_per_hour, now - r.ready_at) - accruedMicros(r.micros_per_hour, r.billed_periods * r.period_ms));
-}
-
-const statements = new WeakMap<Db, Statement<[number], BillingRow>>();
-
-/** The billing fields of the account's active (pending or ready) instances; stopping ones are billed in full already. */
-function activeBilling(db: Db, accountId: number): BillingRow[] {
-  let stmt = statements.get(db);
-  if (!stmt) {
-    stmt = db.prepare<[number], BillingRow>(
-      "SELECT ready_at, micros_per_hour, period_ms, billed_periods FROM instances WHERE account_id = ? AND state IN ('pending', 'ready')",
-    );
-    statements.set(db, stmt);
-  }
-  return stmt.all(accountId);
 }
 
 /** The account's live balance in micro-credits at `now`. */
 export function liveBalanceMicros(store: Store, accountId: number, now = store.clock.now()): number {
   let micros = toMicros(store.ledger.balance(accountId));
-  for (const r of activeBilling(store.db, accountId)) micros -= unbilledMicros(r, now);
+  for (const r of store.instances.activeBilling(accountId)) micros -= unbilledMicros(r, now);
   return micros;
 }

@@ -2,16 +2,14 @@
 import { z } from 'zod';
 import type { Caller } from '../auth.js';
 import type { ApiDeps } from '../deps.js';
-import { notFound } from '../errors.js';
+import { API_ERRORS } from '../errors.js';
 import { route, type Route } from '../router.js';
 import { sessionRequired } from './errors.js';
 import type { InstanceService } from './service.js';
 
-const TEMPLATE_NOT_FOUND = 'Template not found';
-
 /** A path id: a positive integer, otherwise the template cannot exist (404). */
 function templateId(raw: string | undefined): number {
-  if (!raw || !/^[1-9][0-9]{0,14}$/.test(raw)) throw notFound(TEMPLATE_NOT_FOUND);
+  if (!raw || !/^[1-9][0-9]{0,14}$/.test(raw)) throw API_ERRORS.templateNotFound();
   return Number(raw);
 }
 
@@ -29,8 +27,11 @@ const requestBody = z.strictObject({
 });
 
 export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[] {
-  const { store } = deps;
-  const ttlMs = () => service.settings.launchTokenTtlSec * 1000;
+  return [...launchRoutes(service), ...launchVerificationRoutes(service, deps)];
+}
+
+/** Launch (two forms), status and destroy of the caller's instance. */
+function launchRoutes(service: InstanceService): Route[] {
   return [
     route({
       method: 'post',
@@ -63,6 +64,14 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
       access: 'required',
       handle: async (_req, caller: Caller) => ({ body: await service.destroyCurrent(caller.account.id) }),
     }),
+  ];
+}
+
+/** Launch verification: the account holder's switch and tokens, and the operator's. */
+function launchVerificationRoutes(service: InstanceService, deps: ApiDeps): Route[] {
+  const { store } = deps;
+  const ttlMs = () => service.settings.launchTokenTtlSec * 1000;
+  return [
     route({
       // Turning launch verification on works with a key; turning it off needs a browser session,
       // so a leaked key can neither launch nor switch the protection off.
@@ -98,7 +107,7 @@ export function instanceRoutes(service: InstanceService, deps: ApiDeps): Route[]
       body: z.strictObject({ email: z.string().trim().min(1).max(254), enabled: z.boolean().optional(), issue_token: z.boolean().default(false) }),
       handle({ body }) {
         const account = store.accounts.byEmail(body.email.toLowerCase());
-        if (!account) throw notFound(`No account with e-mail ${body.email}`);
+        if (!account) throw API_ERRORS.accountNotFound(body.email);
         if (body.enabled !== undefined) service.instances.setLaunchVerification(account.id, body.enabled);
         const out: Record<string, unknown> = { email: account.email, launch_verification: store.accounts.byId(account.id)!.launchVerification };
         if (body.issue_token) {

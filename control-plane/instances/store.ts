@@ -67,6 +67,9 @@ export interface NewInstance {
   now: number;
 }
 
+/** The fields billing reads (live-balance.ts). */
+export type BillingRow = Pick<InstanceRow, 'ready_at' | 'micros_per_hour' | 'period_ms' | 'billed_periods'>;
+
 /** Fields a state change may set besides state and message. */
 export type Changes = Partial<
   Pick<
@@ -103,6 +106,7 @@ export class InstanceStore {
   private readonly setVerification;
   private readonly volumeHostStmt;
   private readonly billedStmt;
+  private readonly activeBillingStmt;
   /** Prepared transition UPDATEs by their SQL (one per combination of changed columns). */
   private readonly statements = new Map<string, Statement>();
 
@@ -128,6 +132,9 @@ export class InstanceStore {
     this.consumeToken = db.prepare<[string, number, number]>('DELETE FROM launch_tokens WHERE token_hash = ? AND account_id = ? AND expires_at > ?');
     this.setVerification = db.prepare<[number, number]>('UPDATE accounts SET launch_verification = ? WHERE id = ?');
     this.billedStmt = db.prepare<[number, string, number]>('UPDATE instances SET billed_periods = ? WHERE id = ? AND billed_periods = ?');
+    this.activeBillingStmt = db.prepare<[number], BillingRow>(
+      "SELECT ready_at, micros_per_hour, period_ms, billed_periods FROM instances WHERE account_id = ? AND state IN ('pending', 'ready')",
+    );
     this.volumeHostStmt = db.prepare<[number], { agent_id: string }>(
       "SELECT agent_id FROM instances WHERE account_id = ? AND agent_id IS NOT NULL AND json_extract(template, '$.persistent_storage') = 1 ORDER BY created_at DESC LIMIT 1",
     );
@@ -183,6 +190,11 @@ export class InstanceStore {
     for (const c of cols) params[c] = changes[c];
     const r = stmt.run(params);
     return r.changes === 1 ? this.get(id) : undefined;
+  }
+
+  /** The billing fields of the account's active (pending or ready) instances; stopping ones are billed in full already. */
+  activeBilling(accountId: number): BillingRow[] {
+    return this.activeBillingStmt.all(accountId);
   }
 
   /** Advances the count of billed periods (from `from`; call in the transaction that wrote the charges). */

@@ -16,13 +16,10 @@ import { hashKey } from '../../lib/keys.js';
 import { instanceOrigin, isInstanceLabel } from '../../lib/instance-origin.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Caller } from '../auth.js';
-import { ApiError, forbidden } from '../errors.js';
+import { API_ERRORS } from '../errors.js';
 import { route, type Route } from '../router.js';
 import type { Store } from '../store.js';
 
-export const NO_ACCESS = 'You do not have access to this instance';
-export const NOT_FOUND = 'Instance not found or not running';
-export const LEGACY_INSTANCE = 'This instance was launched before instances had origins of their own; destroy it and launch again to open it in the browser';
 /** The path on an instance's origin where a ticket is redeemed (reserved: never forwarded to the app). */
 export const AUTH_PATH = '/_rc/auth';
 export const TICKET_TTL_MS = 60_000;
@@ -131,13 +128,12 @@ export function openInstanceRoutes(o: OpenRouteOptions): Route[] {
       access: 'required',
       handle({ params }, caller: Caller) {
         // SPEC: the instance proxy requires a browser session; a bearer key gets 403.
-        if (caller.via !== 'session' || !caller.session) throw forbidden(NO_ACCESS);
+        if (caller.via !== 'session' || !caller.session) throw API_ERRORS.instanceNoAccess();
         const id = params[0]!;
         const inst = o.instance(id);
-        if (!inst || inst.status === 'stopping' || inst.status === 'stopped' || inst.status === 'failed')
-          throw new ApiError(404, 'RC_ERR_NOT_FOUND', NOT_FOUND);
-        if (inst.accountId !== caller.account.id) throw forbidden(NO_ACCESS);
-        if (!isInstanceLabel(id)) throw new ApiError(404, 'RC_ERR_NOT_FOUND', LEGACY_INSTANCE);
+        if (!inst || inst.status === 'stopping' || inst.status === 'stopped' || inst.status === 'failed') throw API_ERRORS.instanceNotRunning();
+        if (inst.accountId !== caller.account.id) throw API_ERRORS.instanceNoAccess();
+        if (!isInstanceLabel(id)) throw API_ERRORS.instanceWithoutOrigin();
         const ticket = o.tickets.mint(id, hashKey(caller.session.token));
         return {
           status: 302,

@@ -19,28 +19,22 @@
 //   so an app cannot make its owner's browser post to another instance's app with its cookie.
 // - The old path form `<proxy>/instances/<id>/<path>` redirects (308) to the instance's origin.
 // - Traffic (requests and WebSocket messages) counts as activity (throttled by the routes).
-import type { us_socket_context_t } from 'uWebSockets.js';
-import WebSocket, { type RawData } from 'ws';
+//
+// admission.ts decides who goes where, websocket.ts relays WebSockets, handover.ts holds the
+// tickets and the proxy's cookie; this module wires them on a uWS app and forwards HTTP.
+import type WebSocket from 'ws';
 import { declaredLength, listen, readBody, sendJson, track, type Res, type Server } from '../../lib/http.js';
 import { createLogger, type Logger } from '../../lib/log.js';
-import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket as UwsWebSocket } from '../../lib/uws.js';
-import { isPlatformKey } from '../../lib/instance-credentials.js';
-import { instanceIdOfHost, instanceOrigin, isInstanceLabel } from '../../lib/instance-origin.js';
-import { singleCookie } from '../../lib/session-cookie.js';
+import { uws, type HttpRequest, type HttpResponse, type TemplatedApp } from '../../lib/uws.js';
 import type { Store } from '../store.js';
 import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../lib/relay/forward.js';
-import { mainEndpoint, type InstanceRoutes } from '../../lib/instance-routes.js';
-import { AUTH_PATH, NO_ACCESS, NOT_FOUND, PROXY_COOKIE, ProxyCookies, ProxyTickets, SECURE_PROXY_COOKIE, sessionAccount } from './handover.js';
-
-export { NO_ACCESS, NOT_FOUND };
-export const PROXY_PREFIX = '/instances/';
-export const SIGN_IN_REQUIRED = 'A browser session is required to open an instance: open it from the console';
-export const TICKET_INVALID = 'This sign-in link is invalid, expired or used already: open the instance from the console again';
-export const CROSS_SITE = 'Cross-site request refused: only navigations may come from another site';
-export const STARTING = 'Instance is still starting; retry after the Retry-After delay';
+import type { InstanceRoutes } from '../../lib/instance-routes.js';
+import { API_ERRORS } from '../errors.js';
+import { ProxyAdmission, type ProxyReply } from './admission.js';
+import { AUTH_PATH, ProxyCookies, type ProxyTickets } from './handover.js';
+import { proxyWebSocket, type WsData } from './websocket.js';
 
 const DROP_HEADERS: ReadonlySet<string> = new Set();
-const WS_DROP_HEADERS: ReadonlySet<string> = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol']);
 
 export interface InstanceProxyOptions {
   /** Sessions and accounts (the control plane's store). */
@@ -70,128 +64,51 @@ export interface InstanceProxy {
   close(): Promise<void>;
 }
 
-interface Target {
-  instanceId: string;
-  address: string;
-  /** The request's path, with its query. */
-  path: string;
-}
-
-interface Refusal {
-  status: number;
-  detail: string;
-  headers?: Record<string, string>;
-}
-
-interface WsData {
-  upstream: WebSocket;
-  instanceId: string;
-  closed: boolean;
+/** Sends a reply the proxy makes itself, `{ detail }`. */
+function answer(res: Res, reply: ProxyReply): void {
+  sendJson(res, reply.status, { detail: reply.detail }, reply.headers);
 }
 
 export function createInstanceProxy(options: InstanceProxyOptions): InstanceProxy {
-  const { store, routes } = options;
   const logger = (options.logger ?? createLogger()).child({ part: 'instance-proxy' });
   const pools = new InstancePools(options.pool);
-  const maxBody = options.maxBodyBytes ?? 32 * 1024 * 1024;
-  const retryAfter = String(options.startingRetryAfterSec ?? 10);
   const upstreams = new Set<WebSocket>();
-  const { tickets } = options;
   const cookies = options.cookies ?? new ProxyCookies();
-  const publicBase = options.publicUrl ? new URL(options.publicUrl) : undefined;
-  // Instance ids are prefixed to this host name; behind TLS the cookie is __Host-rc_proxy.
-  const baseHostname = publicBase?.hostname ?? 'localhost';
-  const secure = publicBase?.protocol === 'https:';
-  const cookieName = secure ? SECURE_PROXY_COOKIE : PROXY_COOKIE;
+  const admission = new ProxyAdmission({
+    store: options.store,
+    routes: options.routes,
+    tickets: options.tickets,
+    cookies,
+    publicUrl: options.publicUrl,
+    startingRetryAfterSec: options.startingRetryAfterSec ?? 10,
+  });
+  const http = proxyHttp(admission, pools, options.routes, options.maxBodyBytes ?? 32 * 1024 * 1024);
+  const maxWsMessageBytes = options.maxWsMessageBytes ?? 16 * 1024 * 1024;
+  return {
+    cookies,
+    register(app) {
+      app.ws<WsData>('/*', proxyWebSocket({ admission, routes: options.routes, logger, maxMessageBytes: maxWsMessageBytes, upstreams }));
+      app.any('/*', http);
+    },
+    async close() {
+      for (const u of upstreams) u.terminate();
+      await pools.close();
+    },
+  };
+}
 
-  /** Where a request on a host that names no instance goes: the old path form redirects to the instance's origin. */
-  function oldForm(req: HttpRequest, url: string): Refusal {
-    if (!url.startsWith(PROXY_PREFIX)) return { status: 404, detail: 'Not Found' };
-    const slash = url.indexOf('/', PROXY_PREFIX.length);
-    const instanceId = url.slice(PROXY_PREFIX.length, slash < 0 ? undefined : slash);
-    if (!isInstanceLabel(instanceId)) return { status: 404, detail: NOT_FOUND };
-    const host = req.getHeader('host');
-    const port = /:(\d+)$/.exec(host)?.[1];
-    const base = options.publicUrl || `http://localhost${port ? `:${port}` : ''}`;
-    const q = req.getQuery();
-    const rest = slash < 0 ? '/' : url.slice(slash);
-    return {
-      status: 308,
-      detail: "Moved to the instance's own origin",
-      headers: { location: `${instanceOrigin(base, instanceId)}${rest}${q ? `?${q}` : ''}` },
-    };
-  }
-
-  /** The live session account of the proxy cookie on `instanceId`'s origin, or a refusal. */
-  function holder(req: HttpRequest, instanceId: string): number | Refusal {
-    if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return { status: 403, detail: NO_ACCESS };
-    const value = singleCookie(req.getHeader('cookie'), cookieName);
-    // None, or two (one set by a sibling's script): no access.
-    if (typeof value !== 'string') return { status: 401, detail: SIGN_IN_REQUIRED };
-    const hash = cookies.sessionHashOf(instanceId, value);
-    const session = hash === undefined ? undefined : sessionAccount(store, hash);
-    return session ? session.accountId : { status: 401, detail: SIGN_IN_REQUIRED };
-  }
-
-  /** Who may go where; reads everything it needs from `req` synchronously. */
-  function admit(req: HttpRequest, method: string): Target | Refusal {
-    const url = req.getUrl();
-    const instanceId = instanceIdOfHost(req.getHeader('host'), baseHostname);
-    if (instanceId === undefined) return oldForm(req, url);
-    // Fetch Metadata: a sibling instance's app is same-site; only navigations may come from elsewhere.
-    const site = req.getHeader('sec-fetch-site');
-    if ((site === 'cross-site' || site === 'same-site') && !(req.getHeader('sec-fetch-mode') === 'navigate' && (method === 'GET' || method === 'HEAD')))
-      return { status: 403, detail: CROSS_SITE };
-    const accountId = holder(req, instanceId);
-    if (typeof accountId !== 'number') return accountId;
-    const route = routes.get(instanceId);
-    if (!route || route.status === 'stopping' || route.status === 'stopped' || route.status === 'failed') return { status: 404, detail: NOT_FOUND };
-    if (route.accountId !== accountId) return { status: 403, detail: NO_ACCESS };
-    const endpoint = mainEndpoint(route);
-    if (!endpoint) return { status: 404, detail: 'This instance has no app port' };
-    if (route.status !== 'ready' || endpoint.address === '') return { status: 503, detail: STARTING, headers: { 'retry-after': retryAfter } };
-    const query = req.getQuery();
-    return { instanceId, address: endpoint.address, path: query ? `${url}?${query}` : url };
-  }
-
-  /** `GET /_rc/auth?ticket=T` on an instance's origin: the hand-over's second half (handover.ts). */
-  function redeem(res: Res, req: HttpRequest, instanceId: string): void {
-    if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return sendJson(res, 403, { detail: NO_ACCESS });
-    const ticket = new URLSearchParams(req.getQuery() ?? '').get('ticket') ?? '';
-    const grant = ticket === '' ? undefined : tickets.redeem(ticket);
-    if (!grant || grant.instanceId !== instanceId) return sendJson(res, 401, { detail: TICKET_INVALID });
-    const session = sessionAccount(store, grant.sessionHash);
-    if (!session) return sendJson(res, 401, { detail: SIGN_IN_REQUIRED });
-    const route = routes.get(instanceId);
-    if (!route || route.status === 'stopping' || route.status === 'stopped' || route.status === 'failed') return sendJson(res, 404, { detail: NOT_FOUND });
-    if (route.accountId !== session.accountId) return sendJson(res, 403, { detail: NO_ACCESS });
-    const maxAge = Math.max(1, Math.floor((session.expiresAt - store.clock.now()) / 1000));
-    sendJson(
-      res,
-      302,
-      { detail: 'Signed in to the instance' },
-      {
-        location: '/',
-        'set-cookie': cookies.setCookie(instanceId, grant.sessionHash, secure, maxAge),
-        'cache-control': 'no-store',
-        'referrer-policy': 'no-referrer',
-      },
-    );
-  }
-
-  function httpHandler(uwsRes: HttpResponse, req: HttpRequest): void {
+/** The HTTP handler: the hand-over's redemption on AUTH_PATH, else an admitted request forwarded to the app. */
+function proxyHttp(admission: ProxyAdmission, pools: InstancePools, routes: InstanceRoutes, maxBody: number) {
+  const wrongMethod = API_ERRORS.methodNotAllowed('GET');
+  return (uwsRes: HttpResponse, req: HttpRequest): void => {
     const res = track(uwsRes);
     const method = req.getCaseSensitiveMethod().toUpperCase();
     if (req.getUrl() === AUTH_PATH) {
-      const instanceId = instanceIdOfHost(req.getHeader('host'), baseHostname);
-      if (instanceId !== undefined)
-        return method === 'GET' ? redeem(res, req, instanceId) : sendJson(res, 405, { detail: 'Method Not Allowed' }, { allow: 'GET' });
+      const instanceId = admission.instanceOf(req);
+      if (instanceId !== undefined) return answer(res, method === 'GET' ? admission.redeem(req, instanceId) : wrongMethod);
     }
-    const target = admit(req, method);
-    if (!('address' in target)) {
-      sendJson(res, target.status, { detail: target.detail }, target.headers);
-      return;
-    }
+    const target = admission.admit(req, method);
+    if (!('address' in target)) return answer(res, target);
     routes.recordActivity(target.instanceId);
     const headers = forwardedHeaders(req, DROP_HEADERS);
     const relay = new ResponseRelay(res, method);
@@ -209,106 +126,6 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
       },
       (err) => relay.fail(err.status, err.message),
     );
-  }
-
-  function upgrade(uwsRes: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const res = track(uwsRes);
-    const target = admit(req, 'GET');
-    if (!('address' in target)) {
-      sendJson(res, target.status, { detail: target.detail }, target.headers);
-      return;
-    }
-    const key = req.getHeader('sec-websocket-key');
-    const protocols = req
-      .getHeader('sec-websocket-protocol')
-      .split(',')
-      .map((p) => p.trim())
-      .filter(Boolean);
-    const flat = forwardedHeaders(req, WS_DROP_HEADERS);
-    const headers: Record<string, string> = {};
-    for (let i = 0; i + 1 < flat.length; i += 2) headers[flat[i]!] = flat[i + 1]!;
-    const upstream = new WebSocket(`ws://${target.address}${target.path}`, protocols, {
-      headers,
-      perMessageDeflate: false,
-      handshakeTimeout: 10_000,
-      maxPayload: options.maxWsMessageBytes ?? 16 * 1024 * 1024,
-    });
-    upstreams.add(upstream);
-    upstream.once('close', () => upstreams.delete(upstream));
-    res.onAbort = () => upstream.terminate();
-    upstream.on('error', (err) => {
-      logger.debug('instance websocket error', { instanceId: target.instanceId, err });
-      sendJson(res, 502, { detail: 'The instance is unreachable' });
-    });
-    upstream.on('unexpected-response', (_r, response) => {
-      response.resume();
-      sendJson(res, response.statusCode ?? 502, { detail: `The instance refused the WebSocket (HTTP ${response.statusCode})` });
-      upstream.terminate();
-    });
-    upstream.on('open', () => {
-      if (res.aborted) {
-        upstream.terminate();
-        return;
-      }
-      res.aborted = true;
-      res.onAbort = undefined;
-      routes.recordActivity(target.instanceId);
-      const data: WsData = { upstream, instanceId: target.instanceId, closed: false };
-      res.cork(() => res.upgrade(data, key, upstream.protocol, '', context));
-    });
-  }
-
-  const maxBackpressure = 1024 * 1024;
-
-  return {
-    cookies,
-    register(app) {
-      app.ws<WsData>('/*', {
-        maxPayloadLength: options.maxWsMessageBytes ?? 16 * 1024 * 1024,
-        maxBackpressure: 64 * 1024 * 1024,
-        idleTimeout: 120,
-        sendPingsAutomatically: true,
-        upgrade,
-        open(ws: UwsWebSocket<WsData>) {
-          const d = ws.getUserData();
-          d.upstream.on('message', (msg: RawData, isBinary: boolean) => {
-            if (d.closed) return;
-            ws.send(msg as Buffer, isBinary);
-            // A slow browser: stop reading the instance until uWS drains.
-            if (ws.getBufferedAmount() > maxBackpressure) d.upstream.pause();
-          });
-          d.upstream.on('close', (code: number, reason: Buffer) => {
-            if (d.closed) return;
-            d.closed = true;
-            ws.end(code >= 1000 && code < 5000 && code !== 1005 && code !== 1006 && code !== 1015 ? code : 1000, reason);
-          });
-        },
-        message(ws, message, isBinary) {
-          const d = ws.getUserData();
-          routes.recordActivity(d.instanceId);
-          if (d.upstream.readyState === WebSocket.OPEN) d.upstream.send(Buffer.from(message.slice(0)), { binary: isBinary });
-        },
-        drain(ws) {
-          const d = ws.getUserData();
-          if (d.upstream.isPaused && ws.getBufferedAmount() < maxBackpressure / 2) d.upstream.resume();
-        },
-        close(ws, code) {
-          const d = ws.getUserData();
-          if (d.closed) return;
-          d.closed = true;
-          try {
-            d.upstream.close(code >= 1000 && code < 5000 && code !== 1005 && code !== 1006 && code !== 1015 ? code : 1000);
-          } catch {
-            d.upstream.terminate();
-          }
-        },
-      });
-      app.any('/*', httpHandler);
-    },
-    async close() {
-      for (const u of upstreams) u.terminate();
-      await pools.close();
-    },
   };
 }
 

@@ -1,9 +1,12 @@
 // The shared model catalog as the request path sees it: name -> ModelState (entry, upstreams,
-// metrics series). Replaced as a whole on change, so a request that already holds its
-// ModelState keeps using it (and its pools) until it ends: a catalog change drops no stream.
+// metrics series, router). Replaced as a whole on change, so a request that already holds its
+// ModelState keeps using it (and its pools) until it ends: a catalog change drops no stream. A
+// model's router (what it learned of its backends' prefixes) is kept across changes that leave
+// its policy and upstream list as they were (a control-plane resync every 30 s is such a change).
 import type { ModelEntry } from '../../lib/config.js';
 import type { GatewayMetrics, ModelSeries } from '../metrics.js';
 import type { Upstream, UpstreamRegistry } from './upstreams.js';
+import { createRouter, type ModelRouter } from './router.js';
 
 export interface ModelState {
   readonly name: string;
@@ -12,6 +15,10 @@ export interface ModelState {
   readonly servedName: string | undefined;
   readonly upstreams: readonly Upstream[];
   readonly series: ModelSeries;
+  /** How an upstream is chosen ('prefix', 'round-robin'); undefined: 'least-loaded', or a single upstream. */
+  readonly router: ModelRouter | undefined;
+  /** Route choices per upstream (metrics.ts RouteSeries, by reason); undefined with a single upstream. */
+  readonly choices: readonly Float64Array[] | undefined;
 }
 
 export class Catalog {
@@ -48,12 +55,16 @@ export class Catalog {
     const now = Math.floor(Date.now() / 1000);
     for (const entry of entries) {
       const upstreams = entry.upstreams.map((u) => this.registry.get(u));
+      const series = this.metrics.model(entry.name);
+      const several = upstreams.length > 1;
       next.set(entry.name, {
         name: entry.name,
         entry,
         servedName: entry.servedName && entry.servedName !== entry.name ? entry.servedName : undefined,
         upstreams,
-        series: this.metrics.model(entry.name),
+        series,
+        router: several ? this.router(entry, upstreams) : undefined,
+        choices: several ? upstreams.map((u) => series.routes.upstream(u.url)) : undefined,
       });
       if (!this.created.has(entry.name)) this.created.set(entry.name, now);
     }
@@ -64,9 +75,25 @@ export class Catalog {
     });
     this.registry.retain(new Set(entries.flatMap((e) => e.upstreams.map(normalizeUrl))));
   }
+
+  /** The model's router: the one it has when its policy and upstreams are unchanged, else a new one. */
+  private router(entry: ModelEntry, upstreams: readonly Upstream[]): ModelRouter | undefined {
+    const prev = this.models.get(entry.name);
+    if (prev && prev.entry.routing === entry.routing && sameList(prev.upstreams, upstreams)) return prev.router;
+    return createRouter(
+      entry.routing ?? 'prefix',
+      upstreams.map((u) => u.url),
+      this.registry.opts,
+      this.metrics.model(entry.name).routes,
+    );
+  }
 }
 
 /** The registry key of an upstream URL (no trailing slash). */
 export function normalizeUrl(url: string): string {
   return url.endsWith('/') ? url.slice(0, -1) : url;
+}
+
+function sameList<T>(a: readonly T[], b: readonly T[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }

@@ -1,14 +1,25 @@
 // Upstreams: one keep-alive connection pool (http-pool.ts) per backend URL, the choice of
-// upstream per request (sticky by user, else fewest in flight), passive health (a backend that
+// upstream per request (the model's routing policy: router.ts for 'prefix' and 'round-robin';
+// 'least-loaded' here: sticky by user, else fewest in flight), passive health (a backend that
 // refuses connections or fails repeatedly is taken out for a while), and one exchange per
 // request that reports the response to an UpstreamHandler with backpressure and abort.
 import type { ErrorCode } from '../errors.js';
 import { performance } from 'node:perf_hooks';
 import { RcError } from '../../lib/errors.js';
 import type { ModelState } from './model-catalog.js';
+import { REASON_FALLBACK, REASON_KEY, REASON_LOAD } from '../metrics.js';
+import { fnv1a, mix } from './prefix-key.js';
+import { type RouteHint, routeUser } from './route-hint.js';
+import type { RouterOptions } from './router.js';
+import { LoadScraper } from './load-scraper.js';
 import { HttpPool, type HeaderLines, type PoolError, type PoolRequest, type ResponseHandler } from '../../lib/relay/http-pool.js';
 
-export interface UpstreamOptions {
+export { fnv1a } from './prefix-key.js';
+
+/** A request's route: a RouteHint (route-hint.ts), or a sticky user key as a string. */
+export type Route = RouteHint | string | undefined;
+
+export interface UpstreamOptions extends RouterOptions {
   /** Keep-alive connections per upstream. */
   connections: number;
   /** Wait for a response head. */
@@ -29,7 +40,14 @@ export const DEFAULT_UPSTREAM_OPTIONS: UpstreamOptions = {
   connectTimeoutMs: 5_000,
   ejectMs: 10_000,
   failuresToEject: 3,
+  routeEntries: 65_536,
+  routeEpsilon: 0.25,
+  routeMaxWaiting: 4,
+  metricsIntervalMs: 0,
 };
+
+/** A path whose request computes no KV cache: routed, but not learned as a prefix. */
+const TOKENIZE_PATH = '/tokenize';
 
 export type UpstreamErrorKind = 'unavailable' | 'timeout' | 'idle' | 'reset' | 'aborted';
 
@@ -86,6 +104,11 @@ export class Upstream {
   inflight = 0;
   /** Epoch ms until which the upstream is out; 0 when healthy. */
   ejectedUntil = 0;
+  /** Times taken out (a prefix router forgets what it learned of the upstream when this moves). */
+  ejections = 0;
+  /** vLLM's `vllm:num_requests_waiting` as last read from its /metrics, and when (epoch ms; 0: never). */
+  waiting = 0;
+  waitingAt = 0;
   private failures = 0;
 
   constructor(
@@ -127,6 +150,7 @@ export class Upstream {
   eject(): void {
     this.ejectedUntil = Date.now() + this.opts.ejectMs;
     this.failures = 0;
+    this.ejections = (this.ejections + 1) >>> 0;
   }
 }
 
@@ -135,9 +159,11 @@ export class UpstreamRegistry {
   private readonly byUrl = new Map<string, Upstream>();
   private rotor = 0;
   readonly opts: UpstreamOptions;
+  private readonly scraper: LoadScraper | undefined;
 
   constructor(opts: Partial<UpstreamOptions> = {}) {
     this.opts = { ...DEFAULT_UPSTREAM_OPTIONS, ...opts };
+    if (this.opts.metricsIntervalMs > 0) this.scraper = new LoadScraper(() => this.byUrl.values(), this.opts.metricsIntervalMs);
   }
 
   get(url: string): Upstream {
@@ -161,24 +187,43 @@ export class UpstreamRegistry {
   }
 
   async close(): Promise<void> {
+    this.scraper?.stop();
     const pools = [...this.byUrl.values()].map((u) => u.pool);
     this.byUrl.clear();
     await Promise.all(pools.map((p) => p.destroy().catch(() => {})));
   }
 
   /**
-   * Chooses an upstream of `model`: with a sticky key, the healthy upstream that key hashes to
-   * (rendezvous hashing, so a key keeps its upstream while that one stays healthy); without,
-   * the healthy one with the fewest requests in flight. When none is healthy, the one that
-   * comes back soonest. `skip` lists upstreams already tried by this request.
+   * Chooses an upstream of `model` by its routing policy (`model.router`; none: 'least-loaded').
+   * `route` is a RouteHint (route-hint.ts) or a sticky user key. When none is healthy, the one
+   * that comes back soonest. `skip` lists upstreams already tried by this request. A model with
+   * one upstream costs nothing more.
    */
-  pick(model: ModelState, sticky: string | undefined, skip?: readonly Upstream[]): Upstream | undefined {
+  pick(model: ModelState, route: Route, skip?: readonly Upstream[]): Upstream | undefined {
     const ups = model.upstreams;
     const n = ups.length;
     if (n === 0) return undefined;
     if (n === 1) return skip?.includes(ups[0]!) ? undefined : ups[0];
     const now = Date.now();
-    let best: Upstream | undefined;
+    const router = model.router;
+    const i = router !== undefined ? router.choose(ups, route, skip, now) : this.leastLoaded(model, routeUser(route), skip, now);
+    if (i >= 0) return ups[i];
+    let best = -1;
+    for (let k = 0; k < n; k++) if (!skip?.includes(ups[k]!) && (best < 0 || ups[k]!.ejectedUntil < ups[best]!.ejectedUntil)) best = k;
+    if (best < 0) return undefined;
+    count(model, best, REASON_FALLBACK);
+    return ups[best];
+  }
+
+  /**
+   * 'least-loaded': with a sticky key, the healthy upstream that key hashes to (rendezvous
+   * hashing, so a key keeps its upstream while that one stays healthy); without, the healthy
+   * one with the fewest requests in flight. The index, or -1 when none is healthy.
+   */
+  private leastLoaded(model: ModelState, sticky: string | undefined, skip: readonly Upstream[] | undefined, now: number): number {
+    const ups = model.upstreams;
+    const n = ups.length;
+    let best = -1;
     if (sticky !== undefined && sticky !== '') {
       const h = fnv1a(sticky);
       let bestScore = -1;
@@ -188,19 +233,20 @@ export class UpstreamRegistry {
         const score = mix(h ^ u.seed);
         if (score > bestScore) {
           bestScore = score;
-          best = u;
+          best = i;
         }
       }
-    } else {
-      const start = this.rotor++ % n;
-      for (let k = 0; k < n; k++) {
-        const u = ups[(start + k) % n]!;
-        if (!u.healthy(now) || skip?.includes(u)) continue;
-        if (!best || u.inflight < best.inflight) best = u;
-      }
+      if (best >= 0) count(model, best, REASON_KEY);
+      return best;
     }
-    if (best) return best;
-    for (const u of ups) if (!skip?.includes(u) && (!best || u.ejectedUntil < best.ejectedUntil)) best = u;
+    const start = this.rotor++ % n;
+    for (let k = 0; k < n; k++) {
+      const i = (start + k) % n;
+      const u = ups[i]!;
+      if (!u.healthy(now) || skip?.includes(u)) continue;
+      if (best < 0 || u.inflight < ups[best]!.inflight) best = i;
+    }
+    if (best >= 0) count(model, best, REASON_LOAD);
     return best;
   }
 
@@ -209,11 +255,17 @@ export class UpstreamRegistry {
    * upstream of `model` and reports the response to `handler`. A backend that refuses the
    * connection is taken out and the request goes to the next upstream, if any.
    */
-  send(model: ModelState, sticky: string | undefined, body: Buffer | string, handler: UpstreamHandler, path: string = CHAT_PATH): UpstreamCall {
-    const ex = new Exchange(this, model, sticky, body, handler, path);
-    ex.start(this.pick(model, sticky));
+  send(model: ModelState, route: Route, body: Buffer | string, handler: UpstreamHandler, path: string = CHAT_PATH): UpstreamCall {
+    const ex = new Exchange(this, model, route, body, handler, path);
+    ex.start(this.pick(model, route));
     return ex;
   }
+}
+
+/** Counts a route choice (metrics.ts RouteSeries). */
+function count(model: ModelState, i: number, reason: number): void {
+  const c = model.choices;
+  if (c !== undefined) c[i]![reason]!++;
 }
 
 /** One request to the backends (one upstream, or more when a connection is refused). */
@@ -230,7 +282,7 @@ class Exchange implements ResponseHandler, UpstreamCall {
   constructor(
     private readonly registry: UpstreamRegistry,
     private readonly model: ModelState,
-    private readonly sticky: string | undefined,
+    private readonly route: Route,
     private readonly body: Buffer | string,
     private readonly handler: UpstreamHandler,
     private readonly path: string,
@@ -243,6 +295,8 @@ class Exchange implements ResponseHandler, UpstreamCall {
       return;
     }
     this.upstream = u;
+    const router = this.model.router;
+    if (router !== undefined && this.path !== TOKENIZE_PATH) router.learn(this.route, this.model.upstreams, u);
     u.inflight++;
     this.t0 = performance.now();
     this.request = u.pool.request(this.path === CHAT_PATH ? u.chatPath : u.basePath + this.path, this.body, this);
@@ -295,7 +349,7 @@ class Exchange implements ResponseHandler, UpstreamCall {
       // Nothing reached the backend: take it out and try the next upstream, if any.
       u.eject();
       (this.tried ??= []).push(u);
-      const next = this.registry.pick(this.model, this.sticky, this.tried);
+      const next = this.registry.pick(this.model, this.route, this.tried);
       if (next) {
         this.request = undefined;
         this.start(next);
@@ -318,26 +372,6 @@ class Exchange implements ResponseHandler, UpstreamCall {
   }
 }
 
-/** 32-bit FNV-1a of a string's UTF-16 code units. */
-export function fnv1a(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
-
-/** murmur3's finalizer: spreads the bits of a 32-bit value. */
-function mix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
 /** Collected response of `request()`. */
 export interface UpstreamResponse {
   status: number;
@@ -353,7 +387,7 @@ export interface UpstreamResponse {
 export function requestUpstream(
   registry: UpstreamRegistry,
   model: ModelState,
-  sticky: string | undefined,
+  route: Route,
   body: Buffer | string,
   opts: { path?: string; signal?: AbortSignal; maxBytes?: number } = {},
 ): Promise<UpstreamResponse> {
@@ -366,7 +400,7 @@ export function requestUpstream(
     const onAbort = () => call?.abort();
     call = registry.send(
       model,
-      sticky,
+      route,
       body,
       {
         onHead(s, lines) {

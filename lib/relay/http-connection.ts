@@ -23,6 +23,7 @@ import {
   type ParsedHead,
 } from './http-parser.js';
 import type { HttpPool } from './http-pool.js';
+import { LibError, type LibErrorCode } from '../errors.js';
 
 /** Bodies up to this size are copied behind the head and sent in one write; larger ones in two. */
 const COPY_BODY_LIMIT = 64 * 1024;
@@ -38,15 +39,30 @@ const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 /** Why an exchange failed. `connect`: nothing reached the backend (safe to send elsewhere). */
 export type PoolFailure = 'connect' | 'headers-timeout' | 'body-timeout' | 'closed' | 'protocol' | 'aborted' | 'pool-closed';
 
-export class PoolError extends Error {
+/** The internal code of each failure (lib/errors.ts LIB_ERROR_CODES). */
+const POOL_CODES: Record<PoolFailure, LibErrorCode> = {
+  connect: 'RC_ERR_POOL_CONNECT',
+  'headers-timeout': 'RC_ERR_POOL_HEADERS_TIMEOUT',
+  'body-timeout': 'RC_ERR_POOL_BODY_TIMEOUT',
+  closed: 'RC_ERR_POOL_CONNECTION_CLOSED',
+  protocol: 'RC_ERR_POOL_PROTOCOL',
+  aborted: 'RC_ERR_POOL_ABORTED',
+  'pool-closed': 'RC_ERR_POOL_CLOSED',
+};
+
+/**
+ * A failed exchange. Callers branch on `failure` (gateway/backends/upstreams.ts maps it to an
+ * UpstreamError kind, lib/relay/forward.ts to 502 or 504); `code` is its internal code (POOL_CODES).
+ */
+export class PoolError extends LibError {
   constructor(
     readonly failure: PoolFailure,
     message: string,
-    readonly code?: string,
+    /** The socket error's code (`ECONNREFUSED`...), or `UPSTREAM_CONNECT_TIMEOUT` for the pool's own connect timeout. */
+    readonly socketCode?: string,
     cause?: unknown,
   ) {
-    super(message, cause === undefined ? undefined : { cause });
-    this.name = 'PoolError';
+    super(POOL_CODES[failure], message, cause === undefined ? undefined : { cause });
   }
 }
 
@@ -352,12 +368,8 @@ export class Connection {
             i = 0;
             this.partial = undefined;
           }
-          const end = buf.indexOf(CRLF2, i);
-          if (end < 0 || end - i > this.pool.maxHeaderBytes) {
-            if (buf.length - i > this.pool.maxHeaderBytes) return this.protocolError('response head too large');
-            this.partial = Buffer.from(buf.subarray(i));
-            return;
-          }
+          const end = this.headEnd(buf, i);
+          if (end < 0) return;
           const status = this.head(buf, i, end);
           if (status < 0) return;
           i = end + 4;
@@ -381,19 +393,10 @@ export class Connection {
           }
           break;
         }
-        case CHUNK_SIZE: {
-          const line = this.line(buf, i);
-          if (line < 0) return;
-          const size = this.chunkSize();
-          if (size < 0) return this.protocolError('bad chunk size');
-          i = line;
-          if (size === 0) this.state = TRAILERS;
-          else {
-            this.remaining = size;
-            this.state = CHUNK_DATA;
-          }
+        case CHUNK_SIZE:
+          i = this.sizeLine(buf, i);
+          if (i < 0) return;
           break;
-        }
         case CHUNK_DATA: {
           const take = Math.min(this.remaining, buf.length - i);
           const chunk = buf.subarray(i, i + take);
@@ -409,16 +412,10 @@ export class Connection {
           else if (b !== CR) return this.protocolError('chunk not followed by CRLF');
           break;
         }
-        case TRAILERS: {
-          const line = this.line(buf, i);
-          if (line < 0) return;
-          i = line;
-          if (this.lineEnd === this.lineStart) {
-            this.complete(req, i < buf.length);
-            return;
-          }
-          break; // a trailer field: ignored
-        }
+        case TRAILERS:
+          i = this.trailerLine(req, buf, i);
+          if (i < 0) return;
+          break;
         case UNTIL_CLOSE: {
           const chunk = i === 0 ? buf : buf.subarray(i);
           i = buf.length;
@@ -429,6 +426,46 @@ export class Connection {
           return this.protocolError('data after the response');
       }
     }
+  }
+
+  /**
+   * The index of the CRLF CRLF that ends the head starting at `i`, or -1: the head is incomplete
+   * (its part is kept for the next read) or too large (a protocol error).
+   */
+  private headEnd(buf: Buffer, i: number): number {
+    const end = buf.indexOf(CRLF2, i);
+    if (end >= 0 && end - i <= this.pool.maxHeaderBytes) return end;
+    if (buf.length - i > this.pool.maxHeaderBytes) this.protocolError('response head too large');
+    else this.partial = Buffer.from(buf.subarray(i));
+    return -1;
+  }
+
+  /** The chunk size line at `i` sets the next state; returns the index after it, or -1 (incomplete, or a protocol error). */
+  private sizeLine(buf: Buffer, i: number): number {
+    const line = this.line(buf, i);
+    if (line < 0) return -1;
+    const size = this.chunkSize();
+    if (size < 0) {
+      this.protocolError('bad chunk size');
+      return -1;
+    }
+    if (size === 0) this.state = TRAILERS;
+    else {
+      this.remaining = size;
+      this.state = CHUNK_DATA;
+    }
+    return line;
+  }
+
+  /** A trailer line at `i` (ignored); the empty one completes the response. Returns the index after it, or -1 (incomplete, or complete). */
+  private trailerLine(req: PoolRequest, buf: Buffer, i: number): number {
+    const line = this.line(buf, i);
+    if (line < 0) return -1;
+    if (this.lineEnd === this.lineStart) {
+      this.complete(req, line < buf.length);
+      return -1;
+    }
+    return line; // a trailer field: ignored
   }
 
   // The current line (CHUNK_SIZE, TRAILERS): lineBuf[lineStart, lineEnd), without CR LF.

@@ -4,7 +4,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RcError } from '../errors.js';
+import { LibError } from '../errors.js';
 
 /**
  * Legacy identity directory (relative to the instance directory, RC_INSTANCE_DIR), provisioned
@@ -32,9 +32,9 @@ const TOKEN_PREFIX = 'rct-';
 const MAC_LENGTH = 43;
 const INSTANCE_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
-export class TunnelSecretError extends RcError {
+export class TunnelSecretError extends LibError {
   constructor(message: string) {
-    super('RC_ERR_TUNNEL_SECRET', message, 500);
+    super('RC_ERR_TUNNEL_SECRET', message);
   }
 }
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, test, type TestContext } from 'node:test';
 import { Client } from 'undici';
-import { ensureLocalImage, LABEL_DEFINITION, localImageDigest } from '../../agent/images/catalog.js';
+import { ensureLocalImage, LABEL_DEFINITION, localImageDigest } from '../../agent/images/local-images.js';
 import { GRADIO_DEMO_COMMAND } from '../../control-plane/seed.js';
 import { DOCKER_SOCKET, dockerAvailable } from '../helpers.js';
 import { removeAgentContainers, removeTestFirewall, testIsolation } from './docker-isolation-harness.js';

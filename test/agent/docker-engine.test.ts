@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
-import { ensureLocalImage } from '../../agent/images/catalog.js';
+import { ensureLocalImage } from '../../agent/images/local-images.js';
 import type { AgentOptions } from '../../agent/server.js';
 import { DOCKER_SOCKET, dockerAvailable, tcpConnects, waitFor } from '../helpers.js';
 import { engine, removeAgentNetworks, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';

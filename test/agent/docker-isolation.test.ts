@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
 import type { AgentClient } from '../../agent/client.js';
-import { ensureLocalImage } from '../../agent/images/catalog.js';
+import { ensureLocalImage } from '../../agent/images/local-images.js';
 import { startAgent, type AgentOptions } from '../../agent/server.js';
 import { createAgentClient } from '../../agent/client.js';
 import { IsolationFirewall } from '../../agent/firewall.js';

@@ -7,7 +7,7 @@ import { createServer as createTlsServer, Server as TlsServer } from 'node:tls';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { TunnelRelay } from '../../agent/broker-relay.js';
-import { readIdentity } from '../../agent/tunnel/identity.js';
+import { readIdentity } from '../../agent/tunnel/identity-files.js';
 import { createLogger } from '../../lib/log.js';
 import { localhostCertificate, waitFor } from '../helpers.js';
 

@@ -5,9 +5,13 @@ import assert from 'node:assert/strict';
 import { hashKey } from '../../lib/keys.js';
 import { KeyDirectory } from '../../gateway/auth/keys.js';
 import { storeKeySource } from '../../control-plane/sources.js';
-import { COUPON_INVALID, COUPON_OTHER_ACCOUNT, COUPON_REDEEMED } from '../../control-plane/ledger.js';
-import { REDEMPTION_CLOSED } from '../../control-plane/routes-account.js';
+import { API_ERRORS } from '../../control-plane/errors.js';
 import { startPlatform, sshKey, type Platform } from './platform.js';
+
+const COUPON_INVALID = API_ERRORS.couponInvalid.message;
+const COUPON_OTHER_ACCOUNT = API_ERRORS.couponOtherAccount.message;
+const COUPON_REDEEMED = API_ERRORS.couponRedeemed.message;
+const REDEMPTION_CLOSED = API_ERRORS.redemptionClosed.message;
 
 let p: Platform;
 before(async () => {

@@ -1,9 +1,11 @@
 // Sign-up, sign-in, sessions, CSRF, unverified accounts, and bad input on every kind of route.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { CSRF_INVALID } from '../../control-plane/auth.js';
-import { LOGIN_FAILED } from '../../control-plane/routes-auth.js';
+import { API_ERRORS } from '../../control-plane/errors.js';
 import { startPlatform, sessionCookieOf, type Platform } from './platform.js';
+
+const CSRF_INVALID = API_ERRORS.csrfInvalid.message;
+const LOGIN_FAILED = API_ERRORS.loginFailed.message;
 
 let p: Platform;
 before(async () => {

@@ -6,9 +6,11 @@
 // `__Host-rc_session` counts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SESSION_INVALID } from '../../control-plane/auth.js';
+import { API_ERRORS } from '../../control-plane/errors.js';
 import { SEVERAL_COOKIES, singleCookie, sessionCookieToken } from '../../lib/session-cookie.js';
 import { startPlatform, sessionCookieOf, sshKey } from './platform.js';
+
+const SESSION_INVALID = API_ERRORS.sessionInvalid.message;
 
 test('singleCookie: one occurrence or none; two of the name in any order, values or spacing are none', () => {
   assert.equal(singleCookie('a=1; rc_session=abc; b=2', 'rc_session'), 'abc');

@@ -11,13 +11,16 @@ import { Store } from '../../control-plane/store.js';
 import { checkSshPublicKey, SSH_KEY_MAX_LENGTH } from '../../control-plane/ssh-key.js';
 import { hashPassword, verifyPassword } from '../../control-plane/passwords.js';
 import { seal, unseal } from '../../control-plane/secrets.js';
-import { ApiError } from '../../control-plane/errors.js';
-import { COUPON_INVALID, COUPON_OTHER_ACCOUNT, COUPON_REDEEMED } from '../../control-plane/ledger.js';
+import { API_ERRORS, ApiError } from '../../control-plane/errors.js';
 import { mergedCatalog, storeKeySource } from '../../control-plane/sources.js';
 import { modelEntrySchema } from '../../lib/config.js';
 import { hashKey } from '../../lib/keys.js';
 import { randomBytes } from 'node:crypto';
 import { sshKey } from './platform.js';
+
+const COUPON_INVALID = API_ERRORS.couponInvalid.message;
+const COUPON_OTHER_ACCOUNT = API_ERRORS.couponOtherAccount.message;
+const COUPON_REDEEMED = API_ERRORS.couponRedeemed.message;
 
 function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'rc-store-test-'));

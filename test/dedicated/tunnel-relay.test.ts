@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, test, type TestContext } from 'node:test';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
-import { ensureLocalImage } from '../../agent/images/catalog.js';
+import { ensureLocalImage } from '../../agent/images/local-images.js';
 import { issueTunnelToken, tunnelId } from '../../lib/tunnel/identity.js';
 import { killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from '../agent/harness.js';
 import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';

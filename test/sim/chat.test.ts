@@ -253,7 +253,7 @@ test('unknown path: 404; wrong method: 405', async () => {
 });
 
 test('startCatalogSims: one sim per model without upstreams, with its served name and reasoning', async () => {
-  const { startCatalogSims } = await import('../../sim/catalog.js');
+  const { startCatalogSims } = await import('../../sim/model-sims.js');
   const { DEFAULT_SIM_MODELS, modelEntrySchema } = await import('../../lib/config.js');
   const models = [...DEFAULT_SIM_MODELS, modelEntrySchema.parse({ name: 'remote', upstreams: ['http://127.0.0.1:1'] })];
   const sims = await startCatalogSims(models, { host: '127.0.0.1', portBase: 0, fast: true });
@@ -263,13 +263,34 @@ test('startCatalogSims: one sim per model without upstreams, with its served nam
       DEFAULT_SIM_MODELS.map((m) => m.name),
     );
     for (const m of DEFAULT_SIM_MODELS) {
-      const s = sims.get(m.name)!;
-      const r = await postJson(`${s.url}/v1/chat/completions`, { model: m.name, messages: [user('x')], max_tokens: 40 });
+      const replicas = sims.get(m.name)!;
+      assert.equal(replicas.length, 1, 'one sim per model by default');
+      const r = await postJson(`${replicas[0]!.url}/v1/chat/completions`, { model: m.name, messages: [user('x')], max_tokens: 40 });
       assert.equal(r.status, 200);
       assert.equal(r.body.model, m.name);
       assert.equal(r.body.choices[0].message.reasoning_content !== null, m.reasoning);
     }
   } finally {
-    await Promise.all([...sims.values()].map((s) => s.close()));
+    await Promise.all([...sims.values()].flat().map((s) => s.close()));
+  }
+});
+
+test('startCatalogSims with replicas: that many sims per model, each serving it on a port of its own', async () => {
+  const { startCatalogSims } = await import('../../sim/model-sims.js');
+  const { DEFAULT_SIM_MODELS } = await import('../../lib/config.js');
+  const sims = await startCatalogSims(DEFAULT_SIM_MODELS, { host: '127.0.0.1', portBase: 0, fast: true, replicas: 3 });
+  try {
+    const all = [...sims.values()].flat();
+    assert.equal(all.length, 3 * DEFAULT_SIM_MODELS.length);
+    assert.equal(new Set(all.map((s) => s.url)).size, all.length, 'every replica on its own port');
+    for (const m of DEFAULT_SIM_MODELS) {
+      for (const s of sims.get(m.name)!) {
+        const r = await postJson(`${s.url}/v1/chat/completions`, { model: m.name, messages: [user('x')], max_tokens: 4 });
+        assert.equal(r.status, 200);
+        assert.equal(r.body.model, m.name);
+      }
+    }
+  } finally {
+    await Promise.all([...sims.values()].flat().map((s) => s.close()));
   }
 });

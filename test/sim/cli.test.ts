@@ -43,6 +43,9 @@ test('rc sim: bad options exit 2 with a clear message; --help exits 0', () => {
     [['--port', '0'], /--model is required/],
     [['--model', 'm', '--bogus'], /Unknown option/i],
     [['--model', 'm', '--tokens-per-second', '0'], /--tokens-per-second must be > 0/],
+    [['--model', 'm', '--prefill-tokens-per-second', '0'], /--prefill-tokens-per-second must be > 0/],
+    [['--model', 'm', '--max-num-seqs', '0'], /--max-num-seqs must be an integer >= 1/],
+    [['--model', 'm', '--kv-cache-blocks', '1.5'], /--kv-cache-blocks must be an integer/],
     [['--model', 'm', '--ttft-ms=-1'], /--ttft-ms must be a number >= 0/],
     [['--model', 'm', '--fault', 'explode'], /--fault: unknown fault/],
   ];

@@ -37,3 +37,43 @@ export function isVllmError(body: any, code: number): boolean {
 }
 
 export const user = (content: string) => ({ role: 'user' as const, content });
+
+/**
+ * Starts a streamed chat completion without waiting for its headers (a request waiting for a
+ * batch slot gets none): its SSE events as they arrive, and an abort.
+ */
+export function startStream(url: string, body: Record<string, unknown>): { events: string[]; abort: () => void; done: Promise<unknown> } {
+  const ac = new AbortController();
+  const events: string[] = [];
+  const done = (async () => {
+    const r = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: 'sim-test', stream: true, ...body }),
+      headers: { 'content-type': 'application/json' },
+      signal: ac.signal,
+    });
+    let buffer = '';
+    const decoder = new TextDecoder();
+    for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let i;
+      while ((i = buffer.indexOf('\n\n')) >= 0) {
+        events.push(buffer.slice(0, i));
+        buffer = buffer.slice(i + 2);
+      }
+    }
+  })().catch((err: unknown) => err);
+  return { events, abort: () => ac.abort(), done };
+}
+
+/** GET /metrics: the content type and each sample's value by its name (labels dropped), plus the text. */
+export async function scrape(url: string): Promise<{ contentType: string | null; text: string; value: (name: string) => number | undefined }> {
+  const r = await fetch(`${url}/metrics`);
+  const text = await r.text();
+  const values = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$/.exec(line);
+    if (m) values.set(m[1]!, Number(m[3]));
+  }
+  return { contentType: r.headers.get('content-type'), text, value: (name) => values.get(name) };
+}

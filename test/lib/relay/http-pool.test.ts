@@ -230,7 +230,10 @@ describe('gateway http-pool', () => {
     const closed = await rawServer(() => {});
     const deadUrl = closed.url;
     await closed.close();
-    await assert.rejects(fetchVia(poolFor(deadUrl)), (e: unknown) => e instanceof PoolError && e.failure === 'connect' && e.code === 'ECONNREFUSED');
+    await assert.rejects(
+      fetchVia(poolFor(deadUrl)),
+      (e: unknown) => e instanceof PoolError && e.failure === 'connect' && e.code === 'RC_ERR_POOL_CONNECT' && e.socketCode === 'ECONNREFUSED',
+    );
   });
 
   it('reports a backend that closes mid-body, and one that closes a fresh connection without answering', async () => {

@@ -116,7 +116,8 @@ export function localImageDigest(tag: string): string {
   const def = LOCAL_IMAGES[tag];
   if (!def) throw new Error(`No local definition for image ${tag}`);
   const h = createHash('sha256').update(JSON.stringify([tag, def.dockerfile, def.description]));
-  for (const m of ['./catalog.js', './rootfs.js']) h.update(readFileSync(new URL(m, import.meta.url)));
+  // This module itself (whatever its file is named) and rootfs.js.
+  for (const m of [import.meta.url, './rootfs.js']) h.update(readFileSync(new URL(m, import.meta.url)));
   return h.digest('hex').slice(0, 32);
 }
 

@@ -1,0 +1,106 @@
+// Placement: the FIFO queue of launched instances waiting for capacity, the choice of host
+// (`instanceSchedule`: pack or spread; a persistent launch prefers the host holding its volume),
+// and the start sent to that host with the launch spec stored at placement.
+import { AgentCallError } from '../../agent/client.js';
+import type { AgentReports } from './agent-reports.js';
+import type { AgentConnection } from './agents.js';
+import type { InstanceContext } from './context.js';
+import { buildSpec } from './launch-spec.js';
+import { EndReason, type InstanceLifecycle } from './lifecycle.js';
+import { snapshotOf, type InstanceRow } from './store.js';
+
+/** A launch spec as stored with the instance (JSON: no files). */
+type StoredSpec = ReturnType<typeof buildSpec>;
+
+/** Files (relative to the instance directory) and environment provisioned into every instance, such as the rc-tunnel identity. */
+export type Provisioner = (instanceId: string) => { files: Record<string, string>; env: Record<string, string> };
+
+export class Placement {
+  private closed = false;
+
+  /** @param provision added to each launch spec when it is sent to the host (not stored: derived from the instance id). */
+  constructor(
+    private readonly ctx: InstanceContext,
+    private readonly lifecycle: InstanceLifecycle,
+    private readonly reports: AgentReports,
+    private readonly provision: Provisioner | undefined,
+  ) {}
+
+  /** No more placements (the service is closing). */
+  stop(): void {
+    this.closed = true;
+  }
+
+  /** GPUs of a connected host not held by its pending, ready or stopping instances. */
+  freeGpus(conn: AgentConnection): number {
+    if (!conn.host) return 0;
+    let used = 0;
+    for (const r of this.ctx.store.instances.onAgent(conn.id)) used += r.gpu_count;
+    return conn.host.gpus.length - used;
+  }
+
+  /** Places waiting instances, first come first served: the head of the queue blocks the rest until it fits. */
+  schedule(): void {
+    if (this.closed) return;
+    for (const r of this.ctx.store.instances.queue()) {
+      const conn = this.pickHost(r);
+      if (!conn) return;
+      this.place(r, conn);
+    }
+  }
+
+  /** The host for `r`: the one holding the account's volume when it fits, else pack (fullest that fits) or spread (emptiest). */
+  private pickHost(r: InstanceRow): AgentConnection | undefined {
+    const fits: { conn: AgentConnection; free: number }[] = [];
+    for (const conn of this.ctx.agents.values()) {
+      if (!conn.connected || conn.reconciling || conn.draining) continue;
+      const free = this.freeGpus(conn);
+      if (free >= r.gpu_count) fits.push({ conn, free });
+    }
+    if (!fits.length) return undefined;
+    if (snapshotOf(r).persistent_storage) {
+      const home = this.ctx.store.instances.volumeHost(r.account_id);
+      const preferred = fits.find((f) => f.conn.id === home);
+      if (preferred) return preferred.conn;
+    }
+    const spread = this.ctx.settings.instanceSchedule === 'spread';
+    fits.sort((a, b) => (spread ? b.free - a.free : a.free - b.free));
+    return fits[0]!.conn;
+  }
+
+  private place(r: InstanceRow, conn: AgentConnection): void {
+    const now = this.ctx.clock.now();
+    const spec = buildSpec(r, snapshotOf(r));
+    const placed = this.lifecycle.transition(r.id, 'pending', 'starting', {
+      agent_id: conn.id,
+      spec: JSON.stringify(spec),
+      placed_at: now,
+      expires_at: now + this.ctx.settings.instanceMaxLifetimeSec * 1000,
+    });
+    if (!placed) return;
+    this.ctx.log.info('instance placed', { instanceId: r.id, agent: conn.id });
+    void this.sendStart(conn, placed);
+  }
+
+  /** The stored spec plus what `provision` adds for this instance (deterministic, so a resend is the same spec). */
+  private withProvisioning(spec: StoredSpec): StoredSpec {
+    const extra = this.provision?.(spec.instanceId);
+    return extra ? { ...spec, env: { ...spec.env, ...extra.env }, files: { ...spec.files, ...extra.files } } : spec;
+  }
+
+  /** Sends (or, from reconciliation, resends) a placed instance's start to its host. */
+  async sendStart(conn: AgentConnection, r: InstanceRow): Promise<void> {
+    try {
+      const { instance } = await conn.client.start(this.withProvisioning(JSON.parse(r.spec!) as StoredSpec));
+      await conn.run(() => this.reports.apply(conn, instance));
+    } catch (err) {
+      if (err instanceof AgentCallError && (err.code === 'RC_ERR_AGENT_SPEC_MISMATCH' || err.code === 'RC_ERR_AGENT_INVALID_ARGUMENT')) {
+        this.lifecycle.fail(r, 'The host refused to start the instance', EndReason.startRejected, err.message);
+        return;
+      }
+      // Unreachable or shutting down: reconciliation resends the same spec when the host answers.
+      this.ctx.log.warn('start not delivered; will resend on reconnect', { instanceId: r.id, err });
+      conn.redial();
+    }
+  }
+}

@@ -1,0 +1,59 @@
+// Bringing a host in line with the database (the truth) after a restart of either side, and
+// clearing a host removed by force.
+import type { AgentReports } from './agent-reports.js';
+import type { AgentConnection } from './agents.js';
+import type { InstanceContext } from './context.js';
+import { EndReason, type InstanceLifecycle } from './lifecycle.js';
+import type { Placement } from './placement.js';
+
+export class Reconciliation {
+  constructor(
+    private readonly ctx: InstanceContext,
+    private readonly lifecycle: InstanceLifecycle,
+    private readonly reports: AgentReports,
+    private readonly placement: Placement,
+  ) {}
+
+  /**
+   * After (re)connecting to a host: adopt what it runs, resend starts it never got, fail ready
+   * instances it lost, finish destroys, and have it remove everything the database does not want.
+   */
+  async reconcile(conn: AgentConnection): Promise<void> {
+    const { instances } = this.ctx.store;
+    conn.reconciling = true;
+    try {
+      const infos = new Map((await conn.client.list()).map((i) => [i.instanceId, i]));
+      for (const r of instances.onAgent(conn.id)) {
+        if (r.state === 'stopping') continue;
+        const info = infos.get(r.id);
+        if (info) this.reports.apply(conn, info);
+        else if (r.state === 'pending') void this.placement.sendStart(conn, r);
+        else this.lifecycle.fail(r, 'Instance lost', EndReason.lost, 'Its host no longer had the instance when it reconnected');
+      }
+      const wanted = instances
+        .onAgent(conn.id)
+        .filter((r) => r.state !== 'stopping')
+        .map((r) => r.id);
+      await conn.client.reconcile(wanted);
+      for (const r of instances.onAgent(conn.id)) if (r.state === 'stopping') this.lifecycle.markStopped(r.id);
+    } finally {
+      conn.reconciling = false;
+    }
+    this.placement.schedule();
+  }
+
+  /**
+   * Ends every instance on a host that is being removed by force: failed with `host_removed`,
+   * billed up to now; the agent (when it answers) is asked to remove them.
+   */
+  async endOnHost(id: string): Promise<void> {
+    const conn = this.ctx.agents.get(id);
+    // Ending instances reschedules the queue: nothing may be placed on the host being removed.
+    if (conn) conn.draining = true;
+    for (const r of this.ctx.store.instances.onAgent(id)) {
+      if (r.state === 'stopping') this.lifecycle.markStopped(r.id);
+      else this.lifecycle.fail(r, 'Its host was removed from the platform', EndReason.hostRemoved, `Host ${id} was removed with --force`);
+    }
+    if (conn?.connected) await conn.client.reconcile([]).catch((err: unknown) => this.ctx.log.warn('could not clear the removed host', { agent: id, err }));
+  }
+}

@@ -1,0 +1,111 @@
+// The periodic checks, every instanceTickMs: activity flushed to the database, billing of
+// complete periods, the zero-balance stop, lifetime and idle enforcement, hosts that stopped
+// answering; then the queue. Tests call tick() directly with a fake clock.
+import type { InstanceContext } from './context.js';
+import { EndReason, type InstanceLifecycle } from './lifecycle.js';
+import { liveBalanceMicros } from './live-balance.js';
+import type { LiveRoutes } from './live-routes.js';
+import type { Placement } from './placement.js';
+import type { InstanceRow } from './store.js';
+import type { UsageBilling } from './usage-billing.js';
+
+/** The message of a live instance whose host is silent (its state stays). */
+export const HOST_UNREACHABLE = 'host unreachable';
+
+export class InstanceTicker {
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly ctx: InstanceContext,
+    private readonly routes: LiveRoutes,
+    private readonly billing: UsageBilling,
+    private readonly lifecycle: InstanceLifecycle,
+    private readonly placement: Placement,
+  ) {}
+
+  /** Starts the periodic tick (once). */
+  start(): void {
+    this.timer ??= setInterval(() => void this.tick(), this.ctx.settings.instanceTickMs);
+    this.timer.unref();
+  }
+
+  /** Stops the tick and waits for a running one to finish. */
+  async stop(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.ticking;
+  }
+
+  /** Writes the activity seen since the last flush (last_activity_at, for the idle timeout). */
+  flushActivity(): void {
+    const seen = this.routes.takeActivity();
+    if (!seen.length) return;
+    this.ctx.store.transaction(() => {
+      for (const [id, at] of seen) this.ctx.store.instances.touch(id, at);
+    });
+  }
+
+  /**
+   * Billing (complete periods), credits, lifetime, idle timeout and unreachable hosts; then the
+   * queue. Runs every instanceTickMs; tests call it directly with a fake clock.
+   */
+  tick(): Promise<void> {
+    this.ticking ??= this.runTick().finally(() => {
+      this.ticking = undefined;
+    });
+    return this.ticking;
+  }
+
+  private async runTick(): Promise<void> {
+    if (this.closed) return;
+    this.flushActivity();
+    const now = this.ctx.clock.now();
+    const ends: Promise<void>[] = [];
+    for (const r0 of this.ctx.store.instances.live()) {
+      if (r0.state === 'stopping') continue;
+      const r = this.billing.billCompletePeriods(r0, now);
+      if (r.placed_at === null) continue;
+      const end = this.enforceLimits(r, now);
+      if (end) ends.push(end);
+    }
+    await Promise.all(ends);
+    this.checkHosts(now);
+    this.placement.schedule();
+  }
+
+  /** Destroys a placed instance that ran out of credits, reached its lifetime or sat idle; undefined when none applies. */
+  private enforceLimits(r: InstanceRow, now: number): Promise<void> | undefined {
+    const s = this.ctx.settings;
+    const idleMs = s.instanceIdleTimeoutSec * 1000;
+    const balanceMicros = liveBalanceMicros(this.ctx.store, r.account_id, now); // the figure GET /api/me shows
+    if (balanceMicros <= 0) return this.lifecycle.destroy(r, EndReason.credits, 'The credit balance reached zero');
+    if (r.expires_at !== null && now >= r.expires_at) {
+      return this.lifecycle.destroy(r, EndReason.lifetime, `The maximum lifetime of ${s.instanceMaxLifetimeSec} s was reached`);
+    }
+    if (r.state === 'ready' && now >= (r.last_activity_at ?? r.ready_at ?? now) + idleMs) {
+      return this.lifecycle.destroy(r, EndReason.idle, `No activity for ${s.instanceIdleTimeoutSec} s`);
+    }
+    return undefined;
+  }
+
+  /** Hosts that stopped answering: first a message, then (after instanceHostLostMs) their instances fail. */
+  private checkHosts(now: number): void {
+    const s = this.ctx.settings;
+    for (const conn of this.ctx.agents.values()) {
+      conn.checkStall();
+      if (conn.connected) continue;
+      const silentMs = now - conn.downSince;
+      if (silentMs < s.instanceHostUnreachableMs) continue;
+      for (const r of this.ctx.store.instances.onAgent(conn.id)) {
+        if (silentMs >= s.instanceHostLostMs) {
+          if (r.state === 'stopping') this.lifecycle.markStopped(r.id);
+          else this.lifecycle.fail(r, 'Host lost', EndReason.hostLost, `Its host did not answer for ${Math.round(silentMs / 1000)} s`);
+        } else if (r.state !== 'stopping' && r.message !== HOST_UNREACHABLE) {
+          this.lifecycle.transition(r.id, r.state, HOST_UNREACHABLE);
+        }
+      }
+    }
+  }
+}

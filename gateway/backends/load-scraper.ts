@@ -1,0 +1,82 @@
+// Reads each upstream's vLLM queue from its Prometheus endpoint (`GET <root>/metrics`,
+// `vllm:num_requests_waiting`, summed over its series) every interval, in the background: the
+// prefix router (router.ts) takes a backend whose queue is long for overloaded. Never on the
+// request path; off unless an interval is configured (metricsIntervalMs). A backend that does not
+// answer, or answers without the metric, keeps no reading (waitingAt 0), so only in-flight
+// counts judge it.
+
+/** What the scraper writes on an upstream (upstreams.ts Upstream). */
+export interface ScrapedUpstream {
+  readonly url: string;
+  readonly basePath: string;
+  waiting: number;
+  waitingAt: number;
+}
+
+const METRIC = 'vllm:num_requests_waiting';
+
+/** The sum of the `vllm:num_requests_waiting` samples in a Prometheus text body, or undefined when absent. */
+export function waitingRequests(text: string): number | undefined {
+  let sum: number | undefined;
+  let at = text.indexOf(METRIC);
+  while (at >= 0) {
+    const lineStart = at === 0 || text.charCodeAt(at - 1) === 10;
+    const next = text.charCodeAt(at + METRIC.length);
+    // A sample line: the name at the start of a line, then labels or a space (not `..._total`).
+    if (lineStart && (next === 0x7b || next === 0x20)) {
+      const end = text.indexOf('\n', at);
+      const line = text.slice(at, end < 0 ? text.length : end);
+      const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+      if (Number.isFinite(value)) sum = (sum ?? 0) + value;
+    }
+    at = text.indexOf(METRIC, at + METRIC.length);
+  }
+  return sum;
+}
+
+export class LoadScraper {
+  private readonly timer: NodeJS.Timeout;
+  /** Upstreams with a read in flight (one at a time each). */
+  private readonly busy = new Set<ScrapedUpstream>();
+  private stopped = false;
+
+  constructor(
+    private readonly upstreams: () => Iterable<ScrapedUpstream>,
+    private readonly intervalMs: number,
+  ) {
+    this.timer = setInterval(() => this.round(), intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.timer);
+  }
+
+  /** Reads every upstream once (also called by tests). */
+  round(): Promise<void> {
+    const reads: Promise<void>[] = [];
+    for (const u of this.upstreams()) if (!this.busy.has(u)) reads.push(this.read(u));
+    return Promise.all(reads).then(() => undefined);
+  }
+
+  private async read(u: ScrapedUpstream): Promise<void> {
+    this.busy.add(u);
+    try {
+      const origin = new URL(u.url).origin;
+      const res = await fetch(`${origin}${u.basePath}/metrics`, { signal: AbortSignal.timeout(this.intervalMs) });
+      const text = await res.text();
+      const waiting = res.ok ? waitingRequests(text) : undefined;
+      if (this.stopped) return;
+      if (waiting === undefined) u.waitingAt = 0;
+      else {
+        u.waiting = waiting;
+        u.waitingAt = Date.now();
+      }
+    } catch {
+      u.waitingAt = 0; // unreachable: passive health decides; no stale reading is used
+    } finally {
+      this.busy.delete(u);
+    }
+  }
+}

@@ -1,0 +1,34 @@
+// The createGateway options every gateway takes from the settings (lib/config.ts): `rc gateway`
+// (standalone.ts) and the embedded gateway of `npm start` (bin/platform.ts).
+import type { Config } from '../lib/config.js';
+import { messagesRoutesFromConfig } from './messages/routes.js';
+import type { GatewayOptions } from './server.js';
+
+/** The createGateway options every gateway takes from the settings: address, limits, upstream timeouts, routes. */
+export function gatewayOptionsFromConfig(
+  config: Config,
+): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes' | 'metrics' | 'cookieSecure'> {
+  return {
+    host: config.host,
+    cookieSecure: config.cookieSecure,
+    port: config.gatewayPort,
+    metrics: { host: config.metricsHost, port: config.metricsPort },
+    limits: limitsFrom(config),
+    upstream: upstreamFrom(config),
+    routes: [messagesRoutesFromConfig(config)],
+  };
+}
+
+export function limitsFrom(config: Config) {
+  return { maxBodyBytes: config.gatewayMaxBodyBytes, maxInflight: config.gatewayMaxInflight, defaultMaxTokens: config.gatewayDefaultMaxTokens };
+}
+
+export function upstreamFrom(config: Config) {
+  return {
+    connections: config.upstreamConnections,
+    headersTimeoutMs: config.upstreamHeadersTimeoutMs,
+    idleTimeoutMs: config.upstreamIdleTimeoutMs,
+    connectTimeoutMs: config.upstreamConnectTimeoutMs,
+    ejectMs: config.upstreamEjectMs,
+  };
+}

@@ -1,0 +1,44 @@
+// One sim's options and state, shared by its routes: the calls in flight and the stats, the
+// standing fault, the engine (KV cache with its prefix cache, the running batch) and the pace.
+import { createLogger, type Logger } from '../lib/log.js';
+import { Batch } from './batch.js';
+import { Calls } from './calls.js';
+import { FaultState } from './faults.js';
+import { KvCache } from './kv-cache.js';
+import { simOptionsSchema, type SimConfig, type SimOptions } from './options.js';
+import { Pace } from './pace.js';
+import { unknownModel } from './request.js';
+import { newSimStats, type SimStats } from './stats.js';
+
+export class SimContext {
+  readonly opts: SimConfig;
+  readonly log: Logger;
+  readonly stats: SimStats = newSimStats();
+  readonly calls = new Calls(this.stats);
+  readonly faults = new FaultState();
+  /** The KV cache in blocks, and vLLM's automatic prefix caching in it (kv.prefix, unless turned off). */
+  readonly kv: KvCache;
+  /** At most maxNumSeqs generations run at once; the others wait. */
+  readonly batch: Batch;
+  readonly pace: Pace;
+  /** The served name as JSON, spliced into every stream chunk. */
+  readonly modelJson: string;
+  /** When the sim started, in s since the epoch (the counters' `_created` in /metrics). */
+  readonly startedAt = Date.now() / 1000;
+
+  constructor(options: SimOptions) {
+    this.opts = simOptionsSchema.parse(options);
+    this.log = (options.logger ?? createLogger()).child({ part: 'sim', model: this.opts.model });
+    this.faults.set(options.fault);
+    this.kv = new KvCache(this.opts.kvCacheBlocks, this.opts.blockSize, this.opts.prefixCaching);
+    this.batch = new Batch(this.opts.maxNumSeqs, this.stats);
+    this.pace = new Pace(this.opts);
+    this.modelJson = JSON.stringify(this.opts.model);
+  }
+
+  /** Throws vLLM's 404 when `name` is another model than the served one. */
+  checkModel(name: string | null | undefined): void {
+    const notFound = unknownModel(this.opts.model, name);
+    if (notFound) throw notFound;
+  }
+}
