@@ -3,7 +3,7 @@
 // Constant errors are serialized once.
 import { RcError } from '../lib/errors.js';
 import { sendJson, type Res } from '../lib/http.js';
-import type { RefusalReply } from './admission/admit.js';
+import type { RefusalReply } from './admission/refusal.js';
 import { RATE_LIMIT_MESSAGE } from './gates/codes.js';
 
 /**
@@ -173,8 +173,9 @@ export function sendCanned(res: Res, e: CannedError): void {
   sendJson(res, e.status, e.body, e.headers);
 }
 
-export function sendError(res: Res, e: GatewayError): void {
-  sendJson(res, e.status, e.body(), e.headers);
+/** Answers a chat-shaped error, fixed (serialized once) or made for the request: the chat protocol's `sendError` (request/protocol.ts). */
+export function sendError(res: Res, e: GatewayError | CannedError): void {
+  sendJson(res, e.status, e instanceof GatewayError ? e.body() : e.body, e.headers);
 }
 
 /** Answers a refusal of admission (gateway/admission/admit.ts) in the chat shape. */

@@ -3,9 +3,9 @@
 import type { Bus } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import { ListenError } from '../lib/errors.js';
-import { headerName, listen, send, sendJson, track, type Server } from '../lib/http.js';
+import { listen, send, sendJson, track, type Server } from '../lib/http.js';
 import { createLogger, type Logger } from '../lib/log.js';
-import { uws, type HttpRequest, type HttpResponse } from '../lib/uws.js';
+import { uws, type HttpRequest, type HttpResponse, type TemplatedApp } from '../lib/uws.js';
 import { Catalog } from './backends/model-catalog.js';
 import { chatRoutes } from './chat/routes.js';
 import { responsesRoutes } from './responses/routes.js';
@@ -13,9 +13,10 @@ import { Admission, type GatewayContext, type GatewayLimits, type RoutePlugin } 
 import { ERRORS, notFound, sendCanned, sendError } from './errors.js';
 import { openGate, type RequestGate } from './gates/gate.js';
 import { gateMetrics } from './gates/index.js';
-import { AUTH_MISSING, KeyDirectory, type KeySource } from './auth/keys.js';
+import { Credentials } from './auth/credentials.js';
+import { KeyDirectory, type KeySource } from './auth/keys.js';
 import { SessionDirectory } from './auth/sessions.js';
-import { secureCookies, type CookieSecureMode } from '../lib/session-cookie.js';
+import type { CookieSecureMode } from '../lib/session-cookie.js';
 import { GatewayMetrics, NO_MODEL } from './metrics.js';
 import { UpstreamRegistry, type UpstreamOptions } from './backends/upstreams.js';
 
@@ -62,13 +63,6 @@ export interface Gateway {
   close(graceMs?: number): Promise<void>;
 }
 
-// Header names as bytes: uWS takes them without a string conversion (lib/http.ts headerName).
-const AUTHORIZATION = headerName('authorization');
-const X_API_KEY = headerName('x-api-key');
-const COOKIE = headerName('cookie');
-const X_CSRF_TOKEN = headerName('x-csrf-token');
-const X_FORWARDED_PROTO = headerName('x-forwarded-proto');
-
 export const DEFAULT_LIMITS: GatewayLimits = {
   maxBodyBytes: 8 * 1024 * 1024,
   maxInflight: 2048,
@@ -88,8 +82,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   await keys.start(options.keySource, options.bus);
   const sessions = new SessionDirectory();
   await sessions.start(options.keySource.loadSessions?.bind(options.keySource), options.bus);
-  const cookieSecure = options.cookieSecure ?? 'auto';
-  const authenticate = (authorization: string, xApiKey: string) => keys.authenticate(authorization, xApiKey);
+  const credentials = new Credentials(keys, sessions, options.cookieSecure);
 
   const ctx: GatewayContext = {
     limits,
@@ -100,33 +93,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     admission,
     gate: options.gate ?? openGate,
     metrics,
-    authenticate,
-    authenticateShared(req) {
-      const authorization = req.getHeader(AUTHORIZATION);
-      // x-api-key only counts without Authorization (Bearer wins), so it is read only then.
-      const auth = authenticate(authorization, authorization === '' ? req.getHeader(X_API_KEY) : '');
-      if (auth !== AUTH_MISSING) return auth;
-      const cookie = req.getHeader(COOKIE);
-      if (cookie === '') return auth;
-      const secure = cookieSecure === 'auto' ? secureCookies('auto', req.getHeader(X_FORWARDED_PROTO)) : cookieSecure === 'always';
-      return sessions.authenticate(cookie, req.getHeader(X_CSRF_TOKEN), secure);
-    },
+    authenticate: (authorization, xApiKey) => credentials.key(authorization, xApiKey),
+    authenticateShared: (req) => credentials.shared(req),
   };
 
   const app = uws().App();
-  for (const plugin of [...BUILTIN_ROUTES, ...(options.routes ?? [])]) plugin(app, ctx);
-
-  app.get('/health', (res: HttpResponse) => {
-    sendJson(track(res), 200, '{"status":"ok"}');
-  });
-  // Known model paths with another method: 405. Everything else: 404 in the chat shape.
-  app.any('/v1/models', (res: HttpResponse) => methodNotAllowed(ctx, track(res)));
-  app.any('/v1/chat/completions', (res: HttpResponse) => methodNotAllowed(ctx, track(res)));
-  app.any('/*', (res: HttpResponse, req: HttpRequest) => {
-    const r = track(res);
-    metrics.request('unknown', NO_MODEL, 404);
-    sendError(r, notFound(req.getUrl()));
-  });
+  registerRoutes(app, ctx, options.routes ?? []);
 
   let server: Server;
   let metricsServer: Server;
@@ -167,6 +139,22 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       return closing;
     },
   };
+}
+
+/** The route plugins (built-in, then `extra`), /health, and the 405 and 404 answers in the chat shape. */
+function registerRoutes(app: TemplatedApp, ctx: GatewayContext, extra: readonly RoutePlugin[]): void {
+  for (const plugin of [...BUILTIN_ROUTES, ...extra]) plugin(app, ctx);
+  app.get('/health', (res: HttpResponse) => {
+    sendJson(track(res), 200, '{"status":"ok"}');
+  });
+  // Known model paths with another method: 405. Everything else: 404 in the chat shape.
+  app.any('/v1/models', (res: HttpResponse) => methodNotAllowed(ctx, track(res)));
+  app.any('/v1/chat/completions', (res: HttpResponse) => methodNotAllowed(ctx, track(res)));
+  app.any('/*', (res: HttpResponse, req: HttpRequest) => {
+    const r = track(res);
+    ctx.metrics.request('unknown', NO_MODEL, 404);
+    sendError(r, notFound(req.getUrl()));
+  });
 }
 
 /**

@@ -30,18 +30,12 @@
 // The context window: the catalog entry's maxContext, else the `max_model_len` the backend
 // reports in its /tokenize answer (vLLM's, the same value as its /v1/models), learned on the
 // first count and kept per catalog model (the smallest seen over its upstreams).
-import type { Res } from '../../lib/http.js';
 import type { ModelState } from '../backends/model-catalog.js';
-import type { GatewayContext } from '../context.js';
-import { requestUpstream } from '../backends/upstreams.js';
-
-/** What /tokenize takes: the chat request's prompt part. */
-export interface PromptParts {
-  model: string;
-  messages: unknown[];
-  tools?: unknown[] | undefined;
-  chat_template_kwargs?: Record<string, unknown> | undefined;
-}
+import { CLIENT_CLOSED } from '../metrics.js';
+import type { ModelRequest } from '../request/lifecycle.js';
+import type { ProtocolError } from '../request/protocol.js';
+import type { PromptParts } from './prompt.js';
+import { cannotTokenize, parseTokenizeResponse, requestTokenize } from './tokenize.js';
 
 export type FitResult =
   /** Forward as it is. `promptTokens`: the exact count, when one was made. */
@@ -54,7 +48,6 @@ export type FitResult =
 const FITS: FitResult = Object.freeze({ kind: 'fits' });
 /** Tokens a chat template may add beyond the messages and tools themselves. */
 export const TEMPLATE_MARGIN = 256;
-const MAX_TOKENIZE_RESPONSE_BYTES = 16 * 1024 * 1024;
 
 /** An upper bound of the prompt tokens of a request whose body has `bodyBytes` bytes (see above). */
 export function inputBound(bodyBytes: number): number {
@@ -65,7 +58,6 @@ export function inputBound(bodyBytes: number): number {
 const learned = new WeakMap<ModelState, number>();
 /** Catalog models whose backend cannot count (404, 405, 501, or a malformed 200): never asked again. */
 const noTokenize = new WeakSet<ModelState>();
-const NO_TOKENIZE = new Set([404, 405, 501]);
 
 /** The context window of `model`, when known. */
 export function contextWindow(model: ModelState): number | undefined {
@@ -91,51 +83,47 @@ export function promptTooLongMessage(r: { promptTokens: number; maximum: number 
 }
 
 /**
- * Fits `maxTokens` into `model`'s context for a request in flight on `res`: `done` gets the
- * result, at once when the bound shows it fits (no promise, abort signal or closure), else after
- * the count, which a client that goes away aborts. `done` is never called once the client has
- * gone; a count that fails gives `fits` (the backend then judges). `prompt` is built only when
- * needed; undefined: the request cannot be counted (the backend judges).
+ * Fits `r.maxTokens` into the context of `r.model`: `done` gets the result, at once when the
+ * bound shows it fits (no promise, abort signal or closure), else after the count, which a client
+ * that goes away aborts. A count that fails gives `fits` (the backend then judges). `r.prompt` is
+ * built only when needed; undefined: the request cannot be counted (the backend judges).
+ * A client that left during the count: `done` is not called, the request finishes as
+ * client-closed (below, "A count the client left").
  */
-export function fitPrompt(
-  ctx: GatewayContext,
-  res: Res,
-  model: ModelState,
-  stickyKey: string | undefined,
-  prompt: () => PromptParts | undefined,
-  maxTokens: number | undefined,
-  bodyBytes: number,
-  done: (r: FitResult) => void,
-): void {
+export function fitPrompt<E extends ProtocolError>(r: ModelRequest<E>, done: (r: ModelRequest<E>, fit: FitResult) => void): void {
+  const model = r.model!;
   const known = contextWindow(model);
-  const wanted = maxTokens ?? 1;
-  if ((known !== undefined && inputBound(bodyBytes) + wanted <= known) || noTokenize.has(model)) {
-    done(FITS);
+  const wanted = r.maxTokens ?? 1;
+  if ((known !== undefined && inputBound(r.bodyBytes) + wanted <= known) || noTokenize.has(model)) {
+    done(r, FITS);
     return;
   }
-  const parts = prompt();
+  const parts = r.prompt();
   if (parts === undefined) {
-    done(FITS);
+    done(r, FITS);
     return;
   }
   let body: string;
   try {
     body = JSON.stringify(parts);
   } catch {
-    done(FITS); // nests deeper than the stack allows: the backend judges
+    done(r, FITS); // nests deeper than the stack allows: the backend judges
     return;
   }
   if (known !== undefined && Buffer.byteLength(body) + wanted + TEMPLATE_MARGIN <= known) {
-    done(FITS);
+    done(r, FITS);
     return;
   }
+  const ctx = r.ctx;
+  // The count holds a slot of its own, released when it ends (the request takes its own at admission).
   if (!ctx.admission.tryEnter()) {
-    done(FITS);
+    done(r, FITS);
     return;
   }
-  countJson(ctx, res, model, stickyKey, body, (count) => {
+  countJson(r, body, (count) => {
     ctx.admission.leave();
-    if (!res.aborted) done(fitCounted(model, count, maxTokens));
+    if (r.res.aborted) r.finish(CLIENT_CLOSED, undefined);
+    else done(r, fitCounted(model, count, r.maxTokens));
   });
 }
 
@@ -151,18 +139,11 @@ export function fitCounted(model: ModelState, count: number | undefined, maxToke
 }
 
 /**
- * Counts `prompt` with the backend's /tokenize (the caller holds an in-flight slot for it);
+ * Counts `prompt` with the backend's /tokenize (the request holds an in-flight slot for it);
  * `done` gets the count, or undefined when there is none (no /tokenize, an error, a malformed
- * answer, the client gone: it aborts the call). Always called, once; check `res.aborted`.
+ * answer, the client gone: it aborts the call). Always called, once; check `r.res.aborted`.
  */
-export function countPrompt(
-  ctx: GatewayContext,
-  res: Res,
-  model: ModelState,
-  stickyKey: string | undefined,
-  prompt: PromptParts,
-  done: (count: number | undefined) => void,
-): void {
+export function countPrompt<E extends ProtocolError>(r: ModelRequest<E>, prompt: PromptParts, done: (count: number | undefined) => void): void {
   let body: string;
   try {
     body = JSON.stringify(prompt);
@@ -170,41 +151,41 @@ export function countPrompt(
     done(undefined);
     return;
   }
-  countJson(ctx, res, model, stickyKey, body, done);
+  countJson(r, body, done);
 }
 
-function countJson(
-  ctx: GatewayContext,
-  res: Res,
-  model: ModelState,
-  stickyKey: string | undefined,
-  body: string,
-  done: (count: number | undefined) => void,
-): void {
+// A count the client left (its abort cancels the /tokenize call, which then fails): the one
+// behaviour on every route that counts (fitting, the gate's recount, count_tokens). Nothing is
+// answered and nothing is logged (the abort is what failed the count); the request finishes as
+// client-closed (499 in the metrics): its slot released, nothing reserved (count_tokens settles
+// its request-bucket reservation with zero usage).
+function countJson<E extends ProtocolError>(r: ModelRequest<E>, body: string, done: (count: number | undefined) => void): void {
+  const res = r.res;
+  const model = r.model!;
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
-  tokenize(ctx, model, stickyKey, body, ac.signal).then(
+  tokenize(r, model, body, ac.signal).then(
     (count) => {
       res.onAbort = undefined;
       done(count);
     },
     (err: unknown) => {
       res.onAbort = undefined;
-      ctx.logger.error('counting the prompt failed', { err, model: model.name });
+      r.ctx.logger.error('counting the prompt failed', { err, model: model.name });
       done(undefined);
     },
   );
 }
 
 /** The backend's /tokenize count of `body` (learning max_model_len), or undefined when it cannot say. */
-async function tokenize(ctx: GatewayContext, model: ModelState, stickyKey: string | undefined, body: string, signal: AbortSignal): Promise<number | undefined> {
-  let up: Awaited<ReturnType<typeof requestUpstream>>;
+async function tokenize<E extends ProtocolError>(r: ModelRequest<E>, model: ModelState, body: string, signal: AbortSignal): Promise<number | undefined> {
+  let up: Awaited<ReturnType<typeof requestTokenize>>;
   try {
-    up = await requestUpstream(ctx.upstreams, model, stickyKey, body, { path: '/tokenize', signal, maxBytes: MAX_TOKENIZE_RESPONSE_BYTES });
+    up = await requestTokenize(r.ctx, model, r.stickyKey, body, signal);
   } catch {
     return undefined; // down, timed out, aborted: asked again next time
   }
-  if (NO_TOKENIZE.has(up.status)) noTokenize.add(model);
+  if (cannotTokenize(up.status)) noTokenize.add(model);
   if (up.status !== 200) return undefined;
   const counted = parseTokenizeResponse(up.body);
   if (counted === undefined) {
@@ -217,19 +198,4 @@ async function tokenize(ctx: GatewayContext, model: ModelState, stickyKey: strin
     if (prev === undefined || counted.maxModelLen < prev) learned.set(model, counted.maxModelLen);
   }
   return counted.count;
-}
-
-/** `{count, max_model_len?}` of a /tokenize answer, or undefined when malformed. */
-export function parseTokenizeResponse(body: Buffer): { count: number; maxModelLen: number | undefined } | undefined {
-  try {
-    const v = JSON.parse(body.toString('utf8')) as { count?: unknown; max_model_len?: unknown };
-    if (v === null || typeof v !== 'object' || !isCount(v.count)) return undefined;
-    return { count: v.count, maxModelLen: isCount(v.max_model_len) && v.max_model_len > 0 ? v.max_model_len : undefined };
-  } catch {
-    return undefined;
-  }
-}
-
-function isCount(v: unknown): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v >= 0;
 }

@@ -6,20 +6,21 @@
 // - Streams are cut at SSE event boundaries (a partial event waits for its end, usually there is
 //   none) so the usage event can be found and, when the gateway asked for it on the client's
 //   behalf, left out: the client sees exactly the events it asked for.
-// - The route's onFinish(status, usage) (gate settle, admission slot, metrics) runs exactly once.
+// - The request's finish(status, usage) (gate settle, admission slot, metrics) runs exactly once.
 // - An error status (4xx, 5xx) is the one body not relayed as bytes: it is read whole (up to
 //   MAX_ERROR_BODY_BYTES) and answered in the chat shape `{error: {message, type, param, code}}`
 //   with the backend's status, headers and message (backend-error.ts), since vLLM writes its own
 //   flat shape, which OpenAI clients cannot read.
 import type { Res } from '../../lib/http.js';
 import { chatBackendErrorBody, MAX_ERROR_BODY_BYTES } from '../backends/backend-error.js';
-import type { GatewayContext } from '../context.js';
 import { CHAT_CODES, ERRORS } from '../errors.js';
 import type { GateUsage } from '../gates/gate.js';
 import { CLIENT_CLOSED } from '../metrics.js';
 import type { HeaderLines } from '../../lib/relay/http-pool.js';
 import { headerNameIs, type HeaderName, ResponseWriter, type WriterHooks } from '../../lib/relay/response-writer.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from '../backends/upstreams.js';
+import type { ModelRequest } from '../request/lifecycle.js';
+import type { ChatError } from './protocol.js';
 import { indexOfUsage, lastIndexOfUsage, relayedUsage, reservedUsage, usageAt, ZERO_USAGE } from '../usage.js';
 
 const LF2 = Buffer.from('\n\n');
@@ -27,20 +28,6 @@ const CRLF2 = Buffer.from('\r\n\r\n');
 const CHOICES_KEY = Buffer.from('"choices":[');
 const CONTENT_TYPE = Buffer.from('content-type');
 const JSON_TYPE = 'application/json';
-
-export interface RelayOptions {
-  stream: boolean;
-  /** The gateway added stream_options.include_usage: drop the usage-only event. */
-  stripUsage: boolean;
-  /** The gateway's input estimate: charged with the relayed events when a stream ends without usage. */
-  inputTokens: number;
-  /** Tokens the gate reserved: charged when the client abandons a non-stream request. */
-  reservedTokens: number;
-  /** The gate's headers (x-ratelimit-*), added to the response. */
-  headers: Record<string, string>;
-  /** The route's settlement, called exactly once with the status and the usage to charge. */
-  onFinish(status: number, usage: GateUsage | undefined): void;
-}
 
 export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
   call: UpstreamCall | undefined;
@@ -59,12 +46,19 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
   private errorParts: Buffer[] | undefined;
   private errorSize = 0;
 
+  /**
+   * `stream`: the client asked for a stream; `stripUsage`: the gateway added
+   * stream_options.include_usage, so the usage-only event is dropped; `headers`: the gate's
+   * (x-ratelimit-*), added to the response. The request (`r`) gives the input estimate and the
+   * reservation charged when no usage arrives, and ends through its `finish`.
+   */
   constructor(
-    res: Res,
-    ctx: GatewayContext,
-    private readonly opts: RelayOptions,
+    private readonly r: ModelRequest<ChatError>,
+    private readonly stream: boolean,
+    private readonly stripUsage: boolean,
+    private readonly headers: Record<string, string>,
   ) {
-    this.out = new ResponseWriter(res, this, { metrics: ctx.metrics });
+    this.out = new ResponseWriter(r.res, this, { metrics: r.ctx.metrics });
   }
 
   // WriterHooks
@@ -78,23 +72,23 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     this.call?.resume();
   }
 
-  /** Called once by the writer: the route settles (gate, admission slot, metrics). */
+  /** Called once by the writer: the request ends (gate, admission slot, metrics: request/lifecycle.ts). */
   onFinish(status: number, usage: GateUsage | undefined): void {
-    this.opts.onFinish(status, usage);
+    this.r.finish(status, usage);
   }
 
   // UpstreamHandler
 
   onHead(status: number, headers: HeaderLines): void {
     this.status = status;
-    this.sse = this.opts.stream && status === 200;
+    this.sse = this.stream && status === 200;
     if (status >= 400) {
       this.errorParts = [];
-      this.out.head(status, jsonTyped(headers.endToEnd()), this.opts.headers);
+      this.out.head(status, jsonTyped(headers.endToEnd()), this.headers);
       return;
     }
     if (!this.sse) this.contentLength = headers.contentLength;
-    this.out.head(status, headers.endToEnd(), this.opts.headers);
+    this.out.head(status, headers.endToEnd(), this.headers);
   }
 
   onData(chunk: Buffer): boolean {
@@ -172,7 +166,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
    * makes it a slight over-count). What was generated reached the client as it came.
    */
   private relayedUsage(): GateUsage {
-    return relayedUsage(this.opts.inputTokens, this.events);
+    return relayedUsage(this.r.inputTokens, this.events);
   }
 
   /**
@@ -181,8 +175,8 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
    * the backend had generated when the abort reached it).
    */
   private abandonedUsage(): GateUsage {
-    if (this.opts.stream) return this.relayedUsage();
-    return reservedUsage(this.opts.inputTokens, this.opts.reservedTokens);
+    if (this.stream) return this.relayedUsage();
+    return reservedUsage(this.r.inputTokens, this.r.reservedTokens);
   }
 
   private sseData(input: Buffer): void {
@@ -210,7 +204,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
       const end = eventEnd(chunk, p);
       const u = usageAt(chunk, p, end);
       if (u) this.usage = u;
-      if (this.opts.stripUsage) {
+      if (this.stripUsage) {
         const start = Math.max(from, chunk.lastIndexOf(0x0a, p) + 1); // the start of the line that has the usage
         if (isUsageOnly(chunk, start, end)) {
           if (start > from) out.write(chunk.subarray(from, start));

@@ -1,98 +1,51 @@
-// The front half of every messages route: key, body, JSON, schema, catalog, translation.
-// Everything here answers 4xx in the protocol's error shape; nothing reaches a backend.
+// The messages routes' part of the way in, after the shared front door (request/front-door.ts:
+// credential, body, JSON object, catalog model): depth, schema, translation. Everything here
+// answers 4xx in the protocol's error shape; nothing reaches a backend.
 import type { z } from 'zod';
-import { declaredLength, MAX_JSON_DEPTH, nestsDeeperThan, readBody, type Res } from '../../lib/http.js';
-import type { HttpRequest } from '../../lib/uws.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../lib/http.js';
 import type { ModelState } from '../backends/model-catalog.js';
-import type { GatewayContext } from '../context.js';
+import type { ModelRequest } from '../request/lifecycle.js';
 import { MessagesError } from './errors.js';
 import { describeIssue, type MessagesRequest } from './schema.js';
 import type { ThinkingSigner } from './signature.js';
 import { toChatRequest, type Translated } from './translate-request.js';
 
 export interface PreparedRequest extends Translated {
-  accountId: number;
-  model: ModelState;
   body: MessagesRequest;
-  /** The client's body size (the gate's input bound and the input estimate are made from it). */
-  bodyBytes: number;
 }
 
-const NO_KEY = new MessagesError(401, 'Unauthorized: No API key provided.');
-const BAD_KEY = new MessagesError(401, 'Invalid bearer token');
-const BAD_SESSION = new MessagesError(401, 'Invalid or expired session, or missing x-csrf-token');
-const UNVERIFIED = new MessagesError(403, 'Your account is under review; shared model access needs a verified account');
 const TOO_DEEP = new MessagesError(400, `Request body nests deeper than ${MAX_JSON_DEPTH} levels`);
 
 /**
- * Reads and checks a messages request. Calls `onReady` with the translated request, or
- * `onError` with the 4xx to answer. Must be called synchronously from the uWS handler.
+ * Checks a messages request body `json` (for `model`) against `schema` and translates it to the
+ * chat request; answers the 400 itself and returns undefined when it cannot.
  */
 export function prepare(
-  res: Res,
-  req: HttpRequest,
-  ctx: GatewayContext,
+  r: ModelRequest<MessagesError>,
+  json: Record<string, unknown>,
+  model: ModelState,
   schema: z.ZodType<MessagesRequest>,
   signer: ThinkingSigner,
-  onReady: (p: PreparedRequest) => void,
-  onError: (e: MessagesError) => void,
-): void {
-  // Headers first: req is only valid during this synchronous call.
-  const auth = ctx.authenticateShared(req);
-  const length = declaredLength(req);
-  if (typeof auth !== 'number') {
-    onError(auth.reason === 'missing' ? NO_KEY : auth.reason === 'session' ? BAD_SESSION : auth.reason === 'unverified' ? UNVERIFIED : BAD_KEY);
-    return;
+): PreparedRequest | undefined {
+  // Free JSON (tool inputs and schemas) is re-serialized by the translation: bound its depth.
+  if (nestsDeeperThan(json)) {
+    r.fail(TOO_DEEP);
+    return undefined;
   }
-  readBody(
-    res,
-    length,
-    ctx.limits.maxBodyBytes,
-    (buf) => {
-      let json: unknown;
-      try {
-        json = JSON.parse(buf.toString('utf8'));
-      } catch {
-        onError(new MessagesError(400, 'Request body is not valid JSON'));
-        return;
-      }
-      if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-        onError(new MessagesError(400, 'Request body must be a JSON object'));
-        return;
-      }
-      // The model first: an unknown name is refused with the same message whatever else is wrong.
-      const name = (json as { model?: unknown }).model;
-      if (typeof name !== 'string' || name === '') {
-        onError(new MessagesError(400, 'model: required, a model name from the catalog'));
-        return;
-      }
-      const model = ctx.catalog.get(name);
-      if (!model) {
-        onError(new MessagesError(400, `Requested model ${name.length > 256 ? `${name.slice(0, 256)}...` : name} not supported`));
-        return;
-      }
-      // Free JSON (tool inputs and schemas) is re-serialized by the translation: bound its depth.
-      if (nestsDeeperThan(json)) {
-        onError(TOO_DEEP);
-        return;
-      }
-      const parsed = schema.safeParse(json);
-      if (!parsed.success) {
-        onError(new MessagesError(400, describeIssue(parsed.error, json)));
-        return;
-      }
-      let translated: Translated;
-      try {
-        translated = toChatRequest(parsed.data, model.entry, signer);
-      } catch (err) {
-        if (err instanceof MessagesError) onError(err);
-        else throw err;
-        return;
-      }
-      onReady({ ...translated, accountId: auth, model, body: parsed.data, bodyBytes: buf.length });
-    },
-    (err) => onError(new MessagesError(err.status, err.message)),
-  );
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    r.fail(new MessagesError(400, describeIssue(parsed.error, json)));
+    return undefined;
+  }
+  let translated: Translated;
+  try {
+    translated = toChatRequest(parsed.data, model.entry, signer);
+  } catch (err) {
+    if (!(err instanceof MessagesError)) throw err;
+    r.fail(err);
+    return undefined;
+  }
+  return { ...translated, body: parsed.data };
 }
 
 /**

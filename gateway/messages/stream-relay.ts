@@ -1,7 +1,8 @@
 // A streaming /v1/messages exchange: the backend's chat-completions SSE in, the messages
 // protocol's SSE out, chunk by chunk as it arrives. Backpressure both ways (a slow client pauses
 // the backend), pings while the backend is silent, and a client that goes away aborts the
-// backend request. The gate is settled exactly once, with the usage the backend reported.
+// backend request. The request finishes exactly once (request/lifecycle.ts: the gate settled
+// with the usage the backend reported, the slot released, the metrics counted).
 //
 // Writes go through the response writer (lib/relay/response-writer.ts), which batches the events
 // of one backend read into one corked write, so one socket send per backend read, not one per
@@ -10,41 +11,29 @@
 import { relayedUsage } from '../usage.js';
 import { MAX_ERROR_BODY_BYTES } from '../backends/backend-error.js';
 import type { Res } from '../../lib/http.js';
-import type { ModelState } from '../backends/model-catalog.js';
-import type { GatewayContext } from '../context.js';
 import type { GateUsage } from '../gates/gate.js';
 import { ResponseWriter, type WriterHooks } from '../../lib/relay/response-writer.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from '../backends/upstreams.js';
 import type { HeaderLines } from '../../lib/relay/http-pool.js';
-import { backendError, MessagesError } from './errors.js';
-import { sendError } from './reply.js';
+import { CLIENT_CLOSED } from '../metrics.js';
+import type { ModelRequest } from '../request/lifecycle.js';
+import { backendError, type MessagesError } from './errors.js';
+import { sendError, upstreamUnavailable } from './reply.js';
 import type { ThinkingSigner } from './signature.js';
 import { SseParser } from './sse.js';
 import { KEEPALIVE_COMMENT, PING_EVENT, StreamTranslator } from './stream.js';
 
-export interface RelayOptions {
-  route: string;
-  model: ModelState;
-  stickyKey: string | undefined;
-  /** The chat-completions request, serialized, with stream and stream_options set. */
-  body: string;
-  signer: ThinkingSigner;
-  thinking: boolean;
-  /** input_tokens for message_start if the backend puts no usage on its first chunk. */
-  inputTokensEstimate: number;
-  pingIntervalMs: number;
-  /** Headers from the gate (x-ratelimit-*). */
-  headers: Record<string, string>;
-  /** Called exactly once when the exchange is over, however it ended. */
-  settle(usage: GateUsage | undefined): void;
-}
-
 /** The backend's Retry-After, kept on a relayed 429 or 503. */
 const RETRY_AFTER = Buffer.from('retry-after');
 
-export function relayStream(res: Res, ctx: GatewayContext, o: RelayOptions): void {
-  const relay = new MessagesStreamRelay(res, ctx, o);
-  relay.call = ctx.upstreams.send(o.model, o.stickyKey, o.body, relay);
+/**
+ * Relays the admitted request `r` as a messages stream. `body`: the chat-completions request,
+ * serialized, with stream and stream_options set; `thinking`: false when the client turned
+ * thinking off; `pingIntervalMs`: backend silence before a ping.
+ */
+export function relayStream(r: ModelRequest<MessagesError>, body: string, signer: ThinkingSigner, thinking: boolean, pingIntervalMs: number): void {
+  const relay = new MessagesStreamRelay(r, signer, thinking, pingIntervalMs);
+  relay.call = r.ctx.upstreams.send(r.model!, r.stickyKey, body, relay);
 }
 
 /** The response head of a messages stream (the gate's headers are added by the writer). */
@@ -53,6 +42,7 @@ const SSE_HEAD: readonly string[] = ['content-type', 'text/event-stream; charset
 /** The messages body transform: chat-completions SSE in, messages events out, through the response writer. */
 class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
   call: UpstreamCall | undefined;
+  readonly res: Res;
   private readonly w: ResponseWriter<GateUsage>;
   private readonly t: StreamTranslator;
   private readonly parser: SseParser;
@@ -70,12 +60,15 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
   private pinger: NodeJS.Timeout | undefined;
 
   constructor(
-    readonly res: Res,
-    private readonly ctx: GatewayContext,
-    private readonly o: RelayOptions,
+    private readonly r: ModelRequest<MessagesError>,
+    signer: ThinkingSigner,
+    thinking: boolean,
+    private readonly pingIntervalMs: number,
   ) {
-    this.w = new ResponseWriter(res, this, { metrics: ctx.metrics });
-    const t = new StreamTranslator({ model: o.model.name, signer: o.signer, thinking: o.thinking, inputTokens: o.inputTokensEstimate });
+    this.res = r.res;
+    this.w = new ResponseWriter(r.res, this, { metrics: r.ctx.metrics });
+    // input_tokens for message_start if the backend puts no usage on its first chunk.
+    const t = new StreamTranslator({ model: r.model!.name, signer, thinking, inputTokens: r.inputTokens });
     this.t = t;
     this.parser = new SseParser((data) => {
       this.events++;
@@ -93,13 +86,18 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     this.call?.resume();
   }
 
-  onFinish(): void {
+  /**
+   * The request ends (request/lifecycle.ts): a stream that started counts as 200 however it
+   * ended (its client got a 200 head); else `status` is what the client was answered, or
+   * CLIENT_CLOSED.
+   */
+  onFinish(status: number): void {
     if (this.pinger) clearInterval(this.pinger);
-    if (this.streaming) this.ctx.metrics.request(this.o.route, this.o.model.name, 200);
     // The backend's running count (continuous usage) when it reports one; else, for a stream
     // that was relayed, the input estimate plus one output token per relayed backend event.
     const reported = this.t.reportedUsage;
-    this.o.settle(reported ?? (this.streaming ? relayedUsage(this.o.inputTokensEstimate, this.events) : undefined));
+    const r = this.r;
+    r.finish(this.streaming ? 200 : status, reported ?? (this.streaming ? relayedUsage(r.inputTokens, this.events) : undefined));
   }
 
   // UpstreamHandler
@@ -114,10 +112,10 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     if (this.res.aborted) return;
     this.streaming = true;
     this.lastWrite = Date.now();
-    const every = this.o.pingIntervalMs;
+    const every = this.pingIntervalMs;
     this.pinger = setInterval(() => this.ping(), Math.max(10, every >> 1));
     this.pinger.unref();
-    this.w.head(200, SSE_HEAD, this.o.headers);
+    this.w.head(200, SSE_HEAD, this.r.decision!.headers);
     queueMicrotask(() => this.w.flush()); // the head goes out with the events of this read, or alone after it
   }
 
@@ -149,14 +147,9 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
 
   onEnd(): void {
     if (this.errorParts) {
-      sendError(
-        this.res,
-        this.ctx,
-        this.o.route,
-        this.o.model.name,
-        backendError(this.status, Buffer.concat(this.errorParts).toString('utf8'), this.retryAfter),
-      );
-      this.w.finish(this.status, undefined);
+      const e = backendError(this.status, Buffer.concat(this.errorParts).toString('utf8'), this.retryAfter);
+      sendError(this.res, e);
+      this.w.finish(e.status, undefined);
       return;
     }
     this.parser.end();
@@ -164,18 +157,24 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     // A stream that stops after its finish reason is complete, even without [DONE].
     if (!t.done) this.out += t.finished ? t.end() : t.fail('api_error', 'The model backend ended the stream early');
     this.endResponse('');
-    this.w.finish(this.status, undefined);
+    // Not streaming: the client left before the backend's head.
+    this.w.finish(this.streaming ? 200 : CLIENT_CLOSED, undefined);
   }
 
   onError(err: UpstreamError): void {
-    if (err.kind !== 'aborted') {
-      if (!this.streaming) sendError(this.res, this.ctx, this.o.route, this.o.model.name, new MessagesError(502, 'Model gateway is unavailable'));
-      else {
-        const message = err.kind === 'idle' ? 'The model backend stopped responding' : 'The connection to the model backend was lost';
-        this.endResponse(this.t.fail('api_error', message));
-      }
+    if (err.kind === 'aborted') {
+      this.w.finish(CLIENT_CLOSED, undefined);
+      return;
     }
-    this.w.finish(this.status, undefined);
+    if (this.streaming) {
+      const message = err.kind === 'idle' ? 'The model backend stopped responding' : 'The connection to the model backend was lost';
+      this.endResponse(this.t.fail('api_error', message));
+      this.w.finish(200, undefined);
+      return;
+    }
+    const e = upstreamUnavailable();
+    sendError(this.res, e);
+    this.w.finish(e.status, undefined);
   }
 
   /** Ends the response with the pending events and `text`, head first if it is still due. */
@@ -188,7 +187,7 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
 
   private ping(): void {
     const w = this.w;
-    if (w.isClosed || Date.now() - this.lastWrite < this.o.pingIntervalMs) return;
+    if (w.isClosed || Date.now() - this.lastWrite < this.pingIntervalMs) return;
     // Before message_start an SSE comment (ignored by every parser); after it, the protocol's ping.
     this.lastWrite = Date.now();
     w.write(this.t.started ? PING_EVENT : KEEPALIVE_COMMENT);

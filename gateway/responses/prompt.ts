@@ -6,8 +6,9 @@
 // message, function tools -> chat tools. Prior reasoning items become assistant text (a chat
 // template may keep them; counting them can only overestimate, which the caps tolerate).
 // Anything else (images, files, built-in tools, stored responses) cannot be rendered here:
-// undefined, and the request is judged on its byte bound and by the backend.
-import type { PromptParts } from '../admission/context-fit.js';
+// undefined, and the request is judged on its byte bound and by the backend. The parts are made
+// by the one builder of a chat-shaped prompt (admission/prompt.ts).
+import { chatPrompt, type PromptParts } from '../admission/prompt.js';
 
 type Item = Record<string, unknown>;
 
@@ -67,5 +68,5 @@ export function responsesPrompt(o: Record<string, unknown>): PromptParts | undef
       tools.push({ type: 'function', function: { name: t.name, description: t.description ?? undefined, parameters: t.parameters ?? undefined } });
     }
   }
-  return { model: o.model as string, messages, tools };
+  return chatPrompt({ model: o.model, messages, tools });
 }

@@ -11,132 +11,114 @@
 // bytes by gateway/usage.ts. Streams need no stream_options: the backend always puts the usage
 // in response.completed.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
-import { declaredLength, readBody, track, type Res } from '../../lib/http.js';
-import { settlement } from '../admission/admit.js';
-import { authenticateRequest, modelRequest, promptTooLong, reject, requestedMaxTokens } from '../chat/routes.js';
-import { FIT_HEADER, fitAndAdmit, fitRequested, type CallReplies } from '../admission/model-call.js';
-import { responsesPrompt } from './prompt.js';
+import { track } from '../../lib/http.js';
+import { FIT_HEADER, fitAndAdmit } from '../admission/model-call.js';
+import type { ModelState } from '../backends/model-catalog.js';
+import { CHAT_PROTOCOL, promptTooLong, type ChatError } from '../chat/protocol.js';
+import { ChatRelay } from '../chat/relay.js';
+import { requestedMaxTokens } from '../chat/routes.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { resolveEffort } from '../effort.js';
-import { CHAT_CODES, ERRORS, fromBodyError, GatewayError, refuseChat, sendCanned, sendError } from '../errors.js';
-import { NO_MODEL } from '../metrics.js';
-import { ChatRelay } from '../chat/relay.js';
-import { NamespaceRelay, NamespaceRestorer } from './namespace-relay.js';
-import { prepareResponsesBody, withDroppedTools } from './request.js';
+import { CHAT_CODES, ERRORS, GatewayError } from '../errors.js';
+import { frontDoor } from '../request/front-door.js';
+import { ModelRequest } from '../request/lifecycle.js';
+import type { Protocol } from '../request/protocol.js';
 import { ZERO_USAGE } from '../usage.js';
+import { NamespaceRelay, NamespaceRestorer } from './namespace-relay.js';
+import { responsesPrompt } from './prompt.js';
+import { prepareResponsesBody, withDroppedTools } from './request.js';
+import type { ToolPlan } from './tools.js';
 
 export const RESPONSES_ROUTE = 'responses';
 export const RESPONSES_PATH = '/v1/responses';
 
-const RESPONSES_REPLIES: CallReplies = { refuse: refuseChat, tooLong: promptTooLong('input') };
+/** The chat shape, with a prompt too long for the context naming `input`. */
+const RESPONSES_PROTOCOL: Protocol<ChatError> = { ...CHAT_PROTOCOL, tooLong: promptTooLong('input') };
 
 /** The Responses API as a gateway RoutePlugin (registered in BUILTIN_ROUTES). */
 export const responsesRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) => {
   app.post(RESPONSES_PATH, (res: HttpResponse, req: HttpRequest) => {
-    const r = track(res);
-    const accountId = authenticateRequest(ctx, r, req, RESPONSES_ROUTE);
-    if (accountId === undefined) return;
-    const fitHeader = req.getHeader(FIT_HEADER);
-    readBody(
-      r,
-      declaredLength(req),
-      ctx.limits.maxBodyBytes,
-      (body) => create(ctx, r, accountId, body, fitHeader),
-      (err) => {
-        ctx.metrics.request(RESPONSES_ROUTE, NO_MODEL, err.status);
-        sendError(r, fromBodyError(err));
-      },
-    );
+    const r = new ModelRequest(ctx, track(res), RESPONSES_ROUTE, RESPONSES_PROTOCOL);
+    r.fitHeader = req.getHeader(FIT_HEADER);
+    frontDoor(r, req, create);
   });
-  app.any(RESPONSES_PATH, (res: HttpResponse) => reject(ctx, track(res), ERRORS.methodNotAllowed, RESPONSES_ROUTE));
+  app.any(RESPONSES_PATH, (res: HttpResponse) => new ModelRequest(ctx, track(res), RESPONSES_ROUTE, RESPONSES_PROTOCOL).fail(ERRORS.methodNotAllowed));
 };
 
-function create(ctx: GatewayContext, res: Res, accountId: number, raw: Buffer, fitHeader: string): void {
-  const parsed = modelRequest(ctx, res, raw, RESPONSES_ROUTE);
-  if (!parsed) return;
-  const { o, model } = parsed;
-
+/** Through the door: the body checked and rewritten for the backend, then fitted and admitted (admission/model-call.ts). */
+function create(r: ModelRequest<ChatError>, raw: Buffer, o: Record<string, unknown>, model: ModelState): void {
   const tools = prepareResponsesBody(o);
-  if (tools instanceof GatewayError) {
-    ctx.metrics.request(RESPONSES_ROUTE, model.name, 400);
-    sendError(res, tools);
-    return;
-  }
-  let rewrite = tools.changed;
-  if (model.servedName) {
-    o.model = model.servedName;
-    rewrite = true;
-  }
-  // reasoning.effort follows the rule of gateway/effort.ts, as output_config.effort on /v1/messages.
-  const reasoning = o.reasoning;
-  if (reasoning !== null && typeof reasoning === 'object' && !Array.isArray(reasoning)) {
-    const rs = reasoning as Record<string, unknown>;
-    if (typeof rs.effort === 'string') {
-      const decision = resolveEffort(rs.effort, model.entry);
-      if (decision.kind === 'refuse') {
-        ctx.metrics.request(RESPONSES_ROUTE, model.name, 400);
-        const message = `reasoning.effort: ${JSON.stringify(rs.effort)} is not supported by model ${model.name} (accepted: ${decision.accepted.join(', ')})`;
-        sendError(res, new GatewayError(CHAT_CODES.invalidEffort, message, 400, 'invalid_request_error', 'reasoning.effort'));
-        return;
-      }
-      if (decision.kind === 'ignore') {
-        const { effort: _dropped, ...rest } = rs;
-        o.reasoning = Object.keys(rest).length ? rest : undefined;
-        rewrite = true;
-      } else if (decision.effort !== rs.effort) {
-        o.reasoning = { ...rs, effort: decision.effort };
-        rewrite = true;
-      }
-    }
-  }
+  if (tools instanceof GatewayError) return refuseOnModel(r, model, tools);
+  const effortChanged = applyEffort(o, model);
+  if (effortChanged instanceof GatewayError) return refuseOnModel(r, model, effortChanged);
   let body: Buffer | string = raw;
-  if (rewrite) {
+  if (tools.changed || effortChanged || model.servedName) {
+    if (model.servedName) o.model = model.servedName;
     try {
       body = JSON.stringify(o);
     } catch {
-      return reject(ctx, res, ERRORS.tooDeep, RESPONSES_ROUTE); // nested deeper than JSON.stringify can go
+      r.fail(ERRORS.tooDeep); // nested deeper than JSON.stringify can go
+      return;
     }
   }
-
   const stream = o.stream === true;
   // Sticky routing keeps a conversation on one backend's prefix cache: prompt_cache_key is meant for it.
   const sticky = [o.prompt_cache_key, o.user, o.safety_identifier].find((v): v is string => typeof v === 'string' && v !== '');
-  const maxTokens = requestedMaxTokens({ max_tokens: o.max_output_tokens });
-  // max_output_tokens fitted into the context, then admission on the input's bound or count (gateway/admission/model-call.ts).
-  const call = {
-    route: RESPONSES_ROUTE,
-    accountId,
+  // max_output_tokens fitted into the context, then admission on the input's bound or count.
+  fitAndAdmit(
+    r,
     model,
-    stickyKey: sticky,
-    prompt: () => responsesPrompt(o),
-    maxTokens,
-    bodyBytes: raw.length,
-    fit: fitRequested(model, fitHeader),
-  };
-  fitAndAdmit(ctx, res, call, RESPONSES_REPLIES, (a) => {
-    const { decision, gateRequest } = a;
-    const finish = settlement(ctx, RESPONSES_ROUTE, model, gateRequest, decision);
-    if (a.maxTokens !== undefined) {
-      // Fitted into the context, or lowered to what the account has left (exact caps).
-      o.max_output_tokens = a.maxTokens;
-      try {
-        body = JSON.stringify(o);
-      } catch {
-        finish(ERRORS.tooDeep.status, ZERO_USAGE);
-        sendCanned(res, ERRORS.tooDeep);
-        return;
-      }
+    sticky,
+    requestedMaxTokens({ max_tokens: o.max_output_tokens }),
+    () => responsesPrompt(o),
+    (r) => forwardResponse(r, o, body, stream, tools),
+  );
+}
+
+/** A 400 about the body of a request for `model`, counted under the model. */
+function refuseOnModel(r: ModelRequest<ChatError>, model: ModelState, e: GatewayError): void {
+  r.model = model;
+  r.fail(e);
+}
+
+/**
+ * reasoning.effort follows the rule of gateway/effort.ts, as output_config.effort on /v1/messages:
+ * true when `o` was changed (the effort dropped or mapped), or the 400 for a tier the model cannot take.
+ */
+function applyEffort(o: Record<string, unknown>, model: ModelState): boolean | GatewayError {
+  const reasoning = o.reasoning;
+  if (reasoning === null || typeof reasoning !== 'object' || Array.isArray(reasoning)) return false;
+  const rs = reasoning as Record<string, unknown>;
+  if (typeof rs.effort !== 'string') return false;
+  const decision = resolveEffort(rs.effort, model.entry);
+  if (decision.kind === 'refuse') {
+    const message = `reasoning.effort: ${JSON.stringify(rs.effort)} is not supported by model ${model.name} (accepted: ${decision.accepted.join(', ')})`;
+    return new GatewayError(CHAT_CODES.invalidEffort, message, 400, 'invalid_request_error', 'reasoning.effort');
+  }
+  if (decision.kind === 'ignore') {
+    const { effort: _dropped, ...rest } = rs;
+    o.reasoning = Object.keys(rest).length ? rest : undefined;
+    return true;
+  }
+  if (decision.effort === rs.effort) return false;
+  o.reasoning = { ...rs, effort: decision.effort };
+  return true;
+}
+
+/** The admitted request to the backend's /v1/responses, through the chat relay. */
+function forwardResponse(r: ModelRequest<ChatError>, o: Record<string, unknown>, body: Buffer | string, stream: boolean, tools: ToolPlan): void {
+  if (r.forwardMaxTokens !== undefined) {
+    // Fitted into the context, or lowered to what the account has left (exact caps).
+    o.max_output_tokens = r.forwardMaxTokens;
+    try {
+      body = JSON.stringify(o);
+    } catch {
+      r.fail(ERRORS.tooDeep, ZERO_USAGE);
+      return;
     }
-    const relay = new ChatRelay(res, ctx, {
-      stream,
-      stripUsage: false,
-      inputTokens: a.inputTokens,
-      reservedTokens: decision.reservedTokens ?? gateRequest.estimatedTokens,
-      headers: withDroppedTools(decision.headers, tools),
-      onFinish: finish,
-    });
-    // Calls of namespace functions get their namespace back on the way to the client.
-    const handler = tools.names ? new NamespaceRelay(relay, new NamespaceRestorer(tools.names), stream) : relay;
-    relay.call = ctx.upstreams.send(model, sticky, body, handler, RESPONSES_PATH);
-  });
+  }
+  const relay = new ChatRelay(r, stream, false, withDroppedTools(r.decision!.headers, tools));
+  // Calls of namespace functions get their namespace back on the way to the client.
+  const handler = tools.names ? new NamespaceRelay(relay, new NamespaceRestorer(tools.names), stream) : relay;
+  relay.call = r.ctx.upstreams.send(r.model!, r.stickyKey, body, handler, RESPONSES_PATH);
 }
