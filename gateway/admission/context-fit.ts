@@ -181,7 +181,7 @@ function countJson<E extends ProtocolError>(r: ModelRequest<E>, body: string, do
 async function tokenize<E extends ProtocolError>(r: ModelRequest<E>, model: ModelState, body: string, signal: AbortSignal): Promise<number | undefined> {
   let up: Awaited<ReturnType<typeof requestTokenize>>;
   try {
-    up = await requestTokenize(r.ctx, model, r.stickyKey, body, signal);
+    up = await requestTokenize(r.ctx, model, r.routeHint, body, signal);
   } catch {
     return undefined; // down, timed out, aborted: asked again next time
   }

@@ -10,6 +10,7 @@
 // real input, and the gate bounds the output to what is left: the sum stays within the cap.
 // The bound is free; the count is a round trip, made only when the bound bites (the account is
 // near a limit, or the bound fills the context), so the common case costs nothing more.
+import type { Route } from '../backends/upstreams.js';
 import { headerName } from '../../lib/http.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { ModelRequest } from '../request/lifecycle.js';
@@ -34,7 +35,7 @@ export function fitRequested(model: ModelState, headerValue: string): boolean {
 }
 
 /**
- * A model call on `model`: binds it to the request (sticky key, max tokens, the prompt builder),
+ * A model call on `model`: binds it to the request (its route, max tokens, the prompt builder),
  * fits its max tokens, admits it (counting the input when its bound bites), then calls `forward`
  * with the request admitted (`r.forwardMaxTokens`, `r.inputTokens` and `r.decision` set); answers
  * a too-long prompt or a refusal itself. The request's `finish` settles and releases from then on.
@@ -42,13 +43,13 @@ export function fitRequested(model: ModelState, headerValue: string): boolean {
 export function fitAndAdmit<E extends ProtocolError>(
   r: ModelRequest<E>,
   model: ModelState,
-  stickyKey: string | undefined,
+  route: Route,
   maxTokens: number | undefined,
   prompt: () => PromptParts | undefined,
   forward: (r: ModelRequest<E>) => void,
 ): void {
   r.model = model;
-  r.stickyKey = stickyKey;
+  r.routeHint = route;
   r.maxTokens = maxTokens;
   r.prompt = prompt;
   r.forward = forward;

@@ -3,7 +3,7 @@
 // (messages/count-tokens.ts). One request (same path, same response limit) and one rule for
 // what says "this backend cannot count".
 import type { ModelState } from '../backends/model-catalog.js';
-import { requestUpstream, type UpstreamResponse } from '../backends/upstreams.js';
+import { requestUpstream, type Route, type UpstreamResponse } from '../backends/upstreams.js';
 import type { GatewayContext } from '../context.js';
 
 /** Statuses of a backend without /tokenize (count_tokens then estimates; fitting stops asking that model). */
@@ -15,15 +15,9 @@ export function cannotTokenize(status: number): boolean {
   return NO_TOKENIZE.has(status);
 }
 
-/** Posts `body` (a serialized PromptParts) to the /tokenize of the upstream `stickyKey` picks; rejects with UpstreamError. */
-export function requestTokenize(
-  ctx: GatewayContext,
-  model: ModelState,
-  stickyKey: string | undefined,
-  body: string,
-  signal: AbortSignal,
-): Promise<UpstreamResponse> {
-  return requestUpstream(ctx.upstreams, model, stickyKey, body, { path: '/tokenize', signal, maxBytes: MAX_TOKENIZE_RESPONSE_BYTES });
+/** Posts `body` (a serialized PromptParts) to the /tokenize of the upstream `route` picks (learning nothing); rejects with UpstreamError. */
+export function requestTokenize(ctx: GatewayContext, model: ModelState, route: Route, body: string, signal: AbortSignal): Promise<UpstreamResponse> {
+  return requestUpstream(ctx.upstreams, model, route, body, { path: '/tokenize', signal, maxBytes: MAX_TOKENIZE_RESPONSE_BYTES });
 }
 
 /** `{count, max_model_len?}` of a /tokenize answer, or undefined when malformed. */

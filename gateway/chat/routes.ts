@@ -5,6 +5,7 @@
 // the prompt alone is too long) -> admission slot (503) -> gate (429) -> forward the body as
 // received (rewritten only to add stream_options.include_usage, the served model name, or a
 // fitted or bounded max_tokens) -> relay the response as bytes.
+import { chatRouteHint } from '../backends/route-hint.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import { sendJson, track } from '../../lib/http.js';
 import { chatPrompt } from '../admission/prompt.js';
@@ -106,7 +107,7 @@ function completion(r: ModelRequest<ChatError>, raw: Buffer, o: Record<string, u
   fitAndAdmit(
     r,
     model,
-    typeof o.user === 'string' ? o.user : undefined,
+    chatRouteHint(model, o, typeof o.user === 'string' ? o.user : undefined),
     requestedMaxTokens(o),
     () => chatPrompt(o),
     (r) => forwardCompletion(r, f),
@@ -125,7 +126,7 @@ function forwardCompletion(r: ModelRequest<ChatError>, f: ChatFields): void {
     body = rewritten;
   }
   const relay = new ChatRelay(r, f.stream, f.stripUsage, r.decision!.headers);
-  relay.call = r.ctx.upstreams.send(r.model!, r.stickyKey, body, relay);
+  relay.call = r.ctx.upstreams.send(r.model!, r.routeHint, body, relay);
 }
 
 export const chatRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) => {

@@ -2,6 +2,7 @@
 // (system, tools and thinking switch included), counted by the backend's own /tokenize, so
 // count_tokens(x).input_tokens equals usage.input_tokens of the same request (no prompt cache).
 // A backend without /tokenize (404, 405, 501) gets an estimate, marked `x-rc-token-count: estimate`.
+import { chatRouteHint } from '../backends/route-hint.js';
 import { sendJson } from '../../lib/http.js';
 import { chatPrompt } from '../admission/prompt.js';
 import { cannotTokenize, parseTokenizeResponse, requestTokenize } from '../admission/tokenize.js';
@@ -30,7 +31,7 @@ export async function countTokens(r: ModelRequest<MessagesError>, p: PreparedReq
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
   try {
-    const up = await requestTokenize(r.ctx, r.model!, p.stickyKey, json, ac.signal);
+    const up = await requestTokenize(r.ctx, r.model!, chatRouteHint(r.model!, p.chat, p.stickyKey), json, ac.signal);
     if (up.status === 200) {
       const count = parseTokenizeResponse(up.body)?.count;
       if (count === undefined) {

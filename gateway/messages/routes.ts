@@ -1,5 +1,6 @@
 // POST /v1/messages and /v1/messages/count_tokens (and their /api/v1/... twins) on the gateway.
 // Register with `messagesRoutes(options)`, a RoutePlugin (gateway/context.ts).
+import { chatRouteHint } from '../backends/route-hint.js';
 import type { Config } from '../../lib/config.js';
 import { sendJson, track } from '../../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
@@ -69,7 +70,7 @@ function createEntry(signer: ThinkingSigner, pingIntervalMs: number): RouteEntry
     fitAndAdmit(
       r,
       model,
-      p.stickyKey,
+      chatRouteHint(model, chat, p.stickyKey),
       chat.max_tokens,
       () => chatPrompt(chat),
       (r) => {
@@ -101,7 +102,7 @@ async function answerWhole(r: ModelRequest<MessagesError>, p: PreparedRequest, s
   res.onAbort = () => ac.abort();
   let usage: GateUsage | undefined;
   try {
-    const up = await requestUpstream(r.ctx.upstreams, model, r.stickyKey, JSON.stringify(p.chat), { signal: ac.signal, maxBytes: MAX_RESPONSE_BYTES });
+    const up = await requestUpstream(r.ctx.upstreams, model, r.routeHint, JSON.stringify(p.chat), { signal: ac.signal, maxBytes: MAX_RESPONSE_BYTES });
     if (up.status !== 200) {
       r.fail(backendError(up.status, up.body.toString('utf8'), up.headers['retry-after']));
       return;

@@ -33,7 +33,7 @@ const RETRY_AFTER = Buffer.from('retry-after');
  */
 export function relayStream(r: ModelRequest<MessagesError>, body: string, signer: ThinkingSigner, thinking: boolean, pingIntervalMs: number): void {
   const relay = new MessagesStreamRelay(r, signer, thinking, pingIntervalMs);
-  relay.call = r.ctx.upstreams.send(r.model!, r.stickyKey, body, relay);
+  relay.call = r.ctx.upstreams.send(r.model!, r.routeHint, body, relay);
 }
 
 /** The response head of a messages stream (the gate's headers are added by the writer). */

@@ -11,6 +11,7 @@
 // One object with fields, made once per request, instead of what the routes allocated for the
 // same purposes (a call description, the admitted call, a settlement closure): the request path
 // is hot.
+import type { Route } from '../backends/upstreams.js';
 import type { Res } from '../../lib/http.js';
 import type { PromptParts } from '../admission/prompt.js';
 import type { ModelState } from '../backends/model-catalog.js';
@@ -40,8 +41,8 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
   model: ModelState | undefined = undefined;
 
   // The model call, as fitting and admission know it (admission/model-call.ts).
-  /** Sticky routing key: a count goes to the backend the request will go to. */
-  stickyKey: string | undefined = undefined;
+  /** What the upstream choice reads (backends/route-hint.ts): a count goes to the backend the request will go to. */
+  routeHint: Route = undefined;
   /** The request's max output tokens (undefined: it gave none), lowered when fitted into the context. */
   maxTokens: number | undefined = undefined;
   /** max tokens as lowered to fit the context, when they were. */

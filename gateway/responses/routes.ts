@@ -10,6 +10,7 @@
 // `usage` (`input_tokens`, `output_tokens`, `input_tokens_details.cached_tokens`), found in the
 // bytes by gateway/usage.ts. Streams need no stream_options: the backend always puts the usage
 // in response.completed.
+import { responsesRouteHint } from '../backends/route-hint.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import { track } from '../../lib/http.js';
 import { FIT_HEADER, fitAndAdmit } from '../admission/model-call.js';
@@ -68,7 +69,7 @@ function create(r: ModelRequest<ChatError>, raw: Buffer, o: Record<string, unkno
   fitAndAdmit(
     r,
     model,
-    sticky,
+    responsesRouteHint(model, o, sticky),
     requestedMaxTokens({ max_tokens: o.max_output_tokens }),
     () => responsesPrompt(o),
     (r) => forwardResponse(r, o, body, stream, tools),
@@ -120,5 +121,5 @@ function forwardResponse(r: ModelRequest<ChatError>, o: Record<string, unknown>,
   const relay = new ChatRelay(r, stream, false, withDroppedTools(r.decision!.headers, tools));
   // Calls of namespace functions get their namespace back on the way to the client.
   const handler = tools.names ? new NamespaceRelay(relay, new NamespaceRestorer(tools.names), stream) : relay;
-  relay.call = r.ctx.upstreams.send(r.model!, r.stickyKey, body, handler, RESPONSES_PATH);
+  relay.call = r.ctx.upstreams.send(r.model!, r.routeHint, body, handler, RESPONSES_PATH);
 }

@@ -65,7 +65,11 @@ describe('gateway upstreams', () => {
 
   it('fails over from a refused upstream and takes it out of rotation', async () => {
     const port = await deadPort();
-    const f = await startFixture({ models: (sims) => [modelEntrySchema.parse({ name: 'm', upstreams: [`http://127.0.0.1:${port}`, sims[0]!.url] })] });
+    // 'least-loaded': the pick rotates among tied upstreams (the prefix policy would keep these
+    // identical requests on the one backend their conversation key ranks first, whichever it is).
+    const f = await startFixture({
+      models: (sims) => [modelEntrySchema.parse({ name: 'm', upstreams: [`http://127.0.0.1:${port}`, sims[0]!.url], routing: 'least-loaded' })],
+    });
     try {
       // No `user`: the pick rotates among tied upstreams, so the dead one is tried within the first
       // two requests (with sticky users, which upstream a user hashes to depends on the random port).
