@@ -59,6 +59,7 @@ export const ERROR_CODES = {
   RC_ERR_UPSTREAM_IDLE: 'UpstreamError',
   RC_ERR_UPSTREAM_RESET: 'UpstreamError',
   RC_ERR_UPSTREAM_ABORTED: 'UpstreamError',
+  RC_ERR_GATEWAY_REPLY: 'GatewayError',
   RC_ERR_KEYS_FILE: 'KeysFileError',
   RC_ERR_GATEWAY_SNAPSHOT: 'SnapshotError',
   RC_ERR_MESSAGES_INVALID_REQUEST_ERROR: 'MessagesError',
@@ -75,10 +76,14 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 
 export type ChatErrorType = 'invalid_request_error' | 'authentication_error' | 'rate_limit_error' | 'not_found_error' | 'api_error';
 
-/** An error the gateway answers itself (not one passed through from a backend). */
+/**
+ * An error the gateway answers itself (not one passed through from a backend). `code` is the
+ * internal one (logs), the same for every such answer; `publicCode` is what the body says and
+ * clients branch on (CHAT_CODES, the gates' codes), kept apart as in every part's table.
+ */
 export class GatewayError extends RcError {
   constructor(
-    code: string,
+    readonly publicCode: string,
     message: string,
     status: number,
     readonly type: ChatErrorType,
@@ -86,12 +91,12 @@ export class GatewayError extends RcError {
     /** Extra response headers (Retry-After on every 429 and 503). */
     readonly headers?: Record<string, string>,
   ) {
-    super(code, message, status);
+    super('RC_ERR_GATEWAY_REPLY' satisfies ErrorCode, message, status);
   }
 
-  /** The JSON body, `{error: {message, type, param, code}}`. */
+  /** The JSON body, `{error: {message, type, param, code}}` with the public code. */
   body(): string {
-    return chatErrorBody(this.message, this.type, this.param, this.code);
+    return chatErrorBody(this.message, this.type, this.param, this.publicCode);
   }
 }
 

@@ -104,7 +104,7 @@ test('bad tools are 400 invalid_tool with the path as param', () => {
     const e = planTools(o as Record<string, unknown>);
     assert.ok(e instanceof GatewayError, JSON.stringify(o));
     assert.equal(e.status, 400);
-    assert.equal(e.code, 'invalid_tool');
+    assert.equal(e.publicCode, 'invalid_tool');
     assert.equal(e.param, param, JSON.stringify(o));
     assert.equal(e.type, 'invalid_request_error');
   }
@@ -117,7 +117,7 @@ test('previous_response_id and conversation are 400 unsupported_parameter', () =
     const e = prepareResponsesBody({ input: 'x', [field]: 'resp_1' });
     assert.ok(e instanceof GatewayError);
     assert.equal(e.status, 400);
-    assert.equal(e.code, 'unsupported_parameter');
+    assert.equal(e.publicCode, 'unsupported_parameter');
     assert.equal(e.param, field);
   }
   assert.ok(!(prepareResponsesBody({ input: 'x', previous_response_id: null, store: false }) instanceof GatewayError));
