@@ -5,48 +5,13 @@
 // it. Paths are relative to the repository root, where npm test runs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import type { AnyFailure } from '../../control-plane/api-error.js';
+import { quotedCodes as quoted, sourcesOf, tableAfter } from '../code-tables.js';
 import { API_ERRORS, INTERNAL_ERROR_CODES, REVIEW_REDIRECT } from '../../control-plane/errors.js';
 
 const README = 'control-plane/README.md';
 const TABLE = 'control-plane/errors.ts';
 const rows = Object.entries(API_ERRORS) as [string, AnyFailure][];
-
-/** The rows of the first markdown table after `heading`, as cells. */
-function tableAfter(file: string, heading: string): string[][] {
-  const text = readFileSync(file, 'utf8');
-  const at = text.indexOf(heading);
-  assert.ok(at >= 0, `${file} has no "${heading}"`);
-  const lines = text.slice(at).split('\n');
-  const start = lines.findIndex((l) => l.startsWith('|'));
-  const out: string[][] = [];
-  for (let i = start + 2; i < lines.length && lines[i]!.startsWith('|'); i++)
-    out.push(
-      lines[i]!.split('|')
-        .slice(1, -1)
-        .map((c) => c.trim()),
-    );
-  return out;
-}
-
-/** Every `code` quoted in a cell. */
-const quoted = (cell: string): string[] => [...cell.matchAll(/`([A-Za-z_]+)`/g)].map((m) => m[1]!);
-
-/** The control plane's sources, path and text. */
-function sources(): { path: string; text: string }[] {
-  const files: string[] = [];
-  const walk = (dir: string): void => {
-    for (const name of readdirSync(dir)) {
-      const p = join(dir, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else if (p.endsWith('.ts')) files.push(p);
-    }
-  };
-  walk('control-plane');
-  return files.map((path) => ({ path, text: readFileSync(path, 'utf8') }));
-}
 
 test('control-plane/README.md "Error codes" lists exactly API_ERRORS: internal code, public code, status', () => {
   const documented = Object.fromEntries(
@@ -79,7 +44,7 @@ test('internal codes are RC_ERR_* and unique; public codes are snake_case and na
 });
 
 test('every row is raised somewhere: called by name, or (transitional) named by its code', () => {
-  const others = sources().filter((s) => s.path !== TABLE);
+  const others = sourcesOf('control-plane').filter((s) => s.path !== TABLE);
   const unreached = rows
     .filter(
       ([name, f]) =>
@@ -99,7 +64,7 @@ test('every row is raised somewhere: called by name, or (transitional) named by 
 test('each constant message is written once, in the table', () => {
   const messages = rows.flatMap(([, f]) => (typeof f.message === 'string' ? [f.message] : []));
   const copies: string[] = [];
-  for (const s of sources()) {
+  for (const s of sourcesOf('control-plane')) {
     if (s.path === TABLE) continue;
     for (const m of messages) if ([`'${m}'`, `"${m}"`, `\`${m}\``].some((q) => s.text.includes(q))) copies.push(`${s.path}: ${m}`);
   }
@@ -109,7 +74,7 @@ test('each constant message is written once, in the table', () => {
 test('no control-plane source raises an RC_ERR_ code outside the tables, builds one at run time, or makes an ApiError itself', () => {
   const known = new Set<string>([...rows.map(([, f]) => f.code), ...Object.keys(INTERNAL_ERROR_CODES)]);
   const unknown: string[] = [];
-  for (const { path, text } of sources()) {
+  for (const { path, text } of sourcesOf('control-plane')) {
     // RC_ERR_AGENT_*: the agent's codes, which the instance service reads from AgentCallError.
     for (const m of text.matchAll(/RC_ERR_[A-Z][A-Z_]*/g)) if (!known.has(m[0]) && !m[0].startsWith('RC_ERR_AGENT_')) unknown.push(`${path}: ${m[0]}`);
     // api-error.ts declares the codes' type, `RC_ERR_${string}`.

@@ -4,30 +4,10 @@
 // tables. Paths are relative to the repository root, where npm test runs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { quotedCodes as quoted, sourcesOf, tableAfter, unknownCodes } from '../code-tables.js';
 import { CHAT_CODES, ERROR_CODES } from '../../gateway/errors.js';
 import { GATE_CODES, GATE_ERROR_CODES } from '../../gateway/gates/codes.js';
 
-/** The rows of the first markdown table after `heading`, as cells. */
-function tableAfter(file: string, heading: string): string[][] {
-  const text = readFileSync(file, 'utf8');
-  const at = text.indexOf(heading);
-  assert.ok(at >= 0, `${file} has no "${heading}"`);
-  const lines = text.slice(at).split('\n');
-  const start = lines.findIndex((l) => l.startsWith('|'));
-  const rows: string[][] = [];
-  for (let i = start + 2; i < lines.length && lines[i]!.startsWith('|'); i++)
-    rows.push(
-      lines[i]!.split('|')
-        .slice(1, -1)
-        .map((c) => c.trim()),
-    );
-  return rows;
-}
-
-/** Every `code` quoted in a cell. */
-const quoted = (cell: string): string[] => [...cell.matchAll(/`([A-Za-z_]+)`/g)].map((m) => m[1]!);
 const sorted = (xs: Iterable<string>): string[] => [...new Set(xs)].sort();
 
 test('gateway/README.md "Error codes (chat routes)" lists exactly the chat codes and the gates\' codes', () => {
@@ -49,20 +29,6 @@ test('gateway/gates/README.md lists exactly the 429 codes and GATE_ERROR_CODES',
 
 test('no gateway source raises an RC_ERR_ code outside the tables, or builds one at run time', () => {
   const known = new Set<string>([...Object.keys(ERROR_CODES), ...Object.keys(GATE_ERROR_CODES), 'RC_ERR_CONFIG']);
-  const files: string[] = [];
-  const walk = (dir: string): void => {
-    for (const name of readdirSync(dir)) {
-      const p = join(dir, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else if (p.endsWith('.ts')) files.push(p);
-    }
-  };
-  walk('gateway');
-  const unknown: string[] = [];
-  for (const f of files) {
-    const src = readFileSync(f, 'utf8');
-    for (const m of src.matchAll(/RC_ERR_[A-Z_]*/g)) if (!known.has(m[0])) unknown.push(`${f}: ${m[0]}`);
-    if (/`RC_ERR_[A-Z_]*\$\{/.test(src)) unknown.push(`${f}: a code built at run time`);
-  }
+  const unknown = unknownCodes(sourcesOf('gateway'), (c) => known.has(c));
   assert.deepEqual(unknown, []);
 });
