@@ -30,9 +30,10 @@ export interface Engine {
 
 export const routingEngine = (o: Partial<Engine> = {}): Engine => ({
   sims: 8,
-  // 96k tokens of KV cache per sim: the shared prefix plus the histories of the conversations
-  // routed to it fit; every conversation on every sim (what balance-only routing makes) does not.
-  kvCacheBlocks: 6000,
+  // The sim's default: 442k tokens of KV cache per sim (an 8B model on one 80 GB GPU). The shared
+  // prefix plus the histories of the conversations routed to one sim fit (about 100k tokens);
+  // every conversation's history on every sim (what balance-only routing makes: about 700k) does not.
+  kvCacheBlocks: 27_648,
   prefillTokensPerSecond: 8000,
   ttftMs: 20,
   tokensPerSecond: 200,

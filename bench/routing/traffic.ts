@@ -12,7 +12,10 @@ export interface TrafficShape {
   turns: number;
   /** Tokens of the shared system prompt (the tools add a few hundred more). */
   prefixTokens: number;
-  /** Tokens of each user turn and of each assistant reply kept in the history. */
+  /**
+   * Tokens of each user turn and of each assistant reply kept in the history. An agent's user
+   * turn is mostly tool output (a file read, a command's output): about a thousand tokens.
+   */
   userTokens: number;
   replyTokens: number;
   /** Requests of the hot-prefix burst, sent at once. */
@@ -23,8 +26,8 @@ export const routingTraffic = (o: Partial<TrafficShape> = {}): TrafficShape => (
   conversations: 64,
   turns: 10,
   prefixTokens: 12_000,
-  userTokens: 300,
-  replyTokens: 64,
+  userTokens: 1000,
+  replyTokens: 100,
   burst: 64,
   ...o,
 });
