@@ -37,6 +37,8 @@ interface Pending {
   reject(err: Error): void;
 }
 
+const EVALSHA = Buffer.from('EVALSHA');
+
 /** The reply is not complete in the bytes read so far. */
 const INCOMPLETE = Symbol('incomplete');
 /** The bytes are not RESP: the connection is out of step. */
@@ -72,6 +74,21 @@ export class RespClient extends EventEmitter {
 
   evalsha(sha: string | Buffer, numkeys: number, ...args: RespArg[]): Promise<unknown> {
     return this.call('EVALSHA', sha, numkeys, ...args);
+  }
+
+  /**
+   * EVALSHA of `keys` then `args`, answered through callbacks (one is called, once): what the
+   * gate store sends every batch, without the argument spreads of evalsha() and its promise.
+   */
+  evalshaThen(sha: Buffer, keys: readonly RespArg[], args: readonly RespArg[], onReply: (reply: unknown) => void, onError: (err: Error) => void): void {
+    if (this.status !== 'ready') {
+      const err = new Error(`Redis connection is ${this.status}`);
+      queueMicrotask(() => onError(err)); // later, as evalsha()'s rejection would be
+      return;
+    }
+    this.out.scriptCall(EVALSHA, sha, keys, args);
+    this.scheduleFlush();
+    this.inFlight.push({ resolve: onReply, reject: onError });
   }
 
   eval(script: string, numkeys: number, ...args: RespArg[]): Promise<unknown> {

@@ -41,14 +41,31 @@ export class RespWriter {
     this.buf[this.len++] = STAR;
     this.digits(args.length);
     this.crlf();
-    for (let i = 0; i < args.length; i++) {
-      const a = args[i]!;
-      if (typeof a === 'number') {
-        if (Number.isSafeInteger(a)) this.integer(a);
-        else this.string(String(a));
-      } else if (typeof a === 'string') this.string(a);
-      else this.bytes(a);
-    }
+    for (let i = 0; i < args.length; i++) this.arg(args[i]!);
+  }
+
+  /**
+   * Appends `<command> <sha> <keys.length> ...keys ...args` (EVALSHA): the same bytes as
+   * command() of those arguments, without the caller first spreading them into one array.
+   */
+  scriptCall(command: Buffer, sha: Buffer, keys: readonly RespArg[], args: readonly RespArg[]): void {
+    this.reserve(16);
+    this.buf[this.len++] = STAR;
+    this.digits(3 + keys.length + args.length);
+    this.crlf();
+    this.bytes(command);
+    this.bytes(sha);
+    this.integer(keys.length);
+    for (let i = 0; i < keys.length; i++) this.arg(keys[i]!);
+    for (let i = 0; i < args.length; i++) this.arg(args[i]!);
+  }
+
+  private arg(a: RespArg): void {
+    if (typeof a === 'number') {
+      if (Number.isSafeInteger(a)) this.integer(a);
+      else this.string(String(a));
+    } else if (typeof a === 'string') this.string(a);
+    else this.bytes(a);
   }
 
   /** The bytes written so far (a copy: the writer's buffer is reused), and a fresh start. */

@@ -68,3 +68,15 @@ test('RespWriter keeps commands in order across takes and growth, and clear() dr
   w.command(['kept']);
   assert.deepEqual(w.take(), plain(['kept']));
 });
+
+test('RespWriter.scriptCall writes the bytes of the command of its arguments spread', () => {
+  const sha = Buffer.from('c'.repeat(40));
+  const keys = [Buffer.from('rc:{acct:7}:b'), Buffer.from('rc:{acct:7}:d:20417')];
+  for (const args of CASES) {
+    const w = new RespWriter(8);
+    w.scriptCall(Buffer.from('EVALSHA'), sha, keys, args);
+    w.scriptCall(Buffer.from('EVALSHA'), sha, [], args);
+    const expected = Buffer.concat([plain(['EVALSHA', sha, 2, ...keys, ...args]), plain(['EVALSHA', sha, 0, ...args])]);
+    assert.deepEqual(w.take(), expected, JSON.stringify(args));
+  }
+});
