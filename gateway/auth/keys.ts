@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import type { Bus, BusEvent } from '../../lib/bus.js';
 import { RcError } from '../../lib/errors.js';
-import { hashKey, KEY_PREFIX } from '../../lib/keys.js';
+import { hashKey, isWellFormedKey } from '../../lib/keys.js';
 import { limitOverridesSchema } from '../gates/limits.js';
 import type { KeyRecord, SessionRecord } from '../../lib/gateway-snapshot.js';
 
@@ -53,25 +53,6 @@ function sameHash(a: string, b: string): boolean {
 /** A visible ASCII character: nothing String#trim would remove. */
 function isVisible(c: number): boolean {
   return c > 0x20 && c < 0x7f;
-}
-
-/** A key's length: `rc-` then 43 base64url characters (lib/keys.ts KEY_SHAPE). */
-const KEY_LENGTH = KEY_PREFIX.length + 43;
-
-/** A base64url character: A-Z, a-z, 0-9, '-' or '_'. */
-function isBase64Url(c: number): boolean {
-  return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x5f;
-}
-
-/**
- * The same test as lib/keys.ts isWellFormedKey (`^rc-[A-Za-z0-9_-]{43}$`) in a loop over the
- * characters: the RegExp call cost about 1.2k instructions a request (bench/profile), this some
- * 300. It says nothing about which key this is: only the hash comparison does (in constant time).
- */
-function isWellFormedKey(key: string): boolean {
-  if (key.length !== KEY_LENGTH || !key.startsWith(KEY_PREFIX)) return false;
-  for (let i = KEY_PREFIX.length; i < KEY_LENGTH; i++) if (!isBase64Url(key.charCodeAt(i))) return false;
-  return true;
 }
 
 /** Length of the hash prefix the map is indexed by; the full hash is then compared in constant time. */
