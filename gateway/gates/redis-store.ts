@@ -10,6 +10,7 @@ import { RcError } from '../../lib/errors.js';
 import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
+import { encodeArgs, type EncodedArgs } from './resp-encode.js';
 import { GATE_SCRIPT } from './scripts.js';
 import type { Limits } from './limits.js';
 import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
@@ -44,11 +45,15 @@ interface AccountKeys {
   dayKey: Buffer;
   /** [bucket, dayKey]: the script call's KEYS. */
   keys: Buffer[];
+  /** The limits of the account's last batch and, encoded, the day TTL and those limits (a batch's first arguments). */
+  limits: Limits | undefined;
+  limitArgs: EncodedArgs;
 }
 const GATE = script(GATE_SCRIPT);
 /** The script's markers of an admission and a reconciliation (the first of a call's values). */
 const ADMISSION = Buffer.from('a');
 const RECONCILIATION = Buffer.from('s');
+const NO_ARGS: EncodedArgs = { bytes: Buffer.alloc(0), count: 0 };
 /** Numbers the script returns per admission. */
 const OUTCOME_LENGTH = 8;
 
@@ -68,7 +73,8 @@ interface Batch {
   keys: Buffer[];
   day: number;
   limits: Limits;
-  /** ARGV: the day's TTL, the account's three limits, then each call's values, in the order they were made. */
+  /** ARGV: the day's TTL and the account's three limits (encoded: limitArgs), then each call's values, in the order they were made (args). */
+  limitArgs: EncodedArgs;
   args: ScriptArg[];
   admissions: PendingAdmission[];
   /** Kept to be held and replayed if the connection fails under them. */
@@ -102,8 +108,15 @@ export interface GateRedis {
   off(event: 'ready' | 'close', listener: () => void): unknown;
   /** Numbers go as their decimal strings (String(n)) and Buffers as their bytes, as both clients send them. */
   evalsha(sha: string | Buffer, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
-  /** The same as evalsha(sha, keys.length, ...keys, ...args), through callbacks (RespClient); used when present. */
-  evalshaThen?(sha: Buffer, keys: readonly ScriptArg[], args: readonly ScriptArg[], onReply: (reply: unknown) => void, onError: (err: Error) => void): void;
+  /** The same as evalsha(sha, keys.length, ...keys, ...fixed's arguments, ...args), through callbacks (RespClient); used when present. */
+  evalshaThen?(
+    sha: Buffer,
+    keys: readonly ScriptArg[],
+    fixed: EncodedArgs,
+    args: readonly ScriptArg[],
+    onReply: (reply: unknown) => void,
+    onError: (err: Error) => void,
+  ): void;
   eval(script: string, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
   script(subcommand: 'LOAD', source: string): Promise<unknown>;
   hgetall(key: string): Promise<Record<string, string>>;
@@ -174,7 +187,7 @@ export class RedisGateStore implements GateStore {
       if (this.accountKeys.size >= MAX_CACHED) this.accountKeys.clear();
       const bucket = Buffer.from(this.bucketKey(accountId));
       const dayKey = Buffer.from(this.dayKey(accountId, day));
-      k = { bucket, day, dayKey, keys: [bucket, dayKey] };
+      k = { bucket, day, dayKey, keys: [bucket, dayKey], limits: undefined, limitArgs: NO_ARGS };
       this.accountKeys.set(accountId, k);
     } else if (k.day !== day) {
       k.day = day;
@@ -290,11 +303,16 @@ export class RedisGateStore implements GateStore {
     // changed, or the reservation was made under the old ones): the calls so far go first.
     if (b !== undefined) this.sealed.push(b);
     const keys = this.keysOf(accountId, day);
+    if (keys.limits === undefined || !sameLimits(keys.limits, limits)) {
+      keys.limits = limits;
+      keys.limitArgs = encodeArgs(limitValues(limits));
+    }
     b = {
       keys: keys.keys,
       day,
       limits,
-      args: [DAY_TTL_SEC, limits.rpm, limits.tpm, limits.dailyTokens],
+      limitArgs: keys.limitArgs,
+      args: [],
       admissions: [],
       settles: [],
       timer: undefined,
@@ -376,10 +394,11 @@ export class RedisGateStore implements GateStore {
     const retry = (err: unknown): void => {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) return onError(asError(err));
       counters.redisCalls++;
-      this.redis.eval(GATE.src, 2, ...keys, ...args).then(onReply, (e: unknown) => onError(asError(e))); // also caches the script in Redis
+      // Also caches the script in Redis.
+      this.redis.eval(GATE.src, 2, ...keys, ...limitValues(b.limits), ...args).then(onReply, (e: unknown) => onError(asError(e)));
     };
-    if (this.redis.evalshaThen) this.redis.evalshaThen(GATE.sha, keys, args, onReply, retry);
-    else this.redis.evalsha(GATE.sha, 2, ...keys, ...args).then(onReply, retry);
+    if (this.redis.evalshaThen) this.redis.evalshaThen(GATE.sha, keys, b.limitArgs, args, onReply, retry);
+    else this.redis.evalsha(GATE.sha, 2, ...keys, ...limitValues(b.limits), ...args).then(onReply, retry);
   }
 
   private whenReady(): void {
@@ -412,6 +431,11 @@ export class RedisGateStore implements GateStore {
     }
     this.pending.push(i);
   }
+}
+
+/** A batch's first arguments: the day hashes' TTL and the account's limits. */
+function limitValues(l: Limits): number[] {
+  return [DAY_TTL_SEC, l.rpm, l.tpm, l.dailyTokens];
 }
 
 function sameLimits(a: Limits, b: Limits): boolean {
