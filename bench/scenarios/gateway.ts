@@ -29,6 +29,12 @@ export const messagesStream = (key: string): LoadRequest => ({
 /** Limits high enough not to refuse a benchmark. */
 export const NO_LIMITS = { RC_MODEL_RPM: '1000000000', RC_MODEL_TPM: '100000000000', RC_MODEL_DAILY_TOKENS: '100000000000' };
 
+/**
+ * The benchmark key's account: not 1, which tests running at the same time on the same Redis
+ * publish limit changes for over the shared event channel (a profile once saw rpm 1 mid-run).
+ */
+const BENCH_ACCOUNT_ID = 1_000_000 + Math.floor(Math.random() * 1_000_000);
+
 /** The `rc gateway` arguments and environment for `backend` and one key (its files written in `dir`); gates in Redis when `redis` is given, else in memory. */
 export function gatewayCommand(
   dir: string,
@@ -37,7 +43,7 @@ export function gatewayCommand(
   redis?: { url: string; prefix: string },
 ): { args: string[]; env: Record<string, string> } {
   const keysFile = join(dir, 'keys.json');
-  writeFileSync(keysFile, JSON.stringify([{ keyHash: hashKey(key), accountId: 1 }]));
+  writeFileSync(keysFile, JSON.stringify([{ keyHash: hashKey(key), accountId: BENCH_ACCOUNT_ID }]));
   const config = join(dir, `config-${randomId('', 6)}.json`);
   writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [backend] }] }));
   const gates: Record<string, string> = redis ? { REDIS_URL: redis.url, RC_GATE_KEY_PREFIX: redis.prefix } : { REDIS_URL: '' };

@@ -10,6 +10,7 @@ import { RcError } from '../../lib/errors.js';
 import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
+import { encodeArgs, type EncodedArgs } from './resp-encode.js';
 import { GATE_SCRIPT } from './scripts.js';
 import type { Limits } from './limits.js';
 import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
@@ -42,11 +43,17 @@ interface AccountKeys {
   bucket: Buffer;
   day: number;
   dayKey: Buffer;
+  /** [bucket, dayKey]: the script call's KEYS. */
+  keys: Buffer[];
+  /** The limits of the account's last batch and, encoded, the day TTL and those limits (a batch's first arguments). */
+  limits: Limits | undefined;
+  limitArgs: EncodedArgs;
 }
 const GATE = script(GATE_SCRIPT);
 /** The script's markers of an admission and a reconciliation (the first of a call's values). */
 const ADMISSION = Buffer.from('a');
 const RECONCILIATION = Buffer.from('s');
+const NO_ARGS: EncodedArgs = { bytes: Buffer.alloc(0), count: 0 };
 /** Numbers the script returns per admission. */
 const OUTCOME_LENGTH = 8;
 
@@ -62,15 +69,20 @@ interface PendingAdmission {
  * the end of the turn (in the same socket write as the turn's other accounts' calls).
  */
 interface Batch {
-  bucket: Buffer;
-  dayKey: Buffer;
+  /** The account's bucket and day keys. */
+  keys: Buffer[];
   day: number;
   limits: Limits;
-  /** ARGV: the day's TTL, the account's three limits, then each call's values, in the order they were made. */
+  /** ARGV: the day's TTL and the account's three limits (encoded: limitArgs), then each call's values, in the order they were made (args). */
+  limitArgs: EncodedArgs;
   args: ScriptArg[];
   admissions: PendingAdmission[];
   /** Kept to be held and replayed if the connection fails under them. */
   settles: SettleInput[];
+  /** The admissions' timeout (none without admissions). */
+  timer: NodeJS.Timeout | undefined;
+  /** The timeout fired: the callers went to the in-memory gates. */
+  abandoned: boolean;
 }
 
 /** Day hashes live a week past their day, for readUsage. */
@@ -96,6 +108,15 @@ export interface GateRedis {
   off(event: 'ready' | 'close', listener: () => void): unknown;
   /** Numbers go as their decimal strings (String(n)) and Buffers as their bytes, as both clients send them. */
   evalsha(sha: string | Buffer, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
+  /** The same as evalsha(sha, keys.length, ...keys, ...fixed's arguments, ...args), through callbacks (RespClient); used when present. */
+  evalshaThen?(
+    sha: Buffer,
+    keys: readonly ScriptArg[],
+    fixed: EncodedArgs,
+    args: readonly ScriptArg[],
+    onReply: (reply: unknown) => void,
+    onError: (err: Error) => void,
+  ): void;
   eval(script: string, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
   script(subcommand: 'LOAD', source: string): Promise<unknown>;
   hgetall(key: string): Promise<Record<string, string>>;
@@ -164,11 +185,14 @@ export class RedisGateStore implements GateStore {
     let k = this.accountKeys.get(accountId);
     if (k === undefined) {
       if (this.accountKeys.size >= MAX_CACHED) this.accountKeys.clear();
-      k = { bucket: Buffer.from(this.bucketKey(accountId)), day, dayKey: Buffer.from(this.dayKey(accountId, day)) };
+      const bucket = Buffer.from(this.bucketKey(accountId));
+      const dayKey = Buffer.from(this.dayKey(accountId, day));
+      k = { bucket, day, dayKey, keys: [bucket, dayKey], limits: undefined, limitArgs: NO_ARGS };
       this.accountKeys.set(accountId, k);
     } else if (k.day !== day) {
       k.day = day;
       k.dayKey = Buffer.from(this.dayKey(accountId, day));
+      k.keys = [k.bucket, k.dayKey];
     }
     return k;
   }
@@ -189,12 +213,19 @@ export class RedisGateStore implements GateStore {
    * GateRedisError on failure or after the timeout.
    */
   admit(i: AdmitInput): Promise<Outcome> {
-    return new Promise<Outcome>((resolve, reject) => {
-      const b = this.batchOf(i.accountId, i.day, i.limits);
-      // Numbers as numbers: the client writes their digits (String(n) for anything but a safe integer).
-      b.args.push(ADMISSION, i.nowMs ?? '', i.estimate, this.modelName(i.model), i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
-      b.admissions.push({ input: i, resolve, reject });
-    });
+    return new Promise<Outcome>((resolve, reject) => this.admitThen(i, resolve, reject));
+  }
+
+  /**
+   * admit() with callbacks: `onOutcome` or `onError` is called once, from the reply's read. The
+   * gate's request path uses it so that an admission costs one promise (its own) instead of
+   * three, and one microtask hop less.
+   */
+  admitThen(i: AdmitInput, onOutcome: (o: Outcome) => void, onError: (err: Error) => void): void {
+    const b = this.batchOf(i.accountId, i.day, i.limits);
+    // Numbers as numbers: the client writes their digits (String(n) for anything but a safe integer).
+    b.args.push(ADMISSION, i.nowMs ?? '', i.estimate, this.modelName(i.model), i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
+    b.admissions.push({ input: i, resolve: onOutcome, reject: onError });
   }
 
   /** Fire and forget; when Redis is away the reconciliation waits (bounded) for it to return. */
@@ -272,14 +303,20 @@ export class RedisGateStore implements GateStore {
     // changed, or the reservation was made under the old ones): the calls so far go first.
     if (b !== undefined) this.sealed.push(b);
     const keys = this.keysOf(accountId, day);
+    if (keys.limits === undefined || !sameLimits(keys.limits, limits)) {
+      keys.limits = limits;
+      keys.limitArgs = encodeArgs(limitValues(limits));
+    }
     b = {
-      bucket: keys.bucket,
-      dayKey: keys.dayKey,
+      keys: keys.keys,
       day,
       limits,
-      args: [DAY_TTL_SEC, limits.rpm, limits.tpm, limits.dailyTokens],
+      limitArgs: keys.limitArgs,
+      args: [],
       admissions: [],
       settles: [],
+      timer: undefined,
+      abandoned: false,
     };
     this.batches.set(accountId, b);
     if (!this.sendScheduled) {
@@ -300,44 +337,48 @@ export class RedisGateStore implements GateStore {
   }
 
   private send(b: Batch): void {
-    const admissions = b.admissions;
-    let abandoned = false;
-    const timer =
-      admissions.length === 0
-        ? undefined
-        : setTimeout(() => {
-            abandoned = true;
-            counters.redisTimeouts++;
-            this.failed(`admission took over ${this.timeoutMs} ms`);
-            const err = new GateRedisError(`Redis did not answer within ${this.timeoutMs} ms`);
-            for (let k = 0; k < admissions.length; k++) admissions[k]!.reject(err);
-          }, this.timeoutMs);
-    this.run(b).then(
-      (reply) => {
-        const outcomes = toOutcomes(reply, admissions.length);
-        if (abandoned) {
-          // Too late: the callers went to the in-memory gates. Hand the reservations back.
-          if (outcomes) for (let k = 0; k < outcomes.length; k++) this.handBack(admissions[k]!.input, outcomes[k]!);
-          return;
-        }
-        clearTimeout(timer);
-        if (outcomes) for (let k = 0; k < outcomes.length; k++) admissions[k]!.resolve(outcomes[k]!);
-        else {
-          const err = new GateRedisError(`Unexpected reply from the gate script: ${JSON.stringify(reply)}`);
-          for (let k = 0; k < admissions.length; k++) admissions[k]!.reject(err);
-        }
-      },
-      (err: unknown) => {
-        this.failed((err as Error).message);
-        if (!abandoned) {
-          clearTimeout(timer);
-          const e = new GateRedisError(`Redis admission failed: ${(err as Error).message}`, err);
-          for (let k = 0; k < admissions.length; k++) admissions[k]!.reject(e);
-        }
-        // An error reply would fail again: only a connection failure is worth a replay.
-        if ((err as Error).name !== 'ReplyError') for (let k = 0; k < b.settles.length; k++) this.hold(b.settles[k]!);
-      },
+    if (b.admissions.length > 0) b.timer = setTimeout(() => this.abandon(b), this.timeoutMs);
+    this.run(
+      b,
+      (reply) => this.answered(b, reply),
+      (err) => this.refused(b, err),
     );
+  }
+
+  /** The admissions' timeout: their callers go to the in-memory gates. */
+  private abandon(b: Batch): void {
+    b.abandoned = true;
+    counters.redisTimeouts++;
+    this.failed(`admission took over ${this.timeoutMs} ms`);
+    const err = new GateRedisError(`Redis did not answer within ${this.timeoutMs} ms`);
+    for (let k = 0; k < b.admissions.length; k++) b.admissions[k]!.reject(err);
+  }
+
+  private answered(b: Batch, reply: unknown): void {
+    const admissions = b.admissions;
+    const outcomes = toOutcomes(reply, admissions.length);
+    if (b.abandoned) {
+      // Too late: the callers went to the in-memory gates. Hand the reservations back.
+      if (outcomes) for (let k = 0; k < outcomes.length; k++) this.handBack(admissions[k]!.input, outcomes[k]!);
+      return;
+    }
+    clearTimeout(b.timer);
+    if (outcomes) for (let k = 0; k < outcomes.length; k++) admissions[k]!.resolve(outcomes[k]!);
+    else {
+      const err = new GateRedisError(`Unexpected reply from the gate script: ${JSON.stringify(reply)}`);
+      for (let k = 0; k < admissions.length; k++) admissions[k]!.reject(err);
+    }
+  }
+
+  private refused(b: Batch, err: Error): void {
+    this.failed(err.message);
+    if (!b.abandoned) {
+      clearTimeout(b.timer);
+      const e = new GateRedisError(`Redis admission failed: ${err.message}`, err);
+      for (let k = 0; k < b.admissions.length; k++) b.admissions[k]!.reject(e);
+    }
+    // An error reply would fail again: only a connection failure is worth a replay.
+    if (err.name !== 'ReplyError') for (let k = 0; k < b.settles.length; k++) this.hold(b.settles[k]!);
   }
 
   /** Returns the reservation of an admission that passed after its caller stopped waiting. */
@@ -346,14 +387,18 @@ export class RedisGateStore implements GateStore {
     this.settle({ ...i, estimate: o.estimate, inputTokens: 0, outputTokens: 0, cachedTokens: 0 });
   }
 
-  private run(b: Batch): Promise<unknown> {
+  /** The batch's script call: EVALSHA, then EVAL when Redis does not have the script (NOSCRIPT). */
+  private run(b: Batch, onReply: (reply: unknown) => void, onError: (err: Error) => void): void {
     counters.redisCalls++;
-    const { bucket, dayKey, args } = b;
-    return this.redis.evalsha(GATE.sha, 2, bucket, dayKey, ...args).catch((err: unknown) => {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+    const { keys, args } = b;
+    const retry = (err: unknown): void => {
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) return onError(asError(err));
       counters.redisCalls++;
-      return this.redis.eval(GATE.src, 2, bucket, dayKey, ...args); // also caches the script in Redis
-    });
+      // Also caches the script in Redis.
+      this.redis.eval(GATE.src, 2, ...keys, ...limitValues(b.limits), ...args).then(onReply, (e: unknown) => onError(asError(e)));
+    };
+    if (this.redis.evalshaThen) this.redis.evalshaThen(GATE.sha, keys, b.limitArgs, args, onReply, retry);
+    else this.redis.evalsha(GATE.sha, 2, ...keys, ...limitValues(b.limits), ...args).then(onReply, retry);
   }
 
   private whenReady(): void {
@@ -388,6 +433,11 @@ export class RedisGateStore implements GateStore {
   }
 }
 
+/** A batch's first arguments: the day hashes' TTL and the account's limits. */
+function limitValues(l: Limits): number[] {
+  return [DAY_TTL_SEC, l.rpm, l.tpm, l.dailyTokens];
+}
+
 function sameLimits(a: Limits, b: Limits): boolean {
   return a === b || (a.rpm === b.rpm && a.tpm === b.tpm && a.dailyTokens === b.dailyTokens);
 }
@@ -411,6 +461,10 @@ function toOutcomes(reply: unknown, count: number): Outcome[] | undefined {
     };
   }
   return out;
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

@@ -13,7 +13,7 @@
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
-import { RespWriter, type RespArg } from './resp-encode.js';
+import { RespWriter, type EncodedArgs, type RespArg } from './resp-encode.js';
 
 /** An error reply from Redis (the command reached Redis and was refused). */
 export class ReplyError extends Error {
@@ -36,6 +36,8 @@ interface Pending {
   resolve(value: unknown): void;
   reject(err: Error): void;
 }
+
+const EVALSHA = Buffer.from('EVALSHA');
 
 /** The reply is not complete in the bytes read so far. */
 const INCOMPLETE = Symbol('incomplete');
@@ -72,6 +74,28 @@ export class RespClient extends EventEmitter {
 
   evalsha(sha: string | Buffer, numkeys: number, ...args: RespArg[]): Promise<unknown> {
     return this.call('EVALSHA', sha, numkeys, ...args);
+  }
+
+  /**
+   * EVALSHA of `keys`, then `fixed` (arguments encoded once), then `args`, answered through callbacks (one is called, once): what the
+   * gate store sends every batch, without the argument spreads of evalsha() and its promise.
+   */
+  evalshaThen(
+    sha: Buffer,
+    keys: readonly RespArg[],
+    fixed: EncodedArgs,
+    args: readonly RespArg[],
+    onReply: (reply: unknown) => void,
+    onError: (err: Error) => void,
+  ): void {
+    if (this.status !== 'ready') {
+      const err = new Error(`Redis connection is ${this.status}`);
+      queueMicrotask(() => onError(err)); // later, as evalsha()'s rejection would be
+      return;
+    }
+    this.out.scriptCall(EVALSHA, sha, keys, fixed, args);
+    this.scheduleFlush();
+    this.inFlight.push({ resolve: onReply, reject: onError });
   }
 
   eval(script: string, numkeys: number, ...args: RespArg[]): Promise<unknown> {

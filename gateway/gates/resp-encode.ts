@@ -14,6 +14,25 @@
  */
 export type RespArg = string | number | Buffer;
 
+/**
+ * Arguments encoded once as bulk strings, copied as they are into each command that sends them
+ * (RespWriter.scriptCall): the gate store's day TTL and an account's limits, the same on every
+ * call of the account, whose digits (up to 15 of them, in floating point) cost more to write
+ * than a copy.
+ */
+export interface EncodedArgs {
+  readonly bytes: Buffer;
+  /** How many arguments the bytes hold. */
+  readonly count: number;
+}
+
+/** `args` as the bulk strings a command would carry them in. */
+export function encodeArgs(args: readonly RespArg[]): EncodedArgs {
+  const w = new RespWriter(64);
+  w.appendArgs(args);
+  return { bytes: w.take(), count: args.length };
+}
+
 const CR = 0x0d;
 const LF = 0x0a;
 const DOLLAR = 0x24;
@@ -41,14 +60,39 @@ export class RespWriter {
     this.buf[this.len++] = STAR;
     this.digits(args.length);
     this.crlf();
-    for (let i = 0; i < args.length; i++) {
-      const a = args[i]!;
-      if (typeof a === 'number') {
-        if (Number.isSafeInteger(a)) this.integer(a);
-        else this.string(String(a));
-      } else if (typeof a === 'string') this.string(a);
-      else this.bytes(a);
-    }
+    this.appendArgs(args);
+  }
+
+  /** Appends arguments as bulk strings, without a command's `*<n>` line (encodeArgs). */
+  appendArgs(args: readonly RespArg[]): void {
+    for (let i = 0; i < args.length; i++) this.arg(args[i]!);
+  }
+
+  /**
+   * Appends `<command> <sha> <keys.length> ...keys ...fixed ...args` (EVALSHA): the same bytes as
+   * command() of those arguments, without the caller first spreading them into one array.
+   */
+  scriptCall(command: Buffer, sha: Buffer, keys: readonly RespArg[], fixed: EncodedArgs, args: readonly RespArg[]): void {
+    this.reserve(16);
+    this.buf[this.len++] = STAR;
+    this.digits(3 + keys.length + fixed.count + args.length);
+    this.crlf();
+    this.bytes(command);
+    this.bytes(sha);
+    this.integer(keys.length);
+    for (let i = 0; i < keys.length; i++) this.arg(keys[i]!);
+    this.reserve(fixed.bytes.length);
+    this.buf.set(fixed.bytes, this.len);
+    this.len += fixed.bytes.length;
+    for (let i = 0; i < args.length; i++) this.arg(args[i]!);
+  }
+
+  private arg(a: RespArg): void {
+    if (typeof a === 'number') {
+      if (Number.isSafeInteger(a)) this.integer(a);
+      else this.string(String(a));
+    } else if (typeof a === 'string') this.string(a);
+    else this.bytes(a);
   }
 
   /** The bytes written so far (a copy: the writer's buffer is reused), and a fresh start. */
@@ -67,6 +111,20 @@ export class RespWriter {
   /** A safe integer as a bulk string: `$<digits>\r\n<n>\r\n`. */
   private integer(n: number): void {
     this.reserve(48);
+    if (n >= 0 && n < 10) {
+      // One digit (a flag, a zero count, the number of keys: most of a call's numbers): `$1\r\n<d>\r\n`.
+      const buf = this.buf;
+      const at = this.len;
+      buf[at] = DOLLAR;
+      buf[at + 1] = 0x31;
+      buf[at + 2] = CR;
+      buf[at + 3] = LF;
+      buf[at + 4] = 0x30 + n;
+      buf[at + 5] = CR;
+      buf[at + 6] = LF;
+      this.len = at + 7;
+      return;
+    }
     const negative = n < 0;
     const abs = negative ? -n : n;
     const count = decimalLength(abs);

@@ -4,7 +4,7 @@
 // copy starts over), numbers of every kind, bytes, and commands that outgrow the buffer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RespWriter, type RespArg } from '../../../gateway/gates/resp-encode.js';
+import { encodeArgs, RespWriter, type RespArg } from '../../../gateway/gates/resp-encode.js';
 
 /** The reference: the command as one string, encoded as UTF-8. */
 function plain(args: readonly RespArg[]): Buffer {
@@ -67,4 +67,17 @@ test('RespWriter keeps commands in order across takes and growth, and clear() dr
   w.clear();
   w.command(['kept']);
   assert.deepEqual(w.take(), plain(['kept']));
+});
+
+test('RespWriter.scriptCall writes the bytes of the command of its arguments spread (encoded ones included)', () => {
+  const sha = Buffer.from('c'.repeat(40));
+  const keys = [Buffer.from('rc:{acct:7}:b'), Buffer.from('rc:{acct:7}:d:20417')];
+  for (const args of CASES) {
+    const w = new RespWriter(8);
+    const fixed: RespArg[] = [691200, 1e9, 1e11, 1e15];
+    w.scriptCall(Buffer.from('EVALSHA'), sha, keys, encodeArgs(fixed), args);
+    w.scriptCall(Buffer.from('EVALSHA'), sha, [], encodeArgs([]), args);
+    const expected = Buffer.concat([plain(['EVALSHA', sha, 2, ...keys, ...fixed, ...args]), plain(['EVALSHA', sha, 0, ...args])]);
+    assert.deepEqual(w.take(), expected, JSON.stringify(args));
+  }
 });
