@@ -17,15 +17,7 @@ export class SseParser {
   private rest: Buffer | undefined;
   private data: string | undefined;
 
-  /**
-   * `onData` takes each event's data. `onDataIn`, when given, takes instead the data of the
-   * single-line events of all-ASCII reads as s[from, end) of the read's text: the reader can
-   * read it in place, faster than through a slice of it.
-   */
-  constructor(
-    private readonly onData: (data: string) => void,
-    private readonly onDataIn?: (s: string, from: number, end: number) => void,
-  ) {}
+  constructor(private readonly onData: (data: string) => void) {}
 
   push(chunk: Buffer): void {
     let buf = chunk;
@@ -56,8 +48,7 @@ export class SseParser {
       // The usual event, one `data: ` line then the blank line: delivered at once, without
       // collecting the line as the event's data and dispatching it on the blank line.
       if (this.data === undefined && s.charCodeAt(nl + 1) === LF && s.charCodeAt(nl - 1) !== CR && s.startsWith('data: ', start)) {
-        if (this.onDataIn) this.onDataIn(s, start + 6, nl);
-        else this.onData(s.slice(start + 6, nl));
+        this.onData(s.slice(start + 6, nl));
         start = nl + 2;
         continue;
       }

@@ -77,16 +77,10 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     this.w = new ResponseWriter(res, this, { metrics: ctx.metrics });
     const t = new StreamTranslator({ model: o.model.name, signer: o.signer, thinking: o.thinking, inputTokens: o.inputTokensEstimate });
     this.t = t;
-    this.parser = new SseParser(
-      (data) => {
-        this.events++;
-        this.out += t.pushData(data);
-      },
-      (s, from, end) => {
-        this.events++;
-        this.out += t.pushDataIn(s, from, end);
-      },
-    );
+    this.parser = new SseParser((data) => {
+      this.events++;
+      this.out += t.pushData(data);
+    });
   }
 
   // WriterHooks

@@ -7,7 +7,7 @@
 // then message_stop. Blocks open only when they have content; indices are contiguous.
 // A backend error ends the stream with an `error` event.
 import { randomFillSync, type Hmac } from 'node:crypto';
-import { ChunkReader, type TextChunk } from './chunk-parse.js';
+import { textChunk, type TextChunk } from './chunk-parse.js';
 import { randomId } from '../../lib/ids.js';
 import { errorTypeForStatus, type MessagesErrorType } from './errors.js';
 import type { ThinkingSigner } from './signature.js';
@@ -79,7 +79,6 @@ export class StreamTranslator {
   private hmac: Hmac | undefined;
   /** Our block index and id for each upstream tool-call index. */
   private toolBlocks: { index: number; id: string | undefined }[] = [];
-  private readonly reader = new ChunkReader();
 
   constructor(opts: StreamOptions) {
     this.model = opts.model;
@@ -95,19 +94,10 @@ export class StreamTranslator {
 
   /** One `data:` payload of the upstream stream (a JSON chunk or `[DONE]`). */
   pushData(data: string): string {
-    return this.pushDataIn(data, 0, data.length);
-  }
-
-  /**
-   * pushData of the payload s[from, end), read in place: `s` is the text of a whole backend read
-   * (sse.ts), and a payload cut out of it would be slower to read character by character.
-   */
-  pushDataIn(s: string, from: number, end: number): string {
     if (this.done) return '';
-    const text = this.reader.read(s, from, end);
-    if (text !== undefined) return this.pushText(text);
-    const data = from === 0 && end === s.length ? s : s.slice(from, end);
     if (data === '[DONE]') return this.end();
+    const text = textChunk(data);
+    if (text !== undefined) return this.pushText(text);
     let chunk: ChatChunk;
     try {
       chunk = JSON.parse(data) as ChatChunk;

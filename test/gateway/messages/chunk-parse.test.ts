@@ -3,7 +3,7 @@
 // malformed chunk to JSON.parse, and translate exactly as the parsed chunk translates.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ChunkReader, textChunk, type TextChunk } from '../../../gateway/messages/chunk-parse.js';
+import { textChunk, type TextChunk } from '../../../gateway/messages/chunk-parse.js';
 import { ThinkingSigner } from '../../../gateway/messages/signature.js';
 import { StreamTranslator, type ChatChunk } from '../../../gateway/messages/stream.js';
 
@@ -119,24 +119,4 @@ test('a serialized stream translates exactly like the parsed one', () => {
   assert.ok(viaText.includes('"id":"msg_"'));
   assert.match(viaText, /"text":" world \\"q\\""/);
   assert.deepEqual(usage, { inputTokens: 21, outputTokens: 4, cachedTokens: 0 });
-});
-
-test('a reader reads each chunk in place in the text of a whole read, its head known from the chunk before or not', () => {
-  const chunks = [
-    vllm('"Hello"', 21, 1),
-    vllm('" wor\\u006cd"', 21, 2),
-    // Another head (id), then a head that is the known one cut short: both read key by key.
-    vllm('"!"', 21, 3).replace('"id":"chatcmpl-fb93"', '"id":"chatcmpl-other"'),
-    vllm('"?"', 21, 4).replace('"id":"chatcmpl-fb93"', '"id":"chatcmpl-fb9"'),
-    vllm('"a"').replace('"object":"chat.completion.chunk"', '"object":"error"'),
-    '[DONE]',
-  ];
-  const reader = new ChunkReader();
-  const text = chunks.map((c) => `data: ${c}\n\n`).join('');
-  let from = 0;
-  for (const c of chunks) {
-    from = text.indexOf('data: ', from) + 6;
-    assert.deepEqual(reader.read(text, from, from + c.length), textChunk(c), c);
-    from += c.length;
-  }
 });

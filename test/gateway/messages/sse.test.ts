@@ -86,20 +86,3 @@ test('ASCII and non-ASCII reads in turn: a line cut between them, an event whose
     }
   }
 });
-
-test('with onDataIn, the events are the same, wherever the stream is cut', () => {
-  const ascii = 'data: {"a":1}\n\n: c\n\ndata: {"b":2}\r\n\r\ndata: l1\ndata: l2\n\ndata:x\n\ndata: \n\ndata: [DONE]\n\n';
-  const expected = ['{"a":1}', '{"b":2}', 'l1\nl2', 'x', '', '[DONE]'];
-  const bytes = Buffer.from(ascii);
-  for (let i = 0; i <= bytes.length; i++) {
-    const got: string[] = [];
-    const p = new SseParser(
-      (d) => got.push(d),
-      (s, from, end) => got.push(s.slice(from, end)),
-    );
-    p.push(bytes.subarray(0, i));
-    p.push(bytes.subarray(i));
-    p.end();
-    assert.deepEqual(got, expected, `split at ${i}`);
-  }
-});
