@@ -45,6 +45,13 @@ export class SseParser {
     while (start < len) {
       const nl = s.indexOf('\n', start);
       if (nl < 0) break;
+      // The usual event, one `data: ` line then the blank line: delivered at once, without
+      // collecting the line as the event's data and dispatching it on the blank line.
+      if (this.data === undefined && s.charCodeAt(nl + 1) === LF && s.charCodeAt(nl - 1) !== CR && s.startsWith('data: ', start)) {
+        this.onData(s.slice(start + 6, nl));
+        start = nl + 2;
+        continue;
+      }
       const end = nl > start && s.charCodeAt(nl - 1) === CR ? nl - 1 : nl;
       if (start === end) this.dispatch();
       else if (end - start >= 5 && s.startsWith('data:', start)) this.addData(s.slice(s.charCodeAt(start + 5) === 0x20 ? start + 6 : start + 5, end));

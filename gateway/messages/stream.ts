@@ -113,11 +113,12 @@ export class StreamTranslator {
    */
   private pushText(c: TextChunk): string {
     this.usage = c.usage;
-    let out = this.started ? '' : this.start();
+    if (c.finish) this.finish = c.finish; // read only at the end: setting it before the text changes nothing
     const content = c.content;
-    if (content) out += this.textDelta(content);
-    if (c.finish) this.finish = c.finish;
-    return out;
+    // Most chunks: one token into the open text block, one event and no concatenation around it.
+    if (this.started) return content ? this.textDelta(content) : '';
+    const out = this.start();
+    return content ? out + this.textDelta(content) : out;
   }
 
   /** One parsed upstream chunk. */
@@ -180,8 +181,9 @@ export class StreamTranslator {
 
   /** A text token's events: the text block's start when it is not open yet, then its delta. */
   private textDelta(text: string): string {
-    const start = this.open === Block.Text ? '' : this.openBlock(Block.Text, '{"type":"text","text":""}');
-    return `${start}event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"text_delta","text":${jsonString(text)}}}\n\n`;
+    if (this.open === Block.Text) return textDeltaEvent(this.openIndex, text);
+    const start = this.openBlock(Block.Text, '{"type":"text","text":""}');
+    return start + textDeltaEvent(this.openIndex, text);
   }
 
   private openBlock(kind: Block, contentBlock: string): string {
@@ -253,11 +255,40 @@ function messageId(): string {
  * to escape (quote, backslash, control character, surrogate) goes to JSON.stringify.
  */
 export function jsonString(s: string): string {
+  return needsNoEscape(s) ? `"${s}"` : JSON.stringify(s);
+}
+
+/** Whether JSON.stringify leaves `s` as it is between its quotes: no quote, backslash, control character or surrogate. */
+function needsNoEscape(s: string): boolean {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return false;
   }
-  return `"${s}"`;
+  return true;
+}
+
+// A text token's content_block_delta event is the same text around the token for every token of a
+// block: that text is built once per block index (for the first indices; a stream rarely has
+// more) and the event is then two concatenations, not a template of five parts per token.
+const TEXT_DELTA_HEADS_KEPT = 16;
+const textDeltaHeads: string[] = [];
+const TEXT_DELTA_TAIL = '"}}\n\n';
+
+/** The text_delta event of block `index` up to and with the text's opening quote. */
+function textDeltaHead(index: number): string {
+  const kept = textDeltaHeads[index];
+  if (kept !== undefined) return kept;
+  const head = `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":"`;
+  if (index < TEXT_DELTA_HEADS_KEPT) textDeltaHeads[index] = head;
+  return head;
+}
+
+/** The text_delta event of `text` in block `index`, byte for byte as JSON.stringify would write its data. */
+export function textDeltaEvent(index: number, text: string): string {
+  const head = textDeltaHead(index);
+  if (needsNoEscape(text)) return head + text + TEXT_DELTA_TAIL;
+  // JSON.stringify's quotes replace the head's and the tail's.
+  return `${head.slice(0, -1)}${JSON.stringify(text)}}}\n\n`;
 }
 
 function usageJson(u: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number }): string {

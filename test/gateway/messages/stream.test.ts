@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ThinkingSigner } from '../../../gateway/messages/signature.js';
-import { jsonString, KEEPALIVE_COMMENT, PING_EVENT, StreamTranslator, type ChatChunk } from '../../../gateway/messages/stream.js';
+import { jsonString, KEEPALIVE_COMMENT, PING_EVENT, StreamTranslator, textDeltaEvent, type ChatChunk } from '../../../gateway/messages/stream.js';
 
 const signer = new ThinkingSigner('test-secret');
 
@@ -254,7 +254,7 @@ test('reportedUsage feeds the gate; ping and keep-alive are well-formed', () => 
   assert.match(KEEPALIVE_COMMENT, /^:[^\n]*\n\n$/);
 });
 
-test('jsonString is JSON.stringify of a string, escapes, control characters and lone surrogates included', () => {
+test('jsonString is JSON.stringify of a string, escapes, control characters and lone surrogates included; so is a text_delta event', () => {
   const cases = [
     '',
     'a',
@@ -272,4 +272,11 @@ test('jsonString is JSON.stringify of a string, escapes, control characters and 
     '\u2028\u2029',
   ];
   for (const c of cases) assert.equal(jsonString(c), JSON.stringify(c), JSON.stringify(c));
+  // The text_delta event, from its kept head (indices below 16) and built whole (above).
+  for (const index of [0, 1, 15, 16, 300]) {
+    for (const c of cases) {
+      const event = `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: c } })}\n\n`;
+      assert.equal(textDeltaEvent(index, c), event, JSON.stringify(c));
+    }
+  }
 });
