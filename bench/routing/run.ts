@@ -20,6 +20,8 @@ export interface PolicyResult {
   policy: Policy;
   requests: number;
   failed: number;
+  /** The failures by status (0: no response), to tell a routing failure from an overloaded machine. */
+  failures: Record<string, number>;
   /** Prompt tokens served from the sims' prefix caches, over all prompt tokens (conversations only). */
   hitShare: number;
   ttftP50Ms: number;
@@ -31,6 +33,12 @@ export interface PolicyResult {
   /** Consecutive turns of chat conversations that reached the same sim (undefined when unknown). */
   agreement: number | undefined;
 }
+
+const countBy = (xs: string[]): Record<string, number> => {
+  const out: Record<string, number> = {};
+  for (const x of xs) out[x] = (out[x] ?? 0) + 1;
+  return out;
+};
 
 const imbalance = (before: number[], after: number[]): number => {
   const d = after.map((a, i) => a - before[i]!);
@@ -75,6 +83,7 @@ export async function runPolicy(policy: Policy, shape: TrafficShape, engine: Eng
       policy,
       requests: all.length,
       failed: all.filter((o) => !o.ok).length,
+      failures: countBy(all.filter((o) => !o.ok).map((o) => String(o.status))),
       hitShare: cache.queries === 0 ? 0 : cache.hits / cache.queries,
       ttftP50Ms: percentile(
         outcomes.map((o) => o.ttftMs),
@@ -113,7 +122,11 @@ export function printRouting(results: readonly PolicyResult[]): void {
     results.map((r) => ({
       policy: r.policy,
       requests: r.requests,
-      failed: r.failed,
+      failed: r.failed
+        ? `${r.failed} (${Object.entries(r.failures)
+            .map(([s, n]) => `${n}x ${s}`)
+            .join(', ')})`
+        : 0,
       'hit share': fmt(r.hitShare, 3),
       'of oracle': oracle ? fmt(r.hitShare / oracle.hitShare) : '-',
       'ttft p50 ms': fmt(r.ttftP50Ms, 0),

@@ -34,7 +34,9 @@ export const routingEngine = (o: Partial<Engine> = {}): Engine => ({
   // prefix plus the histories of the conversations routed to one sim fit (about 100k tokens);
   // every conversation's history on every sim (what balance-only routing makes: about 700k) does not.
   kvCacheBlocks: 27_648,
-  prefillTokensPerSecond: 8000,
+  // A larger model than the sim's default 8B (a 70B-class model's prefill on one GPU): prefill,
+  // what prefix caching saves, is then most of a turn's time to first token, as on real agents.
+  prefillTokensPerSecond: 2500,
   ttftMs: 20,
   tokensPerSecond: 200,
   maxNumSeqs: 16,
