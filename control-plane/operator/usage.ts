@@ -64,7 +64,12 @@ async function sharedModelsToday(store: Store, read: ModelUsageReader) {
 function sharedModelsByDay(store: Store, today: number, days: number) {
   const from = dayString(today - days + 1);
   const to = dayString(today);
-  const out = Array.from({ length: days }, (_, i) => ({ day: dayString(today - days + 1 + i), tokens: 0, requests: 0, by_model: {} as Record<string, number> }));
+  const out = Array.from({ length: days }, (_, i) => ({
+    day: dayString(today - days + 1 + i),
+    tokens: 0,
+    requests: 0,
+    by_model: {} as Record<string, number>,
+  }));
   const index = new Map(out.map((r) => [r.day, r]));
   for (const r of store.modelUsageDays.byDay(from, to)) {
     const row = index.get(r.day)!;
@@ -72,7 +77,9 @@ function sharedModelsByDay(store: Store, today: number, days: number) {
     row.requests += r.requests;
     row.by_model[r.model] = r.tokens;
   }
-  const top = store.modelUsageDays.topAccounts(from, to, TOP).map((r) => ({ account_id: r.account_id, email: r.email, tokens: r.tokens, requests: r.requests }));
+  const top = store.modelUsageDays
+    .topAccounts(from, to, TOP)
+    .map((r) => ({ account_id: r.account_id, email: r.email, tokens: r.tokens, requests: r.requests }));
   return { by_day: out, top_accounts: top };
 }
 

@@ -29,7 +29,8 @@ async function memoryGate(t: TestContext, clock: FakeClock): Promise<LimitGate> 
 }
 
 const rollupOf = (store: Store, gate: LimitGate) => new UsageRollup({ store, read: (id, day) => gate.readUsage(id, day) });
-const table = (store: Store) => store.db.prepare('SELECT day, account_id, model, requests, input_tokens, output_tokens FROM model_usage_days ORDER BY day, account_id, model').all();
+const table = (store: Store) =>
+  store.db.prepare('SELECT day, account_id, model, requests, input_tokens, output_tokens FROM model_usage_days ORDER BY day, account_id, model').all();
 
 test('usage roll-up: idempotent copies of two days, kept across a restart, read by the 30-day view', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'rc-usage-rollup-'));
@@ -89,7 +90,11 @@ test('usage roll-up: the days each run copies', async () => {
   const rollup = new UsageRollup({ store, read: () => ({ by_model: {} }) });
   const day = (ms: number) => Math.floor(ms / DAY_MS);
   const jan = (d: number, h = 0, m = 0) => Date.UTC(2026, 0, d, h, m);
-  assert.deepEqual(rollup.daysDue(clock.now()), Array.from({ length: GATE_KEEP_DAYS }, (_, i) => day(jan(3)) + i), 'the backfill');
+  assert.deepEqual(
+    rollup.daysDue(clock.now()),
+    Array.from({ length: GATE_KEEP_DAYS }, (_, i) => day(jan(3)) + i),
+    'the backfill',
+  );
   await rollup.run();
   assert.deepEqual(rollup.daysDue(jan(10, 12, 10)), [day(jan(10))], 'today');
   clock.set(jan(11, 0, 5));
