@@ -139,9 +139,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const info: RuntimeInfo = { url: server.url, pid: process.pid };
   if (runtimePath) writeFileSync(runtimePath, JSON.stringify(info) + '\n', { mode: 0o600 });
   const purge = setInterval(() => store.sessions.purgeExpired(), 3_600_000).unref();
-  // The gates keep about a week of usage; the operator's 30-day view reads this daily copy.
-  const rollup = options.modelUsage ? new UsageRollup({ store, read: options.modelUsage, logger }) : undefined;
-  rollup?.start();
+  const rollup = options.modelUsage ? new UsageRollup({ store, read: options.modelUsage, logger }).start() : undefined; // the gates' usage per day
   logger.info('platform API listening', { url: server.url });
 
   let closing: Promise<void> | undefined;

@@ -34,9 +34,10 @@ export class UsageRollup {
   constructor(private readonly o: UsageRollupOptions) {}
 
   /** Runs now (the backfill) and then every `everyMs`. */
-  start(): void {
+  start(): this {
     void this.run();
     this.timer = setInterval(() => void this.run(), this.o.everyMs ?? ROLLUP_EVERY_MS).unref();
+    return this;
   }
 
   /** Stops the timer and waits for a run in progress (it ends after its current batch). */
