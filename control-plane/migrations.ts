@@ -236,4 +236,20 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
   CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
   `,
+  // 8 (issue 32): the shared models' usage per UTC day, account and model, copied from the gates
+  // (which keep about a week) by the roll-up job (operator/usage-rollup.ts), for the operator's
+  // 30-day view. Counters only grow: a copy keeps the larger of the stored and the read value.
+  `
+  CREATE TABLE model_usage_days (
+    day                 TEXT    NOT NULL,               -- UTC, YYYY-MM-DD
+    account_id          INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+    model               TEXT    NOT NULL,
+    requests            INTEGER NOT NULL,               -- admitted that day
+    input_tokens        INTEGER NOT NULL,
+    output_tokens       INTEGER NOT NULL,
+    cached_input_tokens INTEGER NOT NULL,
+    updated_at          INTEGER NOT NULL,
+    PRIMARY KEY (day, account_id, model)
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];

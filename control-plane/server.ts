@@ -14,6 +14,7 @@ import { uws } from '../lib/uws.js';
 import { runAdminOp, type AdminContext } from './admin.js';
 import { ADMIN_TOKEN_ACTOR } from './operator/audit-log.js';
 import { operatorRoutes } from './operator/routes.js';
+import { UsageRollup } from './operator/usage-rollup.js';
 import type { Db } from './db.js';
 import { resolveSettings, type ApiDeps, type ControlPlaneSettings, type ModelUsageReader } from './deps.js';
 import { accountRoutes } from './routes-account.js';
@@ -138,6 +139,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const info: RuntimeInfo = { url: server.url, pid: process.pid };
   if (runtimePath) writeFileSync(runtimePath, JSON.stringify(info) + '\n', { mode: 0o600 });
   const purge = setInterval(() => store.sessions.purgeExpired(), 3_600_000).unref();
+  const rollup = options.modelUsage ? new UsageRollup({ store, read: options.modelUsage, logger }).start() : undefined; // the gates' usage per day
   logger.info('platform API listening', { url: server.url });
 
   let closing: Promise<void> | undefined;
@@ -149,6 +151,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     close() {
       closing ??= (async () => {
         clearInterval(purge);
+        await rollup?.stop();
         await server.close(1000);
         if (runtimePath) removeRuntimeFile(runtimePath, info);
         if (ownsStore) store.close();

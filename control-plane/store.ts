@@ -10,6 +10,7 @@ import { LogTails } from './instances/log-tails.js';
 import { InstanceStore } from './instances/store.js';
 import { Coupons, Ledger } from './ledger.js';
 import { AuditLog } from './operator/audit-log.js';
+import { ModelUsageDays } from './operator/usage-days.js';
 import { sealKey } from './secrets.js';
 import { seedOnce } from './seed.js';
 import { Templates } from './templates.js';
@@ -46,6 +47,8 @@ export class Store {
   readonly logTails: LogTails;
   /** Every operator action (operator/audit-log.ts). */
   readonly audit: AuditLog;
+  /** The shared models' usage per day, account and model, copied from the gates (operator/usage-days.ts). */
+  readonly modelUsageDays: ModelUsageDays;
   /** The key sealing secrets at rest (API keys, host agent tokens). */
   readonly sealKey: Buffer;
 
@@ -67,6 +70,7 @@ export class Store {
     this.hosts = new HostStore(this.db, seal, this.clock);
     this.logTails = new LogTails(this.db);
     this.audit = new AuditLog(this.db, this.clock);
+    this.modelUsageDays = new ModelUsageDays(this.db, this.clock);
     if (options.seed !== false) seedOnce(this);
   }
 

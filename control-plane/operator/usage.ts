@@ -1,9 +1,11 @@
-// The operator's usage page: shared-model tokens (today by hour and model; by day for the days the
-// gates keep), GPU hours and credits consumed by day over 30 days, and the top accounts.
+// The operator's usage page: shared-model tokens (today by hour and model, from the gates; by day
+// and model over 30 days and the top accounts, from the daily roll-up in model_usage_days), GPU
+// hours and credits consumed by day over 30 days, and the top accounts by credits.
 import type { ModelUsageReader } from '../deps.js';
 import { toCredits } from '../ledger.js';
 import type { Store } from '../store.js';
 import type { OperatorReads } from './reads.js';
+import { dayString } from './usage-days.js';
 
 export const USAGE_DAYS = 30;
 const DAY_MS = 86_400_000;
@@ -16,8 +18,6 @@ interface DayUsage {
   by_model: Record<string, { input_tokens: number; output_tokens: number; requests: number }>;
   by_hour: { hour: number; tokens: number; requests: number; by_model: Record<string, { tokens: number; requests: number }> }[];
 }
-
-const dayString = (day: number) => new Date(day * DAY_MS).toISOString().slice(0, 10);
 
 /** GPU hours per UTC day: each ready span cut at day boundaries, times its GPUs. */
 export function gpuHoursByDay(spans: { gpu_count: number; ready_at: number; ended_at: number | null }[], from: number, now: number): Map<number, number> {
@@ -35,7 +35,7 @@ export function gpuHoursByDay(spans: { gpu_count: number; ready_at: number; ende
   return out;
 }
 
-/** Today's shared-model usage of every account, summed: by hour and model, and per account. */
+/** Today's shared-model usage of every account, summed by hour and model (the gates have today's hours). */
 async function sharedModelsToday(store: Store, read: ModelUsageReader) {
   const byHour = Array.from({ length: 24 }, (_, hour) => ({
     hour,
@@ -43,11 +43,9 @@ async function sharedModelsToday(store: Store, read: ModelUsageReader) {
     requests: 0,
     by_model: {} as Record<string, { tokens: number; requests: number }>,
   }));
-  const perAccount: { email: string; tokens: number; requests: number }[] = [];
   for (const a of store.accounts.list()) {
     const u = (await read(a.id)) as DayUsage;
     if (u.requests === 0 && u.tokens_used === 0) continue;
-    perAccount.push({ email: a.email, tokens: u.tokens_used, requests: u.requests });
     for (const hr of u.by_hour) {
       const into = byHour[hr.hour]!;
       into.tokens += hr.tokens;
@@ -59,25 +57,35 @@ async function sharedModelsToday(store: Store, read: ModelUsageReader) {
       }
     }
   }
-  perAccount.sort((x, y) => y.tokens - x.tokens);
-  return { by_hour: byHour, top_accounts: perAccount.slice(0, TOP) };
+  return { by_hour: byHour };
 }
 
-/** Shared-model tokens by day and model for the last `days` days (days the gates no longer keep read as zero). */
-async function sharedModelsByDay(store: Store, read: ModelUsageReader, today: number, days: number) {
-  const out: { day: string; tokens: number; requests: number; by_model: Record<string, number> }[] = [];
-  const accounts = store.accounts.list();
-  for (let d = today - days + 1; d <= today; d++) {
-    const row = { day: dayString(d), tokens: 0, requests: 0, by_model: {} as Record<string, number> };
-    for (const a of accounts) {
-      const u = (await read(a.id, dayString(d))) as DayUsage;
-      row.tokens += u.tokens_used;
-      row.requests += u.requests;
-      for (const [m, x] of Object.entries(u.by_model)) row.by_model[m] = (row.by_model[m] ?? 0) + x.input_tokens + x.output_tokens;
-    }
-    out.push(row);
+/** Shared-model tokens by day and model for the last `days` days, and the top accounts, from the daily roll-up (one query each). */
+function sharedModelsByDay(store: Store, today: number, days: number) {
+  const from = dayString(today - days + 1);
+  const to = dayString(today);
+  const out = Array.from({ length: days }, (_, i) => ({
+    day: dayString(today - days + 1 + i),
+    tokens: 0,
+    requests: 0,
+    by_model: {} as Record<string, number>,
+  }));
+  const index = new Map(out.map((r) => [r.day, r]));
+  for (const r of store.modelUsageDays.byDay(from, to)) {
+    const row = index.get(r.day)!;
+    row.tokens += r.tokens;
+    row.requests += r.requests;
+    row.by_model[r.model] = r.tokens;
   }
-  return out;
+  const top = store.modelUsageDays
+    .topAccounts(from, to, TOP)
+    .map((r) => ({ account_id: r.account_id, email: r.email, tokens: r.tokens, requests: r.requests }));
+  return { by_day: out, top_accounts: top };
+}
+
+async function sharedModels(store: Store, read: ModelUsageReader, today: number) {
+  const { by_day, top_accounts } = sharedModelsByDay(store, today, USAGE_DAYS);
+  return { today: await sharedModelsToday(store, read), by_day, top_accounts };
 }
 
 export async function operatorUsage(store: Store, reads: OperatorReads, read: ModelUsageReader | undefined) {
@@ -93,7 +101,7 @@ export async function operatorUsage(store: Store, reads: OperatorReads, read: Mo
   }));
   return {
     day: dayString(today),
-    shared_models: read ? { today: await sharedModelsToday(store, read), by_day: await sharedModelsByDay(store, read, today, USAGE_DAYS) } : null,
+    shared_models: read ? await sharedModels(store, read, today) : null,
     instances_by_day: days,
     top_accounts_by_credits: reads.topSpenders(from, TOP).map((r) => ({ account_id: r.account_id, email: r.email, credits: toCredits(r.micros) })),
   };

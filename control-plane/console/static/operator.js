@@ -327,7 +327,8 @@ function dayChart(title, unit, rows) {
   const peak = totals.indexOf(Math.max(...totals));
   const label = `${title}: ${totals.filter((t) => t > 0).length} of ${rows.length} days with use, peak ${totals[peak].toLocaleString()} ${unit} on ${rows[peak].day}`;
   return h('figure', { class: 'hours' },
-    svg('svg', { viewBox: '0 0 270 116', role: 'img', 'aria-label': label },
+    // The view box starts left of 0: room for a top label as long as 0.0002.
+    svg('svg', { viewBox: '-12 0 282 116', role: 'img', 'aria-label': label },
       svg('line', { x1: 28, y1: 8, x2: 270, y2: 8 }), svg('line', { x1: 28, y1: 100, x2: 270, y2: 100, class: 'axis' }),
       svg('text', { x: 25, y: 11, 'text-anchor': 'end' }, max < 1 ? max.toPrecision(1) : compact(max)), svg('text', { x: 25, y: 103, 'text-anchor': 'end' }, '0'),
       svg('text', { x: 28, y: 113 }, rows[0].day.slice(5)), svg('text', { x: 270, y: 113, 'text-anchor': 'end' }, rows[rows.length - 1].day.slice(5)), bars),
@@ -348,9 +349,8 @@ async function usagePage() {
       : todayUsed ? hourChart(sm.today.by_hour) : h('p', { class: 'muted' }, 'No requests today.'),
     sm ? [h('h2', {}, 'Shared models, last 30 days'),
       sm.by_day.some((d) => d.tokens > 0) ? dayChart('Shared-model tokens by day and model', 'tokens', sm.by_day.map((d) => ({ day: d.day, parts: d.by_model }))) : h('p', { class: 'muted' }, 'No requests in these days.'),
-      h('p', { class: 'hint' }, 'Days older than the gates keep (8 in memory) read as zero.'),
-      h('h3', {}, 'Top accounts today'),
-      table('Top accounts by shared-model tokens today', ['Account', 'Tokens', 'Requests'], sm.today.top_accounts.map((a) => [a.email, [a.tokens.toLocaleString(), 'num'], [String(a.requests), 'num']]), 'No requests today.')] : null,
+      h('h3', {}, 'Top accounts, last 30 days'),
+      table('Top accounts by shared-model tokens, last 30 days', ['Account', 'Tokens', 'Requests'], sm.top_accounts.map((a) => [h('a', { href: `/operator/accounts/${a.account_id}` }, a.email), [a.tokens.toLocaleString(), 'num'], [String(a.requests), 'num']]), 'No requests in these days.')] : null,
     h('h2', {}, 'Instances, last 30 days'),
     h('h3', {}, 'GPU hours by day'),
     dayChart('GPU hours by day', 'GPU hours', u.instances_by_day.map((d) => ({ day: d.day, parts: { 'GPU hours': d.gpu_hours } }))),
