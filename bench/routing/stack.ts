@@ -30,10 +30,11 @@ export interface Engine {
 
 export const routingEngine = (o: Partial<Engine> = {}): Engine => ({
   sims: 8,
-  // The sim's default: 442k tokens of KV cache per sim (an 8B model on one 80 GB GPU). The shared
-  // prefix plus the histories of the conversations routed to one sim fit (about 100k tokens);
-  // every conversation's history on every sim (what balance-only routing makes: about 700k) does not.
-  kvCacheBlocks: 27_648,
+  // 192k tokens of KV cache per sim, a 70B-class model's budget on its GPUs (as the prefill speed
+  // below): the shared prefix plus the histories of the conversations routed to one sim fit
+  // (about 60k tokens); every conversation's history on every sim, what balance-only routing
+  // makes, does not (about 360k).
+  kvCacheBlocks: 12_000,
   // A larger model than the sim's default 8B (a 70B-class model's prefill on one GPU): prefill,
   // what prefix caching saves, is then most of a turn's time to first token, as on real agents.
   prefillTokensPerSecond: 2500,

@@ -13,8 +13,8 @@ export interface TrafficShape {
   /** Tokens of the shared system prompt (the tools add a few hundred more). */
   prefixTokens: number;
   /**
-   * Tokens of each user turn and of each assistant reply kept in the history. An agent's user
-   * turn is mostly tool output (a file read, a command's output): about a thousand tokens.
+   * Tokens of each user turn and of each assistant reply kept in the history: an agent's turn is
+   * a tool result (a file excerpt, a command's output) and a short reply with the next call.
    */
   userTokens: number;
   replyTokens: number;
@@ -26,8 +26,8 @@ export const routingTraffic = (o: Partial<TrafficShape> = {}): TrafficShape => (
   conversations: 64,
   turns: 10,
   prefixTokens: 12_000,
-  userTokens: 1000,
-  replyTokens: 100,
+  userTokens: 400,
+  replyTokens: 150,
   burst: 64,
   ...o,
 });
