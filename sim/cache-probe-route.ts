@@ -2,33 +2,14 @@
 // prompt (`/tokenize`'s chat form: `{model?, messages, tools?}`) it answers how many of its
 // tokens this sim's prefix cache would serve now, as a generation would count them, without
 // changing the cache or its LRU order: an "oracle" router asks every sim before choosing one.
-import { parseJsonObject, readBody, sendJson, track } from '../lib/http.js';
 import type { HttpRequest, HttpResponse } from '../lib/uws.js';
 import type { SimContext } from './context.js';
-import { NOT_AN_OBJECT, SimRequestError, tokenizeChatSchema, validate, vllmError } from './request.js';
+import { jsonRoute } from './json-route.js';
+import { tokenizeChatSchema, validate } from './request.js';
 import { applyChatTemplate, encode } from './tokenizer.js';
 
 export function cacheProbeRoute(ctx: SimContext): (res: HttpResponse, req: HttpRequest) => void {
-  return (res, req) => {
-    const r = track(res);
-    readBody(
-      r,
-      req.getHeader('content-length'),
-      ctx.opts.maxBodyBytes,
-      (buf) => {
-        const body = parseJsonObject(buf);
-        if (!body) return sendJson(r, 400, vllmError(400, NOT_AN_OBJECT));
-        try {
-          sendJson(r, 200, probe(ctx, body));
-        } catch (err) {
-          if (err instanceof SimRequestError) return sendJson(r, err.status, err.body());
-          ctx.log.error('cache probe failed', { err });
-          sendJson(r, 500, vllmError(500, 'Internal error in the sim'));
-        }
-      },
-      (err) => sendJson(r, err.status, vllmError(err.status, err.message)),
-    );
-  };
+  return jsonRoute(ctx, 'cache probe', (body) => probe(ctx, body));
 }
 
 /** The prompt as a generation would see it (chat template with the generation prompt), and its cached tokens now. */
