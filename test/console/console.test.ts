@@ -5,24 +5,17 @@
 // A screenshot of every page goes to test-output/console/ (gitignored), with the measured
 // compressed script size and time to first render of the instance page in metrics.json.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { brotliCompressSync, gzipSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
-import { startPlatform } from '../../bin/platform.js';
 import { staticDir } from '../../control-plane/console/serve.js';
-import { loadConfig } from '../../lib/config.js';
-import { createLogger } from '../../lib/log.js';
-import { killAgentProcesses } from '../agent/harness.js';
-import { waitFor, platformTestEnv } from '../helpers.js';
+import { waitFor } from '../helpers.js';
 import { browserAvailable, launchBrowser } from './browser.js';
+import { startConsolePlatform } from './platform.js';
 
-const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 export const OUTPUT_DIR = fileURLToPath(new URL('../../../test-output/console/', import.meta.url));
 const JS_BUDGET_BYTES = 100 * 1024;
 
@@ -53,23 +46,7 @@ const h1 = (page: Page, name: string) => page.getByRole('heading', { name, level
 test('console: sign up, review, verification, coupon, template, launch, app, logs, destroy, key rotation', { timeout: 300_000 }, async (t) => {
   if (!browserAvailable(t)) return;
   mkdirSync(OUTPUT_DIR, { recursive: true });
-  const dataDir = mkdtempSync(join(tmpdir(), 'rc-console-'));
-  const env = {
-    ...platformTestEnv(dataDir),
-    RC_AGENT_GPU_DETECT: 'configured',
-    RC_INSTANCE_LAUNCH_RATE: '1:100',
-    RC_LOG_LEVEL: 'silent',
-  };
-  const platform = await startPlatform(loadConfig(env), createLogger('silent'));
-  t.after(async () => {
-    await platform.close();
-    killAgentProcesses(platform.agent.agentId);
-    rmSync(dataDir, { recursive: true, force: true });
-    rmSync(`${dataDir}-instances`, { recursive: true, force: true });
-  });
-  const api = platform.controlPlane.url;
-  const rc = async (...args: string[]) =>
-    JSON.parse((await promisify(execFile)(process.execPath, [RC, ...args, '--data-dir', dataDir], { env: { ...process.env, ...env } })).stdout);
+  const { platform, api, rc } = await startConsolePlatform(t, 'rc-console-');
 
   const context = await launchBrowser(t);
   const page = await context.newPage();

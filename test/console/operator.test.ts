@@ -8,22 +8,15 @@
 // link. Every operator page is screenshotted under test-output/console/operator/, checked for
 // unlabelled controls and for sideways scrolling at phone width.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
-import { startPlatform } from '../../bin/platform.js';
-import { loadConfig } from '../../lib/config.js';
-import { createLogger } from '../../lib/log.js';
-import { killAgentProcesses, startTestAgent } from '../agent/harness.js';
-import { platformTestEnv } from '../helpers.js';
+import { startTestAgent } from '../agent/harness.js';
 import { browserAvailable, launchBrowser } from './browser.js';
+import { startConsolePlatform } from './platform.js';
 
-const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 const OUTPUT_DIR = fileURLToPath(new URL('../../../test-output/console/operator/', import.meta.url));
 const OPERATOR = 'operator@example.com';
 const TENANT = 'tenant@example.com';
@@ -62,19 +55,8 @@ test('operator console: review, coupon, hosts, drain, launch elsewhere, destroy 
 }, async (t) => {
   if (!browserAvailable(t)) return;
   mkdirSync(OUTPUT_DIR, { recursive: true });
-  const dataDir = mkdtempSync(join(tmpdir(), 'rc-operator-console-'));
-  const env = { ...platformTestEnv(dataDir), RC_AGENT_GPU_DETECT: 'configured', RC_INSTANCE_LAUNCH_RATE: '1:100', RC_LOG_LEVEL: 'silent' };
-  const platform = await startPlatform(loadConfig(env), createLogger('silent'));
-  t.after(async () => {
-    await platform.close();
-    killAgentProcesses(platform.agent.agentId);
-    rmSync(dataDir, { recursive: true, force: true });
-    rmSync(`${dataDir}-instances`, { recursive: true, force: true });
-  });
+  const { api, rc } = await startConsolePlatform(t, 'rc-operator-console-');
   const second = await startTestAgent(t);
-  const api = platform.controlPlane.url;
-  const rc = async (...args: string[]) =>
-    JSON.parse((await promisify(execFile)(process.execPath, [RC, ...args, '--data-dir', dataDir], { env: { ...process.env, ...env } })).stdout);
   const made = await rc('account', 'create', '--email', OPERATOR, '--verified', '--operator', '--password', PASSWORD);
   assert.equal(made.email, OPERATOR);
 
