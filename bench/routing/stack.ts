@@ -59,9 +59,9 @@ export class RoutingStack {
 
   static async start(policy: Policy, engine: Engine): Promise<RoutingStack> {
     const logger = createLogger('silent');
+    const { sims: count, ...simEngine } = engine;
     const sims: SimServer[] = [];
-    for (let i = 0; i < engine.sims; i++) {
-      const { sims: _, ...simEngine } = engine;
+    for (let i = 0; i < count; i++) {
       sims.push(await startSim({ model: MODEL, logger, instanceName: `sim-${i}`, ...simEngine }));
     }
     const key = generateKey();
