@@ -7,8 +7,10 @@
 // backend that holds the longest prefix of it; among several holders, and when no one holds
 // any, the conversation key decides by rendezvous hashing, so gateway replicas that never talk
 // agree; with bounded load (consistent hashing with bounded loads): a backend whose in-flight
-// count would pass ceil((1 + epsilon) * (total in flight + 1) / healthy backends) is skipped,
-// which spreads a hot prefix and bounds the imbalance.
+// count would pass the ceiling max(routeMinCeiling, ceil((1 + epsilon) * (total in flight + 1) /
+// healthy backends)) takes no new conversation, which spreads a hot prefix and bounds the
+// imbalance; a backend that holds a request's prefix keeps it up to a looser ceiling
+// (routeKeepEpsilon), since moving a conversation costs its cached history.
 import { REASON_FALLBACK, REASON_KEY, REASON_LOAD, REASON_PREFIX, REASON_ROTATE, type RouteSeries } from '../metrics.js';
 import { fnv1a, mix } from './prefix-key.js';
 import { PrefixTable } from './prefix-table.js';
@@ -42,6 +44,17 @@ export interface RouterOptions {
   routeEntries: number;
   /** Bounded load's slack: a backend takes a request while its in-flight count stays within (1 + epsilon) times the mean. */
   routeEpsilon: number;
+  /**
+   * The bounded-load ceiling is never below this: a GPU serves a few requests at once in one
+   * batch at no cost to each, so a backend with fewer in flight is not moved away from (which
+   * keeps replicas, whose in-flight counts differ, agreeing at low load).
+   */
+  routeMinCeiling: number;
+  /**
+   * The slack for a request whose prefix a backend holds: moving it would recompute its history,
+   * so its backend keeps it until its in-flight count passes (1 + routeKeepEpsilon) times the mean.
+   */
+  routeKeepEpsilon: number;
   /** More waiting requests than this (vLLM's metric, when scraped) make a backend overloaded. */
   routeMaxWaiting: number;
   /** How often upstreams' /metrics are read (0: never); a reading older than three periods is not used. */
@@ -56,7 +69,9 @@ const MAX_BITS = 32;
 /** Slot states of the scratch array. */
 const OUT = 0;
 const FULL = 1;
-const ROOM = 2;
+/** Room only for a request whose prefix it holds (between the two ceilings). */
+const KEEP = 2;
+const ROOM = 3;
 
 /** The unit looked up after k once below the lookback window: learn()'s powers of two, then the first unit; -1 when done. */
 function below(k: number, stop: number): number {
@@ -108,10 +123,10 @@ export class PrefixRouter implements ModelRouter {
   readonly table: PrefixTable;
   /** Each upstream's `ejections` when its table bits were last valid. */
   private readonly seen: Uint32Array;
-  /** Scratch per upstream for one choice: OUT, FULL or ROOM. */
+  /** Scratch per upstream for one choice: OUT, FULL, KEEP or ROOM. */
   private readonly state: Uint8Array;
-  /** ROOM upstreams among the first 32, as bits (set by scan). */
-  private roomBits = 0;
+  /** KEEP or ROOM upstreams among the first 32, as bits (set by scan). */
+  private keepBits = 0;
   private rotor = 0;
   private readonly fresh: number;
 
@@ -152,7 +167,7 @@ export class PrefixRouter implements ModelRouter {
     for (let p = 1; p - 1 < last; p <<= 1) if (p - 1 > route.minUnit) this.table.add(units[p - 1]!, bit);
   }
 
-  /** Marks each upstream OUT, FULL or ROOM; false when none is in. Forgets an upstream taken out since. */
+  /** Marks each upstream OUT, FULL, KEEP or ROOM; false when none is in. Forgets an upstream taken out since. */
   private scan(ups: readonly RoutedUpstream[], skip: readonly RoutedUpstream[] | undefined, now: number): boolean {
     const n = ups.length;
     const state = this.state;
@@ -170,16 +185,27 @@ export class PrefixRouter implements ModelRouter {
       }
     }
     if (healthy === 0) return false;
-    const ceiling = Math.ceil(((1 + this.opts.routeEpsilon) * (total + 1)) / healthy);
+    const ceiling = this.ceiling(this.opts.routeEpsilon, total, healthy);
+    const keepCeiling = this.ceiling(this.opts.routeKeepEpsilon, total, healthy);
     let bits = 0;
     for (let i = 0; i < n; i++) {
       if (state[i] === OUT) continue;
       const u = ups[i]!;
-      if (u.inflight > ceiling || this.queued(u, now)) state[i] = FULL;
-      else if (i < MAX_BITS) bits |= 1 << i;
+      // Room when one more stays within the ceiling. Some backend always has room: were all at
+      // the ceiling, total >= healthy * ceiling >= (1 + epsilon) * (total + 1) > total.
+      if (u.inflight >= keepCeiling || this.queued(u, now)) state[i] = FULL;
+      else {
+        if (u.inflight >= ceiling) state[i] = KEEP;
+        if (i < MAX_BITS) bits |= 1 << i;
+      }
     }
-    this.roomBits = bits;
+    this.keepBits = bits;
     return true;
+  }
+
+  /** Bounded load's ceiling with slack `epsilon`, never below routeMinCeiling. */
+  private ceiling(epsilon: number, total: number, healthy: number): number {
+    return Math.max(this.opts.routeMinCeiling, Math.ceil(((1 + epsilon) * (total + 1)) / healthy));
   }
 
   /** vLLM says requests wait in its queue beyond the threshold (a recent reading only). */
@@ -195,7 +221,7 @@ export class PrefixRouter implements ModelRouter {
    */
   private holder(ups: readonly RoutedUpstream[], hint: RouteHint): number {
     const units = hint.units;
-    const room = this.roomBits;
+    const room = this.keepBits;
     this.series.unitsSent += units.length;
     if (room === 0) return -1;
     const home = this.keyFirst(ups, hint.key);
@@ -227,13 +253,13 @@ export class PrefixRouter implements ModelRouter {
     return i;
   }
 
-  /** The upstream with room that `key` ranks first, or -1. */
+  /** The upstream with room for a held prefix (KEEP or ROOM) that `key` ranks first, or -1. */
   private keyFirst(ups: readonly RoutedUpstream[], key: number): number {
     const state = this.state;
     let best = -1;
     let bestScore = -1;
     for (let i = 0; i < ups.length; i++) {
-      if (state[i] !== ROOM) continue;
+      if (state[i]! < KEEP) continue;
       const s = score(key, ups[i]!);
       if (s > bestScore) {
         bestScore = s;

@@ -42,6 +42,8 @@ export const DEFAULT_UPSTREAM_OPTIONS: UpstreamOptions = {
   failuresToEject: 3,
   routeEntries: 65_536,
   routeEpsilon: 0.25,
+  routeMinCeiling: 4,
+  routeKeepEpsilon: 1,
   routeMaxWaiting: 4,
   metricsIntervalMs: 0,
 };

@@ -17,7 +17,7 @@ import { LoadScraper, waitingRequests } from '../../gateway/backends/load-scrape
 import { requestUpstream, UpstreamRegistry } from '../../gateway/backends/upstreams.js';
 import { GatewayMetrics, REASON_KEY, REASON_LOAD, REASON_PREFIX, ROUTE_REASONS, RouteSeries } from '../../gateway/metrics.js';
 
-const OPTS: RouterOptions = { routeEntries: 65_536, routeEpsilon: 0.25, routeMaxWaiting: 4, metricsIntervalMs: 0 };
+const OPTS: RouterOptions = { routeEntries: 65_536, routeEpsilon: 0.25, routeMinCeiling: 4, routeKeepEpsilon: 1, routeMaxWaiting: 4, metricsIntervalMs: 0 };
 
 /** A stand-in upstream: what the router reads, settable. */
 class FakeUpstream implements RoutedUpstream {
@@ -185,27 +185,45 @@ describe('prefix router', () => {
     );
   });
 
-  it('a burst on one hot conversation stays within the bounded-load ceiling', () => {
-    const eps = 0.25;
-    const m = model(4, { routeEpsilon: eps });
-    const hint = hintOf(turn(7, 3));
-    for (let k = 1; k <= 200; k++) {
-      // None ends: all in flight at once. The backend chosen never has more in flight than the
-      // ceiling of the moment: ceil((1 + eps) * (total in flight + 1) / backends).
-      const ceiling = Math.ceil(((1 + eps) * k) / 4);
-      const i = route(m, hint);
-      assert.ok(m.ups[i]!.inflight - 1 <= ceiling, `request ${k}: ${m.ups.map((u) => u.inflight)}, ceiling ${ceiling}`);
-      assert.ok(Math.max(...m.ups.map((u) => u.inflight)) <= ceiling + 1);
+  /** Sends `requests` hints at once (none ends) and checks every choice against the ceiling of its moment. */
+  function burstWithin(m: Model, eps: number, hintAt: (k: number) => RouteHint, requests: number): void {
+    for (let k = 1; k <= requests; k++) {
+      // The backend chosen, with this request, never has more in flight than the ceiling of the
+      // moment: max(routeMinCeiling, ceil((1 + eps) * (total in flight + 1) / backends)).
+      const ceiling = Math.max(OPTS.routeMinCeiling, Math.ceil(((1 + eps) * k) / m.ups.length));
+      const i = route(m, hintAt(k));
+      assert.ok(m.ups[i]!.inflight <= ceiling, `request ${k}: ${m.ups.map((u) => u.inflight)}, ceiling ${ceiling}`);
+      assert.ok(Math.max(...m.ups.map((u) => u.inflight)) <= ceiling);
     }
-    const load = [...m.series.choices.values()].reduce((n, c) => n + c[REASON_LOAD]!, 0);
+    const load = [...m.series.choices.values()].reduce((n, c) => n + c[REASON_LOAD]! + c[REASON_PREFIX]!, 0);
     assert.ok(load > 0, 'load moved requests');
+  }
+
+  it('a burst of new conversations on one hot system prompt stays within the bounded-load ceiling', () => {
+    const m = model(4);
+    const hot = `A new hot prompt. ${'Follow these rules. '.repeat(400)}`;
+    // Conversations 1..200 (their first messages differ within prefix-key's SAMPLE characters).
+    burstWithin(m, OPTS.routeEpsilon, (k) => hintOf(turn(k, 1, hot)), 200);
+    const counts = m.ups.map((u) => u.inflight);
+    assert.ok(Math.max(...counts) <= Math.ceil((1 + OPTS.routeEpsilon) * (200 / 4)), `spread: ${counts}`);
+  });
+
+  it('one conversation bursting stays where its prefix is up to the looser keep ceiling, then spreads', () => {
+    const m = model(4);
+    const hint = hintOf(turn(7, 3));
+    // Below the floor, one backend takes the whole burst: no move at low load.
+    for (let k = 1; k <= OPTS.routeMinCeiling; k++) assert.equal(m.ups[route(m, hint)]!.inflight, k);
+    for (const u of m.ups) u.inflight = 0;
+    burstWithin(m, OPTS.routeKeepEpsilon, () => hint, 200);
+    assert.ok(m.ups.filter((u) => u.inflight > 0).length >= 2, 'spread');
   });
 
   it('two replicas that never talk agree on where a conversation goes', () => {
     // Two gateways, each with its own router and its own view of in-flight counts; 64
     // conversations of 8 turns, each turn through either replica (a fixed pseudo-random
     // order), up to 4 requests in flight per replica (8 on 4 backends). Sequential turns agree
-    // always; under load, bounded load moves some turns (measured: 428 of 448 stay home).
+    // always; under load, bounded load moves some turns (measured: 443 of 448 stay home; 289 with
+    // a strict ceiling and no floor, routeMinCeiling 0).
     const replicas = [model(4), model(4)];
     const inflight: [Model, number][][] = [[], []];
     const home = new Map<number, number>();
