@@ -128,7 +128,10 @@ export class Upstream {
       headersTimeoutMs: opts.headersTimeoutMs,
       bodyTimeoutMs: opts.idleTimeoutMs,
       connectTimeoutMs: opts.connectTimeoutMs,
-      keepAliveTimeoutMs: 30_000,
+      // Below the servers' own idle timeouts (uvicorn's, hence vLLM's and SGLang's, 5 s; uWS's
+      // 10 s; undici keeps 4 s for the same reason): a connection the backend is about to close
+      // is not reused, which leaves the stale-connection retry for the rare race.
+      keepAliveTimeoutMs: 4_000,
     });
   }
 
