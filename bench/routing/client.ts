@@ -5,6 +5,8 @@ import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
 
 export interface Outcome {
+  /** The conversation's protocol (set by the sender). */
+  protocol: 'chat' | 'messages';
   ok: boolean;
   status: number;
   /** Milliseconds from sending to the first generated token (NaN when none came). */
@@ -17,7 +19,7 @@ export interface Outcome {
 // role event that opens a chat stream has empty content and does not count).
 const FIRST_TOKEN = /"content":"[^"]|"text_delta"/;
 
-export async function streamOnce(url: string, headers: Record<string, string>, body: unknown): Promise<Outcome> {
+export async function streamOnce(protocol: Outcome['protocol'], url: string, headers: Record<string, string>, body: unknown): Promise<Outcome> {
   const t0 = performance.now();
   let ttftMs = Number.NaN;
   try {
@@ -26,9 +28,9 @@ export async function streamOnce(url: string, headers: Record<string, string>, b
     for await (const chunk of r.body) {
       if (Number.isNaN(ttftMs) && FIRST_TOKEN.test((chunk as Buffer).toString('latin1'))) ttftMs = performance.now() - t0;
     }
-    return { ok: r.statusCode === 200, status: r.statusCode, ttftMs, servedBy: typeof served === 'string' ? served : undefined };
+    return { protocol, ok: r.statusCode === 200, status: r.statusCode, ttftMs, servedBy: typeof served === 'string' ? served : undefined };
   } catch {
-    return { ok: false, status: 0, ttftMs, servedBy: undefined };
+    return { protocol, ok: false, status: 0, ttftMs, servedBy: undefined };
   }
 }
 

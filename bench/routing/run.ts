@@ -26,6 +26,12 @@ export interface PolicyResult {
   hitShare: number;
   ttftP50Ms: number;
   ttftP99Ms: number;
+  /**
+   * Time to first token p50 of each protocol's conversations: chat completions (no user id: what
+   * least-loaded spreads) and messages (with a user id: sticky under least-loaded too).
+   */
+  ttftP50ChatMs: number;
+  ttftP50MessagesMs: number;
   totalS: number;
   /** Max over mean of requests per sim. */
   imbalance: number;
@@ -45,6 +51,8 @@ const imbalance = (before: number[], after: number[]): number => {
   const mean = d.reduce((s, x) => s + x, 0) / d.length;
   return mean === 0 ? Number.NaN : Math.max(...d) / mean;
 };
+
+const ttfts = (outcomes: readonly Outcome[], protocol: Outcome['protocol']): number[] => outcomes.filter((o) => o.protocol === protocol).map((o) => o.ttftMs);
 
 /** Every conversation at once, each turn after the previous one's answer; turns alternate replicas. */
 async function converse(stack: RoutingStack, shape: TrafficShape): Promise<{ outcomes: Outcome[]; agreement: number | undefined }> {
@@ -75,8 +83,8 @@ export async function runPolicy(policy: Policy, shape: TrafficShape, engine: Eng
     const t0 = performance.now();
     const { outcomes, agreement } = await converse(stack, shape);
     const totalS = (performance.now() - t0) / 1000;
-    const cache = stack.cacheCounters();
-    const afterTalk = stack.requestsPerSim();
+    const cache = await stack.cacheCounters();
+    const afterTalk = await stack.requestsPerSim();
     const hot = await Promise.all(burst(shape).map((c, i) => stack.send(c, i)));
     const all = [...outcomes, ...hot];
     return {
@@ -93,12 +101,14 @@ export async function runPolicy(policy: Policy, shape: TrafficShape, engine: Eng
         outcomes.map((o) => o.ttftMs),
         99,
       ),
+      ttftP50ChatMs: percentile(ttfts(outcomes, 'chat'), 50),
+      ttftP50MessagesMs: percentile(ttfts(outcomes, 'messages'), 50),
       totalS,
       imbalance: imbalance(
         afterTalk.map(() => 0),
         afterTalk,
       ),
-      burstImbalance: imbalance(afterTalk, stack.requestsPerSim()),
+      burstImbalance: imbalance(afterTalk, await stack.requestsPerSim()),
       agreement,
     };
   } finally {
@@ -132,6 +142,10 @@ export function printRouting(results: readonly PolicyResult[]): void {
       'ttft p50 ms': fmt(r.ttftP50Ms, 0),
       'ttft p99 ms': fmt(r.ttftP99Ms, 0),
       'p50 gain vs least-loaded': today ? fmt(today.ttftP50Ms / r.ttftP50Ms) : '-',
+      'chat p50 ms': fmt(r.ttftP50ChatMs, 0),
+      'chat p50 gain': today ? fmt(today.ttftP50ChatMs / r.ttftP50ChatMs) : '-',
+      'messages p50 ms': fmt(r.ttftP50MessagesMs, 0),
+      'messages p50 gain': today ? fmt(today.ttftP50MessagesMs / r.ttftP50MessagesMs) : '-',
       'total s': fmt(r.totalS, 1),
       imbalance: fmt(r.imbalance),
       'burst imbalance': fmt(r.burstImbalance),

@@ -1,18 +1,16 @@
-// What one policy of the routing benchmark runs against, all in this process: N sims of one model
-// with bounded KV caches and realistic prefill, and either two gateway replicas routing with the
-// policy (turns of a conversation alternate between them, as behind a round-robin balancer), or
-// the oracle: the benchmark itself asks every sim how much of the prompt it holds
-// (`POST /rc/cache-probe`, sim-only) and sends the request straight to the best one.
+// What one policy of the routing benchmark runs against: N sims of one model with bounded KV
+// caches and realistic prefill (one worker thread, sim-worker.ts), and either two gateway
+// replicas routing with the policy (a worker thread each, gateway-worker.ts; turns of a
+// conversation alternate between them, as behind a round-robin balancer), or the oracle: the
+// benchmark itself asks every sim how much of the prompt it holds (`POST /rc/cache-probe`,
+// sim-only) and sends the request straight to the best one. The clients run on the main thread.
 import { request } from 'undici';
-import { modelEntrySchema } from '../../lib/config.js';
-import { generateKey, hashKey } from '../../lib/keys.js';
-import { createLogger } from '../../lib/log.js';
-import { memoryKeySource } from '../../gateway/auth/keys.js';
-import { messagesRoutes } from '../../gateway/messages/routes.js';
-import { createGateway, type Gateway } from '../../gateway/server.js';
-import { startSim, type SimServer } from '../../sim/server.js';
+import { generateKey } from '../../lib/keys.js';
 import { streamOnce, type Outcome } from './client.js';
+import type { GatewayWorkerData } from './gateway-worker.js';
+import type { SimCounters } from './sim-worker.js';
 import { MODEL, type Conversation } from './traffic.js';
+import { WorkerHost } from './worker-host.js';
 
 /** The gateway's routing policies (catalog `routing`), and the oracle that knows every cache. */
 export type Policy = 'round-robin' | 'least-loaded' | 'prefix' | 'oracle';
@@ -50,34 +48,20 @@ export class RoutingStack {
 
   private constructor(
     readonly policy: Policy,
-    readonly sims: SimServer[],
-    private readonly gateways: Gateway[],
+    private readonly sims: WorkerHost<string[], SimCounters[]>,
+    private readonly gateways: WorkerHost<string, null>[],
     private readonly key: string,
   ) {
-    this.inflight = sims.map(() => 0);
+    this.inflight = sims.ready.map(() => 0);
   }
 
   static async start(policy: Policy, engine: Engine): Promise<RoutingStack> {
-    const logger = createLogger('silent');
-    const { sims: count, ...simEngine } = engine;
-    const sims: SimServer[] = [];
-    for (let i = 0; i < count; i++) {
-      sims.push(await startSim({ model: MODEL, logger, instanceName: `sim-${i}`, ...simEngine }));
-    }
+    const sims = await WorkerHost.start<string[], SimCounters[]>('./sim-worker.js', engine);
     const key = generateKey();
-    const gateways: Gateway[] = [];
+    const gateways: WorkerHost<string, null>[] = [];
     if (policy !== 'oracle') {
-      for (let r = 0; r < 2; r++) {
-        gateways.push(
-          await createGateway({
-            port: 0,
-            logger,
-            models: [modelEntrySchema.parse({ name: MODEL, upstreams: sims.map((s) => s.url), routing: policy, maxContext: 1_000_000 })],
-            keySource: memoryKeySource([{ keyHash: hashKey(key), accountId: 1 }]),
-            routes: [messagesRoutes({ thinkingSecret: 'bench' })],
-          }),
-        );
-      }
+      const data: GatewayWorkerData = { upstreams: sims.ready, routing: policy, key };
+      for (let r = 0; r < 2; r++) gateways.push(await WorkerHost.start<string, null>('./gateway-worker.js', data));
     }
     return new RoutingStack(policy, sims, gateways, key);
   }
@@ -85,53 +69,55 @@ export class RoutingStack {
   /** Sends the conversation's current turn; `replica` picks the gateway (ignored by the oracle). */
   async send(c: Conversation, replica: number): Promise<Outcome> {
     if (this.policy === 'oracle') return this.sendOracle(c);
-    const gw = this.gateways[replica % this.gateways.length]!;
-    if (c.protocol === 'messages') return streamOnce(`${gw.url}/v1/messages`, { 'x-api-key': this.key, 'anthropic-version': '2023-06-01' }, c.messagesBody());
-    return streamOnce(`${gw.url}/v1/chat/completions`, { authorization: `Bearer ${this.key}` }, c.chatBody());
+    const gw = this.gateways[replica % this.gateways.length]!.ready;
+    if (c.protocol === 'messages')
+      return streamOnce('messages', `${gw}/v1/messages`, { 'x-api-key': this.key, 'anthropic-version': '2023-06-01' }, c.messagesBody());
+    return streamOnce('chat', `${gw}/v1/chat/completions`, { authorization: `Bearer ${this.key}` }, c.chatBody());
   }
 
   /** The oracle: the sim holding the most of this prompt (ties: the fewest in flight, then the next in turn). */
   private async sendOracle(c: Conversation): Promise<Outcome> {
+    const urls = this.sims.ready;
     const body = c.chatBody();
     const probe = JSON.stringify({ model: MODEL, messages: body.messages, tools: body.tools });
     const held = await Promise.all(
-      this.sims.map(async (s) => {
-        const r = await request(`${s.url}/rc/cache-probe`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: probe });
+      urls.map(async (url) => {
+        const r = await request(`${url}/rc/cache-probe`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: probe });
         return ((await r.body.json()) as { cached_tokens: number }).cached_tokens;
       }),
     );
-    const start = this.turn++ % this.sims.length;
+    const start = this.turn++ % urls.length;
     let best = start;
-    for (let k = 1; k < this.sims.length; k++) {
-      const i = (start + k) % this.sims.length;
+    for (let k = 1; k < urls.length; k++) {
+      const i = (start + k) % urls.length;
       if (held[i]! > held[best]! || (held[i] === held[best] && this.inflight[i]! < this.inflight[best]!)) best = i;
     }
     this.inflight[best]!++;
     try {
-      return await streamOnce(`${this.sims[best]!.url}/v1/chat/completions`, {}, body);
+      return await streamOnce(c.protocol, `${urls[best]!}/v1/chat/completions`, {}, body);
     } finally {
       this.inflight[best]!--;
     }
   }
 
   /** Requests each sim has received so far. */
-  requestsPerSim(): number[] {
-    return this.sims.map((s) => s.stats.requests);
+  async requestsPerSim(): Promise<number[]> {
+    return (await this.sims.stats()).map((s) => s.requests);
   }
 
   /** Prompt tokens queried and served from the sims' prefix caches so far (their own counters). */
-  cacheCounters(): { queries: number; hits: number } {
+  async cacheCounters(): Promise<{ queries: number; hits: number }> {
     let queries = 0;
     let hits = 0;
-    for (const s of this.sims) {
-      queries += s.stats.prefixCacheQueries;
-      hits += s.stats.prefixCacheHits;
+    for (const s of await this.sims.stats()) {
+      queries += s.prefixCacheQueries;
+      hits += s.prefixCacheHits;
     }
     return { queries, hits };
   }
 
   async close(): Promise<void> {
     for (const g of this.gateways) await g.close();
-    for (const s of this.sims) await s.close();
+    await this.sims.close();
   }
 }
