@@ -30,6 +30,7 @@ export class SimContext {
     this.opts = simOptionsSchema.parse(options);
     this.log = (options.logger ?? createLogger()).child({ part: 'sim', model: this.opts.model });
     this.faults.set(options.fault);
+    if (this.opts.recordFirstTokens) this.stats.firstTokenMs = [];
     this.kv = new KvCache(this.opts.kvCacheBlocks, this.opts.blockSize, this.opts.prefixCaching);
     this.batch = new Batch(this.opts.maxNumSeqs, this.stats);
     this.pace = new Pace(this.opts);

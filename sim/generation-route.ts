@@ -1,6 +1,7 @@
 // POST /v1/chat/completions and POST /v1/responses: one generation each. Reads the body, applies
 // the request's fault, plans the completion, waits for a slot in the running batch, then takes
 // its KV cache blocks (the prefix cache lookup) and answers it whole or as a stream.
+import { performance } from 'node:perf_hooks';
 import { parseJsonObject, readBody } from '../lib/http.js';
 import type { HttpRequest, HttpResponse } from '../lib/uws.js';
 import type { Call } from './calls.js';
@@ -50,11 +51,12 @@ function answer(ctx: SimContext, call: Call, api: Api, faultHeader: string, buf:
   } catch (err) {
     return failed(ctx, call, err);
   }
-  ctx.batch.admit(call, () => run(ctx, call, completion, fault));
+  const arrived = performance.now();
+  ctx.batch.admit(call, () => run(ctx, call, completion, fault, arrived));
 }
 
 /** The call has a batch slot: its KV cache blocks (and cached tokens), held until it ends, then the answer. */
-function run(ctx: SimContext, call: Call, completion: Completion, fault: Fault | undefined): void {
+function run(ctx: SimContext, call: Call, completion: Completion, fault: Fault | undefined, arrived: number): void {
   try {
     const blocks = ctx.kv.admit(completion.promptTokens, completion.promptIds, completion.plan.completionTokens);
     call.onEnd(blocks.release);
@@ -65,6 +67,7 @@ function run(ctx: SimContext, call: Call, completion: Completion, fault: Fault |
       ctx.stats.prefixCacheHits += blocks.cachedTokens;
     }
     ctx.stats.lastFirstTokenMs = ctx.pace.fast ? 0 : ctx.pace.firstTokenMs(completion.uncachedTokens);
+    ctx.stats.firstTokenMs?.push(performance.now() - arrived + ctx.stats.lastFirstTokenMs);
     if (completion.stream) new StreamedAnswer(call, completion, fault, ctx.pace, ctx.opts.instanceName).send();
     else answerWhole(call, completion, fault, ctx.pace);
   } catch (err) {

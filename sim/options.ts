@@ -50,6 +50,13 @@ export const simOptionsSchema = z.object({
    * behind a router can tell which of several sims served a request. Unset (the default): no header.
    */
   instanceName: z.string().min(1).max(64).optional(),
+  /**
+   * Sim-only: keep every generation's engine time to first token (its wait for a batch slot plus
+   * ttftMs plus the prefill of its uncached tokens) in `stats.firstTokenMs`, so a benchmark can
+   * read what a GPU would give apart from its own machine's event-loop lag. Off (the default):
+   * nothing is kept.
+   */
+  recordFirstTokens: z.boolean().default(false),
 });
 export type SimOptions = z.input<typeof simOptionsSchema> & {
   /** A standing fault from the start. */

@@ -27,6 +27,8 @@ export interface SimStats {
   prefixCacheHits: number;
   /** The time to first token the sim computed for the last generation it started: ttftMs + prefill of its uncached prompt tokens (0 with `fast`). */
   lastFirstTokenMs: number | undefined;
+  /** Every generation's engine time to first token (batch wait + computed first token), with `recordFirstTokens`; else undefined. */
+  firstTokenMs: number[] | undefined;
   /** Headers (lower-case names) of the last chat completion or tokenize request. */
   lastHeaders: Record<string, string> | undefined;
   /** Parsed body of the last chat completion or tokenize request. */
@@ -46,6 +48,7 @@ export const newSimStats = (): SimStats => ({
   prefixCacheQueries: 0,
   prefixCacheHits: 0,
   lastFirstTokenMs: undefined,
+  firstTokenMs: undefined,
   lastHeaders: undefined,
   lastBody: undefined,
 });

@@ -45,6 +45,31 @@ test('the prefill delay comes from the uncached prompt tokens: a repeated prompt
   }
 });
 
+test('recordFirstTokens keeps each generation\'s engine time to first token, its wait for a batch slot included; off, nothing is kept', async () => {
+  const sim = await startSim({ model: 'sim-test', ttftMs: 5, tokensPerSecond: 20, prefillTokensPerSecond: 4000, maxNumSeqs: 1, recordFirstTokens: true });
+  try {
+    const messages = [user('A prompt to prefill. '.repeat(20))];
+    const body = { model: 'sim-test', messages, max_tokens: 2 };
+    // Two at once with one batch slot: the second waits for the first, which lasts at least its
+    // ttftMs and one token interval (5 + 50 ms: timers never fire early); its own 5 ms come on top.
+    await Promise.all([postJson(`${sim.url}/v1/chat/completions`, body), postJson(`${sim.url}/v1/chat/completions`, body)]);
+    const [first, second] = sim.stats.firstTokenMs!;
+    assert.equal(sim.stats.firstTokenMs!.length, 2);
+    const n = countChatTokens(messages);
+    assert.ok(first! >= 5 + (n * 1000) / 4000, `the first: at least its computed time (${first})`);
+    assert.ok(second! >= 5 + 50 + 5, `the second: its wait for the slot comes on top (${second})`);
+  } finally {
+    await sim.close();
+  }
+  const plain = await startSim({ model: 'sim-test', fast: true });
+  try {
+    await postJson(`${plain.url}/v1/chat/completions`, { model: 'sim-test', messages: [user('hi')] });
+    assert.equal(plain.stats.firstTokenMs, undefined);
+  } finally {
+    await plain.close();
+  }
+});
+
 test('maxNumSeqs 1: a second request waits (running 1, waiting 1) and starts, in arrival order, when the first ends', async () => {
   const sim = await startSim({ model: 'sim-test', ttftMs: 0, tokensPerSecond: 5, maxNumSeqs: 1 });
   try {
