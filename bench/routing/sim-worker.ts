@@ -13,12 +13,14 @@ export interface SimCounters {
   requests: number;
   prefixCacheQueries: number;
   prefixCacheHits: number;
+  /** Engine times to first token of the generations so far (sim stats.firstTokenMs). */
+  firstTokenMs: number[];
 }
 
 const { sims: count, ...engine } = workerData as Engine;
 const logger = createLogger('silent');
 const sims: SimServer[] = [];
-for (let i = 0; i < count; i++) sims.push(await startSim({ model: MODEL, logger, instanceName: `sim-${i}`, ...engine }));
+for (let i = 0; i < count; i++) sims.push(await startSim({ model: MODEL, logger, instanceName: `sim-${i}`, recordFirstTokens: true, ...engine }));
 parentPort!.postMessage(sims.map((s) => s.url));
 parentPort!.on('message', async ({ id, ask }: WorkerAsk) => {
   if (ask === 'stats') {
@@ -26,6 +28,7 @@ parentPort!.on('message', async ({ id, ask }: WorkerAsk) => {
       requests: s.requests,
       prefixCacheQueries: s.prefixCacheQueries,
       prefixCacheHits: s.prefixCacheHits,
+      firstTokenMs: s.firstTokenMs ?? [],
     }));
     parentPort!.postMessage({ id, value });
     return;

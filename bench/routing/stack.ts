@@ -105,15 +105,20 @@ export class RoutingStack {
     return (await this.sims.stats()).map((s) => s.requests);
   }
 
-  /** Prompt tokens queried and served from the sims' prefix caches so far (their own counters). */
-  async cacheCounters(): Promise<{ queries: number; hits: number }> {
+  /**
+   * Prompt tokens queried and served from the sims' prefix caches so far (their own counters), and
+   * the engine times to first token of every generation so far.
+   */
+  async cacheCounters(): Promise<{ queries: number; hits: number; firstTokenMs: number[] }> {
     let queries = 0;
     let hits = 0;
+    const firstTokenMs: number[] = [];
     for (const s of await this.sims.stats()) {
       queries += s.prefixCacheQueries;
       hits += s.prefixCacheHits;
+      firstTokenMs.push(...s.firstTokenMs);
     }
-    return { queries, hits };
+    return { queries, hits, firstTokenMs };
   }
 
   async close(): Promise<void> {
