@@ -3,8 +3,10 @@
 // of requests; then the gateway's costliest functions with JIT code named. Slow (valgrind runs a
 // process some 50 times slower): about a minute per target and workload. See bench/README.md.
 //
-// Targets: gateway (memory gates), gateway-redis (gates in Redis at REDIS_URL), floor (the JS relay
-// with no gateway work), front (uWS answering from memory, no backend exchange), nginx.
+// Targets: gateway (memory gates), gateway-redis (gates in Redis at REDIS_URL), gateway-prefix4
+// (memory gates, the model's 4 upstreams routed by prefix: what routing costs, against gateway),
+// floor (the JS relay with no gateway work), front (uWS answering from memory, no backend
+// exchange), nginx.
 // Environment: RC_PROFILE_TARGETS (default gateway,floor,nginx), RC_PROFILE_WORKLOADS (default
 // chat,sdk-chat,stream,messages), RC_PROFILE_REQUESTS (3000 measured), RC_PROFILE_WARMUP (10000 before:
 // fewer leave V8's compiler threads busy in the counted interval),
@@ -82,6 +84,14 @@ async function startTarget(name: string, dir: string, backend: string, key: stri
     const { args, env: extra } = gatewayCommand(dir, backend, key, { url: REDIS_URL, prefix: redisPrefix });
     return startUnderCallgrind('rc gateway (Redis gates)', [...node, RC_CLI, ...args], extra, { kind: 'json-url' }, dir);
   }
+  if (name === 'gateway-prefix4') {
+    // Four spellings of the one backend's URL that the registry keeps apart (it drops one trailing
+    // slash; the request path drops them all, and /v1): four upstreams to the router, with their
+    // own seeds and pools, one process behind them, so only the choice differs from 'gateway'.
+    const b = backend.replace(/\/+$/, '');
+    const { args, env: extra } = gatewayCommand(dir, backend, key, undefined, [b, `${b}//`, `${b}/v1`, `${b}/v1//`]);
+    return startUnderCallgrind('rc gateway (4 upstreams, prefix routing)', [...node, RC_CLI, ...args], extra, { kind: 'json-url' }, dir);
+  }
   if (name === 'front') return startUnderCallgrind('front: uWS answering alone', [...node, UWS_FRONT, backend], {}, { kind: 'json-url' }, dir);
   if (name === 'floor') return startUnderCallgrind('floor: uWS + net relay', [...node, FLOOR_RELAY, backend], {}, { kind: 'json-url' }, dir);
   if (name === 'nginx') {
@@ -132,7 +142,7 @@ async function profile(name: string, backend: string): Promise<{ rows: Row[]; to
 }
 
 // Names are checked before anything starts: a target under callgrind takes a minute to get to them.
-const TARGETS = ['gateway', 'gateway-redis', 'floor', 'front', 'nginx'];
+const TARGETS = ['gateway', 'gateway-redis', 'gateway-prefix4', 'floor', 'front', 'nginx'];
 for (const t of targets) if (!TARGETS.includes(t)) throw new Error(`Unknown target ${t}: ${TARGETS.join(', ')}`);
 for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`Unknown workload ${w}: ${Object.keys(WORKLOADS).join(', ')}`);
 

@@ -41,11 +41,12 @@ export function gatewayCommand(
   backend: string,
   key: string,
   redis?: { url: string; prefix: string },
+  upstreams: readonly string[] = [backend],
 ): { args: string[]; env: Record<string, string> } {
   const keysFile = join(dir, 'keys.json');
   writeFileSync(keysFile, JSON.stringify([{ keyHash: hashKey(key), accountId: BENCH_ACCOUNT_ID }]));
   const config = join(dir, `config-${randomId('', 6)}.json`);
-  writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams: [backend] }] }));
+  writeFileSync(config, JSON.stringify({ models: [{ name: MODEL, upstreams }] }));
   const gates: Record<string, string> = redis ? { REDIS_URL: redis.url, RC_GATE_KEY_PREFIX: redis.prefix } : { REDIS_URL: '' };
   return { args: ['gateway', '--port', '0', '--keys-file', keysFile], env: { RC_CONFIG: config, RC_METRICS_PORT: '0', ...NO_LIMITS, ...gates } };
 }
