@@ -67,8 +67,9 @@ function run(ctx: SimContext, call: Call, completion: Completion, fault: Fault |
       ctx.stats.prefixCacheHits += blocks.cachedTokens;
     }
     ctx.stats.lastFirstTokenMs = ctx.pace.fast ? 0 : ctx.pace.firstTokenMs(completion.uncachedTokens);
-    ctx.stats.firstTokenMs?.push(performance.now() - arrived + ctx.stats.lastFirstTokenMs);
-    if (completion.stream) new StreamedAnswer(call, completion, fault, ctx.pace, ctx.opts.instanceName).send();
+    let engineMs: number | undefined;
+    if (ctx.stats.firstTokenMs !== undefined) ctx.stats.firstTokenMs.push((engineMs = performance.now() - arrived + ctx.stats.lastFirstTokenMs));
+    if (completion.stream) new StreamedAnswer(call, completion, fault, ctx.pace, ctx.opts.instanceName, engineMs).send();
     else answerWhole(call, completion, fault, ctx.pace);
   } catch (err) {
     failed(ctx, call, err);

@@ -52,9 +52,9 @@ export const simOptionsSchema = z.object({
   instanceName: z.string().min(1).max(64).optional(),
   /**
    * Sim-only: keep every generation's engine time to first token (its wait for a batch slot plus
-   * ttftMs plus the prefill of its uncached tokens) in `stats.firstTokenMs`, so a benchmark can
-   * read what a GPU would give apart from its own machine's event-loop lag. Off (the default):
-   * nothing is kept.
+   * ttftMs plus the prefill of its uncached tokens) in `stats.firstTokenMs`, and send it on a
+   * streamed answer as `x-sim-first-token-ms`, so a benchmark can read what a GPU would give apart
+   * from its own machine's event-loop lag. Off (the default): nothing is kept or sent.
    */
   recordFirstTokens: z.boolean().default(false),
 });

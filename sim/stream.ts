@@ -27,6 +27,8 @@ export class StreamedAnswer {
     private readonly fault: Fault | undefined,
     private readonly pace: Pace,
     private readonly instanceName?: string | undefined,
+    /** With recordFirstTokens: this generation's engine time to first token, sent as `x-sim-first-token-ms`. */
+    private readonly engineFirstTokenMs?: number | undefined,
   ) {
     this.events = completion.renderer();
     this.n = this.events.tokens;
@@ -41,6 +43,7 @@ export class StreamedAnswer {
       r.writeHeader('content-type', 'text/event-stream; charset=utf-8');
       r.writeHeader('cache-control', 'no-cache');
       if (this.instanceName !== undefined) r.writeHeader('x-sim-instance', this.instanceName);
+      if (this.engineFirstTokenMs !== undefined) r.writeHeader('x-sim-first-token-ms', this.engineFirstTokenMs.toFixed(1));
       r.write(this.events.role());
     });
     if (this.pace.fast) this.sendAtOnce();

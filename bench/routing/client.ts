@@ -13,6 +13,8 @@ export interface Outcome {
   ttftMs: number;
   /** The sim that served it, when the response says (undefined through the messages protocol). */
   servedBy: string | undefined;
+  /** The sim's own time to first token (`x-sim-first-token-ms`), when the response says (as servedBy). */
+  engineTtftMs: number;
 }
 
 // The first generated token: a chat delta with non-empty content, or a messages text delta (the
@@ -25,12 +27,20 @@ export async function streamOnce(protocol: Outcome['protocol'], url: string, hea
   try {
     const r = await request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
     const served = r.headers['x-sim-instance'];
+    const engine = r.headers['x-sim-first-token-ms'];
     for await (const chunk of r.body) {
       if (Number.isNaN(ttftMs) && FIRST_TOKEN.test((chunk as Buffer).toString('latin1'))) ttftMs = performance.now() - t0;
     }
-    return { protocol, ok: r.statusCode === 200, status: r.statusCode, ttftMs, servedBy: typeof served === 'string' ? served : undefined };
+    return {
+      protocol,
+      ok: r.statusCode === 200,
+      status: r.statusCode,
+      ttftMs,
+      servedBy: typeof served === 'string' ? served : undefined,
+      engineTtftMs: typeof engine === 'string' ? Number(engine) : Number.NaN,
+    };
   } catch {
-    return { protocol, ok: false, status: 0, ttftMs, servedBy: undefined };
+    return { protocol, ok: false, status: 0, ttftMs, servedBy: undefined, engineTtftMs: Number.NaN };
   }
 }
 

@@ -39,6 +39,8 @@ export interface PolicyResult {
    */
   engineTtftP50Ms: number;
   engineTtftP99Ms: number;
+  /** The sims' own time to first token p50 of the chat-completions conversations (their answers name it). */
+  engineTtftP50ChatMs: number;
   totalS: number;
   /** Max over mean of requests per sim. */
   imbalance: number;
@@ -59,7 +61,8 @@ const imbalance = (before: number[], after: number[]): number => {
   return mean === 0 ? Number.NaN : Math.max(...d) / mean;
 };
 
-const ttfts = (outcomes: readonly Outcome[], protocol: Outcome['protocol']): number[] => outcomes.filter((o) => o.protocol === protocol).map((o) => o.ttftMs);
+const ttfts = (outcomes: readonly Outcome[], protocol: Outcome['protocol'], engine = false): number[] =>
+  outcomes.filter((o) => o.protocol === protocol).map((o) => (engine ? o.engineTtftMs : o.ttftMs));
 
 /** Every conversation at once, each turn after the previous one's answer; turns alternate replicas. */
 async function converse(stack: RoutingStack, shape: TrafficShape): Promise<{ outcomes: Outcome[]; agreement: number | undefined }> {
@@ -110,6 +113,7 @@ export async function runPolicy(policy: Policy, shape: TrafficShape, engine: Eng
       ),
       engineTtftP50Ms: percentile(cache.firstTokenMs, 50),
       engineTtftP99Ms: percentile(cache.firstTokenMs, 99),
+      engineTtftP50ChatMs: percentile(ttfts(outcomes, 'chat', true), 50),
       ttftP50ChatMs: percentile(ttfts(outcomes, 'chat'), 50),
       ttftP50MessagesMs: percentile(ttfts(outcomes, 'messages'), 50),
       totalS,
@@ -154,6 +158,8 @@ export function printRouting(results: readonly PolicyResult[]): void {
       'engine p50 ms': fmt(r.engineTtftP50Ms, 0),
       'engine p99 ms': fmt(r.engineTtftP99Ms, 0),
       'engine p50 gain': today ? fmt(today.engineTtftP50Ms / r.engineTtftP50Ms) : '-',
+      'chat engine p50 ms': fmt(r.engineTtftP50ChatMs, 0),
+      'chat engine p50 gain': today ? fmt(today.engineTtftP50ChatMs / r.engineTtftP50ChatMs) : '-',
       'chat p50 ms': fmt(r.ttftP50ChatMs, 0),
       'chat p50 gain': today ? fmt(today.ttftP50ChatMs / r.ttftP50ChatMs) : '-',
       'messages p50 ms': fmt(r.ttftP50MessagesMs, 0),

@@ -40,6 +40,9 @@ test('every policy runs the conversations and the burst with no failure, with fi
     assert.equal(r.failed, 0, r.policy);
     assert.ok(r.hitShare > 0 && r.hitShare < 1, `${r.policy}: hit share ${r.hitShare}`);
     assert.ok(r.ttftP50Ms > 0 && r.ttftP99Ms >= r.ttftP50Ms, r.policy);
+    // The sims' own figures: every generation's, and the chat conversations' from their answers.
+    assert.ok(r.engineTtftP50Ms > 0 && r.engineTtftP99Ms >= r.engineTtftP50Ms, `${r.policy}: engine ${r.engineTtftP50Ms}`);
+    assert.ok(r.engineTtftP50ChatMs > 0, `${r.policy}: chat engine ${r.engineTtftP50ChatMs}`);
     assert.ok(r.imbalance >= 1 && r.burstImbalance >= 1, r.policy);
     assert.ok(r.agreement !== undefined && r.agreement >= 0 && r.agreement <= 1, `${r.policy}: the sims named themselves`);
   }
