@@ -30,5 +30,11 @@ export function upstreamFrom(config: Config) {
     idleTimeoutMs: config.upstreamIdleTimeoutMs,
     connectTimeoutMs: config.upstreamConnectTimeoutMs,
     ejectMs: config.upstreamEjectMs,
+    metricsIntervalMs: config.upstreamMetricsIntervalMs,
+    routeEntries: config.routeEntries,
+    routeEpsilon: config.routeEpsilon,
+    routeKeepEpsilon: config.routeKeepEpsilon,
+    routeMinCeiling: config.routeMinCeiling,
+    routeMaxWaiting: config.routeMaxWaiting,
   };
 }

@@ -131,6 +131,27 @@ export const SETTINGS = {
   upstreamIdleTimeoutMs: setting('RC_UPSTREAM_IDLE_TIMEOUT_MS', ms, 120_000, 'Longest silence between backend body chunks'),
   upstreamConnectTimeoutMs: setting('RC_UPSTREAM_CONNECT_TIMEOUT_MS', ms, 5_000, 'Wait for a TCP connection to a backend'),
   upstreamEjectMs: setting('RC_UPSTREAM_EJECT_MS', ms, 10_000, 'How long a failing backend is taken out of rotation'),
+  upstreamMetricsIntervalMs: setting(
+    'RC_UPSTREAM_METRICS_INTERVAL_MS',
+    z.coerce.number().int().min(0),
+    2_000,
+    "How often the backends of a model routed by prefix are asked for vLLM's queue (GET /metrics); 0: never",
+  ),
+  routeEntries: setting('RC_ROUTE_TABLE_ENTRIES', positiveInt, 65_536, "Entries of a model's prefix table (12 bytes each)"),
+  routeEpsilon: setting(
+    'RC_ROUTE_EPSILON',
+    z.coerce.number().min(0),
+    0.25,
+    'Bounded-load slack for a new conversation: a backend takes it within (1 + epsilon) times the mean in flight',
+  ),
+  routeKeepEpsilon: setting('RC_ROUTE_KEEP_EPSILON', z.coerce.number().min(0), 1, 'Bounded-load slack for a request whose prefix a backend holds'),
+  routeMinCeiling: setting('RC_ROUTE_MIN_CEILING', positiveInt, 4, 'Requests in flight a backend always takes before bounded load moves any'),
+  routeMaxWaiting: setting(
+    'RC_ROUTE_MAX_WAITING',
+    z.coerce.number().int().min(0),
+    4,
+    "vLLM's waiting requests beyond which a backend takes no request routed by prefix",
+  ),
   gatewayDefaultMaxTokens: setting(
     'RC_GATEWAY_DEFAULT_MAX_TOKENS',
     positiveInt,

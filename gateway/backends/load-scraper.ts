@@ -1,7 +1,9 @@
 // Reads each upstream's vLLM queue from its Prometheus endpoint (`GET <root>/metrics`,
 // `vllm:num_requests_waiting`, summed over its series) every interval, in the background: the
 // prefix router (router.ts) takes a backend whose queue is long for overloaded. Never on the
-// request path; off unless an interval is configured (metricsIntervalMs). A backend that does not
+// request path; only the upstreams of models routed by prefix are read, and only when an interval
+// is configured (metricsIntervalMs: off in createGateway's defaults, 2 s from the settings,
+// RC_UPSTREAM_METRICS_INTERVAL_MS). A backend that does not
 // answer, or answers without the metric, keeps no reading (waitingAt 0), so only in-flight
 // counts judge it.
 

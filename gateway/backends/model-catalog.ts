@@ -74,6 +74,7 @@ export class Catalog {
       data: entries.map((e) => ({ id: e.name, object: 'model', created: this.created.get(e.name), owned_by: e.ownedBy })),
     });
     this.registry.retain(new Set(entries.flatMap((e) => e.upstreams.map(normalizeUrl))));
+    this.registry.readLoadOf([...next.values()].filter((m) => m.router?.policy === 'prefix').flatMap((m) => m.upstreams));
   }
 
   /** The model's router: the one it has when its policy and upstreams are unchanged, else a new one. */

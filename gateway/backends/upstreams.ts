@@ -165,10 +165,17 @@ export class UpstreamRegistry {
   private rotor = 0;
   readonly opts: UpstreamOptions;
   private readonly scraper: LoadScraper | undefined;
+  /** The upstreams whose vLLM queue is read: those of the models routed by prefix (the only readers). */
+  private loadRead: readonly Upstream[] = [];
 
   constructor(opts: Partial<UpstreamOptions> = {}) {
     this.opts = { ...DEFAULT_UPSTREAM_OPTIONS, ...opts };
-    if (this.opts.metricsIntervalMs > 0) this.scraper = new LoadScraper(() => this.byUrl.values(), this.opts.metricsIntervalMs);
+    if (this.opts.metricsIntervalMs > 0) this.scraper = new LoadScraper(() => this.loadRead, this.opts.metricsIntervalMs);
+  }
+
+  /** Reads the vLLM queue of these upstreams (and of no other) from now on, when an interval is set. */
+  readLoadOf(upstreams: Iterable<Upstream>): void {
+    this.loadRead = [...new Set(upstreams)];
   }
 
   get(url: string): Upstream {

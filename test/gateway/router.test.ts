@@ -15,6 +15,7 @@ import { chatRouteHint, responsesRouteHint, type RouteHint } from '../../gateway
 import { createRouter, PrefixRouter, type RoutedUpstream, type RouterOptions } from '../../gateway/backends/router.js';
 import { LoadScraper, waitingRequests } from '../../gateway/backends/load-scraper.js';
 import { requestUpstream, UpstreamRegistry } from '../../gateway/backends/upstreams.js';
+import { waitFor } from '../helpers.js';
 import { GatewayMetrics, REASON_KEY, REASON_LOAD, REASON_PREFIX, ROUTE_REASONS, RouteSeries } from '../../gateway/metrics.js';
 
 const OPTS: RouterOptions = { routeEntries: 65_536, routeEpsilon: 0.25, routeMinCeiling: 4, routeKeepEpsilon: 1, routeMaxWaiting: 4, metricsIntervalMs: 0 };
@@ -354,6 +355,38 @@ describe('vLLM queue reader', () => {
       assert.equal(u.waiting, 5);
       assert.ok(u.waitingAt > 0);
     } finally {
+      server.close();
+    }
+  });
+});
+
+describe('vLLM queue reader in the registry', () => {
+  it("reads the queue of the upstreams of models routed by prefix, and of no other model's", async () => {
+    const asked: string[] = [];
+    const server = createServer((req, res) => {
+      asked.push(`${req.headers.host}${req.url}`);
+      res.end('vllm:num_requests_waiting{model_name="m"} 9\n');
+    });
+    // On every loopback address: 127.0.0.2 reaches it too, and its Host header tells it apart.
+    await new Promise<void>((r) => server.listen(0, '0.0.0.0', r));
+    const port = (server.address() as { port: number }).port;
+    // Three spellings of the one server, so each is its own upstream.
+    const a = `http://127.0.0.1:${port}`;
+    const b = `http://127.0.0.1:${port}/v1`;
+    const c = `http://127.0.0.2:${port}`;
+    const registry = new UpstreamRegistry({ metricsIntervalMs: 50 });
+    const catalog = new Catalog(registry, new GatewayMetrics());
+    try {
+      catalog.set([
+        modelEntrySchema.parse({ name: 'routed', upstreams: [a, b] }),
+        modelEntrySchema.parse({ name: 'spread', upstreams: [c, a], routing: 'least-loaded' }),
+      ]);
+      await waitFor(() => registry.get(a).waitingAt > 0 && registry.get(b).waitingAt > 0);
+      assert.equal(registry.get(a).waiting, 9);
+      assert.ok(!asked.some((x) => x.startsWith('127.0.0.2')), `asked: ${asked}`);
+      assert.equal(registry.get(c).waitingAt, 0);
+    } finally {
+      await registry.close();
       server.close();
     }
   });
