@@ -93,10 +93,39 @@ export class LimitGate implements RequestGate {
   }
 
   admit(req: GateRequest): GateDecision | Promise<GateDecision> {
+    const input = this.admitInput(req);
+    const redis = this.redis;
+    if (redis === undefined) return this.decide(this.memory.admit(input), input, this.memory);
+    if (!redis.usable) return this.fallback(input);
+    // Callbacks, not redis.admit(input).then(...): one promise per admission instead of three.
+    return new Promise<GateDecision>((resolve) =>
+      redis.admitThen(
+        input,
+        (o) => resolve(this.decide(o, input, redis)),
+        () => resolve(this.fallback(input)),
+      ),
+    );
+  }
+
+  /** admit() through a callback (gate.ts): in Redis, no promise at all. */
+  admitThen<C>(req: GateRequest, ctx: C, then: (ctx: C, decision: GateDecision) => void): void {
+    const input = this.admitInput(req);
+    const redis = this.redis;
+    if (redis === undefined) then(ctx, this.decide(this.memory.admit(input), input, this.memory));
+    else if (!redis.usable) then(ctx, this.fallback(input));
+    else
+      redis.admitThen(
+        input,
+        (o) => then(ctx, this.decide(o, input, redis)),
+        () => then(ctx, this.fallback(input)),
+      );
+  }
+
+  private admitInput(req: GateRequest): AdmitInput {
     const limits = this.limits.get(req.accountId);
     const now = this.clock.now();
     const day = dayIndex(now);
-    const input: AdmitInput = {
+    return {
       accountId: req.accountId,
       model: req.model,
       estimate: normalizeEstimate(req.estimatedTokens),
@@ -109,17 +138,6 @@ export class LimitGate implements RequestGate {
       msToNextDay: (day + 1) * DAY_MS - now,
       nowMs: this.clientTime ? now : undefined,
     };
-    const redis = this.redis;
-    if (redis === undefined) return this.decide(this.memory.admit(input), input, this.memory);
-    if (!redis.usable) return this.fallback(input);
-    // Callbacks, not redis.admit(input).then(...): one promise per admission instead of three.
-    return new Promise<GateDecision>((resolve) =>
-      redis.admitThen(
-        input,
-        (o) => resolve(this.decide(o, input, redis)),
-        () => resolve(this.fallback(input)),
-      ),
-    );
   }
 
   settle(req: GateRequest, decision: GateDecision & { allowed: true }, usage: GateUsage | undefined): void {
