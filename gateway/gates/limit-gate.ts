@@ -82,6 +82,11 @@ export class LimitGate implements RequestGate {
   private readonly clientTime: boolean;
   private readonly sweeper: NodeJS.Timeout;
   private readonly onClose: (() => Promise<void> | void) | undefined;
+  /** The limits of the last decision and their header values (a tpm past 2^31 is a double: its String() runs a Dtoa). */
+  private rpm = -1;
+  private tpm = -1;
+  private rpmText = '';
+  private tpmText = '';
 
   constructor(options: LimitGateOptions) {
     this.limits = options.limits;
@@ -207,11 +212,13 @@ export class LimitGate implements RequestGate {
 
   private decide(o: Outcome, input: AdmitInput, store: GateStore): GateDecision {
     const l = input.limits;
+    if (l.rpm !== this.rpm) this.rpmText = String((this.rpm = l.rpm));
+    if (l.tpm !== this.tpm) this.tpmText = String((this.tpm = l.tpm));
     const headers: Record<string, string> = {
-      'x-ratelimit-limit-requests': String(l.rpm),
+      'x-ratelimit-limit-requests': this.rpmText,
       'x-ratelimit-remaining-requests': String(o.remainingRequests > 0 ? o.remainingRequests : 0),
       'x-ratelimit-reset-requests': formatDuration(o.resetRequestsMs),
-      'x-ratelimit-limit-tokens': String(l.tpm),
+      'x-ratelimit-limit-tokens': this.tpmText,
       'x-ratelimit-remaining-tokens': String(o.remainingTokens > 0 ? o.remainingTokens : 0),
       'x-ratelimit-reset-tokens': formatDuration(o.resetTokensMs),
     };
