@@ -12,7 +12,7 @@ import { chatPrompt } from '../admission/prompt.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { ERRORS } from '../errors.js';
-import { FIT_HEADER, fitAndAdmit } from '../admission/model-call.js';
+import { fitAndAdmit } from '../admission/model-call.js';
 import { authenticate, frontDoor } from '../request/front-door.js';
 import { ModelRequest } from '../request/lifecycle.js';
 import { ZERO_USAGE } from '../usage.js';
@@ -146,8 +146,7 @@ export const chatRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) 
   });
 
   app.post('/v1/chat/completions', (res: HttpResponse, req: HttpRequest) => {
-    const r = new ModelRequest(ctx, track(res), CHAT_ROUTE, CHAT_PROTOCOL);
-    r.fitHeader = req.getHeader(FIT_HEADER);
-    frontDoor(r, req, completion);
+    // frontDoor reads x-rc-fit-max-tokens (r.fitHeader) with the other headers.
+    frontDoor(new ModelRequest(ctx, track(res), CHAT_ROUTE, CHAT_PROTOCOL), req, completion);
   });
 };
