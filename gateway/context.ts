@@ -5,6 +5,7 @@ import type { HttpRequest, TemplatedApp } from '../lib/uws.js';
 import type { Catalog } from './backends/model-catalog.js';
 import type { RequestGate } from './gates/gate.js';
 import type { AuthFailure, KeyDirectory } from './auth/keys.js';
+import type { CredentialHeaders } from './auth/credentials.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { UpstreamRegistry } from './backends/upstreams.js';
 
@@ -48,6 +49,8 @@ export interface GatewayContext {
    * Reads the headers it needs from `req` (call synchronously in the handler).
    */
   authenticateShared(req: HttpRequest): number | AuthFailure;
+  /** authenticateShared() from header values read already (auth/credentials.ts sharedOf). */
+  authenticateHeaders(h: CredentialHeaders): number | AuthFailure;
 }
 
 /** Registers routes on the gateway's uWS app. Called once, before the app listens. */

@@ -95,6 +95,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     metrics,
     authenticate: (authorization, xApiKey) => credentials.key(authorization, xApiKey),
     authenticateShared: (req) => credentials.shared(req),
+    authenticateHeaders: (h) => credentials.sharedOf(h),
   };
 
   const app = uws().App();

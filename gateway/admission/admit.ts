@@ -39,9 +39,21 @@ export function admit<E extends ProtocolError>(r: ModelRequest<E>, forward: (r: 
 
 /** Asks the gate (the in-flight slot is held). */
 function ask<E extends ProtocolError>(r: ModelRequest<E>, forward: (r: ModelRequest<E>) => void, recount: Recount<E> | undefined): void {
+  const gate = r.ctx.gate;
+  if (gate.admitThen !== undefined) {
+    // Through the gate's callback: what comes after the decision rides on the request.
+    r.onAdmitted = forward;
+    r.recount = recount;
+    try {
+      gate.admitThen(r.gateRequest!, r, decidedThen);
+    } catch (err) {
+      gateFailed(r, err);
+    }
+    return;
+  }
   let decision: GateDecision | Promise<GateDecision>;
   try {
-    decision = r.ctx.gate.admit(r.gateRequest!);
+    decision = gate.admit(r.gateRequest!);
   } catch (err) {
     gateFailed(r, err);
     return;
@@ -52,6 +64,11 @@ function ask<E extends ProtocolError>(r: ModelRequest<E>, forward: (r: ModelRequ
       (err: unknown) => gateFailed(r, err),
     );
   } else decided(r, forward, decision, recount);
+}
+
+/** The gate's callback (RequestGate.admitThen): the decision, with the request's `onAdmitted` and `recount`. */
+function decidedThen<E extends ProtocolError>(r: ModelRequest<E>, d: GateDecision): void {
+  decided(r, r.onAdmitted, d, r.recount);
 }
 
 function refuse<E extends ProtocolError>(r: ModelRequest<E>, refusal: Refusal): void {

@@ -19,6 +19,15 @@ const COOKIE = headerName('cookie');
 const X_CSRF_TOKEN = headerName('x-csrf-token');
 const X_FORWARDED_PROTO = headerName('x-forwarded-proto');
 
+/** The header values the credential rules read ('' when absent): the first of each name, as uWS's getHeader gives it. */
+export interface CredentialHeaders {
+  authorization: string;
+  xApiKey: string;
+  cookie: string;
+  csrfToken: string;
+  forwardedProto: string;
+}
+
 export class Credentials {
   constructor(
     private readonly keys: KeyDirectory,
@@ -29,6 +38,21 @@ export class Credentials {
   /** Account id for the `authorization` and `x-api-key` header values ('' when absent), or why not. */
   key(authorization: string, xApiKey: string): number | AuthFailure {
     return this.keys.authenticate(authorization, xApiKey);
+  }
+
+  /**
+   * shared() from header values read already ('' when absent; front-door.ts reads them in its one
+   * walk over the headers): the same rules.
+   */
+  sharedOf(h: CredentialHeaders): number | AuthFailure {
+    const authorization = h.authorization;
+    const auth = this.keys.authenticate(authorization, authorization === '' ? h.xApiKey : '');
+    if (auth !== AUTH_MISSING) return auth;
+    const cookie = h.cookie;
+    if (cookie === '') return auth;
+    const mode = this.cookieSecure;
+    const secure = mode === 'auto' ? secureCookies('auto', h.forwardedProto) : mode === 'always';
+    return this.sessions.authenticate(cookie, h.csrfToken, secure);
   }
 
   /**

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import type { Bus, BusEvent } from '../../lib/bus.js';
 import { RcError } from '../../lib/errors.js';
-import { hashKey, isWellFormedKey } from '../../lib/keys.js';
+import { hashKey, isWellFormedKey, KEY_PREFIX } from '../../lib/keys.js';
 import { limitOverridesSchema } from '../gates/limits.js';
 import type { KeyRecord, SessionRecord } from '../../lib/gateway-snapshot.js';
 
@@ -55,13 +55,41 @@ function isVisible(c: number): boolean {
   return c > 0x20 && c < 0x7f;
 }
 
-/** Length of the hash prefix the map is indexed by; the full hash is then compared in constant time. */
-const PREFIX = 16;
+/**
+ * The map's index: the hash's first 8 hex digits as a number (a number key costs the Map no string
+ * hash; a slice of the hash string did, some 1.2k instructions a request). The full hash is then
+ * compared in constant time. Not a hex hash: -1 (such a record never matches a key's hash).
+ */
+function prefixOf(hash: string): number {
+  let n = 0;
+  for (let i = 0; i < 8; i++) {
+    const c = hash.charCodeAt(i);
+    const d = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1;
+    if (d < 0) return -1;
+    n = (n << 4) | d;
+  }
+  return n;
+}
+
+/** The length of a well-formed key (lib/keys.ts: `rc-` and 43 base64url characters). */
+const KEY_LENGTH = 46;
+
+/** A live key as the directory holds it. */
+interface HeldKey {
+  keyHash: string;
+  accountId: number;
+  /**
+   * A key that hashed to keyHash had the shape of our keys (isWellFormedKey): any key with the same
+   * SHA-256 is that key, so its shape is not checked again (a RegExp test, about 1.5k instructions
+   * a request). What is cached is the hash's verdict, never the clear key.
+   */
+  wellFormed: boolean;
+}
 
 /** The hash -> account map the request path reads. */
 export class KeyDirectory {
-  /** Hash prefix -> records (almost always one). */
-  private readonly byPrefix = new Map<string, KeyRecord[]>();
+  /** Hash prefix (prefixOf) -> records (almost always one). */
+  private readonly byPrefix = new Map<number, HeldKey[]>();
   private count = 0;
   /** Events that arrived while the snapshot loaded; replayed after it so a revoke is never undone. */
   private pending: BusEvent[] | undefined;
@@ -73,24 +101,24 @@ export class KeyDirectory {
 
   add(keyHash: string, accountId: number): void {
     const hash = keyHash.toLowerCase();
-    const prefix = hash.slice(0, PREFIX);
+    const prefix = prefixOf(hash);
     const list = this.byPrefix.get(prefix);
     if (!list) {
-      this.byPrefix.set(prefix, [{ keyHash: hash, accountId }]);
+      this.byPrefix.set(prefix, [{ keyHash: hash, accountId, wellFormed: false }]);
       this.count++;
       return;
     }
     const existing = list.find((r) => r.keyHash === hash);
     if (existing) existing.accountId = accountId;
     else {
-      list.push({ keyHash: hash, accountId });
+      list.push({ keyHash: hash, accountId, wellFormed: false });
       this.count++;
     }
   }
 
   remove(keyHash: string): void {
     const hash = keyHash.toLowerCase();
-    const prefix = hash.slice(0, PREFIX);
+    const prefix = prefixOf(hash);
     const list = this.byPrefix.get(prefix);
     if (!list) return;
     const i = list.findIndex((r) => r.keyHash === hash);
@@ -140,13 +168,25 @@ export class KeyDirectory {
     else if (ev.type === 'key.revoked') this.remove(ev.keyHash);
   }
 
-  /** The account of a clear key, or undefined. The clear key is hashed and never kept. */
+  /**
+   * The account of a clear key, or undefined. The clear key is hashed and never kept. Only a key of
+   * our shape (isWellFormedKey) is accepted; the shape is checked once per listed hash (HeldKey).
+   */
   lookup(key: string): number | undefined {
-    if (!isWellFormedKey(key)) return undefined;
+    if (key.length !== KEY_LENGTH || !key.startsWith(KEY_PREFIX)) return undefined;
     const hash = sha256Hex(key);
     // The map narrows by a hash prefix; the full hash is compared in constant time.
-    const list = this.byPrefix.get(hash.slice(0, PREFIX));
-    if (list) for (let i = 0; i < list.length; i++) if (sameHash(list[i]!.keyHash, hash)) return list[i]!.accountId;
+    const list = this.byPrefix.get(prefixOf(hash));
+    if (list === undefined) return undefined;
+    for (let i = 0; i < list.length; i++) {
+      const r = list[i]!;
+      if (!sameHash(r.keyHash, hash)) continue;
+      if (!r.wellFormed) {
+        if (!isWellFormedKey(key)) return undefined;
+        r.wellFormed = true;
+      }
+      return r.accountId;
+    }
     return undefined;
   }
 

@@ -11,7 +11,7 @@
 //   MAX_ERROR_BODY_BYTES) and answered in the chat shape `{error: {message, type, param, code}}`
 //   with the backend's status, headers and message (backend-error.ts), since vLLM writes its own
 //   flat shape, which OpenAI clients cannot read.
-import type { Res } from '../../lib/http.js';
+import { headerName, type Res } from '../../lib/http.js';
 import { chatBackendErrorBody, MAX_ERROR_BODY_BYTES } from '../backends/backend-error.js';
 import { CHAT_CODES, ERRORS } from '../errors.js';
 import type { GateUsage } from '../gates/gate.js';
@@ -84,11 +84,11 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     this.sse = this.stream && status === 200;
     if (status >= 400) {
       this.errorParts = [];
-      this.out.head(status, jsonTyped(headers.endToEnd()), this.headers);
+      this.out.head(status, withOwnHeaders(jsonTyped(headers.endToEnd()), this.headers));
       return;
     }
     if (!this.sse) this.contentLength = headers.contentLength;
-    this.out.head(status, headers.endToEnd(), this.headers);
+    this.out.head(status, withOwnHeaders(headers.endToEnd(), this.headers));
   }
 
   onData(chunk: Buffer): boolean {
@@ -220,6 +220,27 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     if (from === 0) out.write(chunk);
     else if (from < chunk.length) out.write(chunk.subarray(from));
   }
+}
+
+/**
+ * `raw` (a fresh list) with the request's own headers (the gate's `x-ratelimit-*`) after the
+ * backend's, as one name and one Buffer value: the lines after the first ride in the first one's
+ * value, the same bytes on the wire as the response writer's own header line (writeOwnHeaders),
+ * but handed to uWS as bytes: a string value costs it a UTF-8 conversion of the whole line (about
+ * 2.7k instructions a request). The names and values are the gate's (numbers and durations), never
+ * with a CR or LF.
+ */
+export function withOwnHeaders(raw: HeaderName[], own: Record<string, string>): HeaderName[] {
+  let first: string | undefined;
+  let lines = '';
+  for (const k in own) {
+    if (first === undefined) {
+      first = k;
+      lines = own[k]!;
+    } else lines += `\r\n${k}: ${own[k]!}`;
+  }
+  if (first !== undefined) raw.push(headerName(first), Buffer.from(lines, 'utf8'));
+  return raw;
 }
 
 /** A backend's end-to-end headers with its content type replaced by JSON's (an error rewritten in the chat shape). */

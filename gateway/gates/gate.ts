@@ -71,6 +71,13 @@ export interface GateUsage {
 
 export interface RequestGate {
   admit(req: GateRequest): GateDecision | Promise<GateDecision>;
+  /**
+   * admit() through a callback, when the gate has it: `then(ctx, decision)` is called once, at once
+   * when the decision is known at once, else when it comes (the request path passes its request as
+   * `ctx` and a function made once: no promise, closure or microtask per request). Throws when
+   * admit() would throw.
+   */
+  admitThen?<C>(req: GateRequest, ctx: C, then: (ctx: C, decision: GateDecision) => void): void;
   settle(req: GateRequest, decision: GateDecision & { allowed: true }, usage: GateUsage | undefined): void;
 }
 

@@ -82,6 +82,11 @@ export class LimitGate implements RequestGate {
   private readonly clientTime: boolean;
   private readonly sweeper: NodeJS.Timeout;
   private readonly onClose: (() => Promise<void> | void) | undefined;
+  /** The limits of the last decision and their header values (a tpm past 2^31 is a double: its String() runs a Dtoa). */
+  private rpm = -1;
+  private tpm = -1;
+  private rpmText = '';
+  private tpmText = '';
 
   constructor(options: LimitGateOptions) {
     this.limits = options.limits;
@@ -93,10 +98,39 @@ export class LimitGate implements RequestGate {
   }
 
   admit(req: GateRequest): GateDecision | Promise<GateDecision> {
+    const input = this.admitInput(req);
+    const redis = this.redis;
+    if (redis === undefined) return this.decide(this.memory.admit(input), input, this.memory);
+    if (!redis.usable) return this.fallback(input);
+    // Callbacks, not redis.admit(input).then(...): one promise per admission instead of three.
+    return new Promise<GateDecision>((resolve) =>
+      redis.admitThen(
+        input,
+        (o) => resolve(this.decide(o, input, redis)),
+        () => resolve(this.fallback(input)),
+      ),
+    );
+  }
+
+  /** admit() through a callback (gate.ts): in Redis, no promise at all. */
+  admitThen<C>(req: GateRequest, ctx: C, then: (ctx: C, decision: GateDecision) => void): void {
+    const input = this.admitInput(req);
+    const redis = this.redis;
+    if (redis === undefined) then(ctx, this.decide(this.memory.admit(input), input, this.memory));
+    else if (!redis.usable) then(ctx, this.fallback(input));
+    else
+      redis.admitThen(
+        input,
+        (o) => then(ctx, this.decide(o, input, redis)),
+        () => then(ctx, this.fallback(input)),
+      );
+  }
+
+  private admitInput(req: GateRequest): AdmitInput {
     const limits = this.limits.get(req.accountId);
     const now = this.clock.now();
     const day = dayIndex(now);
-    const input: AdmitInput = {
+    return {
       accountId: req.accountId,
       model: req.model,
       estimate: normalizeEstimate(req.estimatedTokens),
@@ -109,17 +143,6 @@ export class LimitGate implements RequestGate {
       msToNextDay: (day + 1) * DAY_MS - now,
       nowMs: this.clientTime ? now : undefined,
     };
-    const redis = this.redis;
-    if (redis === undefined) return this.decide(this.memory.admit(input), input, this.memory);
-    if (!redis.usable) return this.fallback(input);
-    // Callbacks, not redis.admit(input).then(...): one promise per admission instead of three.
-    return new Promise<GateDecision>((resolve) =>
-      redis.admitThen(
-        input,
-        (o) => resolve(this.decide(o, input, redis)),
-        () => resolve(this.fallback(input)),
-      ),
-    );
   }
 
   settle(req: GateRequest, decision: GateDecision & { allowed: true }, usage: GateUsage | undefined): void {
@@ -189,12 +212,15 @@ export class LimitGate implements RequestGate {
 
   private decide(o: Outcome, input: AdmitInput, store: GateStore): GateDecision {
     const l = input.limits;
+    if (l.rpm !== this.rpm) this.rpmText = String((this.rpm = l.rpm));
+    if (l.tpm !== this.tpm) this.tpmText = String((this.tpm = l.tpm));
     const headers: Record<string, string> = {
-      'x-ratelimit-limit-requests': String(l.rpm),
-      'x-ratelimit-remaining-requests': String(o.remainingRequests > 0 ? o.remainingRequests : 0),
+      'x-ratelimit-limit-requests': this.rpmText,
+      // `'' + n`, not String(n): a call of the String constructor is not inlined (some 500 instructions).
+      'x-ratelimit-remaining-requests': '' + (o.remainingRequests > 0 ? o.remainingRequests : 0),
       'x-ratelimit-reset-requests': formatDuration(o.resetRequestsMs),
-      'x-ratelimit-limit-tokens': String(l.tpm),
-      'x-ratelimit-remaining-tokens': String(o.remainingTokens > 0 ? o.remainingTokens : 0),
+      'x-ratelimit-limit-tokens': this.tpmText,
+      'x-ratelimit-remaining-tokens': '' + (o.remainingTokens > 0 ? o.remainingTokens : 0),
       'x-ratelimit-reset-tokens': formatDuration(o.resetTokensMs),
     };
     if (o.gate === GateKind.None) {

@@ -6,6 +6,7 @@
 // back.
 import type { GateErrorCode } from './codes.js';
 import { createHash } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { RcError } from '../../lib/errors.js';
 import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
@@ -79,8 +80,10 @@ interface Batch {
   admissions: PendingAdmission[];
   /** Kept to be held and replayed if the connection fails under them. */
   settles: SettleInput[];
-  /** The admissions' timeout (none without admissions). */
-  timer: NodeJS.Timeout | undefined;
+  /** When its admissions are abandoned (performance.now(); 0 without admissions). */
+  deadline: number;
+  /** Its reply came (or its call failed): the timeout no longer applies. */
+  answered: boolean;
   /** The timeout fired: the callers went to the in-memory gates. */
   abandoned: boolean;
 }
@@ -144,6 +147,14 @@ export class RedisGateStore implements GateStore {
   private readonly sealed: Batch[] = [];
   private sendScheduled = false;
   private readonly sendTask = () => this.sendBatches();
+  /**
+   * Batches with admissions sent and maybe not yet answered, in the order sent (so by deadline):
+   * one timer for all of them, armed for the first one's deadline, instead of a setTimeout and a
+   * clearTimeout per batch.
+   */
+  private readonly waiting: Batch[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private readonly timeoutTask = () => this.timeouts();
   private readonly accountKeys = new Map<number, AccountKeys>();
   private readonly modelNames = new Map<string, Buffer>();
   private readonly onReady = () => this.whenReady();
@@ -315,7 +326,8 @@ export class RedisGateStore implements GateStore {
       args: [],
       admissions: [],
       settles: [],
-      timer: undefined,
+      deadline: 0,
+      answered: false,
       abandoned: false,
     };
     this.batches.set(accountId, b);
@@ -337,12 +349,42 @@ export class RedisGateStore implements GateStore {
   }
 
   private send(b: Batch): void {
-    if (b.admissions.length > 0) b.timer = setTimeout(() => this.abandon(b), this.timeoutMs);
+    if (b.admissions.length > 0) {
+      b.deadline = performance.now() + this.timeoutMs;
+      this.waiting.push(b);
+      // Unref'd: the connection keeps the process up while a call is out.
+      if (this.timer === undefined) this.timer = setTimeout(this.timeoutTask, this.timeoutMs).unref();
+    }
     this.run(
       b,
       (reply) => this.answered(b, reply),
       (err) => this.refused(b, err),
     );
+  }
+
+  /** The timer: abandons the batches past their deadline, then waits for the next one's. */
+  private timeouts(): void {
+    this.timer = undefined;
+    const waiting = this.waiting;
+    const now = performance.now();
+    while (waiting.length > 0) {
+      const b = waiting[0]!;
+      if (!b.answered) {
+        if (b.deadline > now) {
+          this.timer = setTimeout(this.timeoutTask, Math.ceil(b.deadline - now)).unref();
+          return;
+        }
+        this.abandon(b);
+      }
+      waiting.shift();
+    }
+  }
+
+  /** A batch was answered (or failed): its timeout no longer applies; answered ones are dropped from the head of `waiting`. */
+  private settled(b: Batch): void {
+    b.answered = true;
+    const waiting = this.waiting;
+    while (waiting.length > 0 && waiting[0]!.answered) waiting.shift();
   }
 
   /** The admissions' timeout: their callers go to the in-memory gates. */
@@ -362,7 +404,7 @@ export class RedisGateStore implements GateStore {
       if (outcomes) for (let k = 0; k < outcomes.length; k++) this.handBack(admissions[k]!.input, outcomes[k]!);
       return;
     }
-    clearTimeout(b.timer);
+    this.settled(b);
     if (outcomes) for (let k = 0; k < outcomes.length; k++) admissions[k]!.resolve(outcomes[k]!);
     else {
       const err = new GateRedisError(`Unexpected reply from the gate script: ${JSON.stringify(reply)}`);
@@ -373,7 +415,7 @@ export class RedisGateStore implements GateStore {
   private refused(b: Batch, err: Error): void {
     this.failed(err.message);
     if (!b.abandoned) {
-      clearTimeout(b.timer);
+      this.settled(b);
       const e = new GateRedisError(`Redis admission failed: ${err.message}`, err);
       for (let k = 0; k < b.admissions.length; k++) b.admissions[k]!.reject(e);
     }

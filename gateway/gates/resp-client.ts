@@ -39,6 +39,13 @@ interface Pending {
 
 const EVALSHA = Buffer.from('EVALSHA');
 
+/**
+ * Plain TCP connections read into this one buffer (net's `onread`), shared by all clients: reads
+ * run one at a time and each is parsed before the next. Node's default read path allocates 64 KiB
+ * per read, shrinks it and emits a stream event (lib/relay/http-connection.ts reads the same way).
+ */
+const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
+
 /** The reply is not complete in the bytes read so far. */
 const INCOMPLETE = Symbol('incomplete');
 /** The bytes are not RESP: the connection is out of step. */
@@ -168,12 +175,16 @@ export class RespClient extends EventEmitter {
     const { hostname, port, protocol } = this.url;
     const host = hostname.replace(/^\[|\]$/g, '') || '127.0.0.1';
     const options = { host, port: Number(port) || 6379 };
-    const socket = protocol === 'rediss:' ? tls.connect({ ...options, servername: net.isIP(host) ? undefined : host }) : net.connect(options);
+    // Plain TCP reads into the shared READ_BUFFER (net's `onread`) and parses from there; TLS keeps 'data'.
+    const socket: net.Socket =
+      protocol === 'rediss:'
+        ? tls.connect({ ...options, servername: net.isIP(host) ? undefined : host })
+        : net.connect({ ...options, onread: { buffer: READ_BUFFER, callback: (n: number): true => this.onRead(socket, n) } });
     this.socket = socket;
     socket.setNoDelay(true);
     socket.setTimeout(this.connectTimeoutMs, () => socket.destroy(new Error(`Redis did not accept a connection within ${this.connectTimeoutMs} ms`)));
     socket.once(protocol === 'rediss:' ? 'secureConnect' : 'connect', () => this.onConnect(socket));
-    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    if (protocol === 'rediss:') socket.on('data', (chunk: Buffer) => this.onData(chunk));
     // Like ioredis, errors are events; without a listener they are dropped, not thrown.
     socket.on('error', (err) => {
       if (this.listenerCount('error') > 0) this.emit('error', err);
@@ -223,7 +234,16 @@ export class RespClient extends EventEmitter {
     this.retryTimer.unref(); // a client waiting to reconnect does not keep the process alive
   }
 
-  private onData(chunk: Buffer): void {
+  /**
+   * `n` bytes were read into READ_BUFFER. Replies are parsed from it in place (what they hold is
+   * copied out as numbers and strings); only an unfinished reply is copied, to wait for the rest.
+   */
+  private onRead(socket: net.Socket, n: number): true {
+    if (this.socket === socket) this.onData(READ_BUFFER.subarray(0, n), true);
+    return true;
+  }
+
+  private onData(chunk: Buffer, shared = false): void {
     let buf = chunk;
     if (this.rest) {
       buf = Buffer.concat([this.rest, chunk]);
@@ -243,7 +263,7 @@ export class RespClient extends EventEmitter {
       if (reply instanceof ReplyError) pending.reject(reply);
       else pending.resolve(reply);
     }
-    if (pos < buf.length) this.rest = buf.subarray(pos);
+    if (pos < buf.length) this.rest = shared && buf === chunk ? Buffer.from(buf.subarray(pos)) : buf.subarray(pos);
   }
 }
 

@@ -125,13 +125,38 @@ export class RespWriter {
       this.len = at + 7;
       return;
     }
+    // `$<width>\r\n[-]<digits>\r\n` written through locals, with this.len stored once.
     const negative = n < 0;
     const abs = negative ? -n : n;
     const count = decimalLength(abs);
-    this.lengthLine(count + (negative ? 1 : 0));
-    if (negative) this.buf[this.len++] = MINUS;
-    this.digits(abs, count);
-    this.crlf();
+    const width = negative ? count + 1 : count;
+    const buf = this.buf;
+    let at = this.len;
+    buf[at++] = DOLLAR;
+    if (width >= 10) {
+      buf[at++] = 0x31; // a safe integer has at most 16 digits and a sign: 17
+      buf[at++] = 0x30 + width - 10;
+    } else buf[at++] = 0x30 + width;
+    buf[at++] = CR;
+    buf[at++] = LF;
+    if (negative) buf[at++] = MINUS;
+    at += count;
+    let p = at;
+    let m = abs;
+    while (m > INT32_MAX) {
+      const q = Math.floor(m / 10);
+      buf[--p] = 0x30 + (m - q * 10);
+      m = q;
+    }
+    let k = m | 0;
+    do {
+      const q = (k / 10) | 0;
+      buf[--p] = 0x30 + (k - q * 10);
+      k = q;
+    } while (k > 0);
+    buf[at++] = CR;
+    buf[at++] = LF;
+    this.len = at;
   }
 
   /** Bytes as a bulk string. */
@@ -216,14 +241,12 @@ export class RespWriter {
 
 /** How many decimal digits a non-negative safe integer has. */
 function decimalLength(n: number): number {
-  let count = 1;
-  while (n > INT32_MAX) {
-    n = Math.floor(n / 10);
-    count++;
-  }
-  let m = n | 0;
-  while (m >= 10) {
-    m = (m / 10) | 0;
+  if (n < 100_000) return n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : n < 10_000 ? 4 : 5;
+  if (n < 10_000_000_000) return n < 1_000_000 ? 6 : n < 10_000_000 ? 7 : n < 100_000_000 ? 8 : n < 1_000_000_000 ? 9 : 10;
+  let count = 11;
+  let m = Math.floor(n / 100_000_000_000);
+  while (m >= 1) {
+    m = Math.floor(m / 10);
     count++;
   }
   return count;

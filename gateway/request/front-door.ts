@@ -3,7 +3,8 @@
 // read within its size limit, a JSON object, and the catalog model it names. Every refusal is
 // answered in the request's protocol (protocol.ts) and ends the request through its lifecycle
 // (which counts it, under no model). Nothing here reaches a backend.
-import { declaredLength, readBody } from '../../lib/http.js';
+import { CONFLICTING_LENGTH, readBody } from '../../lib/http.js';
+import type { CredentialHeaders } from '../auth/credentials.js';
 import type { HttpRequest } from '../../lib/uws.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { ModelRequest } from './lifecycle.js';
@@ -31,12 +32,101 @@ export function authenticate<E extends ProtocolError>(r: ModelRequest<E>, req: H
   return false;
 }
 
-/** The door, then `enter`. Call synchronously in the uWS handler: the credential and the body's length are read from `req`. */
+// One walk over the request's headers (uWS's forEach) reads what the door needs: the Content-Length
+// walk (declaredLength, lib/http.ts) has to see every header anyway, so the credential's headers
+// and x-rc-fit-max-tokens are taken from it instead of one getHeader call each (a call into uWS
+// and a new string, some 700 instructions). Module state, set around the synchronous walk: no
+// closure per request. The first value of each name wins, as getHeader gives it.
+const seen: CredentialHeaders = { authorization: '', xApiKey: '', cookie: '', csrfToken: '', forwardedProto: '' };
+let fitValue = '';
+let lengthValue = '';
+let lengthConflict = false;
+/** Bits of the names already seen (their first value kept). */
+let seenBits = 0;
+
+function onHeader(name: string, value: string): void {
+  // uWS hands names in lower case. The length picks the one name it may be.
+  switch (name.length) {
+    case 13:
+      if (name === 'authorization' && (seenBits & 1) === 0) {
+        seenBits |= 1;
+        seen.authorization = value;
+      }
+      return;
+    case 9:
+      if (name === 'x-api-key' && (seenBits & 2) === 0) {
+        seenBits |= 2;
+        seen.xApiKey = value;
+      }
+      return;
+    case 6:
+      if (name === 'cookie' && (seenBits & 4) === 0) {
+        seenBits |= 4;
+        seen.cookie = value;
+      }
+      return;
+    case 12:
+      if (name === 'x-csrf-token' && (seenBits & 8) === 0) {
+        seenBits |= 8;
+        seen.csrfToken = value;
+      }
+      return;
+    case 17:
+      if (name === 'x-forwarded-proto' && (seenBits & 16) === 0) {
+        seenBits |= 16;
+        seen.forwardedProto = value;
+      }
+      return;
+    case 19:
+      if (name === FIT_HEADER_NAME && (seenBits & 32) === 0) {
+        seenBits |= 32;
+        fitValue = value;
+      }
+      return;
+    case 14:
+      if (name === 'content-length') {
+        if ((seenBits & 64) === 0) {
+          seenBits |= 64;
+          lengthValue = value;
+        } else if (value !== lengthValue) lengthConflict = true;
+      }
+      return;
+  }
+}
+
+/** x-rc-fit-max-tokens (admission/model-call.ts FIT_HEADER). */
+const FIT_HEADER_NAME = 'x-rc-fit-max-tokens';
+
+/**
+ * Walks the headers once: `seen` and `fitValue` set, and the declared length returned as
+ * declaredLength() gives it ('' when the first Content-Length is absent or empty, CONFLICTING_LENGTH
+ * when another one differs from it).
+ */
+function walkHeaders(req: HttpRequest): string {
+  seen.authorization = seen.xApiKey = seen.cookie = seen.csrfToken = seen.forwardedProto = '';
+  fitValue = lengthValue = '';
+  lengthConflict = false;
+  seenBits = 0;
+  req.forEach(onHeader);
+  return lengthValue === '' ? '' : lengthConflict ? CONFLICTING_LENGTH : lengthValue;
+}
+
+/**
+ * The door, then `enter`. Call synchronously in the uWS handler: the credential, the body's length
+ * and x-rc-fit-max-tokens (into `r.fitHeader`) are read from `req`, in one walk over its headers.
+ */
 export function frontDoor<E extends ProtocolError>(r: ModelRequest<E>, req: HttpRequest, enter: RouteEntry<E>): void {
-  if (!authenticate(r, req)) return;
+  const length = walkHeaders(req);
+  r.fitHeader = fitValue;
+  const auth = r.ctx.authenticateHeaders(seen);
+  if (typeof auth !== 'number') {
+    r.fail(r.protocol.auth(auth));
+    return;
+  }
+  r.accountId = auth;
   readBody(
     r.res,
-    declaredLength(req),
+    length,
     r.ctx.limits.maxBodyBytes,
     (raw) => enterWith(r, raw, enter),
     (err) => r.fail(r.protocol.body(err)),

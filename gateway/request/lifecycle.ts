@@ -13,6 +13,7 @@
 // is hot.
 import type { Route } from '../backends/upstreams.js';
 import type { Res } from '../../lib/http.js';
+import type { Recount } from '../admission/admit.js';
 import type { PromptParts } from '../admission/prompt.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { GatewayContext } from '../context.js';
@@ -59,6 +60,10 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
   forwardMaxTokens: number | undefined = undefined;
   /** Once admitted: the input tokens charged to a stream cut before the backend's usage (the count when made, else bytes / 4). */
   inputTokens = 0;
+
+  /** What admission (admit.ts) calls once the gate let the request through, and its recount: kept here while the gate decides. */
+  onAdmitted: (r: ModelRequest<E>) => void = NOTHING_TO_FORWARD;
+  recount: Recount<E> | undefined = undefined;
 
   /** What the gate is asked (its input the count when one was made, else the bound); settled with the decision. */
   gateRequest: GateRequest | undefined = undefined;

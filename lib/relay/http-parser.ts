@@ -101,22 +101,36 @@ export function isHopByHopAt(buf: Buffer, start: number, end: number): boolean {
   return false;
 }
 
+/** Interned header lines (interned()): slots by a hash of the line's lengths and edge bytes. */
+const INTERNED_SLOTS = 64;
+const internedNames: (Buffer | undefined)[] = new Array(INTERNED_SLOTS).fill(undefined);
+const internedValues: (Buffer | undefined)[] = new Array(INTERNED_SLOTS).fill(undefined);
+
+/** buf[start, end) equals `b` byte for byte. */
+function sameBytes(buf: Buffer, start: number, end: number, b: Buffer): boolean {
+  const n = b.length;
+  if (end - start !== n) return false;
+  for (let i = 0; i < n; i++) if (buf[start + i] !== b[i]) return false;
+  return true;
+}
+
 /**
  * The header lines of one response head, held as offsets into the bytes they were read in. A
  * Buffer per name and per value cost more than parsing the whole head (each slice of a Buffer
  * goes through the species lookup of TypedArray#subarray), and most routes read one header or
  * none: the messages stream reads none, a chat completion writes on only its content type.
+ * Whether a line is hop-by-hop is found while the head is parsed (parseHead).
  */
 export class HeaderLines {
   constructor(
     private readonly buf: Buffer,
-    /** nameStart, nameEnd, valueStart, valueEnd of each line, in order. */
+    /** nameStart, nameEnd, valueStart, valueEnd, hop-by-hop (1) or not (0) of each line, in order. */
     private readonly at: number[],
     /** The Content-Length the head declared, or -1. */
     readonly contentLength: number,
   ) {}
 
-  /** name, value, name, value... as sent (new slices of the read buffer, valid to keep). */
+  /** name, value, name, value... as sent (Buffers valid to keep, not to modify: see interned()). */
   all(): Buffer[] {
     return this.slices(false);
   }
@@ -130,23 +144,47 @@ export class HeaderLines {
   get(lower: Buffer): string | undefined {
     const buf = this.buf;
     const at = this.at;
-    for (let i = 0; i < at.length; i += 4) {
+    for (let i = 0; i < at.length; i += LINE) {
       if (asciiLowerEquals(buf, lower, at[i]!, at[i + 1]!)) return buf.toString('latin1', at[i + 2]!, at[i + 3]!);
     }
     return undefined;
   }
 
   private slices(skipHopByHop: boolean): Buffer[] {
-    const buf = this.buf;
     const at = this.at;
     const out: Buffer[] = [];
-    for (let i = 0; i < at.length; i += 4) {
-      if (skipHopByHop && isHopByHopAt(buf, at[i]!, at[i + 1]!)) continue;
-      out.push(buf.subarray(at[i]!, at[i + 1]!), buf.subarray(at[i + 2]!, at[i + 3]!));
+    for (let i = 0; i < at.length; i += LINE) {
+      if (skipHopByHop && at[i + 4] === 1) continue;
+      interned(this.buf, at[i]!, at[i + 1]!, at[i + 2]!, at[i + 3]!, out);
     }
     return out;
   }
 }
+
+/**
+ * Pushes the name and value Buffers of the line buf[ns, ne): buf[vs, ve) onto `out`: the ones
+ * made for the same line before when it is in its slot (a backend sends the same content type
+ * on every response: two slices of a Buffer, with their species lookups, cost some 1.6k
+ * instructions, a comparison of the bytes a few hundred), else new slices, kept in the slot.
+ * The Buffers are shared between responses: valid to keep, never to modify.
+ */
+function interned(buf: Buffer, ns: number, ne: number, vs: number, ve: number, out: Buffer[]): void {
+  const slot = ((ne - ns) * 31 + (ve - vs) * 7 + buf[ns + 1]! + (ve > vs ? buf[ve - 1]! : 0)) & (INTERNED_SLOTS - 1);
+  const name = internedNames[slot];
+  const value = internedValues[slot];
+  if (name !== undefined && value !== undefined && sameBytes(buf, ns, ne, name) && sameBytes(buf, vs, ve, value)) {
+    out.push(name, value);
+    return;
+  }
+  const n = buf.subarray(ns, ne);
+  const v = buf.subarray(vs, ve);
+  internedNames[slot] = n;
+  internedValues[slot] = v;
+  out.push(n, v);
+}
+
+/** Numbers per line in HeaderLines' offsets. */
+const LINE = 5;
 
 const NO_LINES = new HeaderLines(Buffer.alloc(0), [], -1);
 
@@ -204,8 +242,8 @@ export function parseHead(buf: Buffer, start: number, end: number, out: ParsedHe
     let b = lineEnd;
     while (a < b && (buf[a] === 0x20 || buf[a] === 0x09)) a++;
     while (b > a && (buf[b - 1] === 0x20 || buf[b - 1] === 0x09)) b--;
-    at.push(p, colon, a, b);
     const n = colon - p;
+    let hop = 1;
     if (n === 14 && asciiLowerEquals(buf, CONTENT_LENGTH, p, colon)) {
       const v = decimal(buf, a, b);
       if (v < 0 || (length >= 0 && v !== length)) return 'bad content-length';
@@ -217,7 +255,8 @@ export function parseHead(buf: Buffer, start: number, end: number, out: ParsedHe
       const value = buf.subarray(a, b);
       if (hasToken(value, CLOSE)) keepAlive = false;
       else if (hasToken(value, KEEP_ALIVE)) keepAlive = true;
-    }
+    } else if (!isHopByHopAt(buf, p, colon)) hop = 0;
+    at.push(p, colon, a, b, hop);
     p = lf + 1;
   }
   let state: number;

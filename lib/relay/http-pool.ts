@@ -38,6 +38,8 @@ export interface HttpPoolOptions {
 }
 
 const DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
+/** Request heads kept per pool (paths are the chat path, /tokenize and the like). */
+const MAX_HEADS = 16;
 const EMPTY = Buffer.alloc(0);
 
 export interface PoolStats {
@@ -60,6 +62,8 @@ export class HttpPool {
   /** The Host header value of this origin. */
   private readonly hostHeader: string;
   private readonly conns = new Set<Connection>();
+  /** The request head of each path POSTed to (request()), as text and as bytes; a few paths per pool. */
+  private readonly heads = new Map<string, { text: string; bytes: Buffer }>();
   /** Idle connections, most recently used last (reused first: its socket is warm). */
   private readonly idle: Connection[] = [];
   private readonly queue: PoolRequest[] = [];
@@ -91,7 +95,13 @@ export class HttpPool {
 
   /** POSTs `body` (JSON) to `path` and reports the response to `handler`. */
   request(path: string, body: Buffer | string, handler: ResponseHandler): PoolRequest {
-    return this.submit(new PoolRequest(this, 'POST ' + path + this.headTail, body, handler));
+    let head = this.heads.get(path);
+    if (head === undefined) {
+      const text = 'POST ' + path + this.headTail;
+      head = { text, bytes: Buffer.from(text, 'latin1') };
+      if (this.heads.size < MAX_HEADS) this.heads.set(path, head);
+    }
+    return this.submit(new PoolRequest(this, head.text, body, handler, false, head.bytes));
   }
 
   /**

@@ -25,6 +25,40 @@ describe('KeyDirectory', () => {
     assert.equal(d.authenticate('', hashKey(key)), AUTH_INVALID); // the hash is not a key
   });
 
+  it("checks a key's shape once per listed hash: a listed hash of a malformed key never lets it in; revoked or moved keys follow the events", async () => {
+    const key = generateKey();
+    const malformed = `rc-${'!'.repeat(43)}`; // the length and prefix of a key, not its alphabet
+    const short = 'rc-short';
+    const bus = new MemoryBus();
+    const d = new KeyDirectory();
+    await d.start(
+      memoryKeySource([
+        { keyHash: hashKey(key), accountId: 5 },
+        { keyHash: hashKey(malformed), accountId: 6 },
+        { keyHash: hashKey(short), accountId: 7 },
+      ]),
+      bus,
+    );
+    for (let i = 0; i < 3; i++) {
+      assert.equal(d.authenticate(`Bearer ${key}`, ''), 5, `turn ${i}: the shape checked once, then the hash's verdict`);
+      assert.equal(d.authenticate(`Bearer ${malformed}`, ''), AUTH_INVALID, `turn ${i}`);
+      assert.equal(d.authenticate('', short), AUTH_INVALID, `turn ${i}`);
+    }
+    // Moved to another account: the next request sees it.
+    await bus.publish({ type: 'key.issued', keyHash: hashKey(key), accountId: 9 });
+    assert.equal(d.authenticate(`Bearer ${key}`, ''), 9);
+    // Revoked: refused on the next request, whatever was learned of its hash.
+    await bus.publish({ type: 'key.revoked', keyHash: hashKey(key), accountId: 9 });
+    assert.equal(d.authenticate(`Bearer ${key}`, ''), AUTH_INVALID);
+    // Issued again: a new record, checked anew.
+    await bus.publish({ type: 'key.issued', keyHash: hashKey(key).toUpperCase(), accountId: 5 });
+    assert.equal(d.authenticate(`Bearer ${key}`, ''), 5);
+    // A resync that no longer lists it.
+    d.replaceAll([{ keyHash: hashKey(malformed), accountId: 6 }]);
+    assert.equal(d.authenticate(`Bearer ${key}`, ''), AUTH_INVALID);
+    d.stop();
+  });
+
   it('applies a revoke that arrives while the snapshot loads after the snapshot', async () => {
     const key = generateKey();
     const bus = new MemoryBus();

@@ -2,6 +2,7 @@
 // of the bytes, then against real redis-servers: the gates' commands, pipelining in order, large
 // and UTF-8 values, error replies, a killed connection, AUTH and SELECT from the URL.
 import assert from 'node:assert/strict';
+import * as net from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { parseReply, ReplyError, RespClient } from '../../../gateway/gates/resp-client.js';
 import { waitFor } from '../../helpers.js';
@@ -126,4 +127,31 @@ test('AUTH and SELECT come from the URL; a wrong password never gets ready', asy
   await waitFor(() => errors.length > 0, 5000);
   assert.notEqual(wrong.status, 'ready');
   assert.match(errors[0]!.message, /WRONGPASS|invalid|password/i);
+});
+
+test('replies split across reads, on two connections reading at once, arrive whole (reads share one buffer)', async (t) => {
+  // A server that answers each command with a reply cut in two writes some milliseconds apart.
+  const server = net.createServer((socket) => {
+    socket.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('latin1');
+      const n = text.split('\r\n')[0] === '*1' ? 1 : 0;
+      if (n === 0) return;
+      const tag = socket.remotePort ?? 0;
+      const reply = `*2\r\n$5\r\nhello\r\n:${tag}\r\n`;
+      socket.write(reply.slice(0, 9));
+      setTimeout(() => socket.write(reply.slice(9)), 20);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const { port } = server.address() as net.AddressInfo;
+  const a = await client(t, `redis://127.0.0.1:${port}`);
+  const b = await client(t, `redis://127.0.0.1:${port}`);
+  if (!a || !b) return;
+  const [ra, rb] = await Promise.all([a.call('PING'), b.call('PING')]);
+  assert.equal((ra as unknown[])[0], 'hello');
+  assert.equal((rb as unknown[])[0], 'hello');
+  assert.notEqual((ra as unknown[])[1], (rb as unknown[])[1], 'each connection its own reply');
+  a.disconnect();
+  b.disconnect();
 });

@@ -92,6 +92,23 @@ describe('gateway http-pool', () => {
     }
   });
 
+  it("writes each Buffer body's length right, from one digit to five, on heads kept per path", async () => {
+    const srv = await rawServer((r) => r.socket.write(ok('{}')));
+    try {
+      const pool = poolFor(srv.url);
+      const sizes = [0, 1, 9, 10, 99, 100, 999, 1000, 9999, 10_000, 65_536];
+      for (const [i, n] of sizes.entries()) await fetchVia(pool, Buffer.alloc(n, 0x61 + (i % 26)), i % 2 === 0 ? '/v1/chat/completions' : '/tokenize');
+      for (const [i, n] of sizes.entries()) {
+        const r = srv.requests[i]!;
+        assert.match(r.head, new RegExp(`\\r\\ncontent-length: ${n}(\\r\\n|$)`, 'i'), `body of ${n}`);
+        assert.match(r.head, i % 2 === 0 ? /^POST \/v1\/chat\/completions / : /^POST \/tokenize /);
+        assert.ok(r.body.equals(Buffer.alloc(n, 0x61 + (i % 26))), `body of ${n}`);
+      }
+    } finally {
+      await srv.close();
+    }
+  });
+
   it('sends a large body whole', async () => {
     const srv = await rawServer((r) => r.socket.write(ok(`{"len":${r.body.length}}`)));
     try {
