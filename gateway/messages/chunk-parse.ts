@@ -15,13 +15,18 @@ const PLAIN = String.raw`[^"\\\x00-\x1f]*`;
 const INT = '(?:0|[1-9][0-9]*)';
 // Groups: 1 content, 2 finish reason (none when null), 3 prompt tokens, 4 completion tokens,
 // 5 `null` details, 6 cached tokens. No choice at all leaves 1 and 2 undefined.
-const CHUNK = new RegExp(
-  String.raw`^\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
-    String.raw`"choices":\[(?:\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"((?:[^"\\\x00-\x1f]|\\.)*)"\},"logprobs":null,` +
-    String.raw`"finish_reason":(?:null|"([a-z_]+)")(?:,"stop_reason":(?:null|${INT}|"${PLAIN}"))?\})?\],` +
-    String.raw`"usage":\{"prompt_tokens":(${INT}),"total_tokens":${INT},"completion_tokens":(${INT})` +
-    String.raw`(?:,"prompt_tokens_details":(?:(null)|\{"cached_tokens":(${INT})\}))?\}\}$`,
-);
+const BODY =
+  String.raw`\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
+  String.raw`"choices":\[(?:\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"((?:[^"\\\x00-\x1f]|\\.)*)"\},"logprobs":null,` +
+  String.raw`"finish_reason":(?:null|"([a-z_]+)")(?:,"stop_reason":(?:null|${INT}|"${PLAIN}"))?\})?\],` +
+  String.raw`"usage":\{"prompt_tokens":(${INT}),"total_tokens":${INT},"completion_tokens":(${INT})` +
+  String.raw`(?:,"prompt_tokens_details":(?:(null)|\{"cached_tokens":(${INT})\}))?\}\}`;
+const CHUNK = new RegExp(`^${BODY}$`);
+/**
+ * The same chunk as a whole SSE event in a read's text, `data: ` to the blank line, matched where
+ * lastIndex says (sticky): no line found, cut out and matched apart (sse.ts, asciiLines).
+ */
+const EVENT = new RegExp(`data: ${BODY}\n\n`, 'y');
 
 /**
  * The value of a regex-matched JSON integer. Number() of a string computes the string's hash on
@@ -50,7 +55,26 @@ export interface TextChunk {
  * too: JSON.parse then throws on it.
  */
 export function textChunk(data: string): TextChunk | undefined {
-  const m = CHUNK.exec(data);
+  return chunkOf(CHUNK.exec(data));
+}
+
+/** Where the event textChunkAt matched last ends (after its blank line). */
+export let chunkEventEnd = 0;
+
+/**
+ * The plain chunk of the event `data: <chunk>\n\n` at `from` in `s` (the text of a read), else
+ * undefined; its end is then chunkEventEnd. Undefined when another event or line is there, or a
+ * chunk of another shape: such a chunk, as the data of a `data: ` line followed by the blank
+ * line, is one textChunk leaves to JSON.parse too.
+ */
+export function textChunkAt(s: string, from: number): TextChunk | undefined {
+  EVENT.lastIndex = from;
+  const c = chunkOf(EVENT.exec(s));
+  if (c !== undefined) chunkEventEnd = EVENT.lastIndex;
+  return c;
+}
+
+function chunkOf(m: RegExpExecArray | null): TextChunk | undefined {
   if (m === null) return undefined;
   const usage: ChatUsage = { prompt_tokens: intOf(m[3]!), completion_tokens: intOf(m[4]!) };
   if (m[6] !== undefined) usage.prompt_tokens_details = { cached_tokens: intOf(m[6]) };

@@ -70,10 +70,16 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     // input_tokens for message_start if the backend puts no usage on its first chunk.
     const t = new StreamTranslator({ model: r.model!.name, signer, thinking, inputTokens: r.inputTokens });
     this.t = t;
-    this.parser = new SseParser((data) => {
-      this.events++;
-      this.out += t.pushData(data);
-    });
+    this.parser = new SseParser(
+      (data, notPlain) => {
+        this.events++;
+        this.out += notPlain ? t.pushOther(data) : t.pushData(data);
+      },
+      (c) => {
+        this.events++;
+        this.out += t.pushChunk(c);
+      },
+    );
   }
 
   // WriterHooks

@@ -98,6 +98,22 @@ export class StreamTranslator {
     if (data === '[DONE]') return this.end();
     const text = textChunk(data);
     if (text !== undefined) return this.pushText(text);
+    return this.pushParsed(data);
+  }
+
+  /** pushData of a payload known not to be a plain chunk (textChunk would not read it). */
+  pushOther(data: string): string {
+    if (this.done) return '';
+    if (data === '[DONE]') return this.end();
+    return this.pushParsed(data);
+  }
+
+  /** pushData of a plain chunk already read (textChunkAt). */
+  pushChunk(c: TextChunk): string {
+    return this.done ? '' : this.pushText(c);
+  }
+
+  private pushParsed(data: string): string {
     let chunk: ChatChunk;
     try {
       chunk = JSON.parse(data) as ChatChunk;
