@@ -68,7 +68,8 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     this.res = r.res;
     this.w = new ResponseWriter(r.res, this, { metrics: r.ctx.metrics });
     // input_tokens for message_start if the backend puts no usage on its first chunk.
-    const t = new StreamTranslator({ model: r.model!.name, signer, thinking, inputTokens: r.inputTokens });
+    // The text tokens of one backend read in one text_delta event (taken at the read's end).
+    const t = new StreamTranslator({ model: r.model!.name, signer, thinking, inputTokens: r.inputTokens, mergeText: true });
     this.t = t;
     this.parser = new SseParser(
       (data, notPlain) => {
@@ -143,6 +144,7 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
       if (!t.finished) this.call!.abort(); // an error: nothing more is wanted from the backend
       return true;
     }
+    this.out += t.takeText();
     if (this.out !== '') {
       this.lastWrite = Date.now();
       w.write(this.out);

@@ -56,6 +56,12 @@ export interface StreamOptions {
   thinking?: boolean;
   /** input_tokens for message_start when the first chunk carries no usage (a count or estimate). */
   inputTokens?: number;
+  /**
+   * Text tokens in a row for the open text block are held and given as one text_delta event, by
+   * takeText() or before anything else is produced (the relay takes them at the end of each backend
+   * read: the tokens of one read reach the client together anyway). Off: one event per token.
+   */
+  mergeText?: boolean;
 }
 
 export function sseError(type: MessagesErrorType, message: string): string {
@@ -71,6 +77,9 @@ export class StreamTranslator {
   private readonly signer: ThinkingSigner;
   private readonly thinking: boolean;
   private readonly fallbackInputTokens: number;
+  private readonly mergeText: boolean;
+  /** Text for the open text block not produced yet (mergeText). */
+  private heldText = '';
   private usage: ChatUsage | undefined;
   private finish: string | null | undefined;
   private nextIndex = 0;
@@ -85,6 +94,7 @@ export class StreamTranslator {
     this.signer = opts.signer;
     this.thinking = opts.thinking ?? true;
     this.fallbackInputTokens = opts.inputTokens ?? 0;
+    this.mergeText = opts.mergeText ?? false;
   }
 
   /** Usage seen so far (for the gate), or undefined when the backend reported none. */
@@ -131,10 +141,24 @@ export class StreamTranslator {
     this.usage = c.usage;
     if (c.finish) this.finish = c.finish; // read only at the end: setting it before the text changes nothing
     const content = c.content;
-    // Most chunks: one token into the open text block, one event and no concatenation around it.
-    if (this.started) return content ? this.textDelta(content) : '';
+    if (!content) return this.started ? '' : this.start();
+    // Most chunks: one token into the open text block: held (mergeText), else one event and no
+    // concatenation around it.
+    if (this.open === Block.Text && this.mergeText) {
+      this.heldText += content;
+      return '';
+    }
+    if (this.started) return this.textDelta(content);
     const out = this.start();
-    return content ? out + this.textDelta(content) : out;
+    return out + this.textDelta(content);
+  }
+
+  /** The held text (mergeText) as one text_delta event of the open text block, or ''. */
+  takeText(): string {
+    const text = this.heldText;
+    if (text === '') return '';
+    this.heldText = '';
+    return textDeltaEvent(this.openIndex, text);
   }
 
   /** One parsed upstream chunk. */
@@ -142,7 +166,7 @@ export class StreamTranslator {
     if (this.done) return '';
     if (chunk.error !== undefined || chunk.object === 'error') return this.backendError(chunk);
     if (chunk.usage) this.usage = chunk.usage;
-    let out = this.started ? '' : this.start();
+    let out = this.started ? this.takeText() : this.start();
     const choice = chunk.choices?.[0];
     if (!choice) return out;
     const delta = choice.delta;
@@ -179,8 +203,9 @@ export class StreamTranslator {
   /** Ends the stream with an error event (backend failure, cut connection). */
   fail(type: MessagesErrorType, message: string): string {
     if (this.done) return '';
+    const text = this.takeText();
     this.done = true;
-    return sseError(type, message);
+    return text + sseError(type, message);
   }
 
   /** Whether the upstream has sent its finish reason (a stream cut after it is still complete). */
@@ -211,7 +236,7 @@ export class StreamTranslator {
 
   private closeBlock(): string {
     if (this.open === Block.None) return '';
-    let out = '';
+    let out = this.takeText();
     if (this.open === Block.Thinking) {
       const signature = this.hmac!.digest('base64');
       this.hmac = undefined;

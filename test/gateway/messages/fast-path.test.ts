@@ -2,7 +2,9 @@
 // - SseParser with onChunk matches a read's plain chunks in place (textChunkAt, one sticky regex
 //   per event): each must reach the translator exactly as its data would through onData and
 //   pushData, wherever the reads are cut, and a single-line event it marks notPlain must be one
-//   textChunk does not read.
+//   textChunk does not read;
+// - mergeText (the relay's): the text tokens of one read in one text_delta event, everything
+//   else, and the text a client accumulates, as without it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { textChunk } from '../../../gateway/messages/chunk-parse.js';
@@ -96,4 +98,94 @@ test('non-ASCII reads (UTF-8 text) take the byte path and translate the same', (
   const expected = translate([bytes], false).out;
   assert.match(expected, /"text":"日本語 🎉"/);
   for (let i = 0; i <= bytes.length; i++) assert.equal(translate([bytes.subarray(0, i), bytes.subarray(i)], true).out, expected, `split at ${i}`);
+});
+
+/**
+ * The events of SSE text with consecutive text_delta events of one block joined into one: what a
+ * client accumulates. Each event's framing is checked on the way.
+ */
+function coalesced(out: string): Record<string, unknown>[] {
+  const events: Record<string, unknown>[] = [];
+  for (const block of out.slice(0, -2).split('\n\n')) {
+    const m = /^event: ([a-z_]+)\ndata: (.*)$/s.exec(block);
+    assert.ok(m, `event framing: ${JSON.stringify(block)}`);
+    const e = JSON.parse(m[2]!) as Record<string, unknown>;
+    assert.equal(e.type, m[1]);
+    const last = events[events.length - 1];
+    const delta = e.delta as { type: string; text: string } | undefined;
+    const lastDelta = last?.delta as { type: string; text: string } | undefined;
+    if (delta?.type === 'text_delta' && lastDelta?.type === 'text_delta' && last!.index === e.index) {
+      last!.delta = { type: 'text_delta', text: lastDelta.text + delta.text };
+    } else events.push(e);
+  }
+  return events;
+}
+
+/** The translation of `reads` (lists of data payloads) with mergeText, the held text taken after each read. */
+function merged(reads: string[][]): { out: string; perRead: string[] } {
+  const t = new StreamTranslator({ model: 'm', signer, mergeText: true });
+  const perRead: string[] = [];
+  for (const read of reads) {
+    let out = '';
+    for (const data of read) out += t.pushData(data);
+    out += t.takeText();
+    perRead.push(out);
+  }
+  return { out: perRead.join('').replace(/"id":"msg_[A-Za-z0-9_-]{16}"/, '"id":"msg_"'), perRead };
+}
+
+const reasoning = (r: string, c: number) =>
+  `${head}"choices":[{"index":0,"delta":{"reasoning_content":${JSON.stringify(r)}},"logprobs":null,"finish_reason":null}],${usage(c)}`;
+
+test('mergeText: the text tokens of one read in one event, everything else as without it, however the reads are cut', () => {
+  const datas = [
+    EVENTS[0]!,
+    reasoning('think', 1),
+    text('"Hello"', 2),
+    text('" \\"quoted\\""', 3),
+    text('"\\ud83c"', 4), // a surrogate pair cut between two tokens
+    text('"\\udf89 é"', 5),
+    TOOL,
+    text('" after"', 6),
+    text('"!"', 7, '"stop"'),
+    '[DONE]',
+  ];
+  const plain = new StreamTranslator({ model: 'm', signer });
+  const expected = coalesced(
+    datas
+      .map((d) => plain.pushData(d))
+      .join('')
+      .replace(/"id":"msg_[A-Za-z0-9_-]{16}"/, '"id":"msg_"'),
+  );
+  for (let i = 0; i <= datas.length; i++) {
+    for (let j = i; j <= datas.length; j++) {
+      const reads = [datas.slice(0, i), datas.slice(i, j), datas.slice(j)];
+      const { out, perRead } = merged(reads);
+      assert.deepEqual(coalesced(out), expected, `reads cut at ${i}, ${j}`);
+      // Nothing is held past a read: each read's output is whole events.
+      for (const r of perRead) assert.ok(r === '' || r.endsWith('\n\n'));
+    }
+  }
+  // All in one read: the tokens held after the first of each text block are one event each.
+  const one = merged([datas]).out;
+  assert.equal(one.match(/"text_delta"/g)?.length, 4, one);
+});
+
+test('mergeText: held text comes before an error event and before the end', () => {
+  const t = new StreamTranslator({ model: 'm', signer, mergeText: true });
+  let out = t.pushData(EVENTS[0]!) + t.pushData(text('"a"', 1)) + t.pushData(text('"b"', 2)) + t.pushData(text('"c"', 3));
+  out += t.pushData('{"error":{"message":"boom","code":503}}');
+  const events = coalesced(out);
+  assert.deepEqual(
+    events.map((e) => e.type),
+    ['message_start', 'content_block_start', 'content_block_delta', 'error'],
+  );
+  assert.deepEqual(events[2]!.delta, { type: 'text_delta', text: 'abc' });
+  const u = new StreamTranslator({ model: 'm', signer, mergeText: true });
+  const ended = coalesced(u.pushData(EVENTS[0]!) + u.pushData(text('"a"', 1)) + u.pushData(text('"b"', 2)) + u.end());
+  assert.deepEqual(
+    ended.map((e) => e.type),
+    ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop'],
+  );
+  assert.deepEqual(ended[2]!.delta, { type: 'text_delta', text: 'ab' });
 });
