@@ -60,6 +60,10 @@ export function textChunk(data: string): TextChunk | undefined {
 
 /** Where the event textChunkAt matched last ends (after its blank line). */
 export let chunkEventEnd = 0;
+/** The content of the chunk textChunkAt read last had escapes (JSON.parse decoded them). */
+export let chunkEscaped = false;
+/** Whether chunkOf decoded escapes in the content it read last. */
+let escaped = false;
 
 /**
  * The plain chunk of the event `data: <chunk>\n\n` at `from` in `s` (the text of a read), else
@@ -70,7 +74,10 @@ export let chunkEventEnd = 0;
 export function textChunkAt(s: string, from: number): TextChunk | undefined {
   EVENT.lastIndex = from;
   const c = chunkOf(EVENT.exec(s));
-  if (c !== undefined) chunkEventEnd = EVENT.lastIndex;
+  if (c !== undefined) {
+    chunkEventEnd = EVENT.lastIndex;
+    chunkEscaped = escaped;
+  }
   return c;
 }
 
@@ -80,7 +87,9 @@ function chunkOf(m: RegExpExecArray | null): TextChunk | undefined {
   if (m[6] !== undefined) usage.prompt_tokens_details = { cached_tokens: intOf(m[6]) };
   else if (m[5] !== undefined) usage.prompt_tokens_details = null;
   let content = m[1];
+  escaped = false;
   if (content !== undefined && content.includes('\\')) {
+    escaped = true;
     try {
       content = JSON.parse(`"${content}"`) as string;
     } catch {

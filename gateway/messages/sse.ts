@@ -13,7 +13,7 @@
 // place, each as a whole event by one sticky regex, and handed over read: no line is searched or
 // cut out for them. A single-line event there that is not one reaches onData with `notPlain`.
 import { isAscii } from 'node:buffer';
-import { chunkEventEnd, type TextChunk, textChunkAt } from './chunk-parse.js';
+import { chunkEscaped, chunkEventEnd, type TextChunk, textChunkAt } from './chunk-parse.js';
 
 const LF = 10;
 const CR = 13;
@@ -24,11 +24,12 @@ export class SseParser {
 
   /**
    * `onData`: an event's data (`notPlain`: it is known not to be a plain chunk); `onChunk`: a
-   * plain chunk read in place (without it, every event reaches onData).
+   * plain chunk read in place (without it, every event reaches onData), `plain` when its text had
+   * no escape (then, from an all-ASCII read, it needs none in JSON either).
    */
   constructor(
     private readonly onData: (data: string, notPlain: boolean) => void,
-    private readonly onChunk?: (c: TextChunk) => void,
+    private readonly onChunk?: (c: TextChunk, plain: boolean) => void,
   ) {}
 
   push(chunk: Buffer): void {
@@ -61,7 +62,7 @@ export class SseParser {
       if (onChunk !== undefined && this.data === undefined && s.charCodeAt(start) === 0x64) {
         const c = textChunkAt(s, start);
         if (c !== undefined) {
-          onChunk(c);
+          onChunk(c, !chunkEscaped);
           start = chunkEventEnd;
           continue;
         }

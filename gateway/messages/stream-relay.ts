@@ -76,9 +76,9 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
         this.events++;
         this.out += notPlain ? t.pushOther(data) : t.pushData(data);
       },
-      (c) => {
+      (c, plain) => {
         this.events++;
-        this.out += t.pushChunk(c);
+        this.out += t.pushChunk(c, plain);
       },
     );
   }

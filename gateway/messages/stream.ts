@@ -80,6 +80,8 @@ export class StreamTranslator {
   private readonly mergeText: boolean;
   /** Text for the open text block not produced yet (mergeText). */
   private heldText = '';
+  /** Some of heldText is not known to need no escape (only pushChunk's plain texts are known). */
+  private heldMayEscape = false;
   private usage: ChatUsage | undefined;
   private finish: string | null | undefined;
   private nextIndex = 0;
@@ -118,9 +120,12 @@ export class StreamTranslator {
     return this.pushParsed(data);
   }
 
-  /** pushData of a plain chunk already read (textChunkAt). */
-  pushChunk(c: TextChunk): string {
-    return this.done ? '' : this.pushText(c);
+  /**
+   * pushData of a plain chunk already read (textChunkAt). `plain`: its text is known to need no
+   * escape in JSON (it was read without escapes from an all-ASCII read).
+   */
+  pushChunk(c: TextChunk, plain = false): string {
+    return this.done ? '' : this.pushText(c, plain);
   }
 
   private pushParsed(data: string): string {
@@ -137,7 +142,7 @@ export class StreamTranslator {
    * A plain text-token chunk, as push() would take the same chunk parsed: the usage, then the
    * text (no reasoning, tool calls or error can be in this shape), then the finish reason.
    */
-  private pushText(c: TextChunk): string {
+  private pushText(c: TextChunk, plain = false): string {
     this.usage = c.usage;
     if (c.finish) this.finish = c.finish; // read only at the end: setting it before the text changes nothing
     const content = c.content;
@@ -146,6 +151,7 @@ export class StreamTranslator {
     // concatenation around it.
     if (this.open === Block.Text && this.mergeText) {
       this.heldText += content;
+      if (!plain) this.heldMayEscape = true;
       return '';
     }
     if (this.started) return this.textDelta(content);
@@ -158,6 +164,8 @@ export class StreamTranslator {
     const text = this.heldText;
     if (text === '') return '';
     this.heldText = '';
+    if (!this.heldMayEscape) return textDeltaHead(this.openIndex) + text + TEXT_DELTA_TAIL;
+    this.heldMayEscape = false;
     return textDeltaEvent(this.openIndex, text);
   }
 

@@ -49,8 +49,8 @@ const STREAM_PARTS = [
 const STREAM = sse(STREAM_PARTS);
 
 /** The translation of `parts` (reads) through the parser with and without onChunk. */
-function translate(parts: Buffer[], fast: boolean): { out: string } {
-  const t = new StreamTranslator({ model: 'm', signer });
+function translate(parts: Buffer[], fast: boolean, mergeText = false): { out: string } {
+  const t = new StreamTranslator({ model: 'm', signer, mergeText });
   let out = '';
   const p = fast
     ? new SseParser(
@@ -58,14 +58,18 @@ function translate(parts: Buffer[], fast: boolean): { out: string } {
           if (notPlain) assert.equal(textChunk(data), undefined, `notPlain but plain: ${data}`);
           out += notPlain ? t.pushOther(data) : t.pushData(data);
         },
-        (c) => {
-          out += t.pushChunk(c);
+        (c, plain) => {
+          if (plain) assert.equal(JSON.stringify(c.content ?? ''), `"${c.content ?? ''}"`, 'plain text needs no escape');
+          out += t.pushChunk(c, plain);
         },
       )
     : new SseParser((data) => {
         out += t.pushData(data);
       });
-  for (const part of parts) p.push(part);
+  for (const part of parts) {
+    p.push(part);
+    out += t.takeText();
+  }
   p.end();
   return { out: out.replace(/"id":"msg_[A-Za-z0-9_-]{16}"/, '"id":"msg_"') };
 }
@@ -79,6 +83,7 @@ test('plain chunks matched in place translate like their data through pushData, 
   for (let i = 0; i <= bytes.length; i++) {
     const two = [bytes.subarray(0, i), bytes.subarray(i)];
     assert.equal(translate(two, true).out, expected, `split at ${i}`);
+    assert.deepEqual(coalesced(translate(two, true, true).out), coalesced(expected), `split at ${i}, text merged`);
     for (let j = i; j <= bytes.length; j += 37) {
       const three = [bytes.subarray(0, i), bytes.subarray(i, j), bytes.subarray(j)];
       assert.equal(translate(three, true).out, expected, `split at ${i}, ${j}`);
