@@ -36,8 +36,14 @@ export function relayStream(r: ModelRequest<MessagesError>, body: string, signer
   relay.call = r.ctx.upstreams.send(r.model!, r.routeHint, body, relay);
 }
 
-/** The response head of a messages stream (the gate's headers are added by the writer). */
-const SSE_HEAD: readonly string[] = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'x-accel-buffering', 'no'];
+/**
+ * The response head of a messages stream (the gate's headers are added by the writer), as Buffers
+ * made once: uWS converts a string argument to UTF-8 on every call (about 1.5k instructions each
+ * under callgrind, six per stream), a Buffer's bytes it takes as they are.
+ */
+const SSE_HEAD: readonly Buffer[] = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'x-accel-buffering', 'no'].map((s) =>
+  Buffer.from(s),
+);
 
 /** The messages body transform: chat-completions SSE in, messages events out, through the response writer. */
 class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
