@@ -71,30 +71,51 @@ let escaped = false;
  * chunk of another shape: such a chunk, as the data of a `data: ` line followed by the blank
  * line, is one textChunk leaves to JSON.parse too.
  */
-export function textChunkAt(s: string, from: number): TextChunk | undefined {
+export function textChunkAt(s: string, from: number): ChunkFields | undefined {
   EVENT.lastIndex = from;
-  const c = chunkOf(EVENT.exec(s));
-  if (c !== undefined) {
-    chunkEventEnd = EVENT.lastIndex;
-    chunkEscaped = escaped;
+  const m = EVENT.exec(s);
+  if (m === null) return undefined;
+  const content = contentOf(m[1]);
+  if (content === false) return undefined;
+  chunkEventEnd = EVENT.lastIndex;
+  chunkEscaped = escaped;
+  return { content, finish: m[2] ?? null, groups: m };
+}
+
+/**
+ * A plain chunk read in place (textChunkAt): TextChunk's content and finish reason; its usage is
+ * left in the regex's groups (usageOf reads it), since a stream's translator needs only the last
+ * chunk's usage of a read, not every chunk's.
+ */
+export interface ChunkFields {
+  content: string | undefined;
+  finish: string | null;
+  groups: RegExpExecArray;
+}
+
+/** The usage in the groups of a plain chunk's match. */
+export function usageOf(m: RegExpExecArray): ChatUsage {
+  const usage: ChatUsage = { prompt_tokens: intOf(m[3]!), completion_tokens: intOf(m[4]!) };
+  if (m[6] !== undefined) usage.prompt_tokens_details = { cached_tokens: intOf(m[6]) };
+  else if (m[5] !== undefined) usage.prompt_tokens_details = null;
+  return usage;
+}
+
+/** The content's text, unescaped (undefined: no choice); false for a bad escape (JSON.parse throws on the chunk). */
+function contentOf(raw: string | undefined): string | undefined | false {
+  escaped = false;
+  if (raw === undefined || !raw.includes('\\')) return raw;
+  escaped = true;
+  try {
+    return JSON.parse(`"${raw}"`) as string;
+  } catch {
+    return false;
   }
-  return c;
 }
 
 function chunkOf(m: RegExpExecArray | null): TextChunk | undefined {
   if (m === null) return undefined;
-  const usage: ChatUsage = { prompt_tokens: intOf(m[3]!), completion_tokens: intOf(m[4]!) };
-  if (m[6] !== undefined) usage.prompt_tokens_details = { cached_tokens: intOf(m[6]) };
-  else if (m[5] !== undefined) usage.prompt_tokens_details = null;
-  let content = m[1];
-  escaped = false;
-  if (content !== undefined && content.includes('\\')) {
-    escaped = true;
-    try {
-      content = JSON.parse(`"${content}"`) as string;
-    } catch {
-      return undefined;
-    }
-  }
-  return { content, finish: m[2] ?? null, usage };
+  const content = contentOf(m[1]);
+  if (content === false) return undefined;
+  return { content, finish: m[2] ?? null, usage: usageOf(m) };
 }

@@ -13,7 +13,7 @@
 // place, each as a whole event by one sticky regex, and handed over read: no line is searched or
 // cut out for them. A single-line event there that is not one reaches onData with `notPlain`.
 import { isAscii } from 'node:buffer';
-import { chunkEscaped, chunkEventEnd, type TextChunk, textChunkAt } from './chunk-parse.js';
+import { type ChunkFields, chunkEscaped, chunkEventEnd, textChunkAt } from './chunk-parse.js';
 
 const LF = 10;
 const CR = 13;
@@ -29,7 +29,7 @@ export class SseParser {
    */
   constructor(
     private readonly onData: (data: string, notPlain: boolean) => void,
-    private readonly onChunk?: (c: TextChunk, plain: boolean) => void,
+    private readonly onChunk?: (c: ChunkFields, plain: boolean) => void,
   ) {}
 
   push(chunk: Buffer): void {

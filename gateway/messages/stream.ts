@@ -7,7 +7,7 @@
 // then message_stop. Blocks open only when they have content; indices are contiguous.
 // A backend error ends the stream with an `error` event.
 import { randomFillSync, type Hmac } from 'node:crypto';
-import { textChunk, type TextChunk } from './chunk-parse.js';
+import { type ChunkFields, textChunk, type TextChunk, usageOf } from './chunk-parse.js';
 import { randomId } from '../../lib/ids.js';
 import { errorTypeForStatus, type MessagesErrorType } from './errors.js';
 import type { ThinkingSigner } from './signature.js';
@@ -83,6 +83,8 @@ export class StreamTranslator {
   /** Some of heldText is not known to need no escape (only pushChunk's plain texts are known). */
   private heldMayEscape = false;
   private usage: ChatUsage | undefined;
+  /** The last chunk's usage still in its regex groups (pushChunk), read when asked: currentUsage(). */
+  private usageGroups: RegExpExecArray | undefined;
   private finish: string | null | undefined;
   private nextIndex = 0;
   private open = Block.None;
@@ -101,7 +103,8 @@ export class StreamTranslator {
 
   /** Usage seen so far (for the gate), or undefined when the backend reported none. */
   get reportedUsage(): { inputTokens: number; outputTokens: number; cachedTokens: number } | undefined {
-    return this.usage ? gateUsage(this.usage) : undefined;
+    const usage = this.currentUsage();
+    return usage ? gateUsage(usage) : undefined;
   }
 
   /** One `data:` payload of the upstream stream (a JSON chunk or `[DONE]`). */
@@ -124,8 +127,20 @@ export class StreamTranslator {
    * pushData of a plain chunk already read (textChunkAt). `plain`: its text is known to need no
    * escape in JSON (it was read without escapes from an all-ASCII read).
    */
-  pushChunk(c: TextChunk, plain = false): string {
-    return this.done ? '' : this.pushText(c, plain);
+  pushChunk(c: ChunkFields, plain = false): string {
+    if (this.done) return '';
+    this.usageGroups = c.groups;
+    return this.pushFields(c.content, c.finish, plain);
+  }
+
+  /** The usage reported last: a chunk's groups read once asked for. */
+  private currentUsage(): ChatUsage | undefined {
+    const groups = this.usageGroups;
+    if (groups !== undefined) {
+      this.usage = usageOf(groups);
+      this.usageGroups = undefined;
+    }
+    return this.usage;
   }
 
   private pushParsed(data: string): string {
@@ -142,10 +157,15 @@ export class StreamTranslator {
    * A plain text-token chunk, as push() would take the same chunk parsed: the usage, then the
    * text (no reasoning, tool calls or error can be in this shape), then the finish reason.
    */
-  private pushText(c: TextChunk, plain = false): string {
+  private pushText(c: TextChunk): string {
     this.usage = c.usage;
-    if (c.finish) this.finish = c.finish; // read only at the end: setting it before the text changes nothing
-    const content = c.content;
+    this.usageGroups = undefined;
+    return this.pushFields(c.content, c.finish, false);
+  }
+
+  /** A plain chunk's text and finish reason, its usage taken. */
+  private pushFields(content: string | undefined, finish: string | null, plain: boolean): string {
+    if (finish) this.finish = finish; // read only at the end: setting it before the text changes nothing
     if (!content) return this.started ? '' : this.start();
     // Most chunks: one token into the open text block: held (mergeText), else one event and no
     // concatenation around it.
@@ -173,7 +193,10 @@ export class StreamTranslator {
   push(chunk: ChatChunk): string {
     if (this.done) return '';
     if (chunk.error !== undefined || chunk.object === 'error') return this.backendError(chunk);
-    if (chunk.usage) this.usage = chunk.usage;
+    if (chunk.usage) {
+      this.usage = chunk.usage;
+      this.usageGroups = undefined;
+    }
     let out = this.started ? this.takeText() : this.start();
     const choice = chunk.choices?.[0];
     if (!choice) return out;
@@ -200,8 +223,9 @@ export class StreamTranslator {
     if (this.done) return '';
     let out = this.started ? '' : this.start();
     out += this.closeBlock();
-    const u = messagesUsage(this.usage);
-    if (!this.usage) u.input_tokens = this.fallbackInputTokens;
+    const usage = this.currentUsage();
+    const u = messagesUsage(usage);
+    if (!usage) u.input_tokens = this.fallbackInputTokens;
     out += `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"${stopReason(this.finish)}","stop_sequence":null},"usage":${usageJson(u)}}\n\n`;
     out += 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
     this.done = true;
@@ -223,8 +247,9 @@ export class StreamTranslator {
 
   private start(): string {
     this.started = true;
-    const u = messagesUsage(this.usage);
-    if (!this.usage?.prompt_tokens) u.input_tokens = this.fallbackInputTokens;
+    const usage = this.currentUsage();
+    const u = messagesUsage(usage);
+    if (!usage?.prompt_tokens) u.input_tokens = this.fallbackInputTokens;
     return `event: message_start\ndata: {"type":"message_start","message":{"id":"${messageId()}","type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${usageJson(u)}}}\n\n`;
   }
 

@@ -49,7 +49,7 @@ const STREAM_PARTS = [
 const STREAM = sse(STREAM_PARTS);
 
 /** The translation of `parts` (reads) through the parser with and without onChunk. */
-function translate(parts: Buffer[], fast: boolean, mergeText = false): { out: string } {
+function translate(parts: Buffer[], fast: boolean, mergeText = false): { out: string; usage: StreamTranslator['reportedUsage'][] } {
   const t = new StreamTranslator({ model: 'm', signer, mergeText });
   let out = '';
   const p = fast
@@ -66,12 +66,14 @@ function translate(parts: Buffer[], fast: boolean, mergeText = false): { out: st
     : new SseParser((data) => {
         out += t.pushData(data);
       });
+  const usage: StreamTranslator['reportedUsage'][] = [];
   for (const part of parts) {
     p.push(part);
     out += t.takeText();
+    usage.push(t.reportedUsage);
   }
   p.end();
-  return { out: out.replace(/"id":"msg_[A-Za-z0-9_-]{16}"/, '"id":"msg_"') };
+  return { out: out.replace(/"id":"msg_[A-Za-z0-9_-]{16}"/, '"id":"msg_"'), usage };
 }
 
 test('plain chunks matched in place translate like their data through pushData, cut anywhere', () => {
@@ -82,7 +84,10 @@ test('plain chunks matched in place translate like their data through pushData, 
   assert.equal(translate([bytes], true).out, expected);
   for (let i = 0; i <= bytes.length; i++) {
     const two = [bytes.subarray(0, i), bytes.subarray(i)];
-    assert.equal(translate(two, true).out, expected, `split at ${i}`);
+    const fast = translate(two, true);
+    assert.equal(fast.out, expected, `split at ${i}`);
+    // The usage as of each read (what a stream cut there is charged): the same either way.
+    assert.deepEqual(fast.usage, translate(two, false).usage, `usage, split at ${i}`);
     assert.deepEqual(coalesced(translate(two, true, true).out), coalesced(expected), `split at ${i}, text merged`);
     for (let j = i; j <= bytes.length; j += 37) {
       const three = [bytes.subarray(0, i), bytes.subarray(i, j), bytes.subarray(j)];
