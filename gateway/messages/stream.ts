@@ -250,7 +250,7 @@ export class StreamTranslator {
     const usage = this.currentUsage();
     const u = messagesUsage(usage);
     if (!usage?.prompt_tokens) u.input_tokens = this.fallbackInputTokens;
-    return `event: message_start\ndata: {"type":"message_start","message":{"id":"${messageId()}","type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${usageJson(u)}}}\n\n`;
+    return `event: message_start\ndata: {"type":"message_start","message":{"id":"${messageId()}","type":"message","role":"assistant","model":${modelJson(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${usageJson(u)}}}\n\n`;
   }
 
   /** A text token's events: the text block's start when it is not open yet, then its delta. */
@@ -306,6 +306,18 @@ export class StreamTranslator {
     const code = Number(typeof e === 'object' ? e.code : chunk.code);
     return this.fail(Number.isInteger(code) && code >= 400 ? errorTypeForStatus(code) : 'api_error', message);
   }
+}
+
+// JSON.stringify of the model name (about 1k instructions a call) once per name in a row: the
+// streams of one model follow each other.
+let lastModel = '';
+let lastModelJson = '""';
+function modelJson(model: string): string {
+  if (model !== lastModel) {
+    lastModelJson = JSON.stringify(model);
+    lastModel = model;
+  }
+  return lastModelJson;
 }
 
 // Message ids as randomId('msg_') makes them (12 random bytes, base64url), with the random bytes
