@@ -83,8 +83,8 @@ export class StreamTranslator {
   /** Some of heldText is not known to need no escape (only pushChunk's plain texts are known). */
   private heldMayEscape = false;
   private usage: ChatUsage | undefined;
-  /** The last chunk's usage still in its regex groups (pushChunk), read when asked: currentUsage(). */
-  private usageGroups: RegExpExecArray | undefined;
+  /** The last chunk whose usage is still in the read's text (pushChunk), read when asked: currentUsage(). */
+  private usageChunk: ChunkFields | undefined;
   private finish: string | null | undefined;
   private nextIndex = 0;
   private open = Block.None;
@@ -129,16 +129,16 @@ export class StreamTranslator {
    */
   pushChunk(c: ChunkFields, plain = false): string {
     if (this.done) return '';
-    this.usageGroups = c.groups;
+    this.usageChunk = c;
     return this.pushFields(c.content, c.finish, plain);
   }
 
-  /** The usage reported last: a chunk's groups read once asked for. */
+  /** The usage reported last: a chunk's usage read once asked for. */
   private currentUsage(): ChatUsage | undefined {
-    const groups = this.usageGroups;
-    if (groups !== undefined) {
-      this.usage = usageOf(groups);
-      this.usageGroups = undefined;
+    const chunk = this.usageChunk;
+    if (chunk !== undefined) {
+      this.usage = usageOf(chunk);
+      this.usageChunk = undefined;
     }
     return this.usage;
   }
@@ -159,7 +159,7 @@ export class StreamTranslator {
    */
   private pushText(c: TextChunk): string {
     this.usage = c.usage;
-    this.usageGroups = undefined;
+    this.usageChunk = undefined;
     return this.pushFields(c.content, c.finish, false);
   }
 
@@ -195,7 +195,7 @@ export class StreamTranslator {
     if (chunk.error !== undefined || chunk.object === 'error') return this.backendError(chunk);
     if (chunk.usage) {
       this.usage = chunk.usage;
-      this.usageGroups = undefined;
+      this.usageChunk = undefined;
     }
     let out = this.started ? this.takeText() : this.start();
     const choice = chunk.choices?.[0];

@@ -41,9 +41,11 @@ const STREAM_PARTS = [
   `data: ${text('" world"', 3)}\r\n\r\n`, // CRLF: the general line path
   `data: ${text('"!"', 4)}\n\n`,
   `data: ${TOOL}\n\n`,
-  `data: ${text('"two', 5)}\ndata: lines"}\n\n`, // two data lines: "\n" joins them, not plain
+  `data: ${text('"two lines"', 5).replace(',"usage"', '\ndata: ,"usage"')}\n\n`, // two data lines: "\n" joins them (JSON whitespace), not plain
   `data: ${text('"again"', 6)}\n\n`,
   `data: ${text('"end"', 7, '"stop"')}\n\n`,
+  `data: ${head}"choices":[],"usage":{"prompt_tokens":21,"total_tokens":28,"completion_tokens":7,"prompt_tokens_details":null}}\n\n`,
+  `data: ${head}"choices":[],"usage":{"prompt_tokens":21,"total_tokens":28,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":16}}}\n\n`,
   'data: [DONE]\n\n',
 ];
 const STREAM = sse(STREAM_PARTS);
@@ -81,6 +83,7 @@ test('plain chunks matched in place translate like their data through pushData, 
   const expected = translate([bytes], false).out;
   assert.match(expected, /"text":" world"/);
   assert.match(expected, /"partial_json":"\{\\"a\\":1\}"/);
+  assert.match(expected, /"cache_read_input_tokens":16/);
   assert.equal(translate([bytes], true).out, expected);
   for (let i = 0; i <= bytes.length; i++) {
     const two = [bytes.subarray(0, i), bytes.subarray(i)];
