@@ -15,13 +15,24 @@ const PLAIN = String.raw`[^"\\\x00-\x1f]*`;
 const INT = '(?:0|[1-9][0-9]*)';
 // Groups: 1 content, 2 finish reason (none when null), 3 prompt tokens, 4 completion tokens,
 // 5 `null` details, 6 cached tokens. No choice at all leaves 1 and 2 undefined.
-const CHUNK = new RegExp(
-  String.raw`^\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
-    String.raw`"choices":\[(?:\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"((?:[^"\\\x00-\x1f]|\\.)*)"\},"logprobs":null,` +
-    String.raw`"finish_reason":(?:null|"([a-z_]+)")(?:,"stop_reason":(?:null|${INT}|"${PLAIN}"))?\})?\],` +
-    String.raw`"usage":\{"prompt_tokens":(${INT}),"total_tokens":${INT},"completion_tokens":(${INT})` +
-    String.raw`(?:,"prompt_tokens_details":(?:(null)|\{"cached_tokens":(${INT})\}))?\}\}$`,
-);
+/** The usage object; `c`: its numbers and `null` captured (groups 1-4 of its own). */
+const usage = (c: boolean) =>
+  String.raw`"usage":\{"prompt_tokens":${c ? `(${INT})` : INT},"total_tokens":${INT},"completion_tokens":${c ? `(${INT})` : INT}` +
+  String.raw`(?:,"prompt_tokens_details":(?:${c ? '(null)' : 'null'}|\{"cached_tokens":${c ? `(${INT})` : INT}\}))?\}\}`;
+const BODY =
+  String.raw`\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
+  String.raw`"choices":\[(?:\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"((?:[^"\\\x00-\x1f]|\\.)*)"\},"logprobs":null,` +
+  String.raw`"finish_reason":(?:null|"([a-z_]+)")(?:,"stop_reason":(?:null|${INT}|"${PLAIN}"))?\})?\],`;
+const CHUNK = new RegExp(`^${BODY}${usage(true)}$`);
+/**
+ * The same chunk as a whole SSE event in a read's text, `data: ` to the blank line, matched where
+ * lastIndex says (sticky): no line found, cut out and matched apart (sse.ts, asciiLines). Only the
+ * content and the finish reason are captured (each capture is a string made on every match);
+ * the usage is read again from the event's text when it is asked for (USAGE, usageOf).
+ */
+const EVENT = new RegExp(`data: ${BODY}${usage(false)}\n\n`, 'y');
+/** The usage of an event EVENT matched, from its `"usage":` on (sticky). */
+const USAGE = new RegExp(usage(true), 'y');
 
 /**
  * The value of a regex-matched JSON integer. Number() of a string computes the string's hash on
@@ -50,18 +61,78 @@ export interface TextChunk {
  * too: JSON.parse then throws on it.
  */
 export function textChunk(data: string): TextChunk | undefined {
-  const m = CHUNK.exec(data);
+  return chunkOf(CHUNK.exec(data));
+}
+
+/** Where the event textChunkAt matched last ends (after its blank line). */
+export let chunkEventEnd = 0;
+/** The content of the chunk textChunkAt read last had escapes (JSON.parse decoded them). */
+export let chunkEscaped = false;
+/** Whether chunkOf decoded escapes in the content it read last. */
+let escaped = false;
+
+/**
+ * The plain chunk of the event `data: <chunk>\n\n` at `from` in `s` (the text of a read), else
+ * undefined; its end is then chunkEventEnd. Undefined when another event or line is there, or a
+ * chunk of another shape: such a chunk, as the data of a `data: ` line followed by the blank
+ * line, is one textChunk leaves to JSON.parse too.
+ */
+export function textChunkAt(s: string, from: number): ChunkFields | undefined {
+  EVENT.lastIndex = from;
+  const m = EVENT.exec(s);
   if (m === null) return undefined;
-  const usage: ChatUsage = { prompt_tokens: intOf(m[3]!), completion_tokens: intOf(m[4]!) };
-  if (m[6] !== undefined) usage.prompt_tokens_details = { cached_tokens: intOf(m[6]) };
-  else if (m[5] !== undefined) usage.prompt_tokens_details = null;
-  let content = m[1];
-  if (content !== undefined && content.includes('\\')) {
-    try {
-      content = JSON.parse(`"${content}"`) as string;
-    } catch {
-      return undefined;
-    }
+  const content = contentOf(m[1]);
+  if (content === false) return undefined;
+  chunkEventEnd = EVENT.lastIndex;
+  chunkEscaped = escaped;
+  return { content, finish: m[2] ?? null, text: s, end: chunkEventEnd };
+}
+
+/**
+ * A plain chunk read in place (textChunkAt): TextChunk's content and finish reason; its usage is
+ * left in the read's text (usageOf reads it), since a stream's translator needs only the last
+ * chunk's usage of a read, not every chunk's.
+ */
+export interface ChunkFields {
+  content: string | undefined;
+  finish: string | null;
+  /** The read's text and where the chunk's event ends in it. */
+  text: string;
+  end: number;
+}
+
+/**
+ * The usage of a chunk textChunkAt read: its `"usage":` key is the last in its event (before it,
+ * a `"` in the content would be escaped, `\"`), and the event matched the usage's grammar.
+ */
+export function usageOf(c: ChunkFields): ChatUsage {
+  USAGE.lastIndex = c.text.lastIndexOf('"usage":', c.end);
+  return usageFrom(USAGE.exec(c.text)!, 1);
+}
+
+/** The usage in the groups of a match, from group `g` on: prompt, completion, `null` details, cached. */
+function usageFrom(m: RegExpExecArray, g: number): ChatUsage {
+  const usage: ChatUsage = { prompt_tokens: intOf(m[g]!), completion_tokens: intOf(m[g + 1]!) };
+  if (m[g + 3] !== undefined) usage.prompt_tokens_details = { cached_tokens: intOf(m[g + 3]!) };
+  else if (m[g + 2] !== undefined) usage.prompt_tokens_details = null;
+  return usage;
+}
+
+/** The content's text, unescaped (undefined: no choice); false for a bad escape (JSON.parse throws on the chunk). */
+function contentOf(raw: string | undefined): string | undefined | false {
+  escaped = false;
+  if (raw === undefined || !raw.includes('\\')) return raw;
+  escaped = true;
+  try {
+    return JSON.parse(`"${raw}"`) as string;
+  } catch {
+    return false;
   }
-  return { content, finish: m[2] ?? null, usage };
+}
+
+function chunkOf(m: RegExpExecArray | null): TextChunk | undefined {
+  if (m === null) return undefined;
+  const content = contentOf(m[1]);
+  if (content === false) return undefined;
+  return { content, finish: m[2] ?? null, usage: usageFrom(m, 3) };
 }

@@ -8,7 +8,12 @@
 // which V8 makes without copying. Any other read is split into lines as bytes and each data line
 // decoded as UTF-8 on its own (so a character cut by the read's end waits for the next read).
 // The two give the same events: in ASCII, latin1 and UTF-8 decode alike.
+//
+// With `onChunk`, an all-ASCII read's events that are plain chunks (chunk-parse.ts) are matched in
+// place, each as a whole event by one sticky regex, and handed over read: no line is searched or
+// cut out for them. A single-line event there that is not one reaches onData with `notPlain`.
 import { isAscii } from 'node:buffer';
+import { type ChunkFields, chunkEscaped, chunkEventEnd, textChunkAt } from './chunk-parse.js';
 
 const LF = 10;
 const CR = 13;
@@ -17,7 +22,15 @@ export class SseParser {
   private rest: Buffer | undefined;
   private data: string | undefined;
 
-  constructor(private readonly onData: (data: string) => void) {}
+  /**
+   * `onData`: an event's data (`notPlain`: it is known not to be a plain chunk); `onChunk`: a
+   * plain chunk read in place (without it, every event reaches onData), `plain` when its text had
+   * no escape (then, from an all-ASCII read, it needs none in JSON either).
+   */
+  constructor(
+    private readonly onData: (data: string, notPlain: boolean) => void,
+    private readonly onChunk?: (c: ChunkFields, plain: boolean) => void,
+  ) {}
 
   push(chunk: Buffer): void {
     let buf = chunk;
@@ -42,13 +55,25 @@ export class SseParser {
   private asciiLines(s: string): number {
     let start = 0;
     const len = s.length;
+    const onChunk = this.onChunk;
     while (start < len) {
+      // A plain chunk's event, matched whole where it starts (`d`: data).
+      let tried = false;
+      if (onChunk !== undefined && this.data === undefined && s.charCodeAt(start) === 0x64) {
+        const c = textChunkAt(s, start);
+        if (c !== undefined) {
+          onChunk(c, !chunkEscaped);
+          start = chunkEventEnd;
+          continue;
+        }
+        tried = true;
+      }
       const nl = s.indexOf('\n', start);
       if (nl < 0) break;
       // The usual event, one `data: ` line then the blank line: delivered at once, without
       // collecting the line as the event's data and dispatching it on the blank line.
       if (this.data === undefined && s.charCodeAt(nl + 1) === LF && s.charCodeAt(nl - 1) !== CR && s.startsWith('data: ', start)) {
-        this.onData(s.slice(start + 6, nl));
+        this.onData(s.slice(start + 6, nl), tried);
         start = nl + 2;
         continue;
       }
@@ -91,6 +116,6 @@ export class SseParser {
     const data = this.data;
     if (data === undefined) return;
     this.data = undefined;
-    this.onData(data);
+    this.onData(data, false);
   }
 }

@@ -7,7 +7,7 @@
 // then message_stop. Blocks open only when they have content; indices are contiguous.
 // A backend error ends the stream with an `error` event.
 import { randomFillSync, type Hmac } from 'node:crypto';
-import { textChunk, type TextChunk } from './chunk-parse.js';
+import { type ChunkFields, textChunk, type TextChunk, usageOf } from './chunk-parse.js';
 import { randomId } from '../../lib/ids.js';
 import { errorTypeForStatus, type MessagesErrorType } from './errors.js';
 import type { ThinkingSigner } from './signature.js';
@@ -56,6 +56,12 @@ export interface StreamOptions {
   thinking?: boolean;
   /** input_tokens for message_start when the first chunk carries no usage (a count or estimate). */
   inputTokens?: number;
+  /**
+   * Text tokens in a row for the open text block are held and given as one text_delta event, by
+   * takeText() or before anything else is produced (the relay takes them at the end of each backend
+   * read: the tokens of one read reach the client together anyway). Off: one event per token.
+   */
+  mergeText?: boolean;
 }
 
 export function sseError(type: MessagesErrorType, message: string): string {
@@ -71,7 +77,14 @@ export class StreamTranslator {
   private readonly signer: ThinkingSigner;
   private readonly thinking: boolean;
   private readonly fallbackInputTokens: number;
+  private readonly mergeText: boolean;
+  /** Text for the open text block not produced yet (mergeText). */
+  private heldText = '';
+  /** Some of heldText is not known to need no escape (only pushChunk's plain texts are known). */
+  private heldMayEscape = false;
   private usage: ChatUsage | undefined;
+  /** The last chunk whose usage is still in the read's text (pushChunk), read when asked: currentUsage(). */
+  private usageChunk: ChunkFields | undefined;
   private finish: string | null | undefined;
   private nextIndex = 0;
   private open = Block.None;
@@ -85,11 +98,13 @@ export class StreamTranslator {
     this.signer = opts.signer;
     this.thinking = opts.thinking ?? true;
     this.fallbackInputTokens = opts.inputTokens ?? 0;
+    this.mergeText = opts.mergeText ?? false;
   }
 
   /** Usage seen so far (for the gate), or undefined when the backend reported none. */
   get reportedUsage(): { inputTokens: number; outputTokens: number; cachedTokens: number } | undefined {
-    return this.usage ? gateUsage(this.usage) : undefined;
+    const usage = this.currentUsage();
+    return usage ? gateUsage(usage) : undefined;
   }
 
   /** One `data:` payload of the upstream stream (a JSON chunk or `[DONE]`). */
@@ -98,6 +113,37 @@ export class StreamTranslator {
     if (data === '[DONE]') return this.end();
     const text = textChunk(data);
     if (text !== undefined) return this.pushText(text);
+    return this.pushParsed(data);
+  }
+
+  /** pushData of a payload known not to be a plain chunk (textChunk would not read it). */
+  pushOther(data: string): string {
+    if (this.done) return '';
+    if (data === '[DONE]') return this.end();
+    return this.pushParsed(data);
+  }
+
+  /**
+   * pushData of a plain chunk already read (textChunkAt). `plain`: its text is known to need no
+   * escape in JSON (it was read without escapes from an all-ASCII read).
+   */
+  pushChunk(c: ChunkFields, plain = false): string {
+    if (this.done) return '';
+    this.usageChunk = c;
+    return this.pushFields(c.content, c.finish, plain);
+  }
+
+  /** The usage reported last: a chunk's usage read once asked for. */
+  private currentUsage(): ChatUsage | undefined {
+    const chunk = this.usageChunk;
+    if (chunk !== undefined) {
+      this.usage = usageOf(chunk);
+      this.usageChunk = undefined;
+    }
+    return this.usage;
+  }
+
+  private pushParsed(data: string): string {
     let chunk: ChatChunk;
     try {
       chunk = JSON.parse(data) as ChatChunk;
@@ -113,20 +159,45 @@ export class StreamTranslator {
    */
   private pushText(c: TextChunk): string {
     this.usage = c.usage;
-    if (c.finish) this.finish = c.finish; // read only at the end: setting it before the text changes nothing
-    const content = c.content;
-    // Most chunks: one token into the open text block, one event and no concatenation around it.
-    if (this.started) return content ? this.textDelta(content) : '';
+    this.usageChunk = undefined;
+    return this.pushFields(c.content, c.finish, false);
+  }
+
+  /** A plain chunk's text and finish reason, its usage taken. */
+  private pushFields(content: string | undefined, finish: string | null, plain: boolean): string {
+    if (finish) this.finish = finish; // read only at the end: setting it before the text changes nothing
+    if (!content) return this.started ? '' : this.start();
+    // Most chunks: one token into the open text block: held (mergeText), else one event and no
+    // concatenation around it.
+    if (this.open === Block.Text && this.mergeText) {
+      this.heldText += content;
+      if (!plain) this.heldMayEscape = true;
+      return '';
+    }
+    if (this.started) return this.textDelta(content);
     const out = this.start();
-    return content ? out + this.textDelta(content) : out;
+    return out + this.textDelta(content);
+  }
+
+  /** The held text (mergeText) as one text_delta event of the open text block, or ''. */
+  takeText(): string {
+    const text = this.heldText;
+    if (text === '') return '';
+    this.heldText = '';
+    if (!this.heldMayEscape) return textDeltaHead(this.openIndex) + text + TEXT_DELTA_TAIL;
+    this.heldMayEscape = false;
+    return textDeltaEvent(this.openIndex, text);
   }
 
   /** One parsed upstream chunk. */
   push(chunk: ChatChunk): string {
     if (this.done) return '';
     if (chunk.error !== undefined || chunk.object === 'error') return this.backendError(chunk);
-    if (chunk.usage) this.usage = chunk.usage;
-    let out = this.started ? '' : this.start();
+    if (chunk.usage) {
+      this.usage = chunk.usage;
+      this.usageChunk = undefined;
+    }
+    let out = this.started ? this.takeText() : this.start();
     const choice = chunk.choices?.[0];
     if (!choice) return out;
     const delta = choice.delta;
@@ -152,8 +223,9 @@ export class StreamTranslator {
     if (this.done) return '';
     let out = this.started ? '' : this.start();
     out += this.closeBlock();
-    const u = messagesUsage(this.usage);
-    if (!this.usage) u.input_tokens = this.fallbackInputTokens;
+    const usage = this.currentUsage();
+    const u = messagesUsage(usage);
+    if (!usage) u.input_tokens = this.fallbackInputTokens;
     out += `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"${stopReason(this.finish)}","stop_sequence":null},"usage":${usageJson(u)}}\n\n`;
     out += 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
     this.done = true;
@@ -163,8 +235,9 @@ export class StreamTranslator {
   /** Ends the stream with an error event (backend failure, cut connection). */
   fail(type: MessagesErrorType, message: string): string {
     if (this.done) return '';
+    const text = this.takeText();
     this.done = true;
-    return sseError(type, message);
+    return text + sseError(type, message);
   }
 
   /** Whether the upstream has sent its finish reason (a stream cut after it is still complete). */
@@ -174,9 +247,10 @@ export class StreamTranslator {
 
   private start(): string {
     this.started = true;
-    const u = messagesUsage(this.usage);
-    if (!this.usage?.prompt_tokens) u.input_tokens = this.fallbackInputTokens;
-    return `event: message_start\ndata: {"type":"message_start","message":{"id":"${messageId()}","type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${usageJson(u)}}}\n\n`;
+    const usage = this.currentUsage();
+    const u = messagesUsage(usage);
+    if (!usage?.prompt_tokens) u.input_tokens = this.fallbackInputTokens;
+    return `event: message_start\ndata: {"type":"message_start","message":{"id":"${messageId()}","type":"message","role":"assistant","model":${modelJson(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${usageJson(u)}}}\n\n`;
   }
 
   /** A text token's events: the text block's start when it is not open yet, then its delta. */
@@ -195,7 +269,7 @@ export class StreamTranslator {
 
   private closeBlock(): string {
     if (this.open === Block.None) return '';
-    let out = '';
+    let out = this.takeText();
     if (this.open === Block.Thinking) {
       const signature = this.hmac!.digest('base64');
       this.hmac = undefined;
@@ -232,6 +306,18 @@ export class StreamTranslator {
     const code = Number(typeof e === 'object' ? e.code : chunk.code);
     return this.fail(Number.isInteger(code) && code >= 400 ? errorTypeForStatus(code) : 'api_error', message);
   }
+}
+
+// JSON.stringify of the model name (about 1k instructions a call) once per name in a row: the
+// streams of one model follow each other.
+let lastModel = '';
+let lastModelJson = '""';
+function modelJson(model: string): string {
+  if (model !== lastModel) {
+    lastModelJson = JSON.stringify(model);
+    lastModel = model;
+  }
+  return lastModelJson;
 }
 
 // Message ids as randomId('msg_') makes them (12 random bytes, base64url), with the random bytes
