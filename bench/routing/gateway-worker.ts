@@ -7,13 +7,14 @@ import { hashKey } from '../../lib/keys.js';
 import { createLogger } from '../../lib/log.js';
 import { memoryKeySource } from '../../gateway/auth/keys.js';
 import { messagesRoutes } from '../../gateway/messages/routes.js';
+import type { RoutingPolicy } from '../../gateway/backends/router.js';
 import { createGateway } from '../../gateway/server.js';
 import { MODEL } from './traffic.js';
 import type { WorkerAsk } from './worker-host.js';
 
 export interface GatewayWorkerData {
   upstreams: string[];
-  routing: 'prefix' | 'least-loaded' | 'round-robin';
+  routing: RoutingPolicy;
   key: string;
 }
 
