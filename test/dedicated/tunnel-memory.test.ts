@@ -131,17 +131,26 @@ test('a tunnel client that ignores PAUSE cannot make the broker buffer: the stre
   nonReader(t, `${hello!.public_url}flood`);
   const stream = await waitFor(() => requests[0]);
   // Push up to 256 MiB whatever PAUSE says, at the pace the socket takes it, until the broker resets the stream.
+  // Between chunks the event loop turns (setImmediate), so this client reads what the broker sent.
+  // Without it, while the kernel takes each write whole, ws calls back in a nextTick, the loop never
+  // polls, and PAUSE and RESET (sent after a few MiB) stay unread: sometimes for all 256 MiB.
   const chunk = Buffer.alloc(256 * 1024, 0x78);
   let pushed = 0;
   while (pushed < 256 * MiB && !resets.has(stream)) {
     await new Promise<void>((resolve, reject) => ws.send(encodeFrame(FrameType.ResponseBody, stream, chunk), (err) => (err ? reject(err) : resolve())));
     pushed += chunk.length;
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
   const grown = broker.peak() - before;
   t.diagnostic(`pushed ${pushed / MiB} MiB; broker peak RSS +${(grown / MiB).toFixed(1)} MiB; paused: ${pauses.has(stream)}`);
   assert.ok(grown < RSS_BOUND, `broker peak RSS grew by ${(grown / MiB).toFixed(1)} MiB`);
   assert.ok(pauses.has(stream), 'the broker sent PAUSE');
-  await waitFor(() => resets.has(stream)); // the broker reset the stream
+  assert.ok(resets.has(stream), 'the broker reset the stream before the client pushed 256 MiB');
+  // The broker answers a ping in order: once it has, it has read every frame sent before it.
+  await new Promise<void>((resolve) => {
+    ws.once('pong', () => resolve());
+    ws.ping();
+  });
   assert.ok(broker.peak() - before < RSS_BOUND, 'and read what was still on its way without keeping it');
   const [stats] = await broker.stats();
   assert.equal(stats!.streams, 0, 'the stream is forgotten');
