@@ -83,7 +83,11 @@ export class PublicRequests {
     });
     s = tunnel.open(relay, res);
     relay.resume = () => tunnel.credit.drained(s);
-    relay.abortSource = () => tunnel.send(FrameType.Reset, s.id);
+    // The public client went away: RESET, unless the stream was forgotten first (the tunnel ended
+    // or reset it, or the broker reset it and said so): cutting its public connection comes here too.
+    relay.abortSource = () => {
+      if (tunnel.streams.get(s.id) === s) tunnel.send(FrameType.Reset, s.id);
+    };
     timer = setTimeout(() => {
       if (relay.status !== 0 || relay.finished) return;
       tunnel.reset(s, 'The service behind the tunnel did not answer in time', 504);

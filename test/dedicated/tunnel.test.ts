@@ -4,11 +4,13 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import WebSocket from 'ws';
 import { TunnelClient, connectUrl, type TunnelStatus } from '../../agent/tunnel/client.js';
 import { issueTunnelToken, tunnelId, verifyTunnelToken } from '../../lib/tunnel/identity.js';
+import { decodeFrame, encodeFrame, FrameType, type Hello } from '../../lib/tunnel/protocol.js';
 import { assertTunnelsApart, TunnelOrigins } from '../../gateway/tunnel/origins.js';
 import { waitFor, listenLocal } from '../helpers.js';
 import { RC_JS, startGatewayFixture, tempDir, TUNNEL_JS, tunnelFetch, type GatewayFixture } from './fixture.js';
@@ -348,4 +350,61 @@ test('a live tunnel is never displaced: a second connection is refused while it 
   const r = await tunnelFetch(`${back.publicUrl}after`);
   assert.equal(r.status, 201);
   assert.equal(((await r.json()) as { url: string }).url, '/after');
+});
+
+test('RESET once: to the tunnel client when the public client goes away; never back for a stream the tunnel reset', async (t) => {
+  const f = await startGatewayFixture(t);
+  f.addRoute('i_raw', '127.0.0.1:1', { instanceType: 'gradio' });
+  const ws = new WebSocket(connectUrl(f.gateway.url, 8000), { headers: { authorization: `Bearer ${issueTunnelToken(f.tunnelSecret, 'i_raw')}` } });
+  t.after(() => ws.terminate());
+  let hello: Hello | undefined;
+  const requests: number[] = [];
+  const resets: number[] = [];
+  ws.on('message', (data: Buffer, isBinary) => {
+    if (!isBinary) {
+      hello = JSON.parse(data.toString()) as Hello;
+      return;
+    }
+    const frame = decodeFrame(data)!;
+    if (frame.type === FrameType.RequestHead) {
+      ws.send(encodeFrame(FrameType.ResponseHead, frame.stream, JSON.stringify({ status: 200, headers: ['content-type', 'text/plain'] })));
+      ws.send(encodeFrame(FrameType.ResponseBody, frame.stream, Buffer.from('started\n')));
+      requests.push(frame.stream);
+    } else if (frame.type === FrameType.Reset) resets.push(frame.stream);
+  });
+  await waitFor(() => hello);
+  /** A public GET whose response has begun: the socket, its stream, and whether the broker closed it. */
+  const begun = async (): Promise<{ socket: Socket; stream: number; closed: Promise<void> }> => {
+    const u = new URL(hello!.public_url);
+    const socket = connect({ host: '127.0.0.1', port: Number(u.port) });
+    t.after(() => socket.destroy());
+    socket.on('error', () => {});
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    let text = '';
+    socket.on('data', (c: Buffer) => (text += c));
+    socket.write(`GET /x HTTP/1.1\r\nHost: ${u.host}\r\n\r\n`);
+    const n = requests.length;
+    const stream = await waitFor(() => requests[n]);
+    await waitFor(() => text.includes('started'));
+    return { socket, stream, closed };
+  };
+  // A ping answered: the broker has read all frames before it and sent all it had to.
+  const settled = () =>
+    new Promise<void>((resolve) => {
+      ws.once('pong', () => resolve());
+      ws.ping();
+    });
+
+  const gone = await begun();
+  gone.socket.destroy();
+  await waitFor(() => resets.includes(gone.stream));
+  await settled();
+  assert.deepEqual(resets, [gone.stream], 'the public client went away: one RESET');
+
+  const failed = await begun();
+  ws.send(encodeFrame(FrameType.Reset, failed.stream));
+  await failed.closed; // the broker cut the public connection: the body was not whole
+  await settled();
+  assert.deepEqual(resets, [gone.stream], 'no RESET back for the stream the tunnel reset');
+  assert.equal(f.broker.tunnels()[0]!.streams, 0);
 });
