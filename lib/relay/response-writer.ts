@@ -225,11 +225,16 @@ export class ResponseWriter<U = unknown> {
     sendJson(this.res, status, body, headers);
   }
 
-  /** Closes the connection without ending the response: a truncated body is never taken as whole. */
+  /**
+   * Closes the connection without ending the response: a truncated body is never taken as whole.
+   * uWS reports our own close as an abort; that is not the client going away, so the abort hook is
+   * detached first and the caller's finish() records the response's real status, not 499.
+   */
   cut(): void {
     if (this.isClosed) return;
     this.closed = true;
     this.queue.length = 0;
+    this.res.onAbort = undefined;
     this.res.close();
   }
 

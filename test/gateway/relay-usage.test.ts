@@ -107,3 +107,25 @@ describe('chat stream relay: usage', () => {
     await waitFor(() => series().tokensOut - before === 2);
   });
 });
+
+describe('chat relay: a non-stream body the backend cuts short', () => {
+  it('cuts the client connection and counts the request under the backend status, not as a client that went away', async () => {
+    // Content-Length 400, 40 bytes sent, then the backend closes.
+    const backend = await rawServer((r) => {
+      r.socket.end('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n{"id":"c-1","object":"chat.completion",', () =>
+        r.socket.destroy(),
+      );
+    });
+    const f = await startFixture({ models: () => [modelEntrySchema.parse({ name: 'm', upstreams: [backend.url] })] });
+    try {
+      await assert.rejects(
+        post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 8 }), { authorization: `Bearer ${f.key}` }),
+      );
+      await waitFor(() => f.gateway.metrics.count('chat', 'm', 200) === 1);
+      assert.equal(f.gateway.metrics.count('chat', 'm', 499), 0, 'our own cut is not counted as the client going away');
+    } finally {
+      await f.close();
+      await backend.close();
+    }
+  });
+});
