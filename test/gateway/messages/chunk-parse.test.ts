@@ -165,6 +165,10 @@ test('chunks read in place (textChunkAt, usageOf) read what JSON.parse reads, wi
     `${head}"choices":[{"index":0,"delta":{"content":"\\"usage\\":"},"logprobs":null,"finish_reason":"stop","stop_reason":"usage"}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
     `${head}"choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}`,
     `${head}"choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":null}}`,
+    // Counts of one digit and of every length, past a double's exact integers too (usageOf reads them backwards).
+    `${head}"choices":[],"usage":{"prompt_tokens":0,"total_tokens":0,"completion_tokens":0,"prompt_tokens_details":{"cached_tokens":0}}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":999999999999999,"total_tokens":3,"completion_tokens":12345678901234567,"prompt_tokens_details":{"cached_tokens":98765432109876543210}}}`,
+    `${head}"choices":[{"index":0,"delta":{"content":"1"},"logprobs":null,"finish_reason":"length","stop_reason":12}],"usage":{"prompt_tokens":98765432109876543210,"total_tokens":1000000,"completion_tokens":9,"prompt_tokens_details":null}}`,
   ]) {
     const parsed = JSON.parse(data) as ChatChunk;
     const { fields, usage } = readInPlace(data);
