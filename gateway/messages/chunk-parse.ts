@@ -13,15 +13,20 @@ import type { ChatUsage } from './translate-response.js';
 // (validated below by JSON.parse of the literal). Numbers in JSON's own grammar.
 const PLAIN = String.raw`[^"\\\x00-\x1f]*`;
 const INT = '(?:0|[1-9][0-9]*)';
-// Groups: 1 content, 2 finish reason (none when null), 3 prompt tokens, 4 completion tokens,
-// 5 `null` details, 6 cached tokens. No choice at all leaves 1 and 2 undefined.
+// Groups: 1 content without escapes, 2 content with escapes (one of the two is set when there is
+// a choice), 3 finish reason (none when null), 4 prompt tokens, 5 completion tokens, 6 `null`
+// details, 7 cached tokens. No choice at all leaves 1 to 3 undefined.
 /** The usage object; `c`: its numbers and `null` captured (groups 1-4 of its own). */
 const usage = (c: boolean) =>
   String.raw`"usage":\{"prompt_tokens":${c ? `(${INT})` : INT},"total_tokens":${INT},"completion_tokens":${c ? `(${INT})` : INT}` +
   String.raw`(?:,"prompt_tokens_details":(?:${c ? '(null)' : 'null'}|\{"cached_tokens":${c ? `(${INT})` : INT}\}))?\}\}`;
+// The content: a run without escapes first (one greedy loop over a class: the usual token); at a
+// backslash that branch fails and the second reads the content with its escapes. Which group is
+// set tells whether there are escapes, without a search of the content for a backslash.
+const CONTENT = String.raw`"(?:(${PLAIN})"|((?:[^"\\\x00-\x1f]|\\.)*)")`;
 const BODY =
   String.raw`\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
-  String.raw`"choices":\[(?:\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"((?:[^"\\\x00-\x1f]|\\.)*)"\},"logprobs":null,` +
+  String.raw`"choices":\[(?:\{"index":0,"delta":\{(?:"role":"assistant",)?"content":${CONTENT}\},"logprobs":null,` +
   String.raw`"finish_reason":(?:null|"([a-z_]+)")(?:,"stop_reason":(?:null|${INT}|"${PLAIN}"))?\})?\],`;
 const CHUNK = new RegExp(`^${BODY}${usage(true)}$`);
 /**
@@ -66,8 +71,6 @@ export function textChunk(data: string): TextChunk | undefined {
 export let chunkEventEnd = 0;
 /** The content of the chunk textChunkAt read last had escapes (JSON.parse decoded them). */
 export let chunkEscaped = false;
-/** Whether chunkOf decoded escapes in the content it read last. */
-let escaped = false;
 
 /**
  * The plain chunk of the event `data: <chunk>\n\n` at `from` in `s` (the text of a read), else
@@ -79,11 +82,11 @@ export function textChunkAt(s: string, from: number): ChunkFields | undefined {
   EVENT.lastIndex = from;
   const m = EVENT.exec(s);
   if (m === null) return undefined;
-  const content = contentOf(m[1]);
+  const content = contentOf(m[1], m[2]);
   if (content === false) return undefined;
   chunkEventEnd = EVENT.lastIndex;
-  chunkEscaped = escaped;
-  return { content, finish: m[2] ?? null, text: s, end: chunkEventEnd };
+  chunkEscaped = m[2] !== undefined;
+  return { content, finish: m[3] ?? null, text: s, end: chunkEventEnd };
 }
 
 /**
@@ -159,13 +162,11 @@ function usageFrom(m: RegExpExecArray, g: number): ChatUsage {
   return usage;
 }
 
-/** The content's text, unescaped (undefined: no choice); false for a bad escape (JSON.parse throws on the chunk). */
-function contentOf(raw: string | undefined): string | undefined | false {
-  escaped = false;
-  if (raw === undefined || !raw.includes('\\')) return raw;
-  escaped = true;
+/** The content of the groups `plain` or `escaped` (decoded by JSON.parse), undefined with no choice; false for a bad escape (JSON.parse throws on the chunk). */
+function contentOf(plain: string | undefined, escaped: string | undefined): string | undefined | false {
+  if (escaped === undefined) return plain;
   try {
-    return JSON.parse(`"${raw}"`) as string;
+    return JSON.parse(`"${escaped}"`) as string;
   } catch {
     return false;
   }
@@ -173,7 +174,7 @@ function contentOf(raw: string | undefined): string | undefined | false {
 
 function chunkOf(m: RegExpExecArray | null): TextChunk | undefined {
   if (m === null) return undefined;
-  const content = contentOf(m[1]);
+  const content = contentOf(m[1], m[2]);
   if (content === false) return undefined;
-  return { content, finish: m[2] ?? null, usage: usageFrom(m, 3) };
+  return { content, finish: m[3] ?? null, usage: usageFrom(m, 4) };
 }
