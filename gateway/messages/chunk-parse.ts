@@ -109,15 +109,14 @@ const COMPLETION_KEY = ',"completion_tokens":'.length;
 const TOTAL_KEY = ',"total_tokens":'.length;
 
 /**
- * The usage of a chunk textChunkAt read, read backwards from the end of its event: EVENT matched
- * the event whole, so the usage object closes it (`}}\n\n`) and holds, from its end, either
- * nothing, `null` or `{"cached_tokens":N}` as details, then the completion, total and prompt
- * counts, each after its fixed key. Only digits are scanned (a lastIndexOf of the key and a regex
+ * The usage of a chunk textChunkAt read (`s` its read's text, `end` its event's end, ChunkFields),
+ * read backwards from the end of its event: EVENT matched the event whole, so the usage object
+ * closes it (`}}\n\n`) and holds, from its end, either nothing, `null` or `{"cached_tokens":N}`
+ * as details, then the completion, total and prompt counts, each after its fixed key. Only digits are scanned (a lastIndexOf of the key and a regex
  * over the object cost about 2k instructions a call under callgrind).
  */
-export function usageOf(c: ChunkFields): ChatUsage {
-  const s = c.text;
-  let last = c.end - 5; // the usage object's last character before its `}`
+export function usageOf(s: string, end: number): ChatUsage {
+  let last = end - 5; // the usage object's last character before its `}`
   let details: ChatUsage['prompt_tokens_details'];
   const ch = s.charCodeAt(last);
   if (ch === 0x7d) {

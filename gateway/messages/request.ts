@@ -28,14 +28,15 @@ export function prepare(
   schema: z.ZodType<MessagesRequest>,
   signer: ThinkingSigner,
 ): PreparedRequest | undefined {
-  // Free JSON (tool inputs and schemas) is re-serialized by the translation: bound its depth.
-  if (nestsDeeperThan(json)) {
-    r.fail(TOO_DEEP);
-    return undefined;
-  }
-  // The common shape without zod (simple-request.ts); anything else, valid or not, through it.
+  // The common shape without zod (simple-request.ts; it nests three levels deep at most);
+  // anything else, valid or not, through it.
   let body = simpleRequest(json, schema === messagesRequestSchema);
   if (body === undefined) {
+    // Free JSON (tool inputs and schemas) is re-serialized by the translation: bound its depth.
+    if (nestsDeeperThan(json)) {
+      r.fail(TOO_DEEP);
+      return undefined;
+    }
     const parsed = schema.safeParse(json);
     if (!parsed.success) {
       r.fail(new MessagesError(400, describeIssue(parsed.error, json)));

@@ -127,7 +127,7 @@ function readInPlace(data: string): { fields: ReturnType<typeof textChunkAt>; en
   const before = `data: ${vllm('"first"')}\n\n`;
   const s = `${before}data: ${data}\n\ndata: [DONE]\n\n`;
   const fields = textChunkAt(s, before.length);
-  return { fields, end: chunkEventEnd, escaped: chunkEscaped, usage: fields && usageOf(fields) };
+  return { fields, end: chunkEventEnd, escaped: chunkEscaped, usage: fields && usageOf(fields.text, fields.end) };
 }
 
 test('chunks read in place (textChunkAt, usageOf) read what JSON.parse reads, with adversarial contents', () => {
