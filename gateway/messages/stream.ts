@@ -130,7 +130,7 @@ export class StreamTranslator {
   }
 
   /**
-   * pushData of a plain chunk already read (textChunkAt). `plain`: its text is known to need no
+   * pushData of a plain chunk already read (textChunksAt). `plain`: its text is known to need no
    * escape in JSON (it was read without escapes from an all-ASCII read).
    */
   pushChunk(c: ChunkFields, plain = false): string {

@@ -3,7 +3,7 @@
 // malformed chunk to JSON.parse, and translate exactly as the parsed chunk translates.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { chunkEscaped, chunkEventEnd, textChunk, textChunkAt, type TextChunk, usageOf } from '../../../gateway/messages/chunk-parse.js';
+import { type ChunkFields, textChunk, textChunksAt, type TextChunk, usageOf } from '../../../gateway/messages/chunk-parse.js';
 import { ThinkingSigner } from '../../../gateway/messages/signature.js';
 import { StreamTranslator, type ChatChunk } from '../../../gateway/messages/stream.js';
 import type { ChatUsage } from '../../../gateway/messages/translate-response.js';
@@ -122,15 +122,19 @@ test('a serialized stream translates exactly like the parsed one', () => {
   assert.deepEqual(usage, { inputTokens: 21, outputTokens: 4, cachedTokens: 0 });
 });
 
-/** textChunkAt and usageOf of `data` as the second event of a read, against JSON.parse of it. */
-function readInPlace(data: string): { fields: ReturnType<typeof textChunkAt>; end: number; escaped: boolean; usage: ChatUsage | undefined } {
+/** textChunksAt and usageOf of `data` as the second event of a read, against JSON.parse of it. */
+function readInPlace(data: string): { fields: ChunkFields | undefined; end: number; escaped: boolean; usage: ChatUsage | undefined } {
   const before = `data: ${vllm('"first"')}\n\n`;
   const s = `${before}data: ${data}\n\ndata: [DONE]\n\n`;
-  const fields = textChunkAt(s, before.length);
-  return { fields, end: chunkEventEnd, escaped: chunkEscaped, usage: fields && usageOf(fields.text, fields.end) };
+  const read: { c: ChunkFields; plain: boolean }[] = [];
+  const end = textChunksAt(s, before.length, (c, plain) => read.push({ c, plain }));
+  assert.ok(read.length <= 1, data);
+  const fields = read[0]?.c;
+  if (fields) assert.equal(fields.end, end);
+  return { fields, end, escaped: read[0]?.plain === false, usage: fields && usageOf(fields.text, fields.end) };
 }
 
-test('chunks read in place (textChunkAt, usageOf) read what JSON.parse reads, with adversarial contents', () => {
+test('chunks read in place (textChunksAt, usageOf) read what JSON.parse reads, with adversarial contents', () => {
   const contents = [
     '"plain"',
     '""',
