@@ -6,7 +6,8 @@ import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../lib/http.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { ModelRequest } from '../request/lifecycle.js';
 import { MessagesError } from './errors.js';
-import { describeIssue, type MessagesRequest } from './schema.js';
+import { describeIssue, messagesRequestSchema, type MessagesRequest } from './schema.js';
+import { simpleRequest } from './simple-request.js';
 import type { ThinkingSigner } from './signature.js';
 import { toChatRequest, type Translated } from './translate-request.js';
 
@@ -27,25 +28,31 @@ export function prepare(
   schema: z.ZodType<MessagesRequest>,
   signer: ThinkingSigner,
 ): PreparedRequest | undefined {
-  // Free JSON (tool inputs and schemas) is re-serialized by the translation: bound its depth.
-  if (nestsDeeperThan(json)) {
-    r.fail(TOO_DEEP);
-    return undefined;
-  }
-  const parsed = schema.safeParse(json);
-  if (!parsed.success) {
-    r.fail(new MessagesError(400, describeIssue(parsed.error, json)));
-    return undefined;
+  // The common shape without zod (simple-request.ts; it nests three levels deep at most);
+  // anything else, valid or not, through it.
+  let body = simpleRequest(json, schema === messagesRequestSchema);
+  if (body === undefined) {
+    // Free JSON (tool inputs and schemas) is re-serialized by the translation: bound its depth.
+    if (nestsDeeperThan(json)) {
+      r.fail(TOO_DEEP);
+      return undefined;
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      r.fail(new MessagesError(400, describeIssue(parsed.error, json)));
+      return undefined;
+    }
+    body = parsed.data;
   }
   let translated: Translated;
   try {
-    translated = toChatRequest(parsed.data, model.entry, signer);
+    translated = toChatRequest(body, model.entry, signer);
   } catch (err) {
     if (!(err instanceof MessagesError)) throw err;
     r.fail(err);
     return undefined;
   }
-  return { ...translated, body: parsed.data };
+  return { ...translated, body };
 }
 
 /**

@@ -10,10 +10,10 @@
 // The two give the same events: in ASCII, latin1 and UTF-8 decode alike.
 //
 // With `onChunk`, an all-ASCII read's events that are plain chunks (chunk-parse.ts) are matched in
-// place, each as a whole event by one sticky regex, and handed over read: no line is searched or
+// place, as whole events (several in a row by one sticky regex), and handed over read: no line is searched or
 // cut out for them. A single-line event there that is not one reaches onData with `notPlain`.
 import { isAscii } from 'node:buffer';
-import { type ChunkFields, chunkEscaped, chunkEventEnd, textChunkAt } from './chunk-parse.js';
+import { type ChunkFields, textChunksAt } from './chunk-parse.js';
 
 const LF = 10;
 const CR = 13;
@@ -57,13 +57,12 @@ export class SseParser {
     const len = s.length;
     const onChunk = this.onChunk;
     while (start < len) {
-      // A plain chunk's event, matched whole where it starts (`d`: data).
+      // Plain chunks' events, matched whole where they start (`d`: data), several at a time.
       let tried = false;
       if (onChunk !== undefined && this.data === undefined && s.charCodeAt(start) === 0x64) {
-        const c = textChunkAt(s, start);
-        if (c !== undefined) {
-          onChunk(c, !chunkEscaped);
-          start = chunkEventEnd;
+        const end = textChunksAt(s, start, onChunk);
+        if (end >= 0) {
+          start = end;
           continue;
         }
         tried = true;

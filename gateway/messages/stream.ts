@@ -83,8 +83,14 @@ export class StreamTranslator {
   /** Some of heldText is not known to need no escape (only pushChunk's plain texts are known). */
   private heldMayEscape = false;
   private usage: ChatUsage | undefined;
-  /** The last chunk whose usage is still in the read's text (pushChunk), read when asked: currentUsage(). */
-  private usageChunk: ChunkFields | undefined;
+  /**
+   * The last chunk whose usage is still in its read's text (pushChunk): the text and where the
+   * chunk's event ends in it (-1: none), read when asked: currentUsage(). Two fields, not the
+   * chunk's object: the read's text, the same for all its chunks, is stored once per read (each
+   * store of a new object into the translator is a write barrier's slow path).
+   */
+  private usageText = '';
+  private usageEnd = -1;
   private finish: string | null | undefined;
   private nextIndex = 0;
   private open = Block.None;
@@ -124,21 +130,22 @@ export class StreamTranslator {
   }
 
   /**
-   * pushData of a plain chunk already read (textChunkAt). `plain`: its text is known to need no
+   * pushData of a plain chunk already read (textChunksAt). `plain`: its text is known to need no
    * escape in JSON (it was read without escapes from an all-ASCII read).
    */
   pushChunk(c: ChunkFields, plain = false): string {
     if (this.done) return '';
-    this.usageChunk = c;
+    if (this.usageText !== c.text) this.usageText = c.text;
+    this.usageEnd = c.end;
     return this.pushFields(c.content, c.finish, plain);
   }
 
   /** The usage reported last: a chunk's usage read once asked for. */
   private currentUsage(): ChatUsage | undefined {
-    const chunk = this.usageChunk;
-    if (chunk !== undefined) {
-      this.usage = usageOf(chunk);
-      this.usageChunk = undefined;
+    if (this.usageEnd >= 0) {
+      this.usage = usageOf(this.usageText, this.usageEnd);
+      this.usageEnd = -1;
+      this.usageText = '';
     }
     return this.usage;
   }
@@ -159,7 +166,7 @@ export class StreamTranslator {
    */
   private pushText(c: TextChunk): string {
     this.usage = c.usage;
-    this.usageChunk = undefined;
+    this.usageEnd = -1;
     return this.pushFields(c.content, c.finish, false);
   }
 
@@ -195,7 +202,7 @@ export class StreamTranslator {
     if (chunk.error !== undefined || chunk.object === 'error') return this.backendError(chunk);
     if (chunk.usage) {
       this.usage = chunk.usage;
-      this.usageChunk = undefined;
+      this.usageEnd = -1;
     }
     let out = this.started ? this.takeText() : this.start();
     const choice = chunk.choices?.[0];
@@ -321,17 +328,24 @@ function modelJson(model: string): string {
 }
 
 // Message ids as randomId('msg_') makes them (12 random bytes, base64url), with the random bytes
-// drawn from a pool filled 128 ids at a time: one randomFillSync per stream cost about 1 µs.
+// drawn from a pool filled 128 ids at a time: one randomFillSync per stream cost about 1 µs. The
+// pool is encoded once when it is filled: 12 bytes are 16 base64 characters without padding, so
+// each id's characters are a slice of the pool's text (a toString per id, a call into Node's C++,
+// cost about 1k instructions under callgrind).
 const ID_BYTES = 12;
-const idPool = Buffer.alloc(ID_BYTES * 128);
-let idOffset = idPool.length;
+const ID_CHARS = 16;
+const IDS_PER_POOL = 128;
+const idPool = Buffer.alloc(ID_BYTES * IDS_PER_POOL);
+let idText = '';
+let idOffset = 0;
 function messageId(): string {
-  if (idOffset === idPool.length) {
+  if (idOffset >= idText.length) {
     randomFillSync(idPool);
+    idText = idPool.toString('base64url');
     idOffset = 0;
   }
-  const id = idPool.toString('base64url', idOffset, idOffset + ID_BYTES);
-  idOffset += ID_BYTES;
+  const id = idText.slice(idOffset, idOffset + ID_CHARS);
+  idOffset += ID_CHARS;
   return `msg_${id}`;
 }
 

@@ -3,9 +3,10 @@
 // malformed chunk to JSON.parse, and translate exactly as the parsed chunk translates.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { textChunk, type TextChunk } from '../../../gateway/messages/chunk-parse.js';
+import { type ChunkFields, textChunk, textChunksAt, type TextChunk, usageOf } from '../../../gateway/messages/chunk-parse.js';
 import { ThinkingSigner } from '../../../gateway/messages/signature.js';
 import { StreamTranslator, type ChatChunk } from '../../../gateway/messages/stream.js';
+import type { ChatUsage } from '../../../gateway/messages/translate-response.js';
 
 /** A vLLM text-token chunk with continuous usage, as vLLM serializes it. */
 const vllm = (contentJson: string, p = 21, c = 2) =>
@@ -119,4 +120,79 @@ test('a serialized stream translates exactly like the parsed one', () => {
   assert.ok(viaText.includes('"id":"msg_"'));
   assert.match(viaText, /"text":" world \\"q\\""/);
   assert.deepEqual(usage, { inputTokens: 21, outputTokens: 4, cachedTokens: 0 });
+});
+
+/** textChunksAt and usageOf of `data` as the second event of a read, against JSON.parse of it. */
+function readInPlace(data: string): { fields: ChunkFields | undefined; end: number; escaped: boolean; usage: ChatUsage | undefined } {
+  const before = `data: ${vllm('"first"')}\n\n`;
+  const s = `${before}data: ${data}\n\ndata: [DONE]\n\n`;
+  const read: { c: ChunkFields; plain: boolean }[] = [];
+  const end = textChunksAt(s, before.length, (c, plain) => read.push({ c, plain }));
+  assert.ok(read.length <= 1, data);
+  const fields = read[0]?.c;
+  if (fields) assert.equal(fields.end, end);
+  return { fields, end, escaped: read[0]?.plain === false, usage: fields && usageOf(fields.text, fields.end) };
+}
+
+test('chunks read in place (textChunksAt, usageOf) read what JSON.parse reads, with adversarial contents', () => {
+  const contents = [
+    '"plain"',
+    '""',
+    // The text of the chunk's own keys inside the content: escaped quotes, never the real keys.
+    '"\\"usage\\":{\\"prompt_tokens\\":9}"',
+    '"usage\\":"',
+    '"\\"},\\"logprobs\\":null,\\"finish_reason\\":\\"stop\\"}],\\"usage\\":{}}"',
+    '"data: {\\"id\\":\\"chatcmpl-1\\",\\"object\\":\\"chat.completion.chunk\\""',
+    // Backslashes and quotes at the content's ends.
+    '"\\\\"',
+    '"\\""',
+    '"a\\\\\\""',
+    '"\\\\\\\\"',
+    // Escapes that decode beyond ASCII, and a surrogate pair.
+    '"caf\\u00e9 \\ud83c\\udf89"',
+    '"\\n\\t\\r\\b\\f\\/"',
+  ];
+  for (const content of contents) {
+    const data = vllm(content, 17, 3);
+    const parsed = JSON.parse(data) as ChatChunk;
+    const { fields, end, escaped, usage } = readInPlace(data);
+    assert.ok(fields, data);
+    assert.equal(fields.content, parsed.choices![0]!.delta!.content, data);
+    assert.equal(fields.finish, null, data);
+    assert.equal(escaped, content.includes('\\'), data);
+    assert.deepEqual(usage, read(parsed).usage, data);
+    assert.equal(end, `data: ${vllm('"first"')}\n\ndata: ${data}\n\n`.length, data);
+  }
+  // A stop reason named like the usage key, and details of every kind.
+  const head = '{"id":"x","object":"chat.completion.chunk","created":1,"model":"usage",';
+  for (const data of [
+    `${head}"choices":[{"index":0,"delta":{"content":"\\"usage\\":"},"logprobs":null,"finish_reason":"stop","stop_reason":"usage"}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":null}}`,
+    // Counts of one digit and of every length, past a double's exact integers too (usageOf reads them backwards).
+    `${head}"choices":[],"usage":{"prompt_tokens":0,"total_tokens":0,"completion_tokens":0,"prompt_tokens_details":{"cached_tokens":0}}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":999999999999999,"total_tokens":3,"completion_tokens":12345678901234567,"prompt_tokens_details":{"cached_tokens":98765432109876543210}}}`,
+    `${head}"choices":[{"index":0,"delta":{"content":"1"},"logprobs":null,"finish_reason":"length","stop_reason":12}],"usage":{"prompt_tokens":98765432109876543210,"total_tokens":1000000,"completion_tokens":9,"prompt_tokens_details":null}}`,
+  ]) {
+    const parsed = JSON.parse(data) as ChatChunk;
+    const { fields, usage } = readInPlace(data);
+    assert.ok(fields, data);
+    assert.deepEqual({ content: fields.content, finish: fields.finish, usage }, read(parsed), data);
+  }
+});
+
+test('chunks of other shapes or malformed are not read in place', () => {
+  const other = [
+    vllm('"bad \\x escape"'),
+    vllm('"bad \\u00e escape"'),
+    vllm('"raw \u0001 control"'),
+    vllm('"a"').replace('"content":"a"', '"content":"a","extra":1'),
+    vllm('"a"').replace('{"index":0,"delta":', '{"delta":').replace(',"logprobs"', ',"index":0,"logprobs"'),
+    vllm('"a"').replace('"model":"m",', '"model":"m","system_fingerprint":"fp",'),
+    vllm('"a"').replace('"id":"chatcmpl-fb93","object":"chat.completion.chunk"', '"object":"chat.completion.chunk","id":"chatcmpl-fb93"'),
+    vllm('"a"').replace('"finish_reason":null', '"finish_reason":null,"stop_reason":null,"x":1'),
+    vllm('"a"').replace('"content":"a"', '"content":"a" '),
+    vllm('"a"').replace('"choices":[{', '"choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null},{'),
+  ];
+  for (const data of other) assert.equal(readInPlace(data).fields, undefined, data);
 });

@@ -202,3 +202,35 @@ test('mergeText: held text comes before an error event and before the end', () =
   );
   assert.deepEqual(ended[2]!.delta, { type: 'text_delta', text: 'ab' });
 });
+
+test('rows of plain chunks, several matched by one exec, translate like their data, whatever ends a row', () => {
+  const row = [
+    EVENTS[0]!,
+    text('"a"', 1),
+    text('" b"', 2),
+    text('" \\"c\\""', 3),
+    text('" d"', 4),
+    text('" e"', 5),
+    `${head}"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":null}],${usage(5)}`, // another shape inside a row
+    text('" f"', 6),
+    text('" g"', 7),
+    text('" h"', 8),
+    text('" i"', 9),
+    text('" j"', 10),
+    text('" k"', 11, '"stop"'),
+    `${head}"choices":[],"usage":{"prompt_tokens":21,"total_tokens":32,"completion_tokens":11,"prompt_tokens_details":{"cached_tokens":8}}}`,
+  ];
+  const withBadEscape = [...row.slice(0, 4), EVENTS[4]!, ...row.slice(4)]; // a malformed chunk inside a row
+  for (const datas of [row, withBadEscape]) {
+    const bytes = Buffer.from(`${datas.map((d) => `data: ${d}\n\n`).join('')}data: [DONE]\n\n`);
+    const expected = translate([bytes], false);
+    assert.equal(translate([bytes], true).out, expected.out);
+    for (let i = 0; i <= bytes.length; i++) {
+      const two = [bytes.subarray(0, i), bytes.subarray(i)];
+      const fast = translate(two, true);
+      assert.equal(fast.out, expected.out, `split at ${i}`);
+      assert.deepEqual(fast.usage, translate(two, false).usage, `usage, split at ${i}`);
+    }
+  }
+  assert.match(translate([Buffer.from(`${withBadEscape.map((d) => `data: ${d}\n\n`).join('')}`)], true).out, /malformed stream chunk/);
+});

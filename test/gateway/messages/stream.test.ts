@@ -280,3 +280,14 @@ test('jsonString is JSON.stringify of a string, escapes, control characters and 
     }
   }
 });
+
+test('message ids: msg_ and 16 base64url characters, distinct across refills of the random pool', () => {
+  const ids = new Set<string>();
+  for (let i = 0; i < 300; i++) {
+    const start = new StreamTranslator({ model: 'm', signer }).pushData('[DONE]');
+    const id = /"id":"(msg_[^"]*)"/.exec(start)?.[1];
+    assert.match(id ?? '', /^msg_[A-Za-z0-9_-]{16}$/);
+    ids.add(id!);
+  }
+  assert.equal(ids.size, 300);
+});
