@@ -39,11 +39,12 @@ export function relayStream(r: ModelRequest<MessagesError>, body: string, signer
 /**
  * The response head of a messages stream (the gate's headers are added by the writer), as Buffers
  * made once: uWS converts a string argument to UTF-8 on every call (about 1.5k instructions each
- * under callgrind, six per stream), a Buffer's bytes it takes as they are.
+ * under callgrind, six per stream), a Buffer's bytes it takes as they are. Its three lines are one
+ * name and one value: uWS writes `name: value\r\n` as given, so the lines after the first ride in
+ * the first one's value, the same bytes on the wire in one writeHeader call instead of three
+ * (about 1k instructions each).
  */
-const SSE_HEAD: readonly Buffer[] = ['content-type', 'text/event-stream; charset=utf-8', 'cache-control', 'no-cache', 'x-accel-buffering', 'no'].map((s) =>
-  Buffer.from(s),
-);
+const SSE_HEAD: readonly Buffer[] = ['content-type', 'text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\nx-accel-buffering: no'].map((s) => Buffer.from(s));
 
 /** The messages body transform: chat-completions SSE in, messages events out, through the response writer. */
 class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {

@@ -317,5 +317,6 @@ function writeOwnHeaders(res: Res, headers: Record<string, string>): void {
       lines = headers[k]!;
     } else lines += `\r\n${k}: ${headers[k]!}`;
   }
-  if (first !== undefined) res.writeHeader(headerName(first), lines);
+  // As bytes: a string value costs uWS a UTF-8 conversion of the whole line (gateway/chat/relay.ts withOwnHeaders).
+  if (first !== undefined) res.writeHeader(headerName(first), Buffer.from(lines, 'latin1'));
 }
