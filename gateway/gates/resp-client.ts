@@ -47,9 +47,9 @@ const EVALSHA = Buffer.from('EVALSHA');
 const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 
 /** The reply is not complete in the bytes read so far. */
-const INCOMPLETE = Symbol('incomplete');
+export const INCOMPLETE = Symbol('incomplete');
 /** The bytes are not RESP: the connection is out of step. */
-const MALFORMED = Symbol('malformed');
+export const MALFORMED = Symbol('malformed');
 
 export class RespClient extends EventEmitter {
   status: RespStatus = 'connecting';
@@ -276,42 +276,42 @@ let parsedTo = 0;
  * RESP. Sets parsedTo past it.
  */
 export function parseReply(buf: Buffer, pos: number): unknown {
-  const lf = buf.indexOf(0x0a, pos);
-  if (lf < 0) return INCOMPLETE;
+  if (pos >= buf.length) return INCOMPLETE;
   const type = buf[pos];
-  const lineEnd = lf - 1; // the CR before LF
-  if (lineEnd <= pos || buf[lineEnd] !== 0x0d) return MALFORMED;
+  const cr = lineEnd(buf, pos + 1);
+  if (cr < 0) return cr === LINE_INCOMPLETE ? INCOMPLETE : MALFORMED;
+  const next = cr + 2; // past the CRLF
   switch (type) {
     case 0x3a: {
       // ':' integer
-      const n = integerAt(buf, pos + 1, lineEnd);
+      const n = integerAt(buf, pos + 1, cr);
       if (Number.isNaN(n)) return MALFORMED;
-      parsedTo = lf + 1;
+      parsedTo = next;
       return n;
     }
     case 0x2b: // '+' simple string
-      parsedTo = lf + 1;
-      return buf.toString('utf8', pos + 1, lineEnd);
+      parsedTo = next;
+      return buf.toString('utf8', pos + 1, cr);
     case 0x2d: // '-' error
-      parsedTo = lf + 1;
-      return new ReplyError(buf.toString('utf8', pos + 1, lineEnd));
+      parsedTo = next;
+      return new ReplyError(buf.toString('utf8', pos + 1, cr));
     case 0x24: // '$' bulk string: $<length>\r\n<bytes>\r\n
     case 0x2a: {
       // '*' array: *<count>\r\n then each element. Both are nil with a length of -1.
-      const n = integerAt(buf, pos + 1, lineEnd);
+      const n = integerAt(buf, pos + 1, cr);
       if (Number.isNaN(n)) return MALFORMED;
       if (n < 0) {
-        parsedTo = lf + 1;
+        parsedTo = next;
         return null;
       }
       if (type === 0x24) {
-        const end = lf + 1 + n;
+        const end = next + n;
         if (end + 2 > buf.length) return INCOMPLETE;
         parsedTo = end + 2;
-        return buf.toString('utf8', lf + 1, end);
+        return buf.toString('utf8', next, end);
       }
       const items: unknown[] = new Array(n);
-      let at = lf + 1;
+      let at = next;
       for (let i = 0; i < n; i++) {
         const item = parseReply(buf, at);
         if (item === INCOMPLETE || item === MALFORMED) return item;
@@ -324,6 +324,30 @@ export function parseReply(buf: Buffer, pos: number): unknown {
     default:
       return MALFORMED;
   }
+}
+
+/** lineEnd(): the line's CRLF has not all arrived. */
+const LINE_INCOMPLETE = -1;
+/** lineEnd(): a LF without its CR, or a CR not followed by LF (neither is in a RESP line). */
+const LINE_MALFORMED = -2;
+
+/**
+ * The index of the CR that ends the line going on at `from`, or LINE_INCOMPLETE or
+ * LINE_MALFORMED. A loop over the bytes rather than Buffer#indexOf: a line here is a few bytes
+ * (a count, an integer of the gate script's reply) and each indexOf is a call into C++ of some
+ * 300 instructions, one per element of a reply.
+ */
+function lineEnd(buf: Buffer, from: number): number {
+  const length = buf.length;
+  for (let i = from; i < length; i++) {
+    const c = buf[i];
+    if (c === 0x0d) {
+      if (i + 1 === length) return LINE_INCOMPLETE;
+      return buf[i + 1] === 0x0a ? i : LINE_MALFORMED;
+    }
+    if (c === 0x0a) return LINE_MALFORMED;
+  }
+  return LINE_INCOMPLETE;
 }
 
 /** The (possibly negative) decimal integer in buf[start, end); NaN when those bytes are not one. */
