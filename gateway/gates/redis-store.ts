@@ -11,7 +11,7 @@ import { RcError } from '../../lib/errors.js';
 import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
-import { encodeArgs, type EncodedArgs } from './resp-encode.js';
+import { encodeArgs, type EncodedArgs, type RespWriter } from './resp-encode.js';
 import { GATE_SCRIPT } from './scripts.js';
 import type { Limits } from './limits.js';
 import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
@@ -51,9 +51,21 @@ interface AccountKeys {
   limitArgs: EncodedArgs;
 }
 const GATE = script(GATE_SCRIPT);
-/** The script's markers of an admission and a reconciliation (the first of a call's values). */
-const ADMISSION = Buffer.from('a');
-const RECONCILIATION = Buffer.from('s');
+/** Batch.order's entries. */
+const ADMIT = 0;
+const SETTLE = 1;
+/**
+ * The script's markers of an admission and a reconciliation (the first of a call's values), and
+ * with them an empty `now` (Redis TIME): the first two values of a call, encoded once.
+ */
+const ADMISSION = 'a';
+const RECONCILIATION = 's';
+const ADMISSION_AT_REDIS_TIME = encodeArgs([ADMISSION, '']);
+const RECONCILIATION_AT_REDIS_TIME = encodeArgs([RECONCILIATION, '']);
+const ADMISSION_MARKER = encodeArgs([ADMISSION]);
+const RECONCILIATION_MARKER = encodeArgs([RECONCILIATION]);
+/** Values per admission and per reconciliation (scripts.ts). */
+const CALL_LENGTH = 8;
 const NO_ARGS: EncodedArgs = { bytes: Buffer.alloc(0), count: 0 };
 /** Numbers the script returns per admission. */
 const OUTCOME_LENGTH = 8;
@@ -74,11 +86,16 @@ interface Batch {
   keys: Buffer[];
   day: number;
   limits: Limits;
-  /** ARGV: the day's TTL and the account's three limits (encoded: limitArgs), then each call's values, in the order they were made (args). */
+  /**
+   * ARGV: the day's TTL and the account's three limits (encoded: limitArgs), then each call's
+   * values, in the order they were made (`order`), written from `admissions` and `settles` when
+   * the batch is sent (writeCalls).
+   */
   limitArgs: EncodedArgs;
-  args: ScriptArg[];
+  /** ADMIT or SETTLE per call, in the order made. */
+  order: number[];
   admissions: PendingAdmission[];
-  /** Kept to be held and replayed if the connection fails under them. */
+  /** Also kept to be held and replayed if the connection fails under them. */
   settles: SettleInput[];
   /** When its admissions are abandoned (performance.now(); 0 without admissions). */
   deadline: number;
@@ -111,12 +128,17 @@ export interface GateRedis {
   off(event: 'ready' | 'close', listener: () => void): unknown;
   /** Numbers go as their decimal strings (String(n)) and Buffers as their bytes, as both clients send them. */
   evalsha(sha: string | Buffer, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
-  /** The same as evalsha(sha, keys.length, ...keys, ...fixed's arguments, ...args), through callbacks (RespClient); used when present. */
-  evalshaThen?(
+  /**
+   * The same as evalsha(sha, keys.length, ...keys, ...fixed's arguments, ...the `count` arguments
+   * `more` writes), through callbacks (RespClient); used when present.
+   */
+  evalshaThen?<C>(
     sha: Buffer,
     keys: readonly ScriptArg[],
     fixed: EncodedArgs,
-    args: readonly ScriptArg[],
+    count: number,
+    more: (w: RespWriter, ctx: C) => void,
+    ctx: C,
     onReply: (reply: unknown) => void,
     onError: (err: Error) => void,
   ): void;
@@ -158,6 +180,7 @@ export class RedisGateStore implements GateStore {
   private expiryQueued = false;
   private readonly timeoutTask = () => this.timeouts();
   private readonly expireTask = () => this.expire();
+  private readonly writeCallsTask = (w: RespWriter, b: Batch) => this.writeCalls(w, b);
   private readonly accountKeys = new Map<number, AccountKeys>();
   private readonly modelNames = new Map<string, Buffer>();
   private readonly onReady = () => this.whenReady();
@@ -237,8 +260,7 @@ export class RedisGateStore implements GateStore {
    */
   admitThen(i: AdmitInput, onOutcome: (o: Outcome) => void, onError: (err: Error) => void): void {
     const b = this.batchOf(i.accountId, i.day, i.limits);
-    // Numbers as numbers: the client writes their digits (String(n) for anything but a safe integer).
-    b.args.push(ADMISSION, i.nowMs ?? '', i.estimate, this.modelName(i.model), i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
+    b.order.push(ADMIT);
     b.admissions.push({ input: i, resolve: onOutcome, reject: onError });
   }
 
@@ -249,7 +271,7 @@ export class RedisGateStore implements GateStore {
       return;
     }
     const b = this.batchOf(i.accountId, i.day, i.limits);
-    b.args.push(RECONCILIATION, i.nowMs ?? '', i.estimate, i.inputTokens, i.outputTokens, this.modelName(i.model), i.cachedTokens, i.hour);
+    b.order.push(SETTLE);
     b.settles.push(i);
   }
 
@@ -326,7 +348,7 @@ export class RedisGateStore implements GateStore {
       day,
       limits,
       limitArgs: keys.limitArgs,
-      args: [],
+      order: [],
       admissions: [],
       settles: [],
       deadline: 0,
@@ -450,15 +472,69 @@ export class RedisGateStore implements GateStore {
   /** The batch's script call: EVALSHA, then EVAL when Redis does not have the script (NOSCRIPT). */
   private run(b: Batch, onReply: (reply: unknown) => void, onError: (err: Error) => void): void {
     counters.redisCalls++;
-    const { keys, args } = b;
+    const keys = b.keys;
     const retry = (err: unknown): void => {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) return onError(asError(err));
       counters.redisCalls++;
       // Also caches the script in Redis.
-      this.redis.eval(GATE.src, 2, ...keys, ...limitValues(b.limits), ...args).then(onReply, (e: unknown) => onError(asError(e)));
+      this.redis.eval(GATE.src, 2, ...keys, ...limitValues(b.limits), ...this.callValues(b)).then(onReply, (e: unknown) => onError(asError(e)));
     };
-    if (this.redis.evalshaThen) this.redis.evalshaThen(GATE.sha, keys, b.limitArgs, args, onReply, retry);
-    else this.redis.evalsha(GATE.sha, 2, ...keys, ...limitValues(b.limits), ...args).then(onReply, retry);
+    if (this.redis.evalshaThen) this.redis.evalshaThen(GATE.sha, keys, b.limitArgs, b.order.length * CALL_LENGTH, this.writeCallsTask, b, onReply, retry);
+    else this.redis.evalsha(GATE.sha, 2, ...keys, ...limitValues(b.limits), ...this.callValues(b)).then(onReply, retry);
+  }
+
+  /**
+   * Appends a batch's calls to its script call (RespClient.evalshaThen), the same values as
+   * callValues() gives: each value through the writer method of its type, the marker and an empty
+   * `now` as bytes encoded once.
+   */
+  private writeCalls(w: RespWriter, b: Batch): void {
+    const { order, admissions, settles } = b;
+    for (let k = 0, a = 0, s = 0; k < order.length; k++) {
+      if (order[k] === ADMIT) {
+        const i = admissions[a++]!.input;
+        if (i.nowMs === undefined) w.encodedArgs(ADMISSION_AT_REDIS_TIME);
+        else {
+          w.encodedArgs(ADMISSION_MARKER);
+          w.numberArg(i.nowMs);
+        }
+        w.numberArg(i.estimate);
+        w.bytesArg(this.modelName(i.model));
+        w.numberArg(i.msToNextDay);
+        w.numberArg(i.input);
+        w.integerArg(i.defaultOutput ? 1 : 0);
+        w.numberArg(i.recountBelow);
+      } else {
+        const i = settles[s++]!;
+        if (i.nowMs === undefined) w.encodedArgs(RECONCILIATION_AT_REDIS_TIME);
+        else {
+          w.encodedArgs(RECONCILIATION_MARKER);
+          w.numberArg(i.nowMs);
+        }
+        w.numberArg(i.estimate);
+        w.numberArg(i.inputTokens);
+        w.numberArg(i.outputTokens);
+        w.bytesArg(this.modelName(i.model));
+        w.numberArg(i.cachedTokens);
+        w.numberArg(i.hour);
+      }
+    }
+  }
+
+  /** A batch's calls as the script's values (for clients without evalshaThen, and EVAL). */
+  private callValues(b: Batch): ScriptArg[] {
+    const out: ScriptArg[] = [];
+    const { order, admissions, settles } = b;
+    for (let k = 0, a = 0, s = 0; k < order.length; k++) {
+      if (order[k] === ADMIT) {
+        const i = admissions[a++]!.input;
+        out.push(ADMISSION, i.nowMs ?? '', i.estimate, i.model, i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
+      } else {
+        const i = settles[s++]!;
+        out.push(RECONCILIATION, i.nowMs ?? '', i.estimate, i.inputTokens, i.outputTokens, i.model, i.cachedTokens, i.hour);
+      }
+    }
+    return out;
   }
 
   private whenReady(): void {

@@ -84,14 +84,18 @@ export class RespClient extends EventEmitter {
   }
 
   /**
-   * EVALSHA of `keys`, then `fixed` (arguments encoded once), then `args`, answered through callbacks (one is called, once): what the
-   * gate store sends every batch, without the argument spreads of evalsha() and its promise.
+   * EVALSHA of `keys`, then `fixed` (arguments encoded once), then `count` arguments that
+   * `more(writer, ctx)` appends, answered through callbacks (one is called, once): what the gate
+   * store sends every batch, written straight from the batch, without evalsha()'s argument array
+   * and promise.
    */
-  evalshaThen(
+  evalshaThen<C>(
     sha: Buffer,
     keys: readonly RespArg[],
     fixed: EncodedArgs,
-    args: readonly RespArg[],
+    count: number,
+    more: (w: RespWriter, ctx: C) => void,
+    ctx: C,
     onReply: (reply: unknown) => void,
     onError: (err: Error) => void,
   ): void {
@@ -100,7 +104,7 @@ export class RespClient extends EventEmitter {
       queueMicrotask(() => onError(err)); // later, as evalsha()'s rejection would be
       return;
     }
-    this.out.scriptCall(EVALSHA, sha, keys, fixed, args);
+    this.out.scriptCall(EVALSHA, sha, keys, fixed, count, more, ctx);
     this.scheduleFlush();
     this.inFlight.push({ resolve: onReply, reject: onError });
   }

@@ -69,30 +69,48 @@ export class RespWriter {
   }
 
   /**
-   * Appends `<command> <sha> <keys.length> ...keys ...fixed ...args` (EVALSHA): the same bytes as
-   * command() of those arguments, without the caller first spreading them into one array.
+   * Appends `<command> <sha> <keys.length> ...keys ...fixed`, then `count` more arguments that
+   * `more(this, ctx)` appends (EVALSHA): the same bytes as command() of all those arguments,
+   * without the caller first gathering them into one array. The gate store writes a batch's calls
+   * straight from their inputs there, each value through the method of its type (integerArg,
+   * bytesArg, encodedArgs) rather than through a test of every argument's type.
    */
-  scriptCall(command: Buffer, sha: Buffer, keys: readonly RespArg[], fixed: EncodedArgs, args: readonly RespArg[]): void {
+  scriptCall<C>(
+    command: Buffer,
+    sha: Buffer,
+    keys: readonly RespArg[],
+    fixed: EncodedArgs,
+    count: number,
+    more: (w: RespWriter, ctx: C) => void,
+    ctx: C,
+  ): void {
     this.reserve(16);
     this.buf[this.len++] = STAR;
-    this.digits(3 + keys.length + fixed.count + args.length);
+    this.digits(3 + keys.length + fixed.count + count);
     this.crlf();
-    this.bytes(command);
-    this.bytes(sha);
-    this.integer(keys.length);
+    this.bytesArg(command);
+    this.bytesArg(sha);
+    this.integerArg(keys.length);
     for (let i = 0; i < keys.length; i++) this.arg(keys[i]!);
-    this.reserve(fixed.bytes.length);
-    this.buf.set(fixed.bytes, this.len);
-    this.len += fixed.bytes.length;
-    for (let i = 0; i < args.length; i++) this.arg(args[i]!);
+    this.encodedArgs(fixed);
+    more(this, ctx);
+  }
+
+  /** Appends arguments encoded before (encodeArgs), as they are. */
+  encodedArgs(e: EncodedArgs): void {
+    this.copy(e.bytes);
   }
 
   private arg(a: RespArg): void {
-    if (typeof a === 'number') {
-      if (Number.isSafeInteger(a)) this.integer(a);
-      else this.string(String(a));
-    } else if (typeof a === 'string') this.string(a);
-    else this.bytes(a);
+    if (typeof a === 'number') this.numberArg(a);
+    else if (typeof a === 'string') this.string(a);
+    else this.bytesArg(a);
+  }
+
+  /** A number as the bulk string of String(n). */
+  numberArg(n: number): void {
+    if (Number.isSafeInteger(n)) this.integerArg(n);
+    else this.string(String(n));
   }
 
   /** The bytes written so far (a copy: the writer's buffer is reused), and a fresh start. */
@@ -108,8 +126,8 @@ export class RespWriter {
     this.len = 0;
   }
 
-  /** A safe integer as a bulk string: `$<digits>\r\n<n>\r\n`. */
-  private integer(n: number): void {
+  /** A safe integer as a bulk string: `$<digits>\r\n<n>\r\n` (numberArg for any other number). */
+  integerArg(n: number): void {
     this.reserve(48);
     if (n >= 0 && n < 10) {
       // One digit (a flag, a zero count, the number of keys: most of a call's numbers): `$1\r\n<d>\r\n`.
@@ -160,12 +178,29 @@ export class RespWriter {
   }
 
   /** Bytes as a bulk string. */
-  private bytes(b: Buffer): void {
+  bytesArg(b: Buffer): void {
     this.reserve(b.length + 24);
     this.lengthLine(b.length);
-    this.buf.set(b, this.len);
-    this.len += b.length;
+    this.copy(b);
     this.crlf();
+  }
+
+  /**
+   * Bytes as they are. Short ones (a model name, a key, a marker) a byte at a time:
+   * TypedArray#set is a builtin call of some 150 instructions before it copies anything.
+   */
+  private copy(b: Buffer): void {
+    const n = b.length;
+    this.reserve(n);
+    if (n > 64) {
+      this.buf.set(b, this.len);
+      this.len += n;
+      return;
+    }
+    const buf = this.buf;
+    let at = this.len;
+    for (let i = 0; i < n; i++) buf[at++] = b[i]!;
+    this.len = at;
   }
 
   /** A string as a bulk string of its UTF-8 bytes. */

@@ -69,15 +69,40 @@ test('RespWriter keeps commands in order across takes and growth, and clear() dr
   assert.deepEqual(w.take(), plain(['kept']));
 });
 
-test('RespWriter.scriptCall writes the bytes of the command of its arguments spread (encoded ones included)', () => {
+test('RespWriter.scriptCall writes the bytes of the command of its arguments spread (encoded ones and the written ones included)', () => {
   const sha = Buffer.from('c'.repeat(40));
   const keys = [Buffer.from('rc:{acct:7}:b'), Buffer.from('rc:{acct:7}:d:20417')];
+  const append = (w: RespWriter, args: readonly RespArg[]): void => w.appendArgs(args);
   for (const args of CASES) {
     const w = new RespWriter(8);
     const fixed: RespArg[] = [691200, 1e9, 1e11, 1e15];
-    w.scriptCall(Buffer.from('EVALSHA'), sha, keys, encodeArgs(fixed), args);
-    w.scriptCall(Buffer.from('EVALSHA'), sha, [], encodeArgs([]), args);
+    w.scriptCall(Buffer.from('EVALSHA'), sha, keys, encodeArgs(fixed), args.length, append, args);
+    w.scriptCall(Buffer.from('EVALSHA'), sha, [], encodeArgs([]), args.length, append, args);
     const expected = Buffer.concat([plain(['EVALSHA', sha, 2, ...keys, ...fixed, ...args]), plain(['EVALSHA', sha, 0, ...args])]);
     assert.deepEqual(w.take(), expected, JSON.stringify(args));
   }
+});
+
+test('the typed argument writers write what command() writes for the same values', () => {
+  // What the gate store writes a batch's calls with: numbers, bytes (short ones copied a byte at
+  // a time, long ones in one call), and arguments encoded before.
+  const numbers = CASES.flat().filter((a): a is number => typeof a === 'number');
+  const bytes = [
+    Buffer.alloc(0),
+    Buffer.from('a'),
+    Buffer.from('sim-chat'),
+    Buffer.alloc(64, 0x62),
+    Buffer.alloc(65, 0x63),
+    Buffer.from([0, 0xff, 0x0d, 0x0a]),
+  ];
+  const encoded = encodeArgs(['a', '', 7]);
+  const w = new RespWriter(8);
+  for (const n of numbers) w.numberArg(n);
+  for (const n of numbers) if (Number.isSafeInteger(n)) w.integerArg(n);
+  for (const b of bytes) w.bytesArg(b);
+  w.encodedArgs(encoded);
+  const args: RespArg[] = [...numbers, ...numbers.filter((n) => Number.isSafeInteger(n)), ...bytes, 'a', '', 7];
+  // plain() of the same values, without its `*<n>` line.
+  const all = plain(args);
+  assert.deepEqual(w.take(), all.subarray(all.indexOf('\r\n') + 2));
 });
