@@ -139,8 +139,8 @@ export interface GateRedis {
     count: number,
     more: (w: RespWriter, ctx: C) => void,
     ctx: C,
-    onReply: (reply: unknown) => void,
-    onError: (err: Error) => void,
+    onReply: (reply: unknown, ctx: C) => void,
+    onError: (err: Error, ctx: C) => void,
   ): void;
   eval(script: string, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
   script(subcommand: 'LOAD', source: string): Promise<unknown>;
@@ -181,6 +181,8 @@ export class RedisGateStore implements GateStore {
   private readonly timeoutTask = () => this.timeouts();
   private readonly expireTask = () => this.expire();
   private readonly writeCallsTask = (w: RespWriter, b: Batch) => this.writeCalls(w, b);
+  private readonly answeredTask = (reply: unknown, b: Batch) => this.answered(reply, b);
+  private readonly failedTask = (err: Error, b: Batch) => this.scriptFailed(err, b);
   private readonly accountKeys = new Map<number, AccountKeys>();
   private readonly modelNames = new Map<string, Buffer>();
   private readonly onReady = () => this.whenReady();
@@ -381,11 +383,7 @@ export class RedisGateStore implements GateStore {
       // (While an expiry is queued it re-arms the timer for the first deadline left.)
       if (this.timer === undefined && !this.expiryQueued) this.timer = setTimeout(this.timeoutTask, this.timeoutMs).unref();
     }
-    this.run(
-      b,
-      (reply) => this.answered(b, reply),
-      (err) => this.refused(b, err),
-    );
+    this.run(b);
   }
 
   /**
@@ -436,7 +434,7 @@ export class RedisGateStore implements GateStore {
     for (let k = 0; k < b.admissions.length; k++) b.admissions[k]!.reject(err);
   }
 
-  private answered(b: Batch, reply: unknown): void {
+  private answered(reply: unknown, b: Batch): void {
     const admissions = b.admissions;
     const outcomes = toOutcomes(reply, admissions.length);
     if (b.abandoned) {
@@ -470,17 +468,28 @@ export class RedisGateStore implements GateStore {
   }
 
   /** The batch's script call: EVALSHA, then EVAL when Redis does not have the script (NOSCRIPT). */
-  private run(b: Batch, onReply: (reply: unknown) => void, onError: (err: Error) => void): void {
+  private run(b: Batch): void {
     counters.redisCalls++;
-    const keys = b.keys;
-    const retry = (err: unknown): void => {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) return onError(asError(err));
-      counters.redisCalls++;
-      // Also caches the script in Redis.
-      this.redis.eval(GATE.src, 2, ...keys, ...limitValues(b.limits), ...this.callValues(b)).then(onReply, (e: unknown) => onError(asError(e)));
-    };
-    if (this.redis.evalshaThen) this.redis.evalshaThen(GATE.sha, keys, b.limitArgs, b.order.length * CALL_LENGTH, this.writeCallsTask, b, onReply, retry);
-    else this.redis.evalsha(GATE.sha, 2, ...keys, ...limitValues(b.limits), ...this.callValues(b)).then(onReply, retry);
+    const redis = this.redis;
+    // Through functions made once, with the batch as their context: no closures per batch.
+    if (redis.evalshaThen)
+      redis.evalshaThen(GATE.sha, b.keys, b.limitArgs, b.order.length * CALL_LENGTH, this.writeCallsTask, b, this.answeredTask, this.failedTask);
+    else
+      redis.evalsha(GATE.sha, 2, ...b.keys, ...limitValues(b.limits), ...this.callValues(b)).then(
+        (reply) => this.answered(reply, b),
+        (err: unknown) => this.scriptFailed(asError(err), b),
+      );
+  }
+
+  /** The batch's EVALSHA failed: EVAL when Redis did not have the script, else the batch failed. */
+  private scriptFailed(err: Error, b: Batch): void {
+    if (!err.message.startsWith('NOSCRIPT')) return this.refused(b, err);
+    counters.redisCalls++;
+    // Also caches the script in Redis.
+    this.redis.eval(GATE.src, 2, ...b.keys, ...limitValues(b.limits), ...this.callValues(b)).then(
+      (reply) => this.answered(reply, b),
+      (e: unknown) => this.refused(b, asError(e)),
+    );
   }
 
   /**

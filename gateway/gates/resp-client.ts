@@ -32,9 +32,11 @@ export interface RespClientOptions {
   retryDelayMs?: (attempt: number) => number;
 }
 
+/** A command sent and not yet answered: its reply or error goes to resolve or reject, with `ctx`. */
 interface Pending {
-  resolve(value: unknown): void;
-  reject(err: Error): void;
+  resolve(value: unknown, ctx: unknown): void;
+  reject(err: Error, ctx: unknown): void;
+  ctx: unknown;
 }
 
 const EVALSHA = Buffer.from('EVALSHA');
@@ -85,9 +87,9 @@ export class RespClient extends EventEmitter {
 
   /**
    * EVALSHA of `keys`, then `fixed` (arguments encoded once), then `count` arguments that
-   * `more(writer, ctx)` appends, answered through callbacks (one is called, once): what the gate
-   * store sends every batch, written straight from the batch, without evalsha()'s argument array
-   * and promise.
+   * `more(writer, ctx)` appends, answered through `onReply(reply, ctx)` or `onError(err, ctx)`
+   * (one is called, once): what the gate store sends every batch, written straight from the
+   * batch, without evalsha()'s argument array and promise, and with functions it made once.
    */
   evalshaThen<C>(
     sha: Buffer,
@@ -96,17 +98,17 @@ export class RespClient extends EventEmitter {
     count: number,
     more: (w: RespWriter, ctx: C) => void,
     ctx: C,
-    onReply: (reply: unknown) => void,
-    onError: (err: Error) => void,
+    onReply: (reply: unknown, ctx: C) => void,
+    onError: (err: Error, ctx: C) => void,
   ): void {
     if (this.status !== 'ready') {
       const err = new Error(`Redis connection is ${this.status}`);
-      queueMicrotask(() => onError(err)); // later, as evalsha()'s rejection would be
+      queueMicrotask(() => onError(err, ctx)); // later, as evalsha()'s rejection would be
       return;
     }
     this.out.scriptCall(EVALSHA, sha, keys, fixed, count, more, ctx);
     this.scheduleFlush();
-    this.inFlight.push({ resolve: onReply, reject: onError });
+    this.inFlight.push({ resolve: onReply as Pending['resolve'], reject: onError as Pending['reject'], ctx });
   }
 
   eval(script: string, numkeys: number, ...args: RespArg[]): Promise<unknown> {
@@ -152,7 +154,7 @@ export class RespClient extends EventEmitter {
   private send(args: readonly RespArg[]): Promise<unknown> {
     this.out.command(args);
     this.scheduleFlush();
-    return new Promise((resolve, reject) => this.inFlight.push({ resolve, reject }));
+    return new Promise((resolve, reject) => this.inFlight.push({ resolve, reject, ctx: undefined }));
   }
 
   private scheduleFlush(): void {
@@ -188,7 +190,7 @@ export class RespClient extends EventEmitter {
     socket.setNoDelay(true);
     socket.setTimeout(this.connectTimeoutMs, () => socket.destroy(new Error(`Redis did not accept a connection within ${this.connectTimeoutMs} ms`)));
     socket.once(protocol === 'rediss:' ? 'secureConnect' : 'connect', () => this.onConnect(socket));
-    if (protocol === 'rediss:') socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    if (protocol === 'rediss:') socket.on('data', (chunk: Buffer) => this.onData(chunk, chunk.length, false));
     // Like ioredis, errors are events; without a listener they are dropped, not thrown.
     socket.on('error', (err) => {
       if (this.listenerCount('error') > 0) this.emit('error', err);
@@ -224,7 +226,7 @@ export class RespClient extends EventEmitter {
     const lost = this.inFlight.splice(0);
     const wasEnded = this.status === 'end';
     if (!wasEnded) this.status = 'reconnecting';
-    for (const p of lost) p.reject(new Error('Redis connection closed'));
+    for (const p of lost) p.reject(new Error('Redis connection closed'), p.ctx);
     this.emit('close');
     if (wasEnded) return;
     this.retryTimer = setTimeout(
@@ -243,19 +245,25 @@ export class RespClient extends EventEmitter {
    * copied out as numbers and strings); only an unfinished reply is copied, to wait for the rest.
    */
   private onRead(socket: net.Socket, n: number): true {
-    if (this.socket === socket) this.onData(READ_BUFFER.subarray(0, n), true);
+    if (this.socket === socket) this.onData(READ_BUFFER, n, true);
     return true;
   }
 
-  private onData(chunk: Buffer, shared = false): void {
+  /**
+   * Answers the commands whose replies are in chunk[0, length) (no subarray per read: a Buffer
+   * made is some 500 instructions); `shared`: the chunk is READ_BUFFER, which the next read reuses.
+   */
+  private onData(chunk: Buffer, length: number, shared: boolean): void {
     let buf = chunk;
+    let end = length;
     if (this.rest) {
-      buf = Buffer.concat([this.rest, chunk]);
+      buf = Buffer.concat([this.rest, chunk.subarray(0, length)]);
+      end = buf.length;
       this.rest = undefined;
     }
     let pos = 0;
-    while (pos < buf.length) {
-      const reply = parseReply(buf, pos);
+    while (pos < end) {
+      const reply = parseReply(buf, pos, end);
       if (reply === INCOMPLETE) break;
       pos = parsedTo;
       const pending = reply === MALFORMED ? undefined : this.inFlight.shift();
@@ -264,10 +272,10 @@ export class RespClient extends EventEmitter {
         this.socket?.destroy(new Error('Unexpected bytes from Redis'));
         return;
       }
-      if (reply instanceof ReplyError) pending.reject(reply);
-      else pending.resolve(reply);
+      if (reply instanceof ReplyError) pending.reject(reply, pending.ctx);
+      else pending.resolve(reply, pending.ctx);
     }
-    if (pos < buf.length) this.rest = shared && buf === chunk ? Buffer.from(buf.subarray(pos)) : buf.subarray(pos);
+    if (pos < end) this.rest = shared && buf === chunk ? Buffer.from(buf.subarray(pos, end)) : buf.subarray(pos, end);
   }
 }
 
@@ -275,14 +283,14 @@ export class RespClient extends EventEmitter {
 let parsedTo = 0;
 
 /**
- * One RESP2 reply starting at `pos`: a number, a string, null, an array of replies, or a
- * ReplyError; INCOMPLETE when its bytes have not all arrived, MALFORMED when they are not
- * RESP. Sets parsedTo past it.
+ * One RESP2 reply starting at `pos` in the bytes before `end`: a number, a string, null, an
+ * array of replies, or a ReplyError; INCOMPLETE when its bytes have not all arrived, MALFORMED
+ * when they are not RESP. Sets parsedTo past it.
  */
-export function parseReply(buf: Buffer, pos: number): unknown {
-  if (pos >= buf.length) return INCOMPLETE;
+export function parseReply(buf: Buffer, pos: number, end = buf.length): unknown {
+  if (pos >= end) return INCOMPLETE;
   const type = buf[pos];
-  const cr = lineEnd(buf, pos + 1);
+  const cr = lineEnd(buf, pos + 1, end);
   if (cr < 0) return cr === LINE_INCOMPLETE ? INCOMPLETE : MALFORMED;
   const next = cr + 2; // past the CRLF
   switch (type) {
@@ -309,15 +317,15 @@ export function parseReply(buf: Buffer, pos: number): unknown {
         return null;
       }
       if (type === 0x24) {
-        const end = next + n;
-        if (end + 2 > buf.length) return INCOMPLETE;
-        parsedTo = end + 2;
-        return buf.toString('utf8', next, end);
+        const last = next + n;
+        if (last + 2 > end) return INCOMPLETE;
+        parsedTo = last + 2;
+        return buf.toString('utf8', next, last);
       }
       const items: unknown[] = new Array(n);
       let at = next;
       for (let i = 0; i < n; i++) {
-        const item = parseReply(buf, at);
+        const item = parseReply(buf, at, end);
         if (item === INCOMPLETE || item === MALFORMED) return item;
         items[i] = item;
         at = parsedTo;
@@ -341,12 +349,11 @@ const LINE_MALFORMED = -2;
  * (a count, an integer of the gate script's reply) and each indexOf is a call into C++ of some
  * 300 instructions, one per element of a reply.
  */
-function lineEnd(buf: Buffer, from: number): number {
-  const length = buf.length;
-  for (let i = from; i < length; i++) {
+function lineEnd(buf: Buffer, from: number, end: number): number {
+  for (let i = from; i < end; i++) {
     const c = buf[i];
     if (c === 0x0d) {
-      if (i + 1 === length) return LINE_INCOMPLETE;
+      if (i + 1 === end) return LINE_INCOMPLETE;
       return buf[i + 1] === 0x0a ? i : LINE_MALFORMED;
     }
     if (c === 0x0a) return LINE_MALFORMED;

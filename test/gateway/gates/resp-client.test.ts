@@ -36,6 +36,10 @@ test('parseReply reads each RESP2 type, and waits for a reply split anywhere', (
       assert.equal(parseReply(Buffer.concat([Buffer.from(':1\r\n'), full.subarray(0, n)]), 4), INCOMPLETE, `${JSON.stringify(bytes)} cut at ${n}, at 4`);
     }
     assert.deepEqual(parseReply(Buffer.concat([full, full]), full.length), value, `${JSON.stringify(bytes)} at ${full.length}`);
+    // Read from a larger buffer whose bytes past `end` are not the reply's (the shared read buffer).
+    const spare = Buffer.concat([full, Buffer.from('\r\n:9\r\n$5\r\n')]);
+    assert.deepEqual(parseReply(spare, 0, full.length), value);
+    for (let n = 0; n < full.length; n++) assert.equal(parseReply(spare, 0, n), INCOMPLETE, `${JSON.stringify(bytes)} ending at ${n}`);
   }
   // The gate script's reply: 8 integers per admission, some negative, one of 15 digits.
   const outcome = [0, 0, 599, -42, 100, 123_456_789_012_345, -1, 1024];
