@@ -34,10 +34,12 @@ interface Script {
 const script = (src: string): Script => ({ src, sha: Buffer.from(createHash('sha1').update(src).digest('hex'), 'latin1') });
 
 /**
- * The arguments every call of one account or model repeats, as bytes made once: the account's
- * two keys (the day's key made anew when the day changes) and model names. The client copies them
- * as they are instead of encoding the same strings on every request. Bounded: past this many
- * entries a map starts over.
+ * The arguments every call of one account or model repeats, as bytes made once: a batch's head
+ * (EVALSHA, the sha, the account's two keys, the day TTL and the account's limits; made anew when
+ * the day or the limits change) and each model's first values of a call. The client copies them
+ * as they are (one TypedArray#set, some 300 instructions, where writing bytes one at a time costs
+ * V8 some 30 instructions each) instead of encoding the same values on every request. Bounded:
+ * past this many entries a map starts over.
  */
 const MAX_CACHED = 100_000;
 interface AccountKeys {
@@ -46,27 +48,31 @@ interface AccountKeys {
   dayKey: Buffer;
   /** [bucket, dayKey]: the script call's KEYS. */
   keys: Buffer[];
-  /** The limits of the account's last batch and, encoded, the day TTL and those limits (a batch's first arguments). */
+  /** The limits of the account's last batch (undefined: none yet, or the day changed since) and its head under them. */
   limits: Limits | undefined;
-  limitArgs: EncodedArgs;
+  head: EncodedArgs;
+}
+
+/** A model's first values of each kind of call (scripts.ts: marker, model, now), encoded. */
+interface CallPrefixes {
+  /** `a`, the model: `now` follows (a clock given to the gate). */
+  admission: EncodedArgs;
+  /** `a`, the model, an empty `now` (Redis TIME). */
+  admissionAtRedisTime: EncodedArgs;
+  reconciliation: EncodedArgs;
+  reconciliationAtRedisTime: EncodedArgs;
 }
 const GATE = script(GATE_SCRIPT);
 /** Batch.order's entries. */
 const ADMIT = 0;
 const SETTLE = 1;
-/**
- * The script's markers of an admission and a reconciliation (the first of a call's values), and
- * with them an empty `now` (Redis TIME): the first two values of a call, encoded once.
- */
+/** The script's markers of an admission and a reconciliation (the first of a call's values). */
 const ADMISSION = 'a';
 const RECONCILIATION = 's';
-const ADMISSION_AT_REDIS_TIME = encodeArgs([ADMISSION, '']);
-const RECONCILIATION_AT_REDIS_TIME = encodeArgs([RECONCILIATION, '']);
-const ADMISSION_MARKER = encodeArgs([ADMISSION]);
-const RECONCILIATION_MARKER = encodeArgs([RECONCILIATION]);
 /** Values per admission and per reconciliation (scripts.ts). */
 const CALL_LENGTH = 8;
 const NO_ARGS: EncodedArgs = { bytes: Buffer.alloc(0), count: 0 };
+const EVALSHA = Buffer.from('EVALSHA');
 /** Numbers the script returns per admission. */
 const OUTCOME_LENGTH = 8;
 
@@ -87,11 +93,12 @@ interface Batch {
   day: number;
   limits: Limits;
   /**
-   * ARGV: the day's TTL and the account's three limits (encoded: limitArgs), then each call's
+   * The command's head: EVALSHA, the sha, the keys, then ARGV: the day's TTL and the account's
+   * three limits (all encoded once: head), then each call's
    * values, in the order they were made (`order`), written from `admissions` and `settles` when
    * the batch is sent (writeCalls).
    */
-  limitArgs: EncodedArgs;
+  head: EncodedArgs;
   /** ADMIT or SETTLE per call, in the order made. */
   order: number[];
   admissions: PendingAdmission[];
@@ -129,13 +136,12 @@ export interface GateRedis {
   /** Numbers go as their decimal strings (String(n)) and Buffers as their bytes, as both clients send them. */
   evalsha(sha: string | Buffer, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
   /**
-   * The same as evalsha(sha, keys.length, ...keys, ...fixed's arguments, ...the `count` arguments
-   * `more` writes), through callbacks (RespClient); used when present.
+   * The command whose first arguments are `head` (encoded once), followed by the `count`
+   * arguments `more` writes, answered through callbacks with `ctx` (RespClient); used when
+   * present, with head = EVALSHA, the sha, the keys and the day TTL and limits.
    */
-  evalshaThen?<C>(
-    sha: Buffer,
-    keys: readonly ScriptArg[],
-    fixed: EncodedArgs,
+  commandThen?<C>(
+    head: EncodedArgs,
     count: number,
     more: (w: RespWriter, ctx: C) => void,
     ctx: C,
@@ -184,7 +190,7 @@ export class RedisGateStore implements GateStore {
   private readonly answeredTask = (reply: unknown, b: Batch) => this.answered(reply, b);
   private readonly failedTask = (err: Error, b: Batch) => this.scriptFailed(err, b);
   private readonly accountKeys = new Map<number, AccountKeys>();
-  private readonly modelNames = new Map<string, Buffer>();
+  private readonly models = new Map<string, CallPrefixes>();
   private readonly onReady = () => this.whenReady();
   private readonly onClose = () => this.setUp(false, 'connection closed');
 
@@ -226,25 +232,31 @@ export class RedisGateStore implements GateStore {
       if (this.accountKeys.size >= MAX_CACHED) this.accountKeys.clear();
       const bucket = Buffer.from(this.bucketKey(accountId));
       const dayKey = Buffer.from(this.dayKey(accountId, day));
-      k = { bucket, day, dayKey, keys: [bucket, dayKey], limits: undefined, limitArgs: NO_ARGS };
+      k = { bucket, day, dayKey, keys: [bucket, dayKey], limits: undefined, head: NO_ARGS };
       this.accountKeys.set(accountId, k);
     } else if (k.day !== day) {
       k.day = day;
       k.dayKey = Buffer.from(this.dayKey(accountId, day));
       k.keys = [k.bucket, k.dayKey];
+      k.limits = undefined; // the head holds the day's key
     }
     return k;
   }
 
-  /** A model name as bytes (made once per name). */
-  private modelName(model: string): Buffer {
-    let b = this.modelNames.get(model);
-    if (b === undefined) {
-      if (this.modelNames.size >= MAX_CACHED) this.modelNames.clear();
-      b = Buffer.from(model);
-      this.modelNames.set(model, b);
+  /** A model's first values of a call, as bytes (made once per model). */
+  private prefixesOf(model: string): CallPrefixes {
+    let p = this.models.get(model);
+    if (p === undefined) {
+      if (this.models.size >= MAX_CACHED) this.models.clear();
+      p = {
+        admission: encodeArgs([ADMISSION, model]),
+        admissionAtRedisTime: encodeArgs([ADMISSION, model, '']),
+        reconciliation: encodeArgs([RECONCILIATION, model]),
+        reconciliationAtRedisTime: encodeArgs([RECONCILIATION, model, '']),
+      };
+      this.models.set(model, p);
     }
-    return b;
+    return p;
   }
 
   /**
@@ -343,13 +355,13 @@ export class RedisGateStore implements GateStore {
     const keys = this.keysOf(accountId, day);
     if (keys.limits === undefined || !sameLimits(keys.limits, limits)) {
       keys.limits = limits;
-      keys.limitArgs = encodeArgs(limitValues(limits));
+      keys.head = encodeArgs([EVALSHA, GATE.sha, keys.keys.length, ...keys.keys, ...limitValues(limits)]);
     }
     b = {
       keys: keys.keys,
       day,
       limits,
-      limitArgs: keys.limitArgs,
+      head: keys.head,
       order: [],
       admissions: [],
       settles: [],
@@ -472,8 +484,7 @@ export class RedisGateStore implements GateStore {
     counters.redisCalls++;
     const redis = this.redis;
     // Through functions made once, with the batch as their context: no closures per batch.
-    if (redis.evalshaThen)
-      redis.evalshaThen(GATE.sha, b.keys, b.limitArgs, b.order.length * CALL_LENGTH, this.writeCallsTask, b, this.answeredTask, this.failedTask);
+    if (redis.commandThen) redis.commandThen(b.head, b.order.length * CALL_LENGTH, this.writeCallsTask, b, this.answeredTask, this.failedTask);
     else
       redis.evalsha(GATE.sha, 2, ...b.keys, ...limitValues(b.limits), ...this.callValues(b)).then(
         (reply) => this.answered(reply, b),
@@ -502,28 +513,28 @@ export class RedisGateStore implements GateStore {
     for (let k = 0, a = 0, s = 0; k < order.length; k++) {
       if (order[k] === ADMIT) {
         const i = admissions[a++]!.input;
-        if (i.nowMs === undefined) w.encodedArgs(ADMISSION_AT_REDIS_TIME);
+        const p = this.prefixesOf(i.model);
+        if (i.nowMs === undefined) w.encodedArgs(p.admissionAtRedisTime);
         else {
-          w.encodedArgs(ADMISSION_MARKER);
+          w.encodedArgs(p.admission);
           w.numberArg(i.nowMs);
         }
         w.numberArg(i.estimate);
-        w.bytesArg(this.modelName(i.model));
         w.numberArg(i.msToNextDay);
         w.numberArg(i.input);
         w.integerArg(i.defaultOutput ? 1 : 0);
         w.numberArg(i.recountBelow);
       } else {
         const i = settles[s++]!;
-        if (i.nowMs === undefined) w.encodedArgs(RECONCILIATION_AT_REDIS_TIME);
+        const p = this.prefixesOf(i.model);
+        if (i.nowMs === undefined) w.encodedArgs(p.reconciliationAtRedisTime);
         else {
-          w.encodedArgs(RECONCILIATION_MARKER);
+          w.encodedArgs(p.reconciliation);
           w.numberArg(i.nowMs);
         }
         w.numberArg(i.estimate);
         w.numberArg(i.inputTokens);
         w.numberArg(i.outputTokens);
-        w.bytesArg(this.modelName(i.model));
         w.numberArg(i.cachedTokens);
         w.numberArg(i.hour);
       }
@@ -537,10 +548,10 @@ export class RedisGateStore implements GateStore {
     for (let k = 0, a = 0, s = 0; k < order.length; k++) {
       if (order[k] === ADMIT) {
         const i = admissions[a++]!.input;
-        out.push(ADMISSION, i.nowMs ?? '', i.estimate, i.model, i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
+        out.push(ADMISSION, i.model, i.nowMs ?? '', i.estimate, i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
       } else {
         const i = settles[s++]!;
-        out.push(RECONCILIATION, i.nowMs ?? '', i.estimate, i.inputTokens, i.outputTokens, i.model, i.cachedTokens, i.hour);
+        out.push(RECONCILIATION, i.model, i.nowMs ?? '', i.estimate, i.inputTokens, i.outputTokens, i.cachedTokens, i.hour);
       }
     }
     return out;

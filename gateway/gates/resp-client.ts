@@ -39,8 +39,6 @@ interface Pending {
   ctx: unknown;
 }
 
-const EVALSHA = Buffer.from('EVALSHA');
-
 /**
  * Plain TCP connections read into this one buffer (net's `onread`), shared by all clients: reads
  * run one at a time and each is parsed before the next. Node's default read path allocates 64 KiB
@@ -86,15 +84,14 @@ export class RespClient extends EventEmitter {
   }
 
   /**
-   * EVALSHA of `keys`, then `fixed` (arguments encoded once), then `count` arguments that
+   * The command made of `head` (arguments encoded once) and `count` arguments that
    * `more(writer, ctx)` appends, answered through `onReply(reply, ctx)` or `onError(err, ctx)`
-   * (one is called, once): what the gate store sends every batch, written straight from the
-   * batch, without evalsha()'s argument array and promise, and with functions it made once.
+   * (one is called, once): the gate store's script call of a batch (head: EVALSHA, the sha, the
+   * keys, the limits), written straight from the batch, without evalsha()'s argument array and
+   * promise, and with functions it made once.
    */
-  evalshaThen<C>(
-    sha: Buffer,
-    keys: readonly RespArg[],
-    fixed: EncodedArgs,
+  commandThen<C>(
+    head: EncodedArgs,
     count: number,
     more: (w: RespWriter, ctx: C) => void,
     ctx: C,
@@ -106,7 +103,7 @@ export class RespClient extends EventEmitter {
       queueMicrotask(() => onError(err, ctx)); // later, as evalsha()'s rejection would be
       return;
     }
-    this.out.scriptCall(EVALSHA, sha, keys, fixed, count, more, ctx);
+    this.out.commandOf(head, count, more, ctx);
     this.scheduleFlush();
     this.inFlight.push({ resolve: onReply as Pending['resolve'], reject: onError as Pending['reject'], ctx });
   }

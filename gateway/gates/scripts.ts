@@ -17,16 +17,19 @@
  *
  * ARGV[1]: the day hash's TTL in seconds; ARGV[2..4]: the account's rpm, tpm and dailyTokens
  * (the store starts another call when they change); then the calls, in order:
- * - admission (8 values): 'a', now ('' = Redis TIME), estimate, model, msToNextDay, input (-1:
+ * - admission (8 values): 'a', model, now ('' = Redis TIME), estimate, msToNextDay, input (-1:
  *   not split), defaultOutput (0/1), recountBelow (0: decide on the input; else the input is a
  *   bound, and a bound that bites answers gate 4, Recount, consuming nothing);
- * - reconciliation (8 values): 's', now, estimate, inputTokens, outputTokens, model,
+ * - reconciliation (8 values): 's', model, now, estimate, inputTokens, outputTokens,
  *   cachedTokens, hour. It refunds (or charges) the token bucket by estimate - (input + output),
  *   releases the reservation from the day and adds the real usage, also to the admission hour's
  *   counters (`ht:<hour>:<model>` tokens, `hn:<hour>:<model>` finished requests).
  *
  * Returns 8 numbers per admission, in order: gate, waitMs, remainingRequests, remainingTokens,
  * resetRequestsMs, resetTokensMs, maxOutput, estimate.
+ *
+ * (The marker, the model and an empty `now` come first, together: the store writes them as
+ * bytes it made once per model, redis-store.ts `CallPrefixes`.)
  */
 export const GATE_SCRIPT = `
 local S = 60000
@@ -74,7 +77,8 @@ local function refill(now)
 end
 local i = 5
 while i <= #ARGV do
-  local now = tonumber(ARGV[i + 1])
+  local model = ARGV[i + 1]
+  local now = tonumber(ARGV[i + 2])
   if not now then
     if not clock then
       local tm = redis.call('TIME')
@@ -84,8 +88,7 @@ while i <= #ARGV do
   end
   if ARGV[i] == 'a' then
     refill(now)
-    local est = tonumber(ARGV[i + 2])
-    local model = ARGV[i + 3]
+    local est = tonumber(ARGV[i + 3])
     local toNextDay = tonumber(ARGV[i + 4])
     local input = tonumber(ARGV[i + 5])
     local defaultOutput = ARGV[i + 6]
@@ -152,10 +155,9 @@ while i <= #ARGV do
     out[n + 7] = maxOut
     out[n + 8] = est
   else
-    local est = tonumber(ARGV[i + 2])
-    local input = tonumber(ARGV[i + 3])
-    local output = tonumber(ARGV[i + 4])
-    local model = ARGV[i + 5]
+    local est = tonumber(ARGV[i + 3])
+    local input = tonumber(ARGV[i + 4])
+    local output = tonumber(ARGV[i + 5])
     local cached = tonumber(ARGV[i + 6]) or 0
     local hour = ARGV[i + 7]
     i = i + 8

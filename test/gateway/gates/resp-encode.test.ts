@@ -69,16 +69,16 @@ test('RespWriter keeps commands in order across takes and growth, and clear() dr
   assert.deepEqual(w.take(), plain(['kept']));
 });
 
-test('RespWriter.scriptCall writes the bytes of the command of its arguments spread (encoded ones and the written ones included)', () => {
+test('RespWriter.commandOf writes the bytes of the command of its head and the arguments written after it', () => {
   const sha = Buffer.from('c'.repeat(40));
   const keys = [Buffer.from('rc:{acct:7}:b'), Buffer.from('rc:{acct:7}:d:20417')];
   const append = (w: RespWriter, args: readonly RespArg[]): void => w.appendArgs(args);
   for (const args of CASES) {
     const w = new RespWriter(8);
-    const fixed: RespArg[] = [691200, 1e9, 1e11, 1e15];
-    w.scriptCall(Buffer.from('EVALSHA'), sha, keys, encodeArgs(fixed), args.length, append, args);
-    w.scriptCall(Buffer.from('EVALSHA'), sha, [], encodeArgs([]), args.length, append, args);
-    const expected = Buffer.concat([plain(['EVALSHA', sha, 2, ...keys, ...fixed, ...args]), plain(['EVALSHA', sha, 0, ...args])]);
+    const head: RespArg[] = ['EVALSHA', sha, 2, ...keys, 691200, 1e9, 1e11, 1e15];
+    w.commandOf(encodeArgs(head), args.length, append, args);
+    w.commandOf(encodeArgs([]), args.length, append, args);
+    const expected = Buffer.concat([plain([...head, ...args]), plain(args)]);
     assert.deepEqual(w.take(), expected, JSON.stringify(args));
   }
 });
