@@ -285,44 +285,49 @@ let parsedTo = 0;
  * when they are not RESP. Sets parsedTo past it.
  */
 export function parseReply(buf: Buffer, pos: number, end = buf.length): unknown {
+  return replyAt(buf, bytesOf(buf), pos, end);
+}
+
+/**
+ * parseReply, reading single bytes through `bytes`, a plain Uint8Array over `buf`: under
+ * callgrind V8 counts a byte read from a Buffer (a Uint8Array subclass) about a third dearer,
+ * and a reply is read a byte at a time (a script reply is 8 integers per admission).
+ */
+function replyAt(buf: Buffer, bytes: Uint8Array, pos: number, end: number): unknown {
   if (pos >= end) return INCOMPLETE;
-  const type = buf[pos];
-  const cr = lineEnd(buf, pos + 1, end);
-  if (cr < 0) return cr === LINE_INCOMPLETE ? INCOMPLETE : MALFORMED;
-  const next = cr + 2; // past the CRLF
-  switch (type) {
-    case 0x3a: {
-      // ':' integer
-      const n = integerAt(buf, pos + 1, cr);
-      if (Number.isNaN(n)) return MALFORMED;
-      parsedTo = next;
-      return n;
-    }
+  switch (bytes[pos]) {
+    case 0x3a: // ':' integer
+      return integerLine(bytes, pos + 1, end);
     case 0x2b: // '+' simple string
-      parsedTo = next;
-      return buf.toString('utf8', pos + 1, cr);
-    case 0x2d: // '-' error
-      parsedTo = next;
-      return new ReplyError(buf.toString('utf8', pos + 1, cr));
-    case 0x24: // '$' bulk string: $<length>\r\n<bytes>\r\n
+    case 0x2d: {
+      // '-' error
+      const cr = lineEnd(bytes, pos + 1, end);
+      if (cr < 0) return cr === LINE_INCOMPLETE ? INCOMPLETE : MALFORMED;
+      parsedTo = cr + 2;
+      const text = buf.toString('utf8', pos + 1, cr);
+      return bytes[pos] === 0x2b ? text : new ReplyError(text);
+    }
+    case 0x24: {
+      // '$' bulk string: $<length>\r\n<bytes>\r\n; nil with a length of -1
+      const n = integerLine(bytes, pos + 1, end);
+      if (typeof n !== 'number') return n;
+      if (n < 0) return null;
+      const start = parsedTo;
+      const last = start + n;
+      if (last + 2 > end) return INCOMPLETE;
+      parsedTo = last + 2;
+      return buf.toString('utf8', start, last);
+    }
     case 0x2a: {
-      // '*' array: *<count>\r\n then each element. Both are nil with a length of -1.
-      const n = integerAt(buf, pos + 1, cr);
-      if (Number.isNaN(n)) return MALFORMED;
-      if (n < 0) {
-        parsedTo = next;
-        return null;
-      }
-      if (type === 0x24) {
-        const last = next + n;
-        if (last + 2 > end) return INCOMPLETE;
-        parsedTo = last + 2;
-        return buf.toString('utf8', next, last);
-      }
+      // '*' array: *<count>\r\n then each element; nil with a count of -1
+      const n = integerLine(bytes, pos + 1, end);
+      if (typeof n !== 'number') return n;
+      if (n < 0) return null;
       const items: unknown[] = new Array(n);
-      let at = next;
+      let at = parsedTo;
       for (let i = 0; i < n; i++) {
-        const item = parseReply(buf, at, end);
+        // Integers (all of a script reply's elements) without the call through replyAt.
+        const item = at < end && bytes[at] === 0x3a ? integerLine(bytes, at + 1, end) : replyAt(buf, bytes, at, end);
         if (item === INCOMPLETE || item === MALFORMED) return item;
         items[i] = item;
         at = parsedTo;
@@ -335,43 +340,62 @@ export function parseReply(buf: Buffer, pos: number, end = buf.length): unknown 
   }
 }
 
+/**
+ * The (possibly negative) decimal integer from `from` to the line's CRLF, in one pass over its
+ * bytes; sets parsedTo past the CRLF. INCOMPLETE when the line has not all arrived, MALFORMED
+ * when it is not an integer and its CRLF.
+ */
+function integerLine(bytes: Uint8Array, from: number, end: number): number | symbol {
+  let i = from;
+  let sign = 1;
+  if (i < end && bytes[i] === 0x2d) {
+    sign = -1;
+    i++;
+  }
+  const first = i;
+  let n = 0;
+  for (; i < end; i++) {
+    const c = bytes[i]!;
+    if (c === 0x0d) {
+      if (i === first) return MALFORMED;
+      if (i + 1 === end) return INCOMPLETE;
+      if (bytes[i + 1] !== 0x0a) return MALFORMED;
+      parsedTo = i + 2;
+      return sign * n;
+    }
+    const d = c - 0x30;
+    if (d < 0 || d > 9) return MALFORMED; // a LF without its CR too
+    n = n * 10 + d;
+  }
+  return INCOMPLETE;
+}
+
 /** lineEnd(): the line's CRLF has not all arrived. */
 const LINE_INCOMPLETE = -1;
 /** lineEnd(): a LF without its CR, or a CR not followed by LF (neither is in a RESP line). */
 const LINE_MALFORMED = -2;
 
-/**
- * The index of the CR that ends the line going on at `from`, or LINE_INCOMPLETE or
- * LINE_MALFORMED. A loop over the bytes rather than Buffer#indexOf: a line here is a few bytes
- * (a count, an integer of the gate script's reply) and each indexOf is a call into C++ of some
- * 300 instructions, one per element of a reply.
- */
-function lineEnd(buf: Buffer, from: number, end: number): number {
+/** The index of the CR that ends the line going on at `from`, or LINE_INCOMPLETE or LINE_MALFORMED. */
+function lineEnd(bytes: Uint8Array, from: number, end: number): number {
   for (let i = from; i < end; i++) {
-    const c = buf[i];
+    const c = bytes[i];
     if (c === 0x0d) {
       if (i + 1 === end) return LINE_INCOMPLETE;
-      return buf[i + 1] === 0x0a ? i : LINE_MALFORMED;
+      return bytes[i + 1] === 0x0a ? i : LINE_MALFORMED;
     }
     if (c === 0x0a) return LINE_MALFORMED;
   }
   return LINE_INCOMPLETE;
 }
 
-/** The (possibly negative) decimal integer in buf[start, end); NaN when those bytes are not one. */
-function integerAt(buf: Buffer, start: number, end: number): number {
-  let i = start;
-  let sign = 1;
-  if (buf[i] === 0x2d) {
-    sign = -1;
-    i++;
+/** The last Buffer parsed and its bytes as a plain Uint8Array (READ_BUFFER's, read after read). */
+let viewed: Buffer | undefined;
+let viewedBytes: Uint8Array = new Uint8Array(0);
+
+function bytesOf(buf: Buffer): Uint8Array {
+  if (buf !== viewed) {
+    viewed = buf;
+    viewedBytes = new Uint8Array(buf.buffer, buf.byteOffset, buf.length);
   }
-  if (i >= end) return Number.NaN;
-  let n = 0;
-  for (; i < end; i++) {
-    const d = buf[i]! - 0x30;
-    if (d < 0 || d > 9) return Number.NaN;
-    n = n * 10 + d;
-  }
-  return sign * n;
+  return viewedBytes;
 }
