@@ -11,7 +11,7 @@ import { RcError } from '../../lib/errors.js';
 import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
-import { encodeArgs, type EncodedArgs, type RespWriter } from './resp-encode.js';
+import { encodeArgs, packed, type EncodedArgs, type RespWriter } from './resp-encode.js';
 import { GATE_SCRIPT } from './scripts.js';
 import type { Limits } from './limits.js';
 import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
@@ -69,8 +69,8 @@ const SETTLE = 1;
 /** The script's markers of an admission and a reconciliation (the first of a call's values). */
 const ADMISSION = 'a';
 const RECONCILIATION = 's';
-/** Values per admission and per reconciliation (scripts.ts). */
-const CALL_LENGTH = 8;
+/** Values per admission and per reconciliation (scripts.ts: marker, model, now, the packed numbers). */
+const CALL_LENGTH = 4;
 const NO_ARGS: EncodedArgs = { bytes: Buffer.alloc(0), count: 0 };
 const EVALSHA = Buffer.from('EVALSHA');
 /** Numbers the script returns per admission. */
@@ -519,11 +519,7 @@ export class RedisGateStore implements GateStore {
           w.encodedArgs(p.admission);
           w.numberArg(i.nowMs);
         }
-        w.numberArg(i.estimate);
-        w.numberArg(i.msToNextDay);
-        w.numberArg(i.input);
-        w.integerArg(i.defaultOutput ? 1 : 0);
-        w.numberArg(i.recountBelow);
+        w.packedArg(i.estimate, i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
       } else {
         const i = settles[s++]!;
         const p = this.prefixesOf(i.model);
@@ -532,11 +528,7 @@ export class RedisGateStore implements GateStore {
           w.encodedArgs(p.reconciliation);
           w.numberArg(i.nowMs);
         }
-        w.numberArg(i.estimate);
-        w.numberArg(i.inputTokens);
-        w.numberArg(i.outputTokens);
-        w.numberArg(i.cachedTokens);
-        w.numberArg(i.hour);
+        w.packedArg(i.estimate, i.inputTokens, i.outputTokens, i.cachedTokens, i.hour);
       }
     }
   }
@@ -548,10 +540,10 @@ export class RedisGateStore implements GateStore {
     for (let k = 0, a = 0, s = 0; k < order.length; k++) {
       if (order[k] === ADMIT) {
         const i = admissions[a++]!.input;
-        out.push(ADMISSION, i.model, i.nowMs ?? '', i.estimate, i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
+        out.push(ADMISSION, i.model, i.nowMs ?? '', packed(i.estimate, i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow));
       } else {
         const i = settles[s++]!;
-        out.push(RECONCILIATION, i.model, i.nowMs ?? '', i.estimate, i.inputTokens, i.outputTokens, i.cachedTokens, i.hour);
+        out.push(RECONCILIATION, i.model, i.nowMs ?? '', packed(i.estimate, i.inputTokens, i.outputTokens, i.cachedTokens, i.hour));
       }
     }
     return out;

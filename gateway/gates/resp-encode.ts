@@ -49,11 +49,14 @@ export class RespWriter {
    * digit 25 instructions against 40).
    */
   private bytes: Uint8Array;
+  /** The same bytes again, for packedArg's doubles. */
+  private data: DataView;
   private len = 0;
 
   constructor(initialBytes = 4096) {
     this.buf = Buffer.allocUnsafe(initialBytes);
     this.bytes = viewOf(this.buf);
+    this.data = dataOf(this.buf);
   }
 
   /** Bytes written and not yet taken. */
@@ -100,6 +103,27 @@ export class RespWriter {
     if (typeof a === 'number') this.numberArg(a);
     else if (typeof a === 'string') this.string(a);
     else this.bytesArg(a);
+  }
+
+  /**
+   * Five numbers as one bulk string of 40 bytes, little-endian doubles (packed(): the gate
+   * script reads them with struct.unpack('<ddddd')).
+   */
+  packedArg(a: number, b: number, c: number, d: number, e: number): void {
+    this.reserve(PACKED_HEAD.length + PACKED_BYTES + 2);
+    const bytes = this.bytes;
+    let at = this.len;
+    for (let i = 0; i < PACKED_HEAD.length; i++) bytes[at++] = PACKED_HEAD[i]!;
+    const data = this.data;
+    data.setFloat64(at, a, true);
+    data.setFloat64(at + 8, b, true);
+    data.setFloat64(at + 16, c, true);
+    data.setFloat64(at + 24, d, true);
+    data.setFloat64(at + 32, e, true);
+    at += PACKED_BYTES;
+    bytes[at++] = CR;
+    bytes[at++] = LF;
+    this.len = at;
   }
 
   /** A number as the bulk string of String(n). */
@@ -256,7 +280,27 @@ export class RespWriter {
     this.buf.copy(bigger, 0, 0, this.len);
     this.buf = bigger;
     this.bytes = viewOf(bigger);
+    this.data = dataOf(bigger);
   }
+}
+
+/** packedArg's value: five doubles, after their bulk string's length line. */
+const PACKED_BYTES = 40;
+const PACKED_HEAD = Uint8Array.from(Buffer.from(`$${PACKED_BYTES}\r\n`, 'latin1'));
+
+/** The value packedArg writes, as bytes (for clients that take arguments as values). */
+export function packed(a: number, b: number, c: number, d: number, e: number): Buffer {
+  const out = Buffer.allocUnsafe(PACKED_BYTES);
+  out.writeDoubleLE(a, 0);
+  out.writeDoubleLE(b, 8);
+  out.writeDoubleLE(c, 16);
+  out.writeDoubleLE(d, 24);
+  out.writeDoubleLE(e, 32);
+  return out;
+}
+
+function dataOf(b: Buffer): DataView {
+  return new DataView(b.buffer, b.byteOffset, b.length);
 }
 
 /** A Buffer's bytes as a plain Uint8Array. */

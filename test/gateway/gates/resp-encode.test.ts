@@ -4,7 +4,7 @@
 // copy starts over), numbers of every kind, bytes, and commands that outgrow the buffer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { encodeArgs, RespWriter, type RespArg } from '../../../gateway/gates/resp-encode.js';
+import { encodeArgs, packed, RespWriter, type RespArg } from '../../../gateway/gates/resp-encode.js';
 
 /** The reference: the command as one string, encoded as UTF-8. */
 function plain(args: readonly RespArg[]): Buffer {
@@ -105,4 +105,21 @@ test('the typed argument writers write what command() writes for the same values
   // plain() of the same values, without its `*<n>` line.
   const all = plain(args);
   assert.deepEqual(w.take(), all.subarray(all.indexOf('\r\n') + 2));
+});
+
+test('packedArg writes five numbers as the bulk string of their little-endian doubles, as packed() makes them', () => {
+  const values: [number, number, number, number, number][] = [
+    [0, 0, 0, 0, 0],
+    [1280, 45_678_901, -1, 1, 0],
+    [Number.MAX_SAFE_INTEGER, 1e15, -(2 ** 31), 23, 1e11],
+  ];
+  const w = new RespWriter(8); // grows on the way
+  for (const v of values) w.packedArg(...v);
+  const expected = values.map((v) => {
+    const b = Buffer.alloc(40);
+    for (const [i, n] of v.entries()) b.writeDoubleLE(n, i * 8);
+    assert.deepEqual(packed(...v), b);
+    return plain([b]).subarray(4); // without the `*1` line
+  });
+  assert.deepEqual(w.take(), Buffer.concat(expected));
 });
