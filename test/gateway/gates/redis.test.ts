@@ -86,6 +86,27 @@ test('admissions of one turn are decided in the order they were made', async (t)
 });
 
 for (const client of ['redis', 'resp'] as const)
+  test(`a turn of only reconciliations waits one loop iteration and goes with the next admissions (${client})`, async (t) => {
+    const g = await makeGate(t, client, { rpm: BIG, tpm: 100, daily: BIG });
+    if (!g) return;
+    const first = admitted(await g.gate.admit(req(6, 100)));
+    const calls = counters.redisCalls;
+    g.gate.settle(req(6, 100), first, { inputTokens: 10, outputTokens: 10 });
+    // Queued after the turn's write: the reconciliation was not in it.
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(counters.redisCalls, calls, 'held');
+    const next = admitted(await g.gate.admit(req(6, 80)));
+    assert.equal(counters.redisCalls - calls, 1, 'one script call for the reconciliation and the admission');
+    assert.equal(next.headers['x-ratelimit-remaining-tokens'], '0', 'the 80 tokens refunded first were there for it');
+    // Alone, a reconciliation still goes, a loop iteration later.
+    g.gate.settle(req(6, 80), next, { inputTokens: 30, outputTokens: 20 });
+    await waitFor(() => counters.redisCalls - calls === 2);
+    const u = await g.gate.readUsage(6);
+    assert.equal(u.tokens_used, 70);
+    assert.equal(u.tokens_reserved, 0);
+  });
+
+for (const client of ['redis', 'resp'] as const)
   test(`without a clock the buckets run on Redis TIME (${client})`, async (t) => {
     if (!(await redisAvailable(t))) return;
     const redis = await connectRedis();
