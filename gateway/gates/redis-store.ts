@@ -73,8 +73,8 @@ const RECONCILIATION = 's';
 const CALL_LENGTH = 4;
 const NO_ARGS: EncodedArgs = { bytes: Buffer.alloc(0), count: 0 };
 const EVALSHA = Buffer.from('EVALSHA');
-/** Numbers the script returns per admission. */
-const OUTCOME_LENGTH = 8;
+/** Bytes the script returns per admission: 8 doubles. */
+const OUTCOME_BYTES = 64;
 
 /** An admission waiting for its account's script call. */
 interface PendingAdmission {
@@ -133,12 +133,18 @@ export interface GateRedis {
   beforeWrite?(task: () => void): void;
   on(event: 'ready' | 'close', listener: () => void): unknown;
   off(event: 'ready' | 'close', listener: () => void): unknown;
-  /** Numbers go as their decimal strings (String(n)) and Buffers as their bytes, as both clients send them. */
-  evalsha(sha: string | Buffer, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
+  /**
+   * EVALSHA and EVAL answering bulk strings as Buffers (ioredis' Buffer variants of its commands):
+   * used when commandThen is not there. Numbers go as their decimal strings and Buffers as their
+   * bytes.
+   */
+  evalshaBuffer?(sha: string | Buffer, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
+  evalBuffer?(script: string, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
   /**
    * The command whose first arguments are `head` (encoded once), followed by the `count`
-   * arguments `more` writes, answered through callbacks with `ctx` (RespClient); used when
-   * present, with head = EVALSHA, the sha, the keys and the day TTL and limits.
+   * arguments `more` writes, answered through callbacks with `ctx`, a bulk string reply as its
+   * bytes (RespClient); used when present, with head = EVALSHA, the sha, the keys and the day
+   * TTL and limits (EVAL and the script after a NOSCRIPT).
    */
   commandThen?<C>(
     head: EncodedArgs,
@@ -148,7 +154,6 @@ export interface GateRedis {
     onReply: (reply: unknown, ctx: C) => void,
     onError: (err: Error, ctx: C) => void,
   ): void;
-  eval(script: string, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
   script(subcommand: 'LOAD', source: string): Promise<unknown>;
   hgetall(key: string): Promise<Record<string, string>>;
 }
@@ -194,6 +199,7 @@ export class RedisGateStore implements GateStore {
   private readonly writeCallsTask = (w: RespWriter, b: Batch) => this.writeCalls(w, b);
   private readonly answeredTask = (reply: unknown, b: Batch) => this.answered(reply, b);
   private readonly failedTask = (err: Error, b: Batch) => this.scriptFailed(err, b);
+  private readonly refusedTask = (err: Error, b: Batch) => this.refused(b, err);
   private readonly accountKeys = new Map<number, AccountKeys>();
   private readonly models = new Map<string, CallPrefixes>();
   private readonly onReady = () => this.whenReady();
@@ -205,6 +211,9 @@ export class RedisGateStore implements GateStore {
     options: RedisGateStoreOptions,
   ) {
     if (/[{}]/.test(options.prefix)) throw new RcError('RC_ERR_CONFIG', 'Gate key prefix must not contain braces (they delimit the hash tag)', 500);
+    if (!redis.commandThen && (typeof redis.evalshaBuffer !== 'function' || typeof redis.evalBuffer !== 'function')) {
+      throw new RcError('RC_ERR_CONFIG', 'The gate needs a RespClient or an ioredis client (evalshaBuffer, evalBuffer)', 500);
+    }
     this.prefix = options.prefix;
     this.timeoutMs = options.timeoutMs;
     this.onState = options.onState ?? (() => {});
@@ -514,7 +523,7 @@ export class RedisGateStore implements GateStore {
     // Through functions made once, with the batch as their context: no closures per batch.
     if (redis.commandThen) redis.commandThen(b.head, b.order.length * CALL_LENGTH, this.writeCallsTask, b, this.answeredTask, this.failedTask);
     else
-      redis.evalsha(GATE.sha, 2, ...b.keys, ...limitValues(b.limits), ...this.callValues(b)).then(
+      redis.evalshaBuffer!(GATE.sha, 2, ...b.keys, ...limitValues(b.limits), ...this.callValues(b)).then(
         (reply) => this.answered(reply, b),
         (err: unknown) => this.scriptFailed(asError(err), b),
       );
@@ -525,14 +534,19 @@ export class RedisGateStore implements GateStore {
     if (!err.message.startsWith('NOSCRIPT')) return this.refused(b, err);
     counters.redisCalls++;
     // Also caches the script in Redis.
-    this.redis.eval(GATE.src, 2, ...b.keys, ...limitValues(b.limits), ...this.callValues(b)).then(
-      (reply) => this.answered(reply, b),
-      (e: unknown) => this.refused(b, asError(e)),
-    );
+    const redis = this.redis;
+    if (redis.commandThen) {
+      const head = encodeArgs(['EVAL', GATE.src, b.keys.length, ...b.keys, ...limitValues(b.limits)]);
+      redis.commandThen(head, b.order.length * CALL_LENGTH, this.writeCallsTask, b, this.answeredTask, this.refusedTask);
+    } else
+      redis.evalBuffer!(GATE.src, 2, ...b.keys, ...limitValues(b.limits), ...this.callValues(b)).then(
+        (reply) => this.answered(reply, b),
+        (e: unknown) => this.refused(b, asError(e)),
+      );
   }
 
   /**
-   * Appends a batch's calls to its script call (RespClient.evalshaThen), the same values as
+   * Appends a batch's calls to its script call (RespClient.commandThen), the same values as
    * callValues() gives: each value through the writer method of its type, the marker and an empty
    * `now` as bytes encoded once.
    */
@@ -561,7 +575,7 @@ export class RedisGateStore implements GateStore {
     }
   }
 
-  /** A batch's calls as the script's values (for clients without evalshaThen, and EVAL). */
+  /** A batch's calls as the script's values (for clients without commandThen: ioredis). */
   private callValues(b: Batch): ScriptArg[] {
     const out: ScriptArg[] = [];
     const { order, admissions, settles } = b;
@@ -618,22 +632,26 @@ function sameLimits(a: Limits, b: Limits): boolean {
   return a === b || (a.rpm === b.rpm && a.tpm === b.tpm && a.dailyTokens === b.dailyTokens);
 }
 
-/** The `count` admissions' outcomes of a script reply (8 numbers each), or undefined when it is not that. */
+/**
+ * The `count` admissions' outcomes of a script reply (8 little-endian doubles each, scripts.ts),
+ * or undefined when it is not that. The reply may be a view of the client's read buffer: read
+ * at once.
+ */
 function toOutcomes(reply: unknown, count: number): Outcome[] | undefined {
-  if (!Array.isArray(reply) || reply.length !== count * OUTCOME_LENGTH) return undefined;
-  for (let j = 0; j < reply.length; j++) if (typeof reply[j] !== 'number') return undefined;
-  const v = reply as number[];
+  if (!Buffer.isBuffer(reply) || reply.length !== count * OUTCOME_BYTES) return undefined;
   const out: Outcome[] = new Array(count);
-  for (let k = 0, at = 0; k < count; k++, at += OUTCOME_LENGTH) {
+  if (count === 0) return out;
+  const v = new DataView(reply.buffer, reply.byteOffset, reply.length);
+  for (let k = 0, at = 0; k < count; k++, at += OUTCOME_BYTES) {
     out[k] = {
-      gate: v[at]!,
-      waitMs: v[at + 1]!,
-      remainingRequests: v[at + 2]!,
-      remainingTokens: v[at + 3]!,
-      resetRequestsMs: v[at + 4]!,
-      resetTokensMs: v[at + 5]!,
-      maxOutput: v[at + 6]!,
-      estimate: v[at + 7]!,
+      gate: v.getFloat64(at, true),
+      waitMs: v.getFloat64(at + 8, true),
+      remainingRequests: v.getFloat64(at + 16, true),
+      remainingTokens: v.getFloat64(at + 24, true),
+      resetRequestsMs: v.getFloat64(at + 32, true),
+      resetTokensMs: v.getFloat64(at + 40, true),
+      maxOutput: v.getFloat64(at + 48, true),
+      estimate: v.getFloat64(at + 56, true),
     };
   }
   return out;

@@ -37,6 +37,8 @@ interface Pending {
   resolve(value: unknown, ctx: unknown): void;
   reject(err: Error, ctx: unknown): void;
   ctx: unknown;
+  /** A bulk string reply comes as its bytes (a view of the read buffer, valid during resolve()) instead of a string. */
+  raw: boolean;
 }
 
 /**
@@ -88,7 +90,8 @@ export class RespClient extends EventEmitter {
    * `more(writer, ctx)` appends, answered through `onReply(reply, ctx)` or `onError(err, ctx)`
    * (one is called, once): the gate store's script call of a batch (head: EVALSHA, the sha, the
    * keys, the limits), written straight from the batch, without evalsha()'s argument array and
-   * promise, and with functions it made once.
+   * promise, and with functions it made once. A bulk string reply comes as its bytes: a view of
+   * the read buffer, to be read before onReply returns.
    */
   commandThen<C>(
     head: EncodedArgs,
@@ -105,7 +108,7 @@ export class RespClient extends EventEmitter {
     }
     this.out.commandOf(head, count, more, ctx);
     this.scheduleFlush();
-    this.inFlight.push({ resolve: onReply as Pending['resolve'], reject: onError as Pending['reject'], ctx });
+    this.inFlight.push({ resolve: onReply as Pending['resolve'], reject: onError as Pending['reject'], ctx, raw: true });
   }
 
   eval(script: string, numkeys: number, ...args: RespArg[]): Promise<unknown> {
@@ -151,7 +154,7 @@ export class RespClient extends EventEmitter {
   private send(args: readonly RespArg[]): Promise<unknown> {
     this.out.command(args);
     this.scheduleFlush();
-    return new Promise((resolve, reject) => this.inFlight.push({ resolve, reject, ctx: undefined }));
+    return new Promise((resolve, reject) => this.inFlight.push({ resolve, reject, ctx: undefined, raw: false }));
   }
 
   private scheduleFlush(): void {
@@ -260,7 +263,8 @@ export class RespClient extends EventEmitter {
     }
     let pos = 0;
     while (pos < end) {
-      const reply = parseReply(buf, pos, end);
+      const next = this.inFlight[0];
+      const reply = next?.raw === true ? parseRawReply(buf, pos, end) : parseReply(buf, pos, end);
       if (reply === INCOMPLETE) break;
       pos = parsedTo;
       const pending = reply === MALFORMED ? undefined : this.inFlight.shift();
@@ -368,6 +372,19 @@ function integerLine(bytes: Uint8Array, from: number, end: number): number | sym
     n = n * 10 + d;
   }
   return INCOMPLETE;
+}
+
+/** parseReply, but a bulk string comes as its bytes (a view of `buf`), not as a string. */
+export function parseRawReply(buf: Buffer, pos: number, end = buf.length): unknown {
+  if (pos >= end || buf[pos] !== 0x24) return parseReply(buf, pos, end);
+  const n = integerLine(bytesOf(buf), pos + 1, end);
+  if (typeof n !== 'number') return n;
+  if (n < 0) return null;
+  const start = parsedTo;
+  const last = start + n;
+  if (last + 2 > end) return INCOMPLETE;
+  parsedTo = last + 2;
+  return buf.subarray(start, last);
 }
 
 /** lineEnd(): the line's CRLF has not all arrived. */

@@ -27,7 +27,10 @@
  *   counters (`ht:<hour>:<model>` tokens, `hn:<hour>:<model>` finished requests).
  *
  * Returns 8 numbers per admission, in order: gate, waitMs, remainingRequests, remainingTokens,
- * resetRequestsMs, resetTokensMs, maxOutput, estimate.
+ * resetRequestsMs, resetTokensMs, maxOutput, estimate; as one string of little-endian doubles
+ * (struct.pack), 64 bytes per admission, which the gateway reads with 8 DataView loads instead
+ * of parsing 8 RESP integers a byte at a time (some 2.4k instructions an admission under
+ * callgrind).
  *
  * (The marker, the model and an empty `now` come first, together: the store writes them as
  * bytes it made once per model, redis-store.ts `CallPrefixes`. The numbers go as doubles, 8
@@ -144,15 +147,8 @@ while i <= #ARGV do
       add('requests', 1)
       add('n:' .. model, 1)
     end
-    local n = #out
-    out[n + 1] = gate
-    out[n + 2] = wait
-    out[n + 3] = math.floor(r / S)
-    out[n + 4] = math.floor(t / S)
-    out[n + 5] = math.ceil((rCap - r) / rpm)
-    out[n + 6] = math.ceil((tCap - t) / tpm)
-    out[n + 7] = maxOut
-    out[n + 8] = est
+    out[#out + 1] = struct.pack('<dddddddd', gate, wait, math.floor(r / S), math.floor(t / S),
+      math.ceil((rCap - r) / rpm), math.ceil((tCap - t) / tpm), maxOut, est)
   else
     local est, input, output, cached, hour = struct.unpack('<ddddd', ARGV[i + 3])
     i = i + 4
@@ -187,5 +183,5 @@ for k = 1, #fields do
 end
 -- Every call that changed the day added to a field of it.
 if #fields > 0 then redis.call('EXPIRE', KEYS[2], ARGV[1]) end
-return out
+return table.concat(out)
 `;

@@ -194,8 +194,8 @@ test('an enormous estimate against a tiny bucket stays a decision in Redis (no s
 });
 
 // Two sets of limits: the first refuses by the request and token buckets, the second by the daily cap.
-// Through an ioredis client (evalsha) and through the gate's own connection (the calls written
-// straight into the command, resp-client.ts evalshaThen).
+// Through an ioredis client (evalshaBuffer) and through the gate's own connection (the calls written
+// straight into the command, resp-client.ts commandThen).
 for (const [client, limits] of [
   ['redis', { rpm: 8, tpm: 1200, daily: 3000 }],
   ['redis', { rpm: 10, tpm: 1500, daily: 1500 }],

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { INCOMPLETE, MALFORMED, parseReply, ReplyError, RespClient } from '../../../gateway/gates/resp-client.js';
+import { INCOMPLETE, MALFORMED, parseRawReply, parseReply, ReplyError, RespClient } from '../../../gateway/gates/resp-client.js';
 import { waitFor } from '../../helpers.js';
 import { connectRedis, PrivateRedis } from './fixtures.js';
 
@@ -56,6 +56,27 @@ test('parseReply reads each RESP2 type, and waits for a reply split anywhere', (
   for (const bad of [':4x\r\n', ':\r\n', ':-\r\n', '$\r\n', '$1a\r\nx\r\n', '*b\r\n', ':42\n', '+OK\n', '+O\rK\r\n', '*1\r\n:1\n']) {
     assert.equal(parseAll(`${bad}:1\r\n`), MALFORMED, JSON.stringify(bad));
   }
+});
+
+test('parseRawReply gives a bulk string as its bytes, a view of the buffer, and waits for one split anywhere', () => {
+  const payload = Buffer.alloc(64);
+  for (let i = 0; i < 8; i++) payload.writeDoubleLE(i === 3 ? -42.5 : i * 1e6, i * 8);
+  // Bytes that are not UTF-8, and CRLF among them.
+  payload[5] = 0x0d;
+  payload[6] = 0x0a;
+  payload[7] = 0xff;
+  const bytes = Buffer.concat([Buffer.from('$64\r\n'), payload, Buffer.from('\r\n')]);
+  const reply = parseRawReply(bytes, 0);
+  assert.ok(Buffer.isBuffer(reply));
+  assert.deepEqual(reply, payload);
+  assert.equal(reply.buffer, bytes.buffer, 'a view, not a copy');
+  for (let n = 0; n < bytes.length; n++) assert.equal(parseRawReply(bytes, 0, n), INCOMPLETE, `cut at ${n}`);
+  assert.deepEqual(parseRawReply(Buffer.from('$0\r\n\r\n'), 0), Buffer.alloc(0));
+  assert.equal(parseRawReply(Buffer.from('$-1\r\n'), 0), null);
+  // Anything else as parseReply reads it.
+  assert.deepEqual(parseRawReply(Buffer.from('*2\r\n:1\r\n$1\r\na\r\n'), 0), [1, 'a']);
+  assert.ok(parseRawReply(Buffer.from('-NOSCRIPT x\r\n'), 0) instanceof ReplyError);
+  assert.equal(parseRawReply(Buffer.from('$1x\r\na\r\n'), 0), MALFORMED);
 });
 
 async function client(t: TestContext, url = REDIS_URL): Promise<RespClient | undefined> {
