@@ -11,7 +11,7 @@ import { RcError } from '../../lib/errors.js';
 import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
-import { encodeArgs, type EncodedArgs } from './resp-encode.js';
+import { encodeArgs, packed, type EncodedArgs, type RespWriter } from './resp-encode.js';
 import { GATE_SCRIPT } from './scripts.js';
 import type { Limits } from './limits.js';
 import type { AdmitInput, DayUsage, GateStore, ModelDayUsage, ModelHours, SettleInput } from './store.js';
@@ -34,10 +34,12 @@ interface Script {
 const script = (src: string): Script => ({ src, sha: Buffer.from(createHash('sha1').update(src).digest('hex'), 'latin1') });
 
 /**
- * The arguments every call of one account or model repeats, as bytes made once: the account's
- * two keys (the day's key made anew when the day changes) and model names. The client copies them
- * as they are instead of encoding the same strings on every request. Bounded: past this many
- * entries a map starts over.
+ * The arguments every call of one account or model repeats, as bytes made once: a batch's head
+ * (EVALSHA, the sha, the account's two keys, the day TTL and the account's limits; made anew when
+ * the day or the limits change) and each model's first values of a call. The client copies them
+ * as they are (one TypedArray#set, some 300 instructions, where writing bytes one at a time costs
+ * V8 some 30 instructions each) instead of encoding the same values on every request. Bounded:
+ * past this many entries a map starts over.
  */
 const MAX_CACHED = 100_000;
 interface AccountKeys {
@@ -46,17 +48,33 @@ interface AccountKeys {
   dayKey: Buffer;
   /** [bucket, dayKey]: the script call's KEYS. */
   keys: Buffer[];
-  /** The limits of the account's last batch and, encoded, the day TTL and those limits (a batch's first arguments). */
+  /** The limits of the account's last batch (undefined: none yet, or the day changed since) and its head under them. */
   limits: Limits | undefined;
-  limitArgs: EncodedArgs;
+  head: EncodedArgs;
+}
+
+/** A model's first values of each kind of call (scripts.ts: marker, model, now), encoded. */
+interface CallPrefixes {
+  /** `a`, the model: `now` follows (a clock given to the gate). */
+  admission: EncodedArgs;
+  /** `a`, the model, an empty `now` (Redis TIME). */
+  admissionAtRedisTime: EncodedArgs;
+  reconciliation: EncodedArgs;
+  reconciliationAtRedisTime: EncodedArgs;
 }
 const GATE = script(GATE_SCRIPT);
+/** Batch.order's entries. */
+const ADMIT = 0;
+const SETTLE = 1;
 /** The script's markers of an admission and a reconciliation (the first of a call's values). */
-const ADMISSION = Buffer.from('a');
-const RECONCILIATION = Buffer.from('s');
+const ADMISSION = 'a';
+const RECONCILIATION = 's';
+/** Values per admission and per reconciliation (scripts.ts: marker, model, now, the packed numbers). */
+const CALL_LENGTH = 4;
 const NO_ARGS: EncodedArgs = { bytes: Buffer.alloc(0), count: 0 };
-/** Numbers the script returns per admission. */
-const OUTCOME_LENGTH = 8;
+const EVALSHA = Buffer.from('EVALSHA');
+/** Bytes the script returns per admission: 8 doubles. */
+const OUTCOME_BYTES = 64;
 
 /** An admission waiting for its account's script call. */
 interface PendingAdmission {
@@ -74,11 +92,17 @@ interface Batch {
   keys: Buffer[];
   day: number;
   limits: Limits;
-  /** ARGV: the day's TTL and the account's three limits (encoded: limitArgs), then each call's values, in the order they were made (args). */
-  limitArgs: EncodedArgs;
-  args: ScriptArg[];
+  /**
+   * The command's head: EVALSHA, the sha, the keys, then ARGV: the day's TTL and the account's
+   * three limits (all encoded once: head), then each call's
+   * values, in the order they were made (`order`), written from `admissions` and `settles` when
+   * the batch is sent (writeCalls).
+   */
+  head: EncodedArgs;
+  /** ADMIT or SETTLE per call, in the order made. */
+  order: number[];
   admissions: PendingAdmission[];
-  /** Kept to be held and replayed if the connection fails under them. */
+  /** Also kept to be held and replayed if the connection fails under them. */
   settles: SettleInput[];
   /** When its admissions are abandoned (performance.now(); 0 without admissions). */
   deadline: number;
@@ -109,18 +133,27 @@ export interface GateRedis {
   beforeWrite?(task: () => void): void;
   on(event: 'ready' | 'close', listener: () => void): unknown;
   off(event: 'ready' | 'close', listener: () => void): unknown;
-  /** Numbers go as their decimal strings (String(n)) and Buffers as their bytes, as both clients send them. */
-  evalsha(sha: string | Buffer, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
-  /** The same as evalsha(sha, keys.length, ...keys, ...fixed's arguments, ...args), through callbacks (RespClient); used when present. */
-  evalshaThen?(
-    sha: Buffer,
-    keys: readonly ScriptArg[],
-    fixed: EncodedArgs,
-    args: readonly ScriptArg[],
-    onReply: (reply: unknown) => void,
-    onError: (err: Error) => void,
+  /**
+   * EVALSHA and EVAL answering bulk strings as Buffers (ioredis' Buffer variants of its commands):
+   * used when commandThen is not there. Numbers go as their decimal strings and Buffers as their
+   * bytes.
+   */
+  evalshaBuffer?(sha: string | Buffer, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
+  evalBuffer?(script: string, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
+  /**
+   * The command whose first arguments are `head` (encoded once), followed by the `count`
+   * arguments `more` writes, answered through callbacks with `ctx`, a bulk string reply as its
+   * bytes (RespClient); used when present, with head = EVALSHA, the sha, the keys and the day
+   * TTL and limits (EVAL and the script after a NOSCRIPT).
+   */
+  commandThen?<C>(
+    head: EncodedArgs,
+    count: number,
+    more: (w: RespWriter, ctx: C) => void,
+    ctx: C,
+    onReply: (reply: unknown, ctx: C) => void,
+    onError: (err: Error, ctx: C) => void,
   ): void;
-  eval(script: string, numkeys: number, ...args: ScriptArg[]): Promise<unknown>;
   script(subcommand: 'LOAD', source: string): Promise<unknown>;
   hgetall(key: string): Promise<Record<string, string>>;
 }
@@ -147,6 +180,11 @@ export class RedisGateStore implements GateStore {
   private readonly sealed: Batch[] = [];
   private sendScheduled = false;
   private readonly sendTask = () => this.sendBatches();
+  /** Admissions among the calls not yet sent (none: the reconciliations may wait, sendBatches). */
+  private turnAdmissions = 0;
+  /** Reconciliations held for one loop iteration (sendBatches). */
+  private deferred = false;
+  private readonly deferredTask = () => this.sendDeferred();
   /**
    * Batches with admissions sent and maybe not yet answered, in the order sent (so by deadline):
    * one timer for all of them, armed for the first one's deadline, instead of a setTimeout and a
@@ -154,9 +192,16 @@ export class RedisGateStore implements GateStore {
    */
   private readonly waiting: Batch[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** The timer fired and the deadlines are judged after this turn's I/O (timeouts()). */
+  private expiryQueued = false;
   private readonly timeoutTask = () => this.timeouts();
+  private readonly expireTask = () => this.expire();
+  private readonly writeCallsTask = (w: RespWriter, b: Batch) => this.writeCalls(w, b);
+  private readonly answeredTask = (reply: unknown, b: Batch) => this.answered(reply, b);
+  private readonly failedTask = (err: Error, b: Batch) => this.scriptFailed(err, b);
+  private readonly refusedTask = (err: Error, b: Batch) => this.refused(b, err);
   private readonly accountKeys = new Map<number, AccountKeys>();
-  private readonly modelNames = new Map<string, Buffer>();
+  private readonly models = new Map<string, CallPrefixes>();
   private readonly onReady = () => this.whenReady();
   private readonly onClose = () => this.setUp(false, 'connection closed');
 
@@ -166,6 +211,9 @@ export class RedisGateStore implements GateStore {
     options: RedisGateStoreOptions,
   ) {
     if (/[{}]/.test(options.prefix)) throw new RcError('RC_ERR_CONFIG', 'Gate key prefix must not contain braces (they delimit the hash tag)', 500);
+    if (!redis.commandThen && (typeof redis.evalshaBuffer !== 'function' || typeof redis.evalBuffer !== 'function')) {
+      throw new RcError('RC_ERR_CONFIG', 'The gate needs a RespClient or an ioredis client (evalshaBuffer, evalBuffer)', 500);
+    }
     this.prefix = options.prefix;
     this.timeoutMs = options.timeoutMs;
     this.onState = options.onState ?? (() => {});
@@ -198,25 +246,31 @@ export class RedisGateStore implements GateStore {
       if (this.accountKeys.size >= MAX_CACHED) this.accountKeys.clear();
       const bucket = Buffer.from(this.bucketKey(accountId));
       const dayKey = Buffer.from(this.dayKey(accountId, day));
-      k = { bucket, day, dayKey, keys: [bucket, dayKey], limits: undefined, limitArgs: NO_ARGS };
+      k = { bucket, day, dayKey, keys: [bucket, dayKey], limits: undefined, head: NO_ARGS };
       this.accountKeys.set(accountId, k);
     } else if (k.day !== day) {
       k.day = day;
       k.dayKey = Buffer.from(this.dayKey(accountId, day));
       k.keys = [k.bucket, k.dayKey];
+      k.limits = undefined; // the head holds the day's key
     }
     return k;
   }
 
-  /** A model name as bytes (made once per name). */
-  private modelName(model: string): Buffer {
-    let b = this.modelNames.get(model);
-    if (b === undefined) {
-      if (this.modelNames.size >= MAX_CACHED) this.modelNames.clear();
-      b = Buffer.from(model);
-      this.modelNames.set(model, b);
+  /** A model's first values of a call, as bytes (made once per model). */
+  private prefixesOf(model: string): CallPrefixes {
+    let p = this.models.get(model);
+    if (p === undefined) {
+      if (this.models.size >= MAX_CACHED) this.models.clear();
+      p = {
+        admission: encodeArgs([ADMISSION, model]),
+        admissionAtRedisTime: encodeArgs([ADMISSION, model, '']),
+        reconciliation: encodeArgs([RECONCILIATION, model]),
+        reconciliationAtRedisTime: encodeArgs([RECONCILIATION, model, '']),
+      };
+      this.models.set(model, p);
     }
-    return b;
+    return p;
   }
 
   /**
@@ -234,8 +288,8 @@ export class RedisGateStore implements GateStore {
    */
   admitThen(i: AdmitInput, onOutcome: (o: Outcome) => void, onError: (err: Error) => void): void {
     const b = this.batchOf(i.accountId, i.day, i.limits);
-    // Numbers as numbers: the client writes their digits (String(n) for anything but a safe integer).
-    b.args.push(ADMISSION, i.nowMs ?? '', i.estimate, this.modelName(i.model), i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
+    b.order.push(ADMIT);
+    this.turnAdmissions++;
     b.admissions.push({ input: i, resolve: onOutcome, reject: onError });
   }
 
@@ -246,14 +300,14 @@ export class RedisGateStore implements GateStore {
       return;
     }
     const b = this.batchOf(i.accountId, i.day, i.limits);
-    b.args.push(RECONCILIATION, i.nowMs ?? '', i.estimate, i.inputTokens, i.outputTokens, this.modelName(i.model), i.cachedTokens, i.hour);
+    b.order.push(SETTLE);
     b.settles.push(i);
   }
 
   /** One account's counters for one day (one HGETALL). */
   async usage(accountId: number, day: number): Promise<DayUsage> {
     // This turn's calls go first, so that the read sees the reconciliations made before it.
-    if (this.sendScheduled) this.sendBatches();
+    if (this.sendScheduled || this.deferred) this.sendAll();
     let raw: Record<string, string>;
     try {
       raw = await withTimeout(this.redis.hgetall(this.dayKey(accountId, day)), Math.max(this.timeoutMs, 1000));
@@ -316,14 +370,14 @@ export class RedisGateStore implements GateStore {
     const keys = this.keysOf(accountId, day);
     if (keys.limits === undefined || !sameLimits(keys.limits, limits)) {
       keys.limits = limits;
-      keys.limitArgs = encodeArgs(limitValues(limits));
+      keys.head = encodeArgs([EVALSHA, GATE.sha, keys.keys.length, ...keys.keys, ...limitValues(limits)]);
     }
     b = {
       keys: keys.keys,
       day,
       limits,
-      limitArgs: keys.limitArgs,
-      args: [],
+      head: keys.head,
+      order: [],
       admissions: [],
       settles: [],
       deadline: 0,
@@ -339,9 +393,31 @@ export class RedisGateStore implements GateStore {
     return b;
   }
 
-  /** Sends this turn's batches, one script call each. */
+  /**
+   * The end of a turn with calls: sends its batches, one script call each. A turn of only
+   * reconciliations (nobody waits for their answer) holds them for one more loop iteration
+   * instead: the requests that arrive in it (a client's next request, right after the response
+   * that ended this turn) then share their script call and socket write, where each would make
+   * one. A write and its reply's read cost the gateway some 5k instructions (bench/profile).
+   */
   private sendBatches(): void {
     this.sendScheduled = false;
+    if (this.turnAdmissions === 0 && !this.deferred && (this.batches.size > 0 || this.sealed.length > 0)) {
+      this.deferred = true;
+      setImmediate(this.deferredTask); // queued from this check phase: runs in the next iteration's
+      return;
+    }
+    this.sendAll();
+  }
+
+  /** The next iteration's check phase: the held reconciliations go now, unless that iteration's calls are about to send them. */
+  private sendDeferred(): void {
+    if (this.deferred && !this.sendScheduled) this.sendAll();
+  }
+
+  private sendAll(): void {
+    this.deferred = false;
+    this.turnAdmissions = 0;
     for (let k = 0; k < this.sealed.length; k++) this.send(this.sealed[k]!);
     this.sealed.length = 0;
     for (const b of this.batches.values()) this.send(b);
@@ -353,18 +429,29 @@ export class RedisGateStore implements GateStore {
       b.deadline = performance.now() + this.timeoutMs;
       this.waiting.push(b);
       // Unref'd: the connection keeps the process up while a call is out.
-      if (this.timer === undefined) this.timer = setTimeout(this.timeoutTask, this.timeoutMs).unref();
+      // (While an expiry is queued it re-arms the timer for the first deadline left.)
+      if (this.timer === undefined && !this.expiryQueued) this.timer = setTimeout(this.timeoutTask, this.timeoutMs).unref();
     }
-    this.run(
-      b,
-      (reply) => this.answered(b, reply),
-      (err) => this.refused(b, err),
-    );
+    this.run(b);
   }
 
-  /** The timer: abandons the batches past their deadline, then waits for the next one's. */
+  /**
+   * The timer. It runs in the loop's timers phase, before the poll phase reads what came in since
+   * the last one: after a turn that kept the loop busy past a deadline, the reply may be waiting in
+   * the socket. So the batches past their deadline are judged after this turn's I/O
+   * (setImmediate), and only those still unanswered then are abandoned: the timeout is for Redis
+   * being slow, not for this process being busy (under callgrind, where the gateway runs some 50
+   * times slower, turns of over 50 ms sent a fifth to half of the admissions to memory).
+   */
   private timeouts(): void {
     this.timer = undefined;
+    this.expiryQueued = true;
+    setImmediate(this.expireTask);
+  }
+
+  /** Abandons the batches past their deadline (after the turn's I/O), then waits for the next one's. */
+  private expire(): void {
+    this.expiryQueued = false;
     const waiting = this.waiting;
     const now = performance.now();
     while (waiting.length > 0) {
@@ -396,7 +483,7 @@ export class RedisGateStore implements GateStore {
     for (let k = 0; k < b.admissions.length; k++) b.admissions[k]!.reject(err);
   }
 
-  private answered(b: Batch, reply: unknown): void {
+  private answered(reply: unknown, b: Batch): void {
     const admissions = b.admissions;
     const outcomes = toOutcomes(reply, admissions.length);
     if (b.abandoned) {
@@ -430,17 +517,78 @@ export class RedisGateStore implements GateStore {
   }
 
   /** The batch's script call: EVALSHA, then EVAL when Redis does not have the script (NOSCRIPT). */
-  private run(b: Batch, onReply: (reply: unknown) => void, onError: (err: Error) => void): void {
+  private run(b: Batch): void {
     counters.redisCalls++;
-    const { keys, args } = b;
-    const retry = (err: unknown): void => {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) return onError(asError(err));
-      counters.redisCalls++;
-      // Also caches the script in Redis.
-      this.redis.eval(GATE.src, 2, ...keys, ...limitValues(b.limits), ...args).then(onReply, (e: unknown) => onError(asError(e)));
-    };
-    if (this.redis.evalshaThen) this.redis.evalshaThen(GATE.sha, keys, b.limitArgs, args, onReply, retry);
-    else this.redis.evalsha(GATE.sha, 2, ...keys, ...limitValues(b.limits), ...args).then(onReply, retry);
+    const redis = this.redis;
+    // Through functions made once, with the batch as their context: no closures per batch.
+    if (redis.commandThen) redis.commandThen(b.head, b.order.length * CALL_LENGTH, this.writeCallsTask, b, this.answeredTask, this.failedTask);
+    else
+      redis.evalshaBuffer!(GATE.sha, 2, ...b.keys, ...limitValues(b.limits), ...this.callValues(b)).then(
+        (reply) => this.answered(reply, b),
+        (err: unknown) => this.scriptFailed(asError(err), b),
+      );
+  }
+
+  /** The batch's EVALSHA failed: EVAL when Redis did not have the script, else the batch failed. */
+  private scriptFailed(err: Error, b: Batch): void {
+    if (!err.message.startsWith('NOSCRIPT')) return this.refused(b, err);
+    counters.redisCalls++;
+    // Also caches the script in Redis.
+    const redis = this.redis;
+    if (redis.commandThen) {
+      const head = encodeArgs(['EVAL', GATE.src, b.keys.length, ...b.keys, ...limitValues(b.limits)]);
+      redis.commandThen(head, b.order.length * CALL_LENGTH, this.writeCallsTask, b, this.answeredTask, this.refusedTask);
+    } else
+      redis.evalBuffer!(GATE.src, 2, ...b.keys, ...limitValues(b.limits), ...this.callValues(b)).then(
+        (reply) => this.answered(reply, b),
+        (e: unknown) => this.refused(b, asError(e)),
+      );
+  }
+
+  /**
+   * Appends a batch's calls to its script call (RespClient.commandThen), the same values as
+   * callValues() gives: each value through the writer method of its type, the marker and an empty
+   * `now` as bytes encoded once.
+   */
+  private writeCalls(w: RespWriter, b: Batch): void {
+    const { order, admissions, settles } = b;
+    for (let k = 0, a = 0, s = 0; k < order.length; k++) {
+      if (order[k] === ADMIT) {
+        const i = admissions[a++]!.input;
+        const p = this.prefixesOf(i.model);
+        if (i.nowMs === undefined) w.encodedArgs(p.admissionAtRedisTime);
+        else {
+          w.encodedArgs(p.admission);
+          w.numberArg(i.nowMs);
+        }
+        w.packedArg(i.estimate, i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow);
+      } else {
+        const i = settles[s++]!;
+        const p = this.prefixesOf(i.model);
+        if (i.nowMs === undefined) w.encodedArgs(p.reconciliationAtRedisTime);
+        else {
+          w.encodedArgs(p.reconciliation);
+          w.numberArg(i.nowMs);
+        }
+        w.packedArg(i.estimate, i.inputTokens, i.outputTokens, i.cachedTokens, i.hour);
+      }
+    }
+  }
+
+  /** A batch's calls as the script's values (for clients without commandThen: ioredis). */
+  private callValues(b: Batch): ScriptArg[] {
+    const out: ScriptArg[] = [];
+    const { order, admissions, settles } = b;
+    for (let k = 0, a = 0, s = 0; k < order.length; k++) {
+      if (order[k] === ADMIT) {
+        const i = admissions[a++]!.input;
+        out.push(ADMISSION, i.model, i.nowMs ?? '', packed(i.estimate, i.msToNextDay, i.input, i.defaultOutput ? 1 : 0, i.recountBelow));
+      } else {
+        const i = settles[s++]!;
+        out.push(RECONCILIATION, i.model, i.nowMs ?? '', packed(i.estimate, i.inputTokens, i.outputTokens, i.cachedTokens, i.hour));
+      }
+    }
+    return out;
   }
 
   private whenReady(): void {
@@ -484,22 +632,26 @@ function sameLimits(a: Limits, b: Limits): boolean {
   return a === b || (a.rpm === b.rpm && a.tpm === b.tpm && a.dailyTokens === b.dailyTokens);
 }
 
-/** The `count` admissions' outcomes of a script reply (8 numbers each), or undefined when it is not that. */
+/**
+ * The `count` admissions' outcomes of a script reply (8 little-endian doubles each, scripts.ts),
+ * or undefined when it is not that. The reply may be a view of the client's read buffer: read
+ * at once.
+ */
 function toOutcomes(reply: unknown, count: number): Outcome[] | undefined {
-  if (!Array.isArray(reply) || reply.length !== count * OUTCOME_LENGTH) return undefined;
-  for (let j = 0; j < reply.length; j++) if (typeof reply[j] !== 'number') return undefined;
-  const v = reply as number[];
+  if (!Buffer.isBuffer(reply) || reply.length !== count * OUTCOME_BYTES) return undefined;
   const out: Outcome[] = new Array(count);
-  for (let k = 0, at = 0; k < count; k++, at += OUTCOME_LENGTH) {
+  if (count === 0) return out;
+  const v = new DataView(reply.buffer, reply.byteOffset, reply.length);
+  for (let k = 0, at = 0; k < count; k++, at += OUTCOME_BYTES) {
     out[k] = {
-      gate: v[at]!,
-      waitMs: v[at + 1]!,
-      remainingRequests: v[at + 2]!,
-      remainingTokens: v[at + 3]!,
-      resetRequestsMs: v[at + 4]!,
-      resetTokensMs: v[at + 5]!,
-      maxOutput: v[at + 6]!,
-      estimate: v[at + 7]!,
+      gate: v.getFloat64(at, true),
+      waitMs: v.getFloat64(at + 8, true),
+      remainingRequests: v.getFloat64(at + 16, true),
+      remainingTokens: v.getFloat64(at + 24, true),
+      resetRequestsMs: v.getFloat64(at + 32, true),
+      resetTokensMs: v.getFloat64(at + 40, true),
+      maxOutput: v.getFloat64(at + 48, true),
+      estimate: v.getFloat64(at + 56, true),
     };
   }
   return out;

@@ -32,12 +32,14 @@ export interface RespClientOptions {
   retryDelayMs?: (attempt: number) => number;
 }
 
+/** A command sent and not yet answered: its reply or error goes to resolve or reject, with `ctx`. */
 interface Pending {
-  resolve(value: unknown): void;
-  reject(err: Error): void;
+  resolve(value: unknown, ctx: unknown): void;
+  reject(err: Error, ctx: unknown): void;
+  ctx: unknown;
+  /** A bulk string reply comes as its bytes (a view of the read buffer, valid during resolve()) instead of a string. */
+  raw: boolean;
 }
-
-const EVALSHA = Buffer.from('EVALSHA');
 
 /**
  * Plain TCP connections read into this one buffer (net's `onread`), shared by all clients: reads
@@ -47,9 +49,9 @@ const EVALSHA = Buffer.from('EVALSHA');
 const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 
 /** The reply is not complete in the bytes read so far. */
-const INCOMPLETE = Symbol('incomplete');
+export const INCOMPLETE = Symbol('incomplete');
 /** The bytes are not RESP: the connection is out of step. */
-const MALFORMED = Symbol('malformed');
+export const MALFORMED = Symbol('malformed');
 
 export class RespClient extends EventEmitter {
   status: RespStatus = 'connecting';
@@ -84,25 +86,29 @@ export class RespClient extends EventEmitter {
   }
 
   /**
-   * EVALSHA of `keys`, then `fixed` (arguments encoded once), then `args`, answered through callbacks (one is called, once): what the
-   * gate store sends every batch, without the argument spreads of evalsha() and its promise.
+   * The command made of `head` (arguments encoded once) and `count` arguments that
+   * `more(writer, ctx)` appends, answered through `onReply(reply, ctx)` or `onError(err, ctx)`
+   * (one is called, once): the gate store's script call of a batch (head: EVALSHA, the sha, the
+   * keys, the limits), written straight from the batch, without evalsha()'s argument array and
+   * promise, and with functions it made once. A bulk string reply comes as its bytes: a view of
+   * the read buffer, to be read before onReply returns.
    */
-  evalshaThen(
-    sha: Buffer,
-    keys: readonly RespArg[],
-    fixed: EncodedArgs,
-    args: readonly RespArg[],
-    onReply: (reply: unknown) => void,
-    onError: (err: Error) => void,
+  commandThen<C>(
+    head: EncodedArgs,
+    count: number,
+    more: (w: RespWriter, ctx: C) => void,
+    ctx: C,
+    onReply: (reply: unknown, ctx: C) => void,
+    onError: (err: Error, ctx: C) => void,
   ): void {
     if (this.status !== 'ready') {
       const err = new Error(`Redis connection is ${this.status}`);
-      queueMicrotask(() => onError(err)); // later, as evalsha()'s rejection would be
+      queueMicrotask(() => onError(err, ctx)); // later, as evalsha()'s rejection would be
       return;
     }
-    this.out.scriptCall(EVALSHA, sha, keys, fixed, args);
+    this.out.commandOf(head, count, more, ctx);
     this.scheduleFlush();
-    this.inFlight.push({ resolve: onReply, reject: onError });
+    this.inFlight.push({ resolve: onReply as Pending['resolve'], reject: onError as Pending['reject'], ctx, raw: true });
   }
 
   eval(script: string, numkeys: number, ...args: RespArg[]): Promise<unknown> {
@@ -148,7 +154,7 @@ export class RespClient extends EventEmitter {
   private send(args: readonly RespArg[]): Promise<unknown> {
     this.out.command(args);
     this.scheduleFlush();
-    return new Promise((resolve, reject) => this.inFlight.push({ resolve, reject }));
+    return new Promise((resolve, reject) => this.inFlight.push({ resolve, reject, ctx: undefined, raw: false }));
   }
 
   private scheduleFlush(): void {
@@ -184,7 +190,7 @@ export class RespClient extends EventEmitter {
     socket.setNoDelay(true);
     socket.setTimeout(this.connectTimeoutMs, () => socket.destroy(new Error(`Redis did not accept a connection within ${this.connectTimeoutMs} ms`)));
     socket.once(protocol === 'rediss:' ? 'secureConnect' : 'connect', () => this.onConnect(socket));
-    if (protocol === 'rediss:') socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    if (protocol === 'rediss:') socket.on('data', (chunk: Buffer) => this.onData(chunk, chunk.length, false));
     // Like ioredis, errors are events; without a listener they are dropped, not thrown.
     socket.on('error', (err) => {
       if (this.listenerCount('error') > 0) this.emit('error', err);
@@ -220,7 +226,7 @@ export class RespClient extends EventEmitter {
     const lost = this.inFlight.splice(0);
     const wasEnded = this.status === 'end';
     if (!wasEnded) this.status = 'reconnecting';
-    for (const p of lost) p.reject(new Error('Redis connection closed'));
+    for (const p of lost) p.reject(new Error('Redis connection closed'), p.ctx);
     this.emit('close');
     if (wasEnded) return;
     this.retryTimer = setTimeout(
@@ -239,19 +245,26 @@ export class RespClient extends EventEmitter {
    * copied out as numbers and strings); only an unfinished reply is copied, to wait for the rest.
    */
   private onRead(socket: net.Socket, n: number): true {
-    if (this.socket === socket) this.onData(READ_BUFFER.subarray(0, n), true);
+    if (this.socket === socket) this.onData(READ_BUFFER, n, true);
     return true;
   }
 
-  private onData(chunk: Buffer, shared = false): void {
+  /**
+   * Answers the commands whose replies are in chunk[0, length) (no subarray per read: a Buffer
+   * made is some 500 instructions); `shared`: the chunk is READ_BUFFER, which the next read reuses.
+   */
+  private onData(chunk: Buffer, length: number, shared: boolean): void {
     let buf = chunk;
+    let end = length;
     if (this.rest) {
-      buf = Buffer.concat([this.rest, chunk]);
+      buf = Buffer.concat([this.rest, chunk.subarray(0, length)]);
+      end = buf.length;
       this.rest = undefined;
     }
     let pos = 0;
-    while (pos < buf.length) {
-      const reply = parseReply(buf, pos);
+    while (pos < end) {
+      const next = this.inFlight[0];
+      const reply = next?.raw === true ? parseRawReply(buf, pos, end) : parseReply(buf, pos, end);
       if (reply === INCOMPLETE) break;
       pos = parsedTo;
       const pending = reply === MALFORMED ? undefined : this.inFlight.shift();
@@ -260,10 +273,10 @@ export class RespClient extends EventEmitter {
         this.socket?.destroy(new Error('Unexpected bytes from Redis'));
         return;
       }
-      if (reply instanceof ReplyError) pending.reject(reply);
-      else pending.resolve(reply);
+      if (reply instanceof ReplyError) pending.reject(reply, pending.ctx);
+      else pending.resolve(reply, pending.ctx);
     }
-    if (pos < buf.length) this.rest = shared && buf === chunk ? Buffer.from(buf.subarray(pos)) : buf.subarray(pos);
+    if (pos < end) this.rest = shared && buf === chunk ? Buffer.from(buf.subarray(pos, end)) : buf.subarray(pos, end);
   }
 }
 
@@ -271,49 +284,54 @@ export class RespClient extends EventEmitter {
 let parsedTo = 0;
 
 /**
- * One RESP2 reply starting at `pos`: a number, a string, null, an array of replies, or a
- * ReplyError; INCOMPLETE when its bytes have not all arrived, MALFORMED when they are not
- * RESP. Sets parsedTo past it.
+ * One RESP2 reply starting at `pos` in the bytes before `end`: a number, a string, null, an
+ * array of replies, or a ReplyError; INCOMPLETE when its bytes have not all arrived, MALFORMED
+ * when they are not RESP. Sets parsedTo past it.
  */
-export function parseReply(buf: Buffer, pos: number): unknown {
-  const lf = buf.indexOf(0x0a, pos);
-  if (lf < 0) return INCOMPLETE;
-  const type = buf[pos];
-  const lineEnd = lf - 1; // the CR before LF
-  if (lineEnd <= pos || buf[lineEnd] !== 0x0d) return MALFORMED;
-  switch (type) {
-    case 0x3a: {
-      // ':' integer
-      const n = integerAt(buf, pos + 1, lineEnd);
-      if (Number.isNaN(n)) return MALFORMED;
-      parsedTo = lf + 1;
-      return n;
-    }
+export function parseReply(buf: Buffer, pos: number, end = buf.length): unknown {
+  return replyAt(buf, bytesOf(buf), pos, end);
+}
+
+/**
+ * parseReply, reading single bytes through `bytes`, a plain Uint8Array over `buf`: under
+ * callgrind V8 counts a byte read from a Buffer (a Uint8Array subclass) about a third dearer,
+ * and a reply is read a byte at a time (a script reply is 8 integers per admission).
+ */
+function replyAt(buf: Buffer, bytes: Uint8Array, pos: number, end: number): unknown {
+  if (pos >= end) return INCOMPLETE;
+  switch (bytes[pos]) {
+    case 0x3a: // ':' integer
+      return integerLine(bytes, pos + 1, end);
     case 0x2b: // '+' simple string
-      parsedTo = lf + 1;
-      return buf.toString('utf8', pos + 1, lineEnd);
-    case 0x2d: // '-' error
-      parsedTo = lf + 1;
-      return new ReplyError(buf.toString('utf8', pos + 1, lineEnd));
-    case 0x24: // '$' bulk string: $<length>\r\n<bytes>\r\n
+    case 0x2d: {
+      // '-' error
+      const cr = lineEnd(bytes, pos + 1, end);
+      if (cr < 0) return cr === LINE_INCOMPLETE ? INCOMPLETE : MALFORMED;
+      parsedTo = cr + 2;
+      const text = buf.toString('utf8', pos + 1, cr);
+      return bytes[pos] === 0x2b ? text : new ReplyError(text);
+    }
+    case 0x24: {
+      // '$' bulk string: $<length>\r\n<bytes>\r\n; nil with a length of -1
+      const n = integerLine(bytes, pos + 1, end);
+      if (typeof n !== 'number') return n;
+      if (n < 0) return null;
+      const start = parsedTo;
+      const last = start + n;
+      if (last + 2 > end) return INCOMPLETE;
+      parsedTo = last + 2;
+      return buf.toString('utf8', start, last);
+    }
     case 0x2a: {
-      // '*' array: *<count>\r\n then each element. Both are nil with a length of -1.
-      const n = integerAt(buf, pos + 1, lineEnd);
-      if (Number.isNaN(n)) return MALFORMED;
-      if (n < 0) {
-        parsedTo = lf + 1;
-        return null;
-      }
-      if (type === 0x24) {
-        const end = lf + 1 + n;
-        if (end + 2 > buf.length) return INCOMPLETE;
-        parsedTo = end + 2;
-        return buf.toString('utf8', lf + 1, end);
-      }
+      // '*' array: *<count>\r\n then each element; nil with a count of -1
+      const n = integerLine(bytes, pos + 1, end);
+      if (typeof n !== 'number') return n;
+      if (n < 0) return null;
       const items: unknown[] = new Array(n);
-      let at = lf + 1;
+      let at = parsedTo;
       for (let i = 0; i < n; i++) {
-        const item = parseReply(buf, at);
+        // Integers (all of a script reply's elements) without the call through replyAt.
+        const item = at < end && bytes[at] === 0x3a ? integerLine(bytes, at + 1, end) : replyAt(buf, bytes, at, end);
         if (item === INCOMPLETE || item === MALFORMED) return item;
         items[i] = item;
         at = parsedTo;
@@ -326,20 +344,75 @@ export function parseReply(buf: Buffer, pos: number): unknown {
   }
 }
 
-/** The (possibly negative) decimal integer in buf[start, end); NaN when those bytes are not one. */
-function integerAt(buf: Buffer, start: number, end: number): number {
-  let i = start;
+/**
+ * The (possibly negative) decimal integer from `from` to the line's CRLF, in one pass over its
+ * bytes; sets parsedTo past the CRLF. INCOMPLETE when the line has not all arrived, MALFORMED
+ * when it is not an integer and its CRLF.
+ */
+function integerLine(bytes: Uint8Array, from: number, end: number): number | symbol {
+  let i = from;
   let sign = 1;
-  if (buf[i] === 0x2d) {
+  if (i < end && bytes[i] === 0x2d) {
     sign = -1;
     i++;
   }
-  if (i >= end) return Number.NaN;
+  const first = i;
   let n = 0;
   for (; i < end; i++) {
-    const d = buf[i]! - 0x30;
-    if (d < 0 || d > 9) return Number.NaN;
+    const c = bytes[i]!;
+    if (c === 0x0d) {
+      if (i === first) return MALFORMED;
+      if (i + 1 === end) return INCOMPLETE;
+      if (bytes[i + 1] !== 0x0a) return MALFORMED;
+      parsedTo = i + 2;
+      return sign * n;
+    }
+    const d = c - 0x30;
+    if (d < 0 || d > 9) return MALFORMED; // a LF without its CR too
     n = n * 10 + d;
   }
-  return sign * n;
+  return INCOMPLETE;
+}
+
+/** parseReply, but a bulk string comes as its bytes (a view of `buf`), not as a string. */
+export function parseRawReply(buf: Buffer, pos: number, end = buf.length): unknown {
+  if (pos >= end || buf[pos] !== 0x24) return parseReply(buf, pos, end);
+  const n = integerLine(bytesOf(buf), pos + 1, end);
+  if (typeof n !== 'number') return n;
+  if (n < 0) return null;
+  const start = parsedTo;
+  const last = start + n;
+  if (last + 2 > end) return INCOMPLETE;
+  parsedTo = last + 2;
+  return buf.subarray(start, last);
+}
+
+/** lineEnd(): the line's CRLF has not all arrived. */
+const LINE_INCOMPLETE = -1;
+/** lineEnd(): a LF without its CR, or a CR not followed by LF (neither is in a RESP line). */
+const LINE_MALFORMED = -2;
+
+/** The index of the CR that ends the line going on at `from`, or LINE_INCOMPLETE or LINE_MALFORMED. */
+function lineEnd(bytes: Uint8Array, from: number, end: number): number {
+  for (let i = from; i < end; i++) {
+    const c = bytes[i];
+    if (c === 0x0d) {
+      if (i + 1 === end) return LINE_INCOMPLETE;
+      return bytes[i + 1] === 0x0a ? i : LINE_MALFORMED;
+    }
+    if (c === 0x0a) return LINE_MALFORMED;
+  }
+  return LINE_INCOMPLETE;
+}
+
+/** The last Buffer parsed and its bytes as a plain Uint8Array (READ_BUFFER's, read after read). */
+let viewed: Buffer | undefined;
+let viewedBytes: Uint8Array = new Uint8Array(0);
+
+function bytesOf(buf: Buffer): Uint8Array {
+  if (buf !== viewed) {
+    viewed = buf;
+    viewedBytes = new Uint8Array(buf.buffer, buf.byteOffset, buf.length);
+  }
+  return viewedBytes;
 }

@@ -6,7 +6,9 @@
 // an integer written a digit at a time, bytes copied in one call, and only a string with other
 // characters goes through Buffer#write; the bytes are the same as the string encoding's
 // (test/gateway/gates/resp-encode.test.ts). The store hands the arguments it sends on every
-// request (script sha, keys, model name) as Buffers it made once.
+// request (script sha, keys, limits, model name) as bytes it made once (encodeArgs), and a call's
+// numbers as one value of doubles (packedArg). Why: under callgrind V8 counts some 30
+// instructions per byte a loop writes, and some 300 per TypedArray#set of a short run.
 
 /**
  * An argument: a string (sent as UTF-8), a number (sent as its decimal string, String(n)) or
@@ -16,9 +18,9 @@ export type RespArg = string | number | Buffer;
 
 /**
  * Arguments encoded once as bulk strings, copied as they are into each command that sends them
- * (RespWriter.scriptCall): the gate store's day TTL and an account's limits, the same on every
- * call of the account, whose digits (up to 15 of them, in floating point) cost more to write
- * than a copy.
+ * (RespWriter.commandOf, encodedArgs): the head of the gate store's script call (EVALSHA, the
+ * sha, an account's keys, the day TTL and its limits) and a model's first values of a call, the
+ * same on every call, which cost more to write a byte at a time than to copy.
  */
 export interface EncodedArgs {
   readonly bytes: Buffer;
@@ -43,10 +45,20 @@ const INT32_MAX = 0x7fffffff;
 /** Commands written since the last take(), as RESP2 bytes. */
 export class RespWriter {
   private buf: Buffer;
+  /**
+   * The same bytes as a plain Uint8Array, which every single-byte store goes through: a store
+   * into a Buffer (a Uint8Array subclass) costs V8 about a third more instructions (callgrind: a
+   * digit 25 instructions against 40).
+   */
+  private bytes: Uint8Array;
+  /** The same bytes again, for packedArg's doubles. */
+  private data: DataView;
   private len = 0;
 
   constructor(initialBytes = 4096) {
     this.buf = Buffer.allocUnsafe(initialBytes);
+    this.bytes = viewOf(this.buf);
+    this.data = dataOf(this.buf);
   }
 
   /** Bytes written and not yet taken. */
@@ -57,7 +69,7 @@ export class RespWriter {
   /** Appends one command: `*<n>` then each argument as a bulk string. */
   command(args: readonly RespArg[]): void {
     this.reserve(16);
-    this.buf[this.len++] = STAR;
+    this.bytes[this.len++] = STAR;
     this.digits(args.length);
     this.crlf();
     this.appendArgs(args);
@@ -69,30 +81,57 @@ export class RespWriter {
   }
 
   /**
-   * Appends `<command> <sha> <keys.length> ...keys ...fixed ...args` (EVALSHA): the same bytes as
-   * command() of those arguments, without the caller first spreading them into one array.
+   * Appends a command of `head`'s arguments (encoded once), then `count` more arguments that
+   * `more(this, ctx)` appends: the same bytes as command() of all those arguments, without the
+   * caller first gathering them into one array. The gate store writes a batch's calls straight
+   * from their inputs there, each value through the method of its type (integerArg, numberArg,
+   * bytesArg, encodedArgs) rather than through a test of every argument's type.
    */
-  scriptCall(command: Buffer, sha: Buffer, keys: readonly RespArg[], fixed: EncodedArgs, args: readonly RespArg[]): void {
+  commandOf<C>(head: EncodedArgs, count: number, more: (w: RespWriter, ctx: C) => void, ctx: C): void {
     this.reserve(16);
-    this.buf[this.len++] = STAR;
-    this.digits(3 + keys.length + fixed.count + args.length);
+    this.bytes[this.len++] = STAR;
+    this.digits(head.count + count);
     this.crlf();
-    this.bytes(command);
-    this.bytes(sha);
-    this.integer(keys.length);
-    for (let i = 0; i < keys.length; i++) this.arg(keys[i]!);
-    this.reserve(fixed.bytes.length);
-    this.buf.set(fixed.bytes, this.len);
-    this.len += fixed.bytes.length;
-    for (let i = 0; i < args.length; i++) this.arg(args[i]!);
+    this.copy(head.bytes);
+    more(this, ctx);
+  }
+
+  /** Appends arguments encoded before (encodeArgs), as they are. */
+  encodedArgs(e: EncodedArgs): void {
+    this.copy(e.bytes);
   }
 
   private arg(a: RespArg): void {
-    if (typeof a === 'number') {
-      if (Number.isSafeInteger(a)) this.integer(a);
-      else this.string(String(a));
-    } else if (typeof a === 'string') this.string(a);
-    else this.bytes(a);
+    if (typeof a === 'number') this.numberArg(a);
+    else if (typeof a === 'string') this.string(a);
+    else this.bytesArg(a);
+  }
+
+  /**
+   * Five numbers as one bulk string of 40 bytes, little-endian doubles (packed(): the gate
+   * script reads them with struct.unpack('<ddddd')).
+   */
+  packedArg(a: number, b: number, c: number, d: number, e: number): void {
+    this.reserve(PACKED_HEAD.length + PACKED_BYTES + 2);
+    const bytes = this.bytes;
+    let at = this.len;
+    for (let i = 0; i < PACKED_HEAD.length; i++) bytes[at++] = PACKED_HEAD[i]!;
+    const data = this.data;
+    data.setFloat64(at, a, true);
+    data.setFloat64(at + 8, b, true);
+    data.setFloat64(at + 16, c, true);
+    data.setFloat64(at + 24, d, true);
+    data.setFloat64(at + 32, e, true);
+    at += PACKED_BYTES;
+    bytes[at++] = CR;
+    bytes[at++] = LF;
+    this.len = at;
+  }
+
+  /** A number as the bulk string of String(n). */
+  numberArg(n: number): void {
+    if (Number.isSafeInteger(n)) this.integerArg(n);
+    else this.string(String(n));
   }
 
   /** The bytes written so far (a copy: the writer's buffer is reused), and a fresh start. */
@@ -108,12 +147,12 @@ export class RespWriter {
     this.len = 0;
   }
 
-  /** A safe integer as a bulk string: `$<digits>\r\n<n>\r\n`. */
-  private integer(n: number): void {
+  /** A safe integer as a bulk string: `$<digits>\r\n<n>\r\n` (numberArg for any other number). */
+  integerArg(n: number): void {
     this.reserve(48);
     if (n >= 0 && n < 10) {
       // One digit (a flag, a zero count, the number of keys: most of a call's numbers): `$1\r\n<d>\r\n`.
-      const buf = this.buf;
+      const buf = this.bytes;
       const at = this.len;
       buf[at] = DOLLAR;
       buf[at + 1] = 0x31;
@@ -130,7 +169,7 @@ export class RespWriter {
     const abs = negative ? -n : n;
     const count = decimalLength(abs);
     const width = negative ? count + 1 : count;
-    const buf = this.buf;
+    const buf = this.bytes;
     let at = this.len;
     buf[at++] = DOLLAR;
     if (width >= 10) {
@@ -160,12 +199,18 @@ export class RespWriter {
   }
 
   /** Bytes as a bulk string. */
-  private bytes(b: Buffer): void {
+  bytesArg(b: Buffer): void {
     this.reserve(b.length + 24);
     this.lengthLine(b.length);
+    this.copy(b);
+    this.crlf();
+  }
+
+  /** Bytes as they are (TypedArray#set: some 300 instructions, where a loop over 20 bytes costs 800). */
+  private copy(b: Buffer): void {
+    this.reserve(b.length);
     this.buf.set(b, this.len);
     this.len += b.length;
-    this.crlf();
   }
 
   /** A string as a bulk string of its UTF-8 bytes. */
@@ -174,7 +219,7 @@ export class RespWriter {
     this.reserve(n + 24);
     const start = this.len;
     this.lengthLine(n);
-    const buf = this.buf;
+    const buf = this.bytes;
     let at = this.len;
     for (let i = 0; i < n; i++) {
       const c = s.charCodeAt(i);
@@ -200,14 +245,14 @@ export class RespWriter {
 
   /** A bulk string's length line, `$<n>\r\n` (room already reserved). */
   private lengthLine(n: number): void {
-    this.buf[this.len++] = DOLLAR;
+    this.bytes[this.len++] = DOLLAR;
     this.digits(n);
     this.crlf();
   }
 
   /** A non-negative safe integer's decimal digits (`count` of them, when the caller knows it). */
   private digits(n: number, count = decimalLength(n)): void {
-    const buf = this.buf;
+    const buf = this.bytes;
     let at = this.len + count;
     this.len = at;
     // Digits past 31 bits in floating point, the rest in int32 arithmetic, where a division by
@@ -226,8 +271,8 @@ export class RespWriter {
   }
 
   private crlf(): void {
-    this.buf[this.len++] = CR;
-    this.buf[this.len++] = LF;
+    this.bytes[this.len++] = CR;
+    this.bytes[this.len++] = LF;
   }
 
   /** Room for `n` more bytes. */
@@ -236,7 +281,33 @@ export class RespWriter {
     const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.len + n));
     this.buf.copy(bigger, 0, 0, this.len);
     this.buf = bigger;
+    this.bytes = viewOf(bigger);
+    this.data = dataOf(bigger);
   }
+}
+
+/** packedArg's value: five doubles, after their bulk string's length line. */
+const PACKED_BYTES = 40;
+const PACKED_HEAD = Uint8Array.from(Buffer.from(`$${PACKED_BYTES}\r\n`, 'latin1'));
+
+/** The value packedArg writes, as bytes (for clients that take arguments as values). */
+export function packed(a: number, b: number, c: number, d: number, e: number): Buffer {
+  const out = Buffer.allocUnsafe(PACKED_BYTES);
+  out.writeDoubleLE(a, 0);
+  out.writeDoubleLE(b, 8);
+  out.writeDoubleLE(c, 16);
+  out.writeDoubleLE(d, 24);
+  out.writeDoubleLE(e, 32);
+  return out;
+}
+
+function dataOf(b: Buffer): DataView {
+  return new DataView(b.buffer, b.byteOffset, b.length);
+}
+
+/** A Buffer's bytes as a plain Uint8Array. */
+function viewOf(b: Buffer): Uint8Array {
+  return new Uint8Array(b.buffer, b.byteOffset, b.length);
 }
 
 /** How many decimal digits a non-negative safe integer has. */

@@ -17,16 +17,25 @@
  *
  * ARGV[1]: the day hash's TTL in seconds; ARGV[2..4]: the account's rpm, tpm and dailyTokens
  * (the store starts another call when they change); then the calls, in order:
- * - admission (8 values): 'a', now ('' = Redis TIME), estimate, model, msToNextDay, input (-1:
- *   not split), defaultOutput (0/1), recountBelow (0: decide on the input; else the input is a
- *   bound, and a bound that bites answers gate 4, Recount, consuming nothing);
- * - reconciliation (8 values): 's', now, estimate, inputTokens, outputTokens, model,
- *   cachedTokens, hour. It refunds (or charges) the token bucket by estimate - (input + output),
+ * - admission (4 values): 'a', model, now ('' = Redis TIME), then five numbers packed as
+ *   little-endian doubles in one value (struct.unpack '<ddddd'): estimate, msToNextDay, input
+ *   (-1: not split), defaultOutput (0/1), recountBelow (0: decide on the input; else the input
+ *   is a bound, and a bound that bites answers gate 4, Recount, consuming nothing);
+ * - reconciliation (4 values): 's', model, now, then packed the same way estimate, inputTokens,
+ *   outputTokens, cachedTokens, hour. It refunds (or charges) the token bucket by estimate - (input + output),
  *   releases the reservation from the day and adds the real usage, also to the admission hour's
  *   counters (`ht:<hour>:<model>` tokens, `hn:<hour>:<model>` finished requests).
  *
  * Returns 8 numbers per admission, in order: gate, waitMs, remainingRequests, remainingTokens,
- * resetRequestsMs, resetTokensMs, maxOutput, estimate.
+ * resetRequestsMs, resetTokensMs, maxOutput, estimate; as one string of little-endian doubles
+ * (struct.pack), 64 bytes per admission, which the gateway reads with 8 DataView loads instead
+ * of parsing 8 RESP integers a byte at a time (some 2.4k instructions an admission under
+ * callgrind).
+ *
+ * (The marker, the model and an empty `now` come first, together: the store writes them as
+ * bytes it made once per model, redis-store.ts `CallPrefixes`. The numbers go as doubles, 8
+ * bytes each written in one store, rather than as decimal text written a digit at a time: some
+ * 300 instructions a number in the gateway under callgrind, ten numbers a request.)
  */
 export const GATE_SCRIPT = `
 local S = 60000
@@ -74,7 +83,8 @@ local function refill(now)
 end
 local i = 5
 while i <= #ARGV do
-  local now = tonumber(ARGV[i + 1])
+  local model = ARGV[i + 1]
+  local now = tonumber(ARGV[i + 2])
   if not now then
     if not clock then
       local tm = redis.call('TIME')
@@ -84,13 +94,8 @@ while i <= #ARGV do
   end
   if ARGV[i] == 'a' then
     refill(now)
-    local est = tonumber(ARGV[i + 2])
-    local model = ARGV[i + 3]
-    local toNextDay = tonumber(ARGV[i + 4])
-    local input = tonumber(ARGV[i + 5])
-    local defaultOutput = ARGV[i + 6]
-    local recountBelow = tonumber(ARGV[i + 7])
-    i = i + 8
+    local est, toNextDay, input, defaultOutput, recountBelow = struct.unpack('<ddddd', ARGV[i + 3])
+    i = i + 4
     local used = tokens + reserved
     local maxOut = -1
     local dailyRoom = cap - used - input
@@ -98,7 +103,7 @@ while i <= #ARGV do
       maxOut = math.min(math.floor(t / S) - input, dailyRoom)
       local room = maxOut
       if room < 1 then room = dailyRoom end
-      if defaultOutput == '1' and room >= 1 and est - input > room then est = input + room end
+      if defaultOutput == 1 and room >= 1 and est - input > room then est = input + room end
     end
     local gate = 0
     local wait = 0
@@ -142,23 +147,11 @@ while i <= #ARGV do
       add('requests', 1)
       add('n:' .. model, 1)
     end
-    local n = #out
-    out[n + 1] = gate
-    out[n + 2] = wait
-    out[n + 3] = math.floor(r / S)
-    out[n + 4] = math.floor(t / S)
-    out[n + 5] = math.ceil((rCap - r) / rpm)
-    out[n + 6] = math.ceil((tCap - t) / tpm)
-    out[n + 7] = maxOut
-    out[n + 8] = est
+    out[#out + 1] = struct.pack('<dddddddd', gate, wait, math.floor(r / S), math.floor(t / S),
+      math.ceil((rCap - r) / rpm), math.ceil((tCap - t) / tpm), maxOut, est)
   else
-    local est = tonumber(ARGV[i + 2])
-    local input = tonumber(ARGV[i + 3])
-    local output = tonumber(ARGV[i + 4])
-    local model = ARGV[i + 5]
-    local cached = tonumber(ARGV[i + 6]) or 0
-    local hour = ARGV[i + 7]
-    i = i + 8
+    local est, input, output, cached, hour = struct.unpack('<ddddd', ARGV[i + 3])
+    i = i + 4
     local refund = est - input - output
     if refund ~= 0 then
       refill(now)
@@ -190,5 +183,5 @@ for k = 1, #fields do
 end
 -- Every call that changed the day added to a field of it.
 if #fields > 0 then redis.call('EXPIRE', KEYS[2], ARGV[1]) end
-return out
+return table.concat(out)
 `;

@@ -6,7 +6,7 @@ import { FakeClock } from '../../../lib/clock.js';
 import { randomId } from '../../../lib/ids.js';
 import { AccountLimits, createGate, type GateConfig, type LimitGate } from '../../../gateway/gates/index.js';
 import type { GateDecision, GateRequest } from '../../../gateway/gates/gate.js';
-import { REDIS_URL, redisAvailable } from '../../helpers.js';
+import { REDIS_URL, redisAvailable, waitFor } from '../../helpers.js';
 
 export type StoreKind = 'memory' | 'redis';
 
@@ -53,10 +53,12 @@ export interface TestGate {
 }
 
 /**
- * A gate over `kind` with a FakeClock (which also drives the Redis buckets). Returns undefined
- * when Redis is wanted but not available (the test is then skipped). Closed after the test.
+ * A gate over `kind` with a FakeClock (which also drives the Redis buckets): 'redis' through an
+ * ioredis client handed in, 'resp' through the connection the gate opens itself (resp-client.ts,
+ * as in production). Returns undefined when Redis is wanted but not available (the test is then
+ * skipped). Closed after the test.
  */
-export async function makeGate(t: TestContext, kind: StoreKind, l: Limits, clock = new FakeClock()): Promise<TestGate | undefined> {
+export async function makeGate(t: TestContext, kind: StoreKind | 'resp', l: Limits, clock = new FakeClock()): Promise<TestGate | undefined> {
   const config = gateConfig(l);
   const limits = new AccountLimits({ rpm: l.rpm, tpm: l.tpm, dailyTokens: l.daily });
   if (kind === 'memory') {
@@ -66,7 +68,8 @@ export async function makeGate(t: TestContext, kind: StoreKind, l: Limits, clock
   }
   if (!(await redisAvailable(t))) return undefined;
   const redis = await connectRedis();
-  const gate = createGate(config, { clock, redis, limits });
+  const gate = kind === 'resp' ? createGate({ ...config, redisUrl: REDIS_URL }, { clock, limits }) : createGate(config, { clock, redis, limits });
+  if (kind === 'resp') await waitFor(() => gate.onRedis);
   t.after(async () => {
     await gate.close();
     await dropKeys(redis, config.gateKeyPrefix);

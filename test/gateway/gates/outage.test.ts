@@ -1,6 +1,8 @@
 // Redis going away and coming back, on a redis-server of the test's own: requests keep being
 // admitted (in memory), the fallback is counted, the gates return to Redis, and nothing waits
 // on Redis longer than the timeout.
+import { execFileSync } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
@@ -81,6 +83,32 @@ test('a frozen Redis: the request waits at most the timeout, and a late admissio
     const h = await probe.hgetall(dayKey);
     return h.requests === '1' && h.reserved === '0';
   });
+});
+
+test('a reply that came while the loop was busy past the deadline is not a timeout', async (t) => {
+  // The timer fires in the loop's timers phase, before the poll phase reads the reply waiting in
+  // the socket: the deadlines are judged after that read, so a busy process does not blame Redis.
+  const server = await PrivateRedis.start(t);
+  if (!server) return;
+  const config = gateConfig({ rpm: BIG, tpm: BIG, daily: BIG }, { redisUrl: server.url, gateRedisTimeoutMs: 30 });
+  const gate = createGate(config); // its own client: the turn's write happens in an immediate
+  t.after(() => gate.close());
+  await waitFor(() => gate.onRedis);
+  admitted(await gate.admit(req(1, 10))); // the script is loaded
+  const timeouts = counters.redisTimeouts;
+  const fallbacks = counters.redisFallback;
+  const decision = gate.admit(req(1, 10));
+  // Queued after the client's write: once Redis has answered a PING sent after the admission, its
+  // reply is in the socket; then the loop stays busy past the deadline.
+  setImmediate(() => {
+    execFileSync('redis-cli', ['-u', server.url, 'PING']);
+    const until = performance.now() + 3 * config.gateRedisTimeoutMs;
+    while (performance.now() < until) {}
+  });
+  admitted(await decision);
+  assert.equal(counters.redisTimeouts, timeouts, 'no timeout');
+  assert.equal(counters.redisFallback, fallbacks, 'decided in Redis');
+  assert.equal(gate.onRedis, true);
 });
 
 test('a reconciliation made while the connection is down is replayed when it is back', async (t) => {

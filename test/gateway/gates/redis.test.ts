@@ -7,7 +7,7 @@ import { FakeClock } from '../../../lib/clock.js';
 import { createGate } from '../../../gateway/gates/index.js';
 import { counters } from '../../../gateway/gates/metrics.js';
 import { admitted, connectRedis, denied, dropKeys, gateConfig, makeGate, PrivateRedis, req, type Admitted } from './fixtures.js';
-import { redisAvailable } from '../../helpers.js';
+import { REDIS_URL, redisAvailable, waitFor } from '../../helpers.js';
 
 const BIG = 1_000_000_000;
 const DAY = 86_400_000;
@@ -85,45 +85,72 @@ test('admissions of one turn are decided in the order they were made', async (t)
   assert.equal(next.allowed, true, 'the 80 tokens refunded in the same turn were there for it');
 });
 
-test('without a clock the buckets run on Redis TIME', async (t) => {
-  if (!(await redisAvailable(t))) return;
-  const redis = await connectRedis();
-  const config = gateConfig({ rpm: 2, tpm: BIG, daily: BIG });
-  const gate = createGate(config, { redis });
-  t.after(async () => {
-    await gate.close();
-    await dropKeys(redis, config.gateKeyPrefix);
-    redis.disconnect();
+for (const client of ['redis', 'resp'] as const)
+  test(`a turn of only reconciliations waits one loop iteration and goes with the next admissions (${client})`, async (t) => {
+    const g = await makeGate(t, client, { rpm: BIG, tpm: 100, daily: BIG });
+    if (!g) return;
+    const first = admitted(await g.gate.admit(req(6, 100)));
+    const calls = counters.redisCalls;
+    g.gate.settle(req(6, 100), first, { inputTokens: 10, outputTokens: 10 });
+    // Queued after the turn's write: the reconciliation was not in it.
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(counters.redisCalls, calls, 'held');
+    const next = admitted(await g.gate.admit(req(6, 80)));
+    assert.equal(counters.redisCalls - calls, 1, 'one script call for the reconciliation and the admission');
+    assert.equal(next.headers['x-ratelimit-remaining-tokens'], '0', 'the 80 tokens refunded first were there for it');
+    // Alone, a reconciliation still goes, a loop iteration later.
+    g.gate.settle(req(6, 80), next, { inputTokens: 30, outputTokens: 20 });
+    await waitFor(() => counters.redisCalls - calls === 2);
+    const u = await g.gate.readUsage(6);
+    assert.equal(u.tokens_used, 70);
+    assert.equal(u.tokens_reserved, 0);
   });
-  admitted(await gate.admit(req(5, 1)));
-  admitted(await gate.admit(req(5, 1)));
-  const d = denied(await gate.admit(req(5, 1)));
-  assert.equal(d.code, 'request_rate_limit_exceeded');
-  assert.ok(d.retryAfterSec >= 1 && d.retryAfterSec <= 30, `Retry-After ${d.retryAfterSec}`);
-  const [sec] = await redis.time();
-  const ts = Number(await redis.hget(`${config.gateKeyPrefix}{acct:5}:b`, 'ts'));
-  assert.ok(Math.abs(ts - Number(sec) * 1000) < 60_000, 'the bucket time is Redis time');
-});
 
-test('after SCRIPT FLUSH the store falls back to EVAL and carries on in Redis', async (t) => {
-  const server = await PrivateRedis.start(t);
-  if (!server) return;
-  const redis = await connectRedis(server.url);
-  t.after(() => redis.disconnect());
-  const gate = createGate(gateConfig({ rpm: BIG, tpm: BIG, daily: BIG }), { redis, clock: new FakeClock() });
-  t.after(() => gate.close());
-  admitted(await gate.admit(req(1, 1)));
-  await redis.script('FLUSH');
-  const calls = counters.redisCalls;
-  const fallbacks = counters.redisFallback;
-  const r = req(1, 1);
-  const a = admitted(await gate.admit(r));
-  assert.equal(counters.redisCalls - calls, 2, 'EVALSHA answered NOSCRIPT, then EVAL');
-  assert.equal(counters.redisFallback, fallbacks, 'still decided in Redis');
-  gate.settle(r, a, { inputTokens: 1, outputTokens: 0 });
-  const u = await gate.readUsage(1);
-  assert.equal(u.requests, 2);
-});
+for (const client of ['redis', 'resp'] as const)
+  test(`without a clock the buckets run on Redis TIME (${client})`, async (t) => {
+    if (!(await redisAvailable(t))) return;
+    const redis = await connectRedis();
+    const config = gateConfig({ rpm: 2, tpm: BIG, daily: BIG });
+    const gate = client === 'resp' ? createGate({ ...config, redisUrl: REDIS_URL }) : createGate(config, { redis });
+    await waitFor(() => gate.onRedis);
+    t.after(async () => {
+      await gate.close();
+      await dropKeys(redis, config.gateKeyPrefix);
+      redis.disconnect();
+    });
+    admitted(await gate.admit(req(5, 1)));
+    admitted(await gate.admit(req(5, 1)));
+    const d = denied(await gate.admit(req(5, 1)));
+    assert.equal(d.code, 'request_rate_limit_exceeded');
+    assert.ok(d.retryAfterSec >= 1 && d.retryAfterSec <= 30, `Retry-After ${d.retryAfterSec}`);
+    const [sec] = await redis.time();
+    const ts = Number(await redis.hget(`${config.gateKeyPrefix}{acct:5}:b`, 'ts'));
+    assert.ok(Math.abs(ts - Number(sec) * 1000) < 60_000, 'the bucket time is Redis time');
+  });
+
+for (const client of ['redis', 'resp'] as const)
+  test(`after SCRIPT FLUSH the store falls back to EVAL and carries on in Redis (${client})`, async (t) => {
+    const server = await PrivateRedis.start(t);
+    if (!server) return;
+    const redis = await connectRedis(server.url);
+    t.after(() => redis.disconnect());
+    const config = gateConfig({ rpm: BIG, tpm: BIG, daily: BIG });
+    const clock = new FakeClock();
+    const gate = client === 'resp' ? createGate({ ...config, redisUrl: server.url }, { clock }) : createGate(config, { redis, clock });
+    t.after(() => gate.close());
+    await waitFor(() => gate.onRedis);
+    admitted(await gate.admit(req(1, 1)));
+    await redis.script('FLUSH');
+    const calls = counters.redisCalls;
+    const fallbacks = counters.redisFallback;
+    const r = req(1, 1);
+    const a = admitted(await gate.admit(r));
+    assert.equal(counters.redisCalls - calls, 2, 'EVALSHA answered NOSCRIPT, then EVAL');
+    assert.equal(counters.redisFallback, fallbacks, 'still decided in Redis');
+    gate.settle(r, a, { inputTokens: 1, outputTokens: 0 });
+    const u = await gate.readUsage(1);
+    assert.equal(u.requests, 2);
+  });
 
 test('many clients at once never admit more than the limit', async (t) => {
   if (!(await redisAvailable(t))) return;
@@ -167,12 +194,16 @@ test('an enormous estimate against a tiny bucket stays a decision in Redis (no s
 });
 
 // Two sets of limits: the first refuses by the request and token buckets, the second by the daily cap.
-for (const limits of [
-  { rpm: 8, tpm: 1200, daily: 3000 },
-  { rpm: 10, tpm: 1500, daily: 1500 },
-]) {
-  test(`calls batched in one turn decide exactly as the in-memory gates deciding one at a time (${JSON.stringify(limits)})`, async (t) => {
-    const redis = await makeGate(t, 'redis', limits);
+// Through an ioredis client (evalshaBuffer) and through the gate's own connection (the calls written
+// straight into the command, resp-client.ts commandThen).
+for (const [client, limits] of [
+  ['redis', { rpm: 8, tpm: 1200, daily: 3000 }],
+  ['redis', { rpm: 10, tpm: 1500, daily: 1500 }],
+  ['resp', { rpm: 8, tpm: 1200, daily: 3000 }],
+  ['resp', { rpm: 10, tpm: 1500, daily: 1500 }],
+] as const) {
+  test(`calls batched in one turn decide exactly as the in-memory gates deciding one at a time (${client}, ${JSON.stringify(limits)})`, async (t) => {
+    const redis = await makeGate(t, client, limits);
     if (!redis) return;
     const memory = (await makeGate(t, 'memory', limits))!;
     // A small deterministic generator: the same sequence for both stores.

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { parseReply, ReplyError, RespClient } from '../../../gateway/gates/resp-client.js';
+import { INCOMPLETE, MALFORMED, parseRawReply, parseReply, ReplyError, RespClient } from '../../../gateway/gates/resp-client.js';
 import { waitFor } from '../../helpers.js';
 import { connectRedis, PrivateRedis } from './fixtures.js';
 
@@ -28,10 +28,24 @@ test('parseReply reads each RESP2 type, and waits for a reply split anywhere', (
   ];
   for (const [bytes, value] of cases) {
     assert.deepEqual(parseAll(bytes), value, JSON.stringify(bytes));
-    // Cut short at every byte, the reply is not complete yet (a symbol, never a value).
+    // Cut short at every byte, the reply is not complete yet (never a value, nor malformed), also
+    // read from the middle of a buffer.
     const full = Buffer.from(bytes);
-    for (let n = 0; n < full.length; n++) assert.equal(typeof parseReply(full.subarray(0, n), 0), 'symbol', `${JSON.stringify(bytes)} cut at ${n}`);
+    for (let n = 0; n < full.length; n++) {
+      assert.equal(parseReply(full.subarray(0, n), 0), INCOMPLETE, `${JSON.stringify(bytes)} cut at ${n}`);
+      assert.equal(parseReply(Buffer.concat([Buffer.from(':1\r\n'), full.subarray(0, n)]), 4), INCOMPLETE, `${JSON.stringify(bytes)} cut at ${n}, at 4`);
+    }
+    assert.deepEqual(parseReply(Buffer.concat([full, full]), full.length), value, `${JSON.stringify(bytes)} at ${full.length}`);
+    // Read from a larger buffer whose bytes past `end` are not the reply's (the shared read buffer).
+    const spare = Buffer.concat([full, Buffer.from('\r\n:9\r\n$5\r\n')]);
+    assert.deepEqual(parseReply(spare, 0, full.length), value);
+    for (let n = 0; n < full.length; n++) assert.equal(parseReply(spare, 0, n), INCOMPLETE, `${JSON.stringify(bytes)} ending at ${n}`);
   }
+  // The gate script's reply: 8 integers per admission, some negative, one of 15 digits.
+  const outcome = [0, 0, 599, -42, 100, 123_456_789_012_345, -1, 1024];
+  const script = `*16\r\n${[...outcome, ...outcome].map((n) => `:${n}\r\n`).join('')}`;
+  assert.deepEqual(parseAll(script), [...outcome, ...outcome]);
+  for (let n = 0; n < script.length; n++) assert.equal(parseAll(script.slice(0, n)), INCOMPLETE, `cut at ${n}`);
   const err = parseAll('-NOSCRIPT No matching script\r\n');
   assert.ok(err instanceof ReplyError);
   assert.equal(err.message, 'NOSCRIPT No matching script');
@@ -39,9 +53,30 @@ test('parseReply reads each RESP2 type, and waits for a reply split anywhere', (
   assert.equal(typeof parseAll('?what\r\n'), 'symbol', 'not RESP');
   // Whole lines that are not RESP: a count that is not a number, or a line without its CR. Each is
   // malformed, not incomplete: a valid reply after it does not make it one.
-  for (const bad of [':4x\r\n', ':\r\n', ':-\r\n', '$\r\n', '$1a\r\nx\r\n', '*b\r\n', ':42\n', '+OK\n']) {
-    assert.equal(typeof parseAll(`${bad}:1\r\n`), 'symbol', JSON.stringify(bad));
+  for (const bad of [':4x\r\n', ':\r\n', ':-\r\n', '$\r\n', '$1a\r\nx\r\n', '*b\r\n', ':42\n', '+OK\n', '+O\rK\r\n', '*1\r\n:1\n']) {
+    assert.equal(parseAll(`${bad}:1\r\n`), MALFORMED, JSON.stringify(bad));
   }
+});
+
+test('parseRawReply gives a bulk string as its bytes, a view of the buffer, and waits for one split anywhere', () => {
+  const payload = Buffer.alloc(64);
+  for (let i = 0; i < 8; i++) payload.writeDoubleLE(i === 3 ? -42.5 : i * 1e6, i * 8);
+  // Bytes that are not UTF-8, and CRLF among them.
+  payload[5] = 0x0d;
+  payload[6] = 0x0a;
+  payload[7] = 0xff;
+  const bytes = Buffer.concat([Buffer.from('$64\r\n'), payload, Buffer.from('\r\n')]);
+  const reply = parseRawReply(bytes, 0);
+  assert.ok(Buffer.isBuffer(reply));
+  assert.deepEqual(reply, payload);
+  assert.equal(reply.buffer, bytes.buffer, 'a view, not a copy');
+  for (let n = 0; n < bytes.length; n++) assert.equal(parseRawReply(bytes, 0, n), INCOMPLETE, `cut at ${n}`);
+  assert.deepEqual(parseRawReply(Buffer.from('$0\r\n\r\n'), 0), Buffer.alloc(0));
+  assert.equal(parseRawReply(Buffer.from('$-1\r\n'), 0), null);
+  // Anything else as parseReply reads it.
+  assert.deepEqual(parseRawReply(Buffer.from('*2\r\n:1\r\n$1\r\na\r\n'), 0), [1, 'a']);
+  assert.ok(parseRawReply(Buffer.from('-NOSCRIPT x\r\n'), 0) instanceof ReplyError);
+  assert.equal(parseRawReply(Buffer.from('$1x\r\na\r\n'), 0), MALFORMED);
 });
 
 async function client(t: TestContext, url = REDIS_URL): Promise<RespClient | undefined> {
@@ -154,4 +189,38 @@ test('replies split across reads, on two connections reading at once, arrive who
   assert.notEqual((ra as unknown[])[1], (rb as unknown[])[1], 'each connection its own reply');
   a.disconnect();
   b.disconnect();
+});
+
+test('replies written a byte at a time arrive whole and in order (a reply split at every byte)', async (t) => {
+  // A server that answers each command with the gate script's kind of reply, then an error reply,
+  // each byte in a write of its own some time apart: the client reads them in many pieces.
+  const outcome = [0, 0, 599, -42, 100, 123_456_789_012_345, -1, 1024];
+  const replies = [`*8\r\n${outcome.map((n) => `:${n}\r\n`).join('')}`, '-ERR no\r\n', '$3\r\nabc\r\n'];
+  const server = net.createServer((socket) => {
+    socket.setNoDelay(true);
+    let sent = false;
+    socket.on('data', () => {
+      if (sent) return;
+      sent = true;
+      const bytes = Buffer.from(replies.join(''));
+      let i = 0;
+      const next = (): void => {
+        if (i === bytes.length || socket.destroyed) return;
+        socket.write(bytes.subarray(i, ++i));
+        setTimeout(next, 1);
+      };
+      next();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const { port } = server.address() as net.AddressInfo;
+  const c = await client(t, `redis://127.0.0.1:${port}`);
+  if (!c) return;
+  const [a, b, d] = [c.call('PING'), c.call('PING'), c.call('PING')];
+  assert.deepEqual(await a, outcome);
+  await assert.rejects(b, (e: Error) => e instanceof ReplyError && e.message === 'ERR no');
+  assert.equal(await d, 'abc');
+  assert.equal(c.status, 'ready', 'still in step');
+  c.disconnect();
 });

@@ -4,7 +4,7 @@
 // copy starts over), numbers of every kind, bytes, and commands that outgrow the buffer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { encodeArgs, RespWriter, type RespArg } from '../../../gateway/gates/resp-encode.js';
+import { encodeArgs, packed, RespWriter, type RespArg } from '../../../gateway/gates/resp-encode.js';
 
 /** The reference: the command as one string, encoded as UTF-8. */
 function plain(args: readonly RespArg[]): Buffer {
@@ -69,15 +69,57 @@ test('RespWriter keeps commands in order across takes and growth, and clear() dr
   assert.deepEqual(w.take(), plain(['kept']));
 });
 
-test('RespWriter.scriptCall writes the bytes of the command of its arguments spread (encoded ones included)', () => {
+test('RespWriter.commandOf writes the bytes of the command of its head and the arguments written after it', () => {
   const sha = Buffer.from('c'.repeat(40));
   const keys = [Buffer.from('rc:{acct:7}:b'), Buffer.from('rc:{acct:7}:d:20417')];
+  const append = (w: RespWriter, args: readonly RespArg[]): void => w.appendArgs(args);
   for (const args of CASES) {
     const w = new RespWriter(8);
-    const fixed: RespArg[] = [691200, 1e9, 1e11, 1e15];
-    w.scriptCall(Buffer.from('EVALSHA'), sha, keys, encodeArgs(fixed), args);
-    w.scriptCall(Buffer.from('EVALSHA'), sha, [], encodeArgs([]), args);
-    const expected = Buffer.concat([plain(['EVALSHA', sha, 2, ...keys, ...fixed, ...args]), plain(['EVALSHA', sha, 0, ...args])]);
+    const head: RespArg[] = ['EVALSHA', sha, 2, ...keys, 691200, 1e9, 1e11, 1e15];
+    w.commandOf(encodeArgs(head), args.length, append, args);
+    w.commandOf(encodeArgs([]), args.length, append, args);
+    const expected = Buffer.concat([plain([...head, ...args]), plain(args)]);
     assert.deepEqual(w.take(), expected, JSON.stringify(args));
   }
+});
+
+test('the typed argument writers write what command() writes for the same values', () => {
+  // What the gate store writes a batch's calls with: numbers, bytes (short ones copied a byte at
+  // a time, long ones in one call), and arguments encoded before.
+  const numbers = CASES.flat().filter((a): a is number => typeof a === 'number');
+  const bytes = [
+    Buffer.alloc(0),
+    Buffer.from('a'),
+    Buffer.from('sim-chat'),
+    Buffer.alloc(64, 0x62),
+    Buffer.alloc(65, 0x63),
+    Buffer.from([0, 0xff, 0x0d, 0x0a]),
+  ];
+  const encoded = encodeArgs(['a', '', 7]);
+  const w = new RespWriter(8);
+  for (const n of numbers) w.numberArg(n);
+  for (const n of numbers) if (Number.isSafeInteger(n)) w.integerArg(n);
+  for (const b of bytes) w.bytesArg(b);
+  w.encodedArgs(encoded);
+  const args: RespArg[] = [...numbers, ...numbers.filter((n) => Number.isSafeInteger(n)), ...bytes, 'a', '', 7];
+  // plain() of the same values, without its `*<n>` line.
+  const all = plain(args);
+  assert.deepEqual(w.take(), all.subarray(all.indexOf('\r\n') + 2));
+});
+
+test('packedArg writes five numbers as the bulk string of their little-endian doubles, as packed() makes them', () => {
+  const values: [number, number, number, number, number][] = [
+    [0, 0, 0, 0, 0],
+    [1280, 45_678_901, -1, 1, 0],
+    [Number.MAX_SAFE_INTEGER, 1e15, -(2 ** 31), 23, 1e11],
+  ];
+  const w = new RespWriter(8); // grows on the way
+  for (const v of values) w.packedArg(...v);
+  const expected = values.map((v) => {
+    const b = Buffer.alloc(40);
+    for (const [i, n] of v.entries()) b.writeDoubleLE(n, i * 8);
+    assert.deepEqual(packed(...v), b);
+    return plain([b]).subarray(4); // without the `*1` line
+  });
+  assert.deepEqual(w.take(), Buffer.concat(expected));
 });
