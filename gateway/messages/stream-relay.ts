@@ -44,7 +44,9 @@ export function relayStream(r: ModelRequest<MessagesError>, body: string, signer
  * the first one's value, the same bytes on the wire in one writeHeader call instead of three
  * (about 1k instructions each).
  */
-const SSE_HEAD: readonly Buffer[] = ['content-type', 'text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\nx-accel-buffering: no'].map((s) => Buffer.from(s));
+const SSE_HEAD: readonly Buffer[] = ['content-type', 'text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\nx-accel-buffering: no'].map((s) =>
+  Buffer.from(s),
+);
 
 /** The messages body transform: chat-completions SSE in, messages events out, through the response writer. */
 class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
