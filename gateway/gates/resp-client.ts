@@ -312,15 +312,8 @@ function replyAt(buf: Buffer, bytes: Uint8Array, pos: number, end: number): unkn
       return bytes[pos] === 0x2b ? text : new ReplyError(text);
     }
     case 0x24: {
-      // '$' bulk string: $<length>\r\n<bytes>\r\n; nil with a length of -1
-      const n = integerLine(bytes, pos + 1, end);
-      if (typeof n !== 'number') return n;
-      if (n < 0) return null;
-      const start = parsedTo;
-      const last = start + n;
-      if (last + 2 > end) return INCOMPLETE;
-      parsedTo = last + 2;
-      return buf.toString('utf8', start, last);
+      const start = bulkAt(bytes, pos, end);
+      return typeof start === 'number' ? buf.toString('utf8', start, bulkEnd) : start;
     }
     case 0x2a: {
       // '*' array: *<count>\r\n then each element; nil with a count of -1
@@ -377,14 +370,28 @@ function integerLine(bytes: Uint8Array, from: number, end: number): number | sym
 /** parseReply, but a bulk string comes as its bytes (a view of `buf`), not as a string. */
 export function parseRawReply(buf: Buffer, pos: number, end = buf.length): unknown {
   if (pos >= end || buf[pos] !== 0x24) return parseReply(buf, pos, end);
-  const n = integerLine(bytesOf(buf), pos + 1, end);
+  const start = bulkAt(bytesOf(buf), pos, end);
+  return typeof start === 'number' ? buf.subarray(start, bulkEnd) : start;
+}
+
+/** Where the bulk string bulkAt read last ends (its CRLF). */
+let bulkEnd = 0;
+
+/**
+ * The bulk string whose `$` is at `pos` (`$<length>\r\n<bytes>\r\n`): the index of its first
+ * byte (its end in bulkEnd, parsedTo past its CRLF); null for nil (a length of -1); INCOMPLETE or
+ * MALFORMED as integerLine gives them.
+ */
+function bulkAt(bytes: Uint8Array, pos: number, end: number): number | null | symbol {
+  const n = integerLine(bytes, pos + 1, end);
   if (typeof n !== 'number') return n;
   if (n < 0) return null;
   const start = parsedTo;
   const last = start + n;
   if (last + 2 > end) return INCOMPLETE;
   parsedTo = last + 2;
-  return buf.subarray(start, last);
+  bulkEnd = last;
+  return start;
 }
 
 /** lineEnd(): the line's CRLF has not all arrived. */
