@@ -11,13 +11,13 @@
 //   MAX_ERROR_BODY_BYTES) and answered in the chat shape `{error: {message, type, param, code}}`
 //   with the backend's status, headers and message (backend-error.ts), since vLLM writes its own
 //   flat shape, which OpenAI clients cannot read.
-import { headerName, type Res } from '../../lib/http.js';
+import type { Res } from '../../lib/http.js';
 import { chatBackendErrorBody, MAX_ERROR_BODY_BYTES } from '../backends/backend-error.js';
 import { CHAT_CODES, ERRORS } from '../errors.js';
 import type { GateUsage } from '../gates/gate.js';
 import { CLIENT_CLOSED } from '../metrics.js';
 import type { HeaderLines } from '../../lib/relay/http-pool.js';
-import { headerNameIs, type HeaderName, ResponseWriter, type WriterHooks } from '../../lib/relay/response-writer.js';
+import { headerNameIs, type HeaderName, ownHeaderLine, ResponseWriter, type WriterHooks } from '../../lib/relay/response-writer.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from '../backends/upstreams.js';
 import type { ModelRequest } from '../request/lifecycle.js';
 import type { ChatError } from './protocol.js';
@@ -222,24 +222,10 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
   }
 }
 
-/**
- * `raw` (a fresh list) with the request's own headers (the gate's `x-ratelimit-*`) after the
- * backend's, as one name and one Buffer value: the lines after the first ride in the first one's
- * value, the same bytes on the wire as the response writer's own header line (writeOwnHeaders),
- * but handed to uWS as bytes: a string value costs it a UTF-8 conversion of the whole line (about
- * 2.7k instructions a request). The names and values are the gate's (numbers and durations), never
- * with a CR or LF.
- */
+/** `raw` (a fresh list) with the request's own headers (the gate's `x-ratelimit-*`) after the backend's, as one line (ownHeaderLine). */
 export function withOwnHeaders(raw: HeaderName[], own: Record<string, string>): HeaderName[] {
-  let first: string | undefined;
-  let lines = '';
-  for (const k in own) {
-    if (first === undefined) {
-      first = k;
-      lines = own[k]!;
-    } else lines += `\r\n${k}: ${own[k]!}`;
-  }
-  if (first !== undefined) raw.push(headerName(first), Buffer.from(lines, 'utf8'));
+  const line = ownHeaderLine(own);
+  if (line !== undefined) raw.push(line[0], line[1]);
   return raw;
 }
 
