@@ -164,38 +164,14 @@ export class RespWriter {
       this.len = at + 7;
       return;
     }
-    // `$<width>\r\n[-]<digits>\r\n` written through locals, with this.len stored once.
+    // `$<width>\r\n[-]<digits>\r\n`
     const negative = n < 0;
     const abs = negative ? -n : n;
     const count = decimalLength(abs);
-    const width = negative ? count + 1 : count;
-    const buf = this.bytes;
-    let at = this.len;
-    buf[at++] = DOLLAR;
-    if (width >= 10) {
-      buf[at++] = 0x31; // a safe integer has at most 16 digits and a sign: 17
-      buf[at++] = 0x30 + width - 10;
-    } else buf[at++] = 0x30 + width;
-    buf[at++] = CR;
-    buf[at++] = LF;
-    if (negative) buf[at++] = MINUS;
-    at += count;
-    let p = at;
-    let m = abs;
-    while (m > INT32_MAX) {
-      const q = Math.floor(m / 10);
-      buf[--p] = 0x30 + (m - q * 10);
-      m = q;
-    }
-    let k = m | 0;
-    do {
-      const q = (k / 10) | 0;
-      buf[--p] = 0x30 + (k - q * 10);
-      k = q;
-    } while (k > 0);
-    buf[at++] = CR;
-    buf[at++] = LF;
-    this.len = at;
+    this.lengthLine(negative ? count + 1 : count);
+    if (negative) this.bytes[this.len++] = MINUS;
+    this.digits(abs, count);
+    this.crlf();
   }
 
   /** Bytes as a bulk string. */
