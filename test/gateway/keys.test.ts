@@ -59,6 +59,32 @@ describe('KeyDirectory', () => {
     d.stop();
   });
 
+  it('lists hashes by their value in any case, ignores what is not a hex SHA-256, and tells apart keys whose hashes share a first 4 bytes', async () => {
+    const key = generateKey();
+    // Two keys in the same bucket: found by trying keys until one's hash starts as the first one's
+    // (4 bytes would take billions of tries; the bucket is the first 4 bytes, so list a made-up
+    // hash with the real one's first 4 bytes and a different rest).
+    const hash = hashKey(key);
+    const sibling = `${hash.slice(0, 8)}${hash.slice(8).replace(/./g, (c) => (c === '0' ? '1' : '0'))}`;
+    const d = new KeyDirectory();
+    await d.start(
+      memoryKeySource([
+        { keyHash: sibling, accountId: 8 },
+        { keyHash: hash.toUpperCase(), accountId: 5 },
+        { keyHash: `${hash.slice(0, 63)}g`, accountId: 6 }, // not hex: ignored
+        { keyHash: hash.slice(0, 62), accountId: 7 }, // too short: ignored
+      ]),
+    );
+    assert.equal(d.size, 2);
+    assert.equal(d.authenticate(`Bearer ${key}`, ''), 5);
+    d.remove(sibling.toUpperCase());
+    assert.equal(d.size, 1);
+    assert.equal(d.authenticate(`Bearer ${key}`, ''), 5);
+    d.remove(hash);
+    assert.equal(d.size, 0);
+    assert.equal(d.authenticate(`Bearer ${key}`, ''), AUTH_INVALID);
+  });
+
   it('applies a revoke that arrives while the snapshot loads after the snapshot', async () => {
     const key = generateKey();
     const bus = new MemoryBus();
