@@ -100,12 +100,22 @@ function countAt(s: string, i: number): number {
   return i > first ? n : -1;
 }
 
+/** `depth` after the braces in s[from, to) (bytes outside any string). */
+function depthAfter(s: string, from: number, to: number, depth: number): number {
+  for (let i = from; i < to; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0x7b) depth++;
+    else if (c === 0x7d && --depth === 0) return 0;
+  }
+  return depth;
+}
+
 /**
  * Usage read from the object starting at `pos` (the index of `"usage":{`), looking no further than
  * `end`. One pass over the quoted names in the window, read as one latin1 string (one byte, one
  * character): String#indexOf and charCodeAt cost a fraction of Buffer#indexOf's calls (its JS
  * wrapper and property loads, some 500 instructions each, seven or more per usage object). The
- * first occurrence of each count's `"name":` wins.
+ * first occurrence of each count's `"name":` in the object wins.
  */
 export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage | undefined {
   const stop = Math.min(end, pos + WINDOW);
@@ -116,8 +126,12 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
   let input = -1;
   let output = -1;
   let cached = -1;
+  // The object's end: its braces are counted in the bytes between strings (the only place a
+  // structural brace can be), so the names after it (vLLM's prompt_logprobs, kv_transfer_params
+  // and the like) are not read.
   let open = s.indexOf('"', USAGE_KEY.length);
-  while (open >= 0) {
+  let depth = depthAfter(s, USAGE_KEY.length, open < 0 ? s.length : open, 1);
+  while (open >= 0 && depth > 0) {
     const close = closingQuote(s, open + 1);
     if (close < 0) break;
     // A name is a quoted string followed by ':' (a string value never is).
@@ -133,6 +147,7 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
       } else if (n === 12 && input < 0 && s.startsWith(INPUT, a)) input = countAt(s, close + 2);
     }
     open = s.indexOf('"', close + 1);
+    depth = depthAfter(s, close + 1, open < 0 ? s.length : open, depth);
   }
   if (prompt < 0 && completion < 0) {
     // Not a chat completion's usage: a Responses API one (/v1/responses)?

@@ -75,6 +75,20 @@ describe('gateway usage scanning', () => {
     });
   });
 
+  it('reads only the usage object: names after its closing brace are not its counts', () => {
+    assert.deepEqual(findUsage(b('{"usage":{"completion_tokens":7},"prompt_tokens":9}')), { inputTokens: 0, outputTokens: 7 });
+    assert.equal(findUsage(b('{"usage":{},"prompt_tokens":3,"completion_tokens":4}')), undefined);
+    // Braces inside strings and nested objects do not end it early.
+    assert.deepEqual(
+      findUsage(b('{"usage":{"note":"}}","prompt_tokens_details":{"cached_tokens":2},"prompt_tokens":5,"completion_tokens":1},"prompt_logprobs":null}')),
+      {
+        inputTokens: 5,
+        outputTokens: 1,
+        cachedTokens: 2,
+      },
+    );
+  });
+
   it('looks no further than the end it is given', () => {
     const buf = b('data: {"usage":{"total_tokens":1}}\n\ndata: {"usage":{"prompt_tokens":4,"completion_tokens":5}}\n\n');
     const p = indexOfUsage(buf);
