@@ -17,7 +17,7 @@ import { CHAT_CODES, ERRORS } from '../errors.js';
 import type { GateUsage } from '../gates/gate.js';
 import { CLIENT_CLOSED } from '../metrics.js';
 import type { HeaderLines } from '../../lib/relay/http-pool.js';
-import { headerNameIs, type HeaderName, ownHeaderLine, ResponseWriter, type WriterHooks } from '../../lib/relay/response-writer.js';
+import { headerNameIs, type HeaderName, ResponseWriter, type WriterHooks } from '../../lib/relay/response-writer.js';
 import type { UpstreamCall, UpstreamError, UpstreamHandler } from '../backends/upstreams.js';
 import type { ModelRequest } from '../request/lifecycle.js';
 import type { ChatError } from './protocol.js';
@@ -84,11 +84,11 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     this.sse = this.stream && status === 200;
     if (status >= 400) {
       this.errorParts = [];
-      this.out.head(status, withOwnHeaders(jsonTyped(headers.endToEnd()), this.headers));
+      this.out.head(status, jsonTyped(headers.endToEnd()), this.headers);
       return;
     }
     if (!this.sse) this.contentLength = headers.contentLength;
-    this.out.head(status, withOwnHeaders(headers.endToEnd(), this.headers));
+    this.out.head(status, headers.endToEnd(), this.headers);
   }
 
   onData(chunk: Buffer): boolean {
@@ -220,13 +220,6 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     if (from === 0) out.write(chunk);
     else if (from < chunk.length) out.write(chunk.subarray(from));
   }
-}
-
-/** `raw` (a fresh list) with the request's own headers (the gate's `x-ratelimit-*`) after the backend's, as one line (ownHeaderLine). */
-export function withOwnHeaders(raw: HeaderName[], own: Record<string, string>): HeaderName[] {
-  const line = ownHeaderLine(own);
-  if (line !== undefined) raw.push(line[0], line[1]);
-  return raw;
 }
 
 /** A backend's end-to-end headers with its content type replaced by JSON's (an error rewritten in the chat shape). */

@@ -17,6 +17,32 @@ import { waitFor } from '../../helpers.js';
 
 const BIG = 1_000_000_000;
 
+test('concurrent responses each carry their own x-ratelimit-* line (the line is written through a reused buffer)', async (t) => {
+  const clock = new FakeClock();
+  const gate = createGate(gateConfig({ rpm: 40, tpm: BIG, daily: BIG }), { clock });
+  const f = await startFixture({ gate });
+  t.after(async () => {
+    await f.close();
+    await gate.close();
+  });
+  const url = `${f.gateway.url}/v1/chat/completions`;
+  const auth = { authorization: `Bearer ${f.key}` };
+  // Twelve at once, streams and whole bodies mixed: each line is as long as the others (two-digit
+  // counts), so every one is written through the same scratch bytes.
+  const replies = await Promise.all(
+    Array.from({ length: 12 }, (_, i) => post(url, JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 4, stream: i % 2 === 0 }), auth)),
+  );
+  const remaining = replies.map((r) => {
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers.get('x-ratelimit-limit-requests'), '40');
+    return Number(r.headers.get('x-ratelimit-remaining-requests'));
+  });
+  assert.deepEqual(
+    remaining.sort((a, b) => a - b),
+    Array.from({ length: 12 }, (_, i) => 28 + i),
+  );
+});
+
 test('chat completions: headers on success, 429 naming the gate, usage reconciled', async (t) => {
   const clock = new FakeClock();
   const gate = createGate(gateConfig({ rpm: 2, tpm: BIG, daily: BIG }), { clock });
