@@ -3,7 +3,7 @@
 // from them on demand.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CHUNK_SIZE, emptyParsedHead, HOP_BY_HOP_RESPONSE, LENGTH, parseHead, type ParsedHead } from '../../../lib/relay/http-parser.js';
+import { CHUNK_SIZE, emptyParsedHead, HOP_BY_HOP_RESPONSE, LENGTH, parseHead, type ParsedHead, UNTIL_CLOSE } from '../../../lib/relay/http-parser.js';
 
 /** Parses `head` (which ends with its blank line) placed after some unrelated bytes, as in a read buffer. */
 function parse(head: string): { error: string | undefined; h: ParsedHead } {
@@ -65,4 +65,18 @@ test('a chunked head has no content length; a malformed line is refused', () => 
   assert.equal(chunked.headers.contentLength, -1);
   assert.equal(parse('HTTP/1.1 200 OK\r\nno colon here\r\n\r\n').error, 'bad header line');
   assert.equal(parse('HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\n').error, 'bad content-length');
+});
+
+test('Transfer-Encoding and Connection are read as token lists, in any case, with no comma read past the value', () => {
+  const state = (head: string) => parse(`HTTP/1.1 200 OK\r\n${head}\r\n`).h;
+  assert.equal(state('Transfer-Encoding: gzip, Chunked\r\n').state, CHUNK_SIZE);
+  assert.equal(state('Transfer-Encoding: chunked , \r\n').state, CHUNK_SIZE);
+  assert.equal(state('Transfer-Encoding: chunk,ed\r\n').state, UNTIL_CLOSE, 'a comma splits the token');
+  assert.equal(state('Transfer-Encoding: xchunked\r\n').state, UNTIL_CLOSE);
+  // A value just as long as the token is compared whole; the next line's comma is not this value's.
+  assert.equal(state('Transfer-Encoding: gzip\r\nX-A: b, chunked\r\n').state, UNTIL_CLOSE);
+  assert.equal(state('Connection: Keep-Alive, Upgrade\r\nContent-Length: 4\r\n').keepAlive, true);
+  assert.equal(state('Connection: upgrade,close\r\nContent-Length: 4\r\n').keepAlive, false);
+  assert.equal(state('Connection: closed\r\nContent-Length: 4\r\n').keepAlive, true);
+  assert.equal(parse('HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 4\r\n\r\n').h.keepAlive, true);
 });
