@@ -100,6 +100,26 @@ function countAt(s: string, i: number): number {
   return i > first ? n : -1;
 }
 
+/**
+ * The usage object as vLLM (and the sim) write it, compact and in this order: read by one anchored
+ * regex, about half the cost of the scan of names below (the general case, which gives the same
+ * counts for it).
+ */
+const COMPACT_USAGE =
+  /^"usage":\{"prompt_tokens":(\d{1,15}),"total_tokens":\d{1,15},"completion_tokens":(\d{1,15})(?:,"prompt_tokens_details":(?:null|\{"cached_tokens":(\d{1,15})\}))?\}/;
+
+/** The value of 1 to 15 decimal digits (Number() of a string hashes it first: an array-index check). */
+function digitsValue(digits: string): number {
+  let n = 0;
+  for (let i = 0; i < digits.length; i++) n = n * 10 + digits.charCodeAt(i) - 0x30;
+  return n;
+}
+
+/** A usage with its counts (cachedTokens only when some were). */
+function usageOf(prompt: number, completion: number, cached: number): GateUsage {
+  return cached > 0 ? { inputTokens: prompt, outputTokens: completion, cachedTokens: cached } : { inputTokens: prompt, outputTokens: completion };
+}
+
 /** `depth` after the braces in s[from, to) (bytes outside any string). */
 function depthAfter(s: string, from: number, to: number, depth: number): number {
   for (let i = from; i < to; i++) {
@@ -121,6 +141,8 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
   const stop = Math.min(end, pos + WINDOW);
   if (stop <= pos + USAGE_KEY.length) return undefined;
   const s = buf.toString('latin1', pos, stop);
+  const m = COMPACT_USAGE.exec(s);
+  if (m !== null) return usageOf(digitsValue(m[1]!), digitsValue(m[2]!), m[3] === undefined ? 0 : digitsValue(m[3]));
   let prompt = -1;
   let completion = -1;
   let input = -1;
@@ -155,9 +177,7 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
     prompt = input;
     completion = output;
   }
-  return cached > 0
-    ? { inputTokens: prompt < 0 ? 0 : prompt, outputTokens: completion < 0 ? 0 : completion, cachedTokens: cached }
-    : { inputTokens: prompt < 0 ? 0 : prompt, outputTokens: completion < 0 ? 0 : completion };
+  return usageOf(prompt < 0 ? 0 : prompt, completion < 0 ? 0 : completion, cached);
 }
 
 /** The last usage object in `buf` (a whole non-stream response body), if any. */

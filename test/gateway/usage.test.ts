@@ -75,6 +75,24 @@ describe('gateway usage scanning', () => {
     });
   });
 
+  it("reads vLLM's compact usage as the general scan does (a space after a colon takes the scan)", () => {
+    for (const details of [
+      '',
+      ',"prompt_tokens_details":null',
+      ',"prompt_tokens_details":{"cached_tokens":32}',
+      ',"prompt_tokens_details":{"cached_tokens":0}',
+    ]) {
+      const compact = `{"usage":{"prompt_tokens":40,"total_tokens":45,"completion_tokens":5${details}},"prompt_logprobs":null}`;
+      const spaced = compact.replace('"prompt_tokens":40', '"prompt_tokens": 40');
+      assert.deepEqual(findUsage(b(compact)), findUsage(b(spaced)), details);
+      assert.equal(findUsage(b(compact))!.inputTokens, 40);
+    }
+    assert.deepEqual(findUsage(b('{"usage":{"prompt_tokens":123456789012345,"total_tokens":1,"completion_tokens":0}}')), {
+      inputTokens: 123456789012345,
+      outputTokens: 0,
+    });
+  });
+
   it('reads only the usage object: names after its closing brace are not its counts', () => {
     assert.deepEqual(findUsage(b('{"usage":{"completion_tokens":7},"prompt_tokens":9}')), { inputTokens: 0, outputTokens: 7 });
     assert.equal(findUsage(b('{"usage":{},"prompt_tokens":3,"completion_tokens":4}')), undefined);
