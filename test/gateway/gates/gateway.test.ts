@@ -1,10 +1,10 @@
 // The gates inside a real gateway (in process) in front of a real sim: x-ratelimit-* headers on
 // admitted responses, the 429 bodies of both surfaces, and reconciliation with the real usage.
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { FakeClock } from '../../../lib/clock.js';
 import { createGate, gateMetrics } from '../../../gateway/gates/index.js';
-import { startFixture, post, HELLO } from '../fixture.js';
+import { startFixture, post, HELLO, type FixtureOptions } from '../fixture.js';
 import { modelEntrySchema } from '../../../lib/config.js';
 import { generateKey, hashKey } from '../../../lib/keys.js';
 import { createLogger } from '../../../lib/log.js';
@@ -17,14 +17,20 @@ import { waitFor } from '../../helpers.js';
 
 const BIG = 1_000_000_000;
 
-test('concurrent responses each carry their own x-ratelimit-* line (the line is written through a reused buffer)', async (t) => {
+/** A gateway in process in front of a sim, its gates with these limits on a fake clock; closed after the test. */
+async function gatedFixture(t: TestContext, limits: { rpm: number; tpm: number }, options: Omit<FixtureOptions, 'gate'> = {}) {
   const clock = new FakeClock();
-  const gate = createGate(gateConfig({ rpm: 40, tpm: BIG, daily: BIG }), { clock });
-  const f = await startFixture({ gate });
+  const gate = createGate(gateConfig({ ...limits, daily: BIG }), { clock });
+  const f = await startFixture({ ...options, gate });
   t.after(async () => {
     await f.close();
     await gate.close();
   });
+  return { clock, gate, f };
+}
+
+test('concurrent responses each carry their own x-ratelimit-* line (the line is written through a reused buffer)', async (t) => {
+  const { f } = await gatedFixture(t, { rpm: 40, tpm: BIG });
   const url = `${f.gateway.url}/v1/chat/completions`;
   const auth = { authorization: `Bearer ${f.key}` };
   // Twelve at once, streams and whole bodies mixed: each line is as long as the others (two-digit
@@ -44,13 +50,7 @@ test('concurrent responses each carry their own x-ratelimit-* line (the line is 
 });
 
 test('chat completions: headers on success, 429 naming the gate, usage reconciled', async (t) => {
-  const clock = new FakeClock();
-  const gate = createGate(gateConfig({ rpm: 2, tpm: BIG, daily: BIG }), { clock });
-  const f = await startFixture({ gate });
-  t.after(async () => {
-    await f.close();
-    await gate.close();
-  });
+  const { clock, gate, f } = await gatedFixture(t, { rpm: 2, tpm: BIG });
   const url = `${f.gateway.url}/v1/chat/completions`;
   const auth = { authorization: `Bearer ${f.key}` };
   const body = JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 16 });
@@ -132,13 +132,7 @@ test('messages: the 429 is messages-shaped and the daily cap has its own code', 
 });
 
 test('a stream the client cuts short gives back what it did not use', async (t) => {
-  const clock = new FakeClock();
-  const gate = createGate(gateConfig({ rpm: BIG, tpm: 10_000, daily: BIG }), { clock });
-  const f = await startFixture({ gate, sims: [{ ttftMs: 0, tokensPerSecond: 200 }] });
-  t.after(async () => {
-    await f.close();
-    await gate.close();
-  });
+  const { gate, f } = await gatedFixture(t, { rpm: BIG, tpm: 10_000 }, { sims: [{ ttftMs: 0, tokensPerSecond: 200 }] });
   const controller = new AbortController();
   const stream = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 4000, stream: true, ignore_eos: true } as never, {
     signal: controller.signal,
