@@ -108,8 +108,13 @@ function countAt(s: string, i: number): number {
 const COMPACT_USAGE =
   /^"usage":\{"prompt_tokens":(\d{1,15}),"total_tokens":\d{1,15},"completion_tokens":(\d{1,15})(?:,"prompt_tokens_details":(?:null|\{"cached_tokens":(\d{1,15})\}))?\}/;
 
-/** The value of 1 to 15 decimal digits (Number() of a string hashes it first: an array-index check). */
-function digitsValue(digits: string): number {
+/**
+ * The value of a regex-matched JSON integer. Number() of a string computes the string's hash on
+ * the way (an array-index check), several times the cost of reading two or three digits; past 15
+ * digits, where a double can no longer hold every integer, Number() rounds as JSON.parse does.
+ */
+export function intOf(digits: string): number {
+  if (digits.length > 15) return Number(digits);
   let n = 0;
   for (let i = 0; i < digits.length; i++) n = n * 10 + digits.charCodeAt(i) - 0x30;
   return n;
@@ -142,7 +147,7 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
   if (stop <= pos + USAGE_KEY.length) return undefined;
   const s = buf.toString('latin1', pos, stop);
   const m = COMPACT_USAGE.exec(s);
-  if (m !== null) return usageOf(digitsValue(m[1]!), digitsValue(m[2]!), m[3] === undefined ? 0 : digitsValue(m[3]));
+  if (m !== null) return usageOf(intOf(m[1]!), intOf(m[2]!), m[3] === undefined ? 0 : intOf(m[3]));
   let prompt = -1;
   let completion = -1;
   let input = -1;

@@ -7,6 +7,7 @@
 // choices, cached-token details). Anything else (reasoning, tool calls, errors, other key orders
 // or extra fields) goes through JSON.parse: the result is the same either way
 // (test/gateway/messages/chunk-parse.test.ts).
+import { intOf } from '../usage.js';
 import type { ChatUsage } from './translate-response.js';
 
 // A JSON string body without escapes or control characters; the content may hold escapes
@@ -57,18 +58,6 @@ const ONE_EVENT = new RegExp(EVENT, 'y');
  * entries, and a try at a second event) than ONE_EVENT's. Only the cost depends on the choice.
  */
 const ROW_MIN_TEXT = 512;
-
-/**
- * The value of a regex-matched JSON integer. Number() of a string computes the string's hash on
- * the way (an array-index check), several times the cost of reading two or three digits; past 15
- * digits, where a double can no longer hold every integer, Number() rounds as JSON.parse does.
- */
-function intOf(digits: string): number {
-  if (digits.length > 15) return Number(digits);
-  let n = 0;
-  for (let i = 0; i < digits.length; i++) n = n * 10 + digits.charCodeAt(i) - 0x30;
-  return n;
-}
 
 /** What the translator reads of a plain text-token chunk (or of a usage-only one). */
 export interface TextChunk {
