@@ -108,36 +108,46 @@ test('isHopByHop: framing, Date and uWS mark in any case, as Buffer or string; n
   for (const h of ['content-type', 'set-cookie', 'x-date', 'dates', 'connections']) assert.ok(!isHopByHop(h), h);
 });
 
-test("the route's own headers (the gate's) arrive as separate header lines, in order", async (t) => {
+test("the route's own headers (the gate's) arrive as separate header lines, in order, after the relayed ones", async (t) => {
   const app = uws().App();
   const extra = { 'x-ratelimit-limit-requests': '60', 'x-ratelimit-remaining-requests': '59', 'x-ratelimit-reset-tokens': '1m0s' };
-  app.get('/gated', (res) => {
-    const w = new ResponseWriter(track(res), { onAbort() {}, onDrain() {}, onFinish() {} });
-    w.head(200, ['Content-Type', 'application/json'], extra);
-    w.end(Buffer.from('{}'));
-  });
+  const heads: Record<string, HeaderName[]> = {
+    // Our own names and values as strings.
+    '/strings': ['Content-Type', 'application/json'],
+    // A backend's, as bytes; the last relayed one is not the last in the list (a hop-by-hop one follows).
+    '/bytes': ['content-type', 'text/plain', 'x-backend', 'b\u00e9', 'Connection', 'keep-alive'].map((v) => Buffer.from(v, 'latin1')),
+    // Nothing relayed: the gate's line alone.
+    '/alone': [],
+  };
+  for (const [path, raw] of Object.entries(heads)) {
+    app.get(path, (res) => {
+      const w = new ResponseWriter(track(res), { onAbort() {}, onDrain() {}, onFinish() {} });
+      w.head(200, raw, extra);
+      w.end(Buffer.from('{}'));
+    });
+  }
   const server = await listen(app, '127.0.0.1', 0);
   t.after(() => server.close());
 
-  const r = await fetch(`${server.url}/gated`);
+  const r = await fetch(`${server.url}/strings`);
   assert.equal(await r.text(), '{}');
   for (const [k, v] of Object.entries(extra)) assert.equal(r.headers.get(k), v, k);
   // On the wire: one `name: value` line each, between the relayed headers and uWS's own.
-  const raw = await new Promise<string>((resolve, reject) => {
-    const s = connect(server.port, '127.0.0.1', () => s.end('GET /gated HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'));
-    let text = '';
-    s.setEncoding('latin1');
-    s.on('data', (d: string) => {
-      text += d;
+  const headLines = (path: string) =>
+    new Promise<string[]>((resolve, reject) => {
+      const s = connect(server.port, '127.0.0.1', () => s.end(`GET ${path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
+      let text = '';
+      s.setEncoding('latin1');
+      s.on('data', (d: string) => {
+        text += d;
+      });
+      s.on('end', () => resolve(text.slice(0, text.indexOf('\r\n\r\n')).split('\r\n')));
+      s.on('error', reject);
     });
-    s.on('end', () => resolve(text));
-    s.on('error', reject);
-  });
-  const lines = raw.slice(0, raw.indexOf('\r\n\r\n')).split('\r\n');
-  assert.deepEqual(lines.slice(1, 5), [
-    'Content-Type: application/json',
-    'x-ratelimit-limit-requests: 60',
-    'x-ratelimit-remaining-requests: 59',
-    'x-ratelimit-reset-tokens: 1m0s',
-  ]);
+  const own = ['x-ratelimit-limit-requests: 60', 'x-ratelimit-remaining-requests: 59', 'x-ratelimit-reset-tokens: 1m0s'];
+  assert.deepEqual((await headLines('/strings')).slice(1, 5), ['Content-Type: application/json', ...own]);
+  const bytes = await headLines('/bytes');
+  assert.deepEqual(bytes.slice(1, 6), ['content-type: text/plain', 'x-backend: b\u00e9', ...own]);
+  assert.ok(!bytes.some((l) => /^connection: keep-alive$/i.test(l)), 'the hop-by-hop line is not relayed');
+  assert.deepEqual((await headLines('/alone')).slice(1, 4), own);
 });
