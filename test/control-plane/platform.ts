@@ -40,11 +40,13 @@ export interface Platform {
 }
 
 export async function startPlatform(options: Partial<ControlPlaneOptions> = {}): Promise<Platform> {
-  const dir = mkdtempSync(join(tmpdir(), 'rc-cp-test-'));
+  // A data dir of its own unless the caller gives one (then the caller's to remove).
+  const own = options.dataDir === undefined;
+  const dir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'rc-cp-test-'));
   const bus = options.bus ?? new MemoryBus();
   const events: BusEvent[] = [];
   const unsubscribe = bus.subscribe((e) => events.push(e));
-  const cp = await createControlPlane({ dataDir: dir, ...options, bus, port: 0 });
+  const cp = await createControlPlane({ ...options, dataDir: dir, bus, port: 0 });
   return {
     cp,
     dir,
@@ -83,7 +85,7 @@ export async function startPlatform(options: Partial<ControlPlaneOptions> = {}):
     async close() {
       unsubscribe();
       await cp.close();
-      rmSync(dir, { recursive: true, force: true });
+      if (own) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
