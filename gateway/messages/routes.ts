@@ -75,23 +75,35 @@ function createEntry(signer: ThinkingSigner, pingIntervalMs: number): RouteEntry
       () => chatPrompt(chat),
       (r) => {
         if (r.forwardMaxTokens !== undefined) chat.max_tokens = r.forwardMaxTokens;
-        void exchange(r, p, signer, pingIntervalMs).catch((err: unknown) => {
-          r.ctx.logger.error('messages request failed', { err, model: model.name });
-          r.fail(toMessagesError(err));
-        });
+        // The admitted exchange with the backend; the request finishes once, however it ends. A
+        // stream starts synchronously: no promise, catch handler and microtask a request.
+        if (!p.body.stream) {
+          answerWhole(r, p, signer).catch((err: unknown) => exchangeFailed(r, err));
+          return;
+        }
+        try {
+          streamExchange(r, p, signer, pingIntervalMs);
+        } catch (err) {
+          exchangeFailed(r, err);
+        }
       },
     );
   };
 }
 
-/** The admitted exchange with the backend; the request finishes once, however it ends. */
-async function exchange(r: ModelRequest<MessagesError>, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number): Promise<void> {
-  if (!p.body.stream) return answerWhole(r, p, signer);
+/** A stream request: the chat request asks for usage on every chunk, and its stream is relayed translated. */
+function streamExchange(r: ModelRequest<MessagesError>, p: PreparedRequest, signer: ThinkingSigner, pingIntervalMs: number): void {
   const chat = p.chat;
   chat.stream = true;
   // vLLM then reports usage on every chunk: message_start gets the real input_tokens.
   chat.stream_options = { include_usage: true, continuous_usage_stats: true };
   relayStream(r, JSON.stringify(chat), signer, p.thinking, pingIntervalMs);
+}
+
+/** An exchange failed in our code (a backend's failure is answered by the exchange itself): logged, and answered in the messages shape. */
+function exchangeFailed(r: ModelRequest<MessagesError>, err: unknown): void {
+  r.ctx.logger.error('messages request failed', { err, model: r.model?.name });
+  r.fail(toMessagesError(err));
 }
 
 /** A non-stream request: the backend's whole completion, translated. */
