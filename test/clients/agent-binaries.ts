@@ -95,14 +95,22 @@ export interface AgentRun {
 }
 
 /**
- * Runs an agent non-interactively with exactly `env` (nothing inherited but PATH), stdin closed
- * (some read a prompt from a pipe), killed after `timeoutMs`. Resolves with the exit code and
- * output whatever the code; the caller asserts.
+ * Runs an agent non-interactively with exactly `env` (nothing inherited but PATH) and a TMPDIR of
+ * its own, removed after it (the agents leave files in the temporary directory: the native
+ * modules their single-file builds unpack, some 22 MB a run, and their own scratch
+ * directories), stdin closed (some read a prompt from a pipe), killed after `timeoutMs`. Resolves
+ * with the exit code and output whatever the code; the caller asserts.
  */
 export function runAgent(bin: string, args: string[], o: { env: Record<string, string>; cwd: string; timeoutMs?: number }): Promise<AgentRun> {
   return new Promise((resolve, reject) => {
     // Its own process group: a timeout kills what the agent started too (shells, servers).
-    const child = spawn(bin, args, { env: { PATH: process.env.PATH ?? '', ...o.env }, cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const tmp = mkdtempSync(join(tmpdir(), 'rc-agent-tmp-'));
+    const child = spawn(bin, args, {
+      env: { PATH: process.env.PATH ?? '', TMPDIR: tmp, ...o.env },
+      cwd: o.cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d));
@@ -116,10 +124,12 @@ export function runAgent(bin: string, args: string[], o: { env: Record<string, s
     }, o.timeoutMs ?? 240_000);
     child.on('error', (e) => {
       clearTimeout(timer);
+      rmSync(tmp, { recursive: true, force: true });
       reject(e);
     });
     child.on('close', (code) => {
       clearTimeout(timer);
+      rmSync(tmp, { recursive: true, force: true });
       resolve({ code, stdout, stderr });
     });
   });
