@@ -100,13 +100,28 @@ function countAt(s: string, i: number): number {
   return i > first ? n : -1;
 }
 
+/** A JSON integer (non-negative), in JSON's own grammar. */
+export const JSON_INT = '(?:0|[1-9][0-9]*)';
+
 /**
- * The usage object as vLLM (and the sim) write it, compact and in this order: read by one anchored
- * regex, about half the cost of the scan of names below (the general case, which gives the same
- * counts for it).
+ * The usage object as vLLM (and the sim) write it, compact and in this order, as a regex source
+ * (`"usage":{` to its `}`). `capture`: four groups of its own: the prompt and completion tokens,
+ * a `null` details, the cached tokens. Read here (usageAt) and in every chunk of a translated
+ * stream (messages/chunk-parse.ts), one definition of the shape for both.
  */
-const COMPACT_USAGE =
-  /^"usage":\{"prompt_tokens":(\d{1,15}),"total_tokens":\d{1,15},"completion_tokens":(\d{1,15})(?:,"prompt_tokens_details":(?:null|\{"cached_tokens":(\d{1,15})\}))?\}/;
+export function compactUsagePattern(capture: boolean): string {
+  const n = capture ? `(${JSON_INT})` : JSON_INT;
+  return (
+    String.raw`"usage":\{"prompt_tokens":${n},"total_tokens":${JSON_INT},"completion_tokens":${n}` +
+    String.raw`(?:,"prompt_tokens_details":(?:${capture ? '(null)' : 'null'}|\{"cached_tokens":${n}\}))?\}`
+  );
+}
+
+/**
+ * compactUsagePattern anchored: one regex, about half the cost of the scan of names below (the
+ * general case, which gives the same counts for it).
+ */
+const COMPACT_USAGE = new RegExp(`^${compactUsagePattern(true)}`);
 
 /**
  * The value of a regex-matched JSON integer. Number() of a string computes the string's hash on
@@ -147,7 +162,7 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
   if (stop <= pos + USAGE_KEY.length) return undefined;
   const s = buf.toString('latin1', pos, stop);
   const m = COMPACT_USAGE.exec(s);
-  if (m !== null) return usageOf(intOf(m[1]!), intOf(m[2]!), m[3] === undefined ? 0 : intOf(m[3]));
+  if (m !== null) return usageOf(intOf(m[1]!), intOf(m[2]!), m[4] === undefined ? 0 : intOf(m[4]));
   let prompt = -1;
   let completion = -1;
   let input = -1;

@@ -7,20 +7,17 @@
 // choices, cached-token details). Anything else (reasoning, tool calls, errors, other key orders
 // or extra fields) goes through JSON.parse: the result is the same either way
 // (test/gateway/messages/chunk-parse.test.ts).
-import { intOf } from '../usage.js';
+import { compactUsagePattern, intOf, JSON_INT as INT } from '../usage.js';
 import type { ChatUsage } from './translate-response.js';
 
 // A JSON string body without escapes or control characters; the content may hold escapes
 // (validated below by JSON.parse of the literal). Numbers in JSON's own grammar.
 const PLAIN = String.raw`[^"\\\x00-\x1f]*`;
-const INT = '(?:0|[1-9][0-9]*)';
 // Groups: 1 content without escapes, 2 content with escapes (one of the two is set when there is
 // a choice), 3 finish reason (none when null), 4 prompt tokens, 5 completion tokens, 6 `null`
 // details, 7 cached tokens. No choice at all leaves 1 to 3 undefined.
-/** The usage object; `c`: its numbers and `null` captured (groups 1-4 of its own). */
-const usage = (c: boolean) =>
-  String.raw`"usage":\{"prompt_tokens":${c ? `(${INT})` : INT},"total_tokens":${INT},"completion_tokens":${c ? `(${INT})` : INT}` +
-  String.raw`(?:,"prompt_tokens_details":(?:${c ? '(null)' : 'null'}|\{"cached_tokens":${c ? `(${INT})` : INT}\}))?\}\}`;
+/** The usage object (usage.ts), then the chunk's closing brace; `c`: its numbers and `null` captured (groups 1-4 of its own). */
+const usage = (c: boolean) => `${compactUsagePattern(c)}\\}`;
 // The content: a run without escapes first (one greedy loop over a class: the usual token); at a
 // backslash that branch fails and the second reads the content with its escapes. Which group is
 // set tells whether there are escapes, without a search of the content for a backslash.
