@@ -63,6 +63,30 @@ export async function redisAvailable(t: TestContext): Promise<boolean> {
   }
 }
 
+/** Deletes every key under `prefix`. */
+export async function dropKeys(r: Redis, prefix: string): Promise<void> {
+  const keys = await r.keys(`${prefix}*`);
+  if (keys.length) await r.del(...keys);
+}
+
+/**
+ * After the test, deletes every key under `prefix` at REDIS_URL: what the gateways the test
+ * started wrote there (gate counters, the daily ones with a TTL of days) goes with it. It may run
+ * before their processes are stopped (after hooks run in the order registered): gateways write
+ * gate keys only while serving, and the test's requests have all been answered by then.
+ */
+export function dropKeysAfter(t: TestContext, prefix: string): void {
+  t.after(async () => {
+    const r = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+    r.on('error', () => {});
+    try {
+      await dropKeys(r, prefix);
+    } finally {
+      r.disconnect();
+    }
+  });
+}
+
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
 export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, intervalMs = 20): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;

@@ -14,7 +14,7 @@ import { request } from 'undici';
 import { Store } from '../../control-plane/store.js';
 import { tunnelId } from '../../lib/tunnel/identity.js';
 import { RC_JS } from '../agent/harness.js';
-import { redisAvailable, REDIS_URL, waitFor } from '../helpers.js';
+import { dropKeysAfter, redisAvailable, REDIS_URL, waitFor } from '../helpers.js';
 import { admin, call, chat, freePort, killChild, newToken, spawnRc, stopChild, tempDir, type RcProcess } from './harness.js';
 
 const rc = `"${process.execPath}" "${RC_JS}"`;
@@ -23,6 +23,7 @@ test('standalone gateways learn everything from the control plane and follow it'
   if (!(await redisAvailable(t))) return;
   const dir = tempDir(t, 'rc-fleet-cp-');
   const prefix = `rc-test-fleet-${randomBytes(4).toString('hex')}:`;
+  dropKeysAfter(t, prefix);
   const [apiPort, gw1Port, gw2Port] = [await freePort(), await freePort(), await freePort()];
   const common = { REDIS_URL, RC_GATE_KEY_PREFIX: prefix, RC_HOST: '127.0.0.1' };
   const cpEnv = {

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { instanceGroups, RC_JS } from '../agent/harness.js';
-import { redisAvailable, REDIS_URL, waitFor } from '../helpers.js';
+import { dropKeysAfter, redisAvailable, REDIS_URL, waitFor } from '../helpers.js';
 import { admin, call, chat, freePort, killChild, newToken, runRc, spawnRc, stopChild, tempDir, type RcProcess } from './harness.js';
 import { NetnsLab, netnsAvailable } from './netns.js';
 
@@ -38,7 +38,9 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   // The control plane and Redis on the machine.
   const dir = tempDir(t, 'rc-netns-cp-');
   const [apiPort, gw1Port, gw2Port] = [await freePort(), await freePort(), await freePort()];
-  const common = { REDIS_URL, RC_GATE_KEY_PREFIX: `rc-test-netns-${randomBytes(4).toString('hex')}:`, RC_HOST: '127.0.0.1' };
+  const prefix = `rc-test-netns-${randomBytes(4).toString('hex')}:`;
+  dropKeysAfter(t, prefix);
+  const common = { REDIS_URL, RC_GATE_KEY_PREFIX: prefix, RC_HOST: '127.0.0.1' };
   const cpEnv = {
     ...common,
     RC_DATA_DIR: dir,

@@ -6,7 +6,7 @@ import { FakeClock } from '../../../lib/clock.js';
 import { randomId } from '../../../lib/ids.js';
 import { AccountLimits, createGate, type GateConfig, type LimitGate } from '../../../gateway/gates/index.js';
 import type { GateDecision, GateRequest } from '../../../gateway/gates/gate.js';
-import { REDIS_URL, redisAvailable, waitFor } from '../../helpers.js';
+import { dropKeys, REDIS_URL, redisAvailable, waitFor } from '../../helpers.js';
 
 export type StoreKind = 'memory' | 'redis';
 
@@ -35,12 +35,6 @@ export async function connectRedis(url = REDIS_URL): Promise<Redis> {
   r.on('error', () => {});
   await r.connect();
   return r;
-}
-
-/** Deletes every key under `prefix`. */
-export async function dropKeys(r: Redis, prefix: string): Promise<void> {
-  const keys = await r.keys(`${prefix}*`);
-  if (keys.length) await r.del(...keys);
 }
 
 export interface TestGate {

@@ -14,8 +14,7 @@ import { generateKey, hashKey } from '../../../lib/keys.js';
 import { createLogger } from '../../../lib/log.js';
 import { randomId } from '../../../lib/ids.js';
 import { startSim } from '../../../sim/server.js';
-import { REDIS_URL, redisAvailable } from '../../helpers.js';
-import { dropKeys } from './fixtures.js';
+import { dropKeys, REDIS_URL, redisAvailable } from '../../helpers.js';
 
 const RC = fileURLToPath(new URL('../../../bin/rc.js', import.meta.url));
 

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { FakeClock } from '../../../lib/clock.js';
 import { createGate } from '../../../gateway/gates/index.js';
 import { counters } from '../../../gateway/gates/metrics.js';
-import { admitted, connectRedis, denied, dropKeys, gateConfig, makeGate, PrivateRedis, req, type Admitted } from './fixtures.js';
-import { REDIS_URL, redisAvailable, waitFor } from '../../helpers.js';
+import { admitted, connectRedis, denied, gateConfig, makeGate, PrivateRedis, req, type Admitted } from './fixtures.js';
+import { dropKeys, REDIS_URL, redisAvailable, waitFor } from '../../helpers.js';
 
 const BIG = 1_000_000_000;
 const DAY = 86_400_000;
