@@ -8,13 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
 import { RedisBus } from '../../../lib/bus.js';
 import { generateKey, hashKey } from '../../../lib/keys.js';
 import { createLogger } from '../../../lib/log.js';
 import { randomId } from '../../../lib/ids.js';
 import { startSim } from '../../../sim/server.js';
-import { dropKeys, REDIS_URL, redisAvailable } from '../../helpers.js';
+import { dropKeysAfter, REDIS_URL, redisAvailable } from '../../helpers.js';
 
 const RC = fileURLToPath(new URL('../../../bin/rc.js', import.meta.url));
 
@@ -38,11 +37,7 @@ async function setup(t: TestContext, count: number, env: Record<string, string>)
   writeFileSync(join(dir, 'keys.json'), JSON.stringify([{ keyHash: hashKey(key), accountId }]));
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ models: [{ name: 'm', upstreams: [sim.url] }] }));
   const prefix = `rctest:${randomId('', 6)}:`;
-  t.after(async () => {
-    const r = new Redis(REDIS_URL);
-    await dropKeys(r, prefix);
-    r.disconnect();
-  });
+  dropKeysAfter(t, prefix);
   const children: ChildProcess[] = [];
   t.after(() => Promise.all(children.map(stop)));
   const gateways = await Promise.all(
