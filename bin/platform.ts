@@ -13,7 +13,7 @@
 // the platform API), closers.ts (the reverse order). The instance proxy and the sims start here.
 import { chmodSync, mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { MemoryBus, RedisBus, type Bus } from '../lib/bus.js';
+import { busChannel, MemoryBus, RedisBus, type Bus } from '../lib/bus.js';
 import type { Config, ModelEntry } from '../lib/config.js';
 import type { Logger } from '../lib/log.js';
 import { startCatalogSims } from '../sim/model-sims.js';
@@ -107,7 +107,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
   const closers = new Closers(logger);
   const close = () => closers.closeAll();
   try {
-    const bus: Bus = config.redisUrl ? new RedisBus(config.redisUrl) : new MemoryBus();
+    const bus: Bus = config.redisUrl ? new RedisBus(config.redisUrl, busChannel(config.gateKeyPrefix)) : new MemoryBus();
     if (bus instanceof RedisBus) await bus.whenReady();
     closers.add(() => bus.close());
     const { sims, models } = await startSims(config, logger, closers);

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { Redis } from 'ioredis';
-import { BUS_CHANNEL, type BusEvent } from '../lib/bus.js';
+import { busChannel, type BusEvent } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import { RcError } from '../lib/errors.js';
 import { runAdminOp, type AdminOpName } from './admin.js';
@@ -18,6 +18,8 @@ import { Store } from './store.js';
 export interface AdminClientOptions {
   dataDir: string;
   redisUrl?: string;
+  /** The prefix of the platform's Redis keys and event channel (RC_GATE_KEY_PREFIX). */
+  redisPrefix: string;
   configuredModels: readonly ModelEntry[];
 }
 
@@ -80,7 +82,7 @@ export async function callAdmin(options: AdminClientOptions, op: AdminOpName, in
     if (r) return r.body;
   }
   const store = new Store({ dataDir: options.dataDir });
-  const publisher = options.redisUrl ? redisPublisher(options.redisUrl) : undefined;
+  const publisher = options.redisUrl ? redisPublisher(options.redisUrl, busChannel(options.redisPrefix)) : undefined;
   try {
     return await runAdminOp({ store, publish: publisher?.publish ?? (async () => {}), configuredModels: options.configuredModels }, op, input);
   } finally {
@@ -93,13 +95,13 @@ export async function callAdmin(options: AdminClientOptions, op: AdminOpName, in
  * Publishes on the bus channel the way lib/bus.ts RedisBus does, without its subscriber
  * connection (a one-shot CLI only publishes).
  */
-function redisPublisher(url: string) {
+function redisPublisher(url: string, channel: string) {
   const redis = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 5000 });
   redis.on('error', () => {});
   return {
     async publish(event: BusEvent): Promise<void> {
       try {
-        await redis.publish(BUS_CHANNEL, JSON.stringify(event));
+        await redis.publish(channel, JSON.stringify(event));
       } catch (err) {
         // The change is committed; gateways that missed the event pick it up at their next start.
         process.stderr.write(`rc: warning: could not publish ${event.type} on ${url}: ${(err as Error).message}\n`);

@@ -288,7 +288,11 @@ function groupCommand(group: string): Command {
       const input = sub.input(values as Values, positionals[0]);
       const config = loadConfig();
       const dataDir = (values['data-dir'] as string | undefined) ?? config.dataDir;
-      const result = await callAdmin({ dataDir, redisUrl: config.redisUrl || undefined, configuredModels: config.models }, sub.op, input);
+      const result = await callAdmin(
+        { dataDir, redisUrl: config.redisUrl || undefined, redisPrefix: config.gateKeyPrefix, configuredModels: config.models },
+        sub.op,
+        input,
+      );
       printJson(result);
       return 0;
     },

@@ -1,7 +1,7 @@
 // A running `rc gateway` (gateway/cli.ts): the gateway with its bus, gates, keys and, with a
 // control plane, what it learns from it (gateway/sync/); started once, stopped once.
 import type { Server } from '../lib/http.js';
-import { RedisBus, type Bus } from '../lib/bus.js';
+import { busChannel, RedisBus, type Bus } from '../lib/bus.js';
 import type { Config } from '../lib/config.js';
 import { namingSetting } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
@@ -43,7 +43,7 @@ export class StandaloneGateway {
   ) {}
 
   static async start(config: Config, logger: Logger, o: StandaloneOptions): Promise<StandaloneGateway> {
-    const bus: Bus | undefined = config.redisUrl ? new RedisBus(config.redisUrl) : undefined;
+    const bus: Bus | undefined = config.redisUrl ? new RedisBus(config.redisUrl, busChannel(config.gateKeyPrefix)) : undefined;
     if (bus instanceof RedisBus) await bus.whenReady();
     const platform = await StandaloneGateway.fromControlPlane(config, logger, o, bus);
     // From the control plane (snapshot, then events), or: keys and the accounts' limit overrides

@@ -44,7 +44,16 @@ export class MemoryBus implements Bus {
   }
 }
 
-export const BUS_CHANNEL = 'rc:events';
+/**
+ * The Redis channel of a platform's events: under the prefix of everything it keeps in Redis
+ * (RC_GATE_KEY_PREFIX, `rc:` by default, so `rc:events`). Platforms sharing one Redis under
+ * different prefixes do not hear each other: account ids are small integers in every database,
+ * and one platform's `account.changed` would otherwise set the limits of the other's account of
+ * the same id.
+ */
+export function busChannel(keyPrefix: string): string {
+  return `${keyPrefix}events`;
+}
 
 /** Redis pub/sub: one connection publishes, one subscribes. Local subscribers hear their own process's events through Redis too. */
 export class RedisBus implements Bus {
@@ -55,7 +64,8 @@ export class RedisBus implements Bus {
 
   constructor(
     url: string,
-    private readonly channel = BUS_CHANNEL,
+    /** busChannel(config.gateKeyPrefix) */
+    private readonly channel: string,
   ) {
     this.pub = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: true });
     this.sub = new Redis(url, { maxRetriesPerRequest: null });

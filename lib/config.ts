@@ -122,7 +122,7 @@ export const SETTINGS = {
       .max(64)
       .regex(/^[^{}\s]+$/, 'no braces or spaces'),
     'rc:',
-    "Prefix of the gates' Redis keys",
+    "Prefix of everything the platform keeps in Redis: the gates' keys and the event channel (<prefix>events); platforms sharing one Redis need different prefixes",
   ),
   gatewayMaxBodyBytes: setting('RC_GATEWAY_MAX_BODY_BYTES', positiveInt, 8 * 1024 * 1024, 'Largest request body the gateway accepts (413 beyond)'),
   gatewayMaxInflight: setting('RC_GATEWAY_MAX_INFLIGHT', positiveInt, 2048, 'Requests in flight to backends before 503 pool exhausted'),

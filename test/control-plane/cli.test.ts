@@ -2,10 +2,11 @@
 // (admin API; its events reach the platform's bus) and against the database alone.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, existsSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RedisBus, type BusEvent } from '../../lib/bus.js';
+import { busChannel, RedisBus, type BusEvent } from '../../lib/bus.js';
 import { hashKey } from '../../lib/keys.js';
 import { Store } from '../../control-plane/store.js';
 import { RUNTIME_FILE } from '../../control-plane/server.js';
@@ -160,21 +161,32 @@ test('rc with no platform running writes the database directly (and ignores a st
   }
 });
 
-test('rc without a platform but with REDIS_URL: key events reach gateways over Redis', async (t) => {
+test('rc without a platform but with REDIS_URL: key events reach gateways over Redis, on its prefix only', async (t) => {
   if (!(await redisAvailable(t))) return;
   const dir = mkdtempSync(join(tmpdir(), 'rc-cli-redis-'));
-  const bus = new RedisBus(REDIS_URL);
+  const prefix = `rc-test-cli-${randomBytes(4).toString('hex')}:`;
+  // This platform's gateways listen on its prefix's channel; another platform on the same Redis
+  // under another prefix must hear nothing of it.
+  const bus = new RedisBus(REDIS_URL, busChannel(prefix));
+  const other = new RedisBus(REDIS_URL, busChannel(`${prefix}other:`));
   const events: BusEvent[] = [];
+  const heardByOther: BusEvent[] = [];
   bus.subscribe((e) => events.push(e));
+  other.subscribe((e) => heardByOther.push(e));
   try {
-    await bus.whenReady();
+    await Promise.all([bus.whenReady(), other.whenReady()]);
     const email = `redis-${process.pid}-${Date.now()}@x.io`;
-    const r = await rc(dir, ['account', 'create', '--email', email, '--verified'], { REDIS_URL });
+    const r = await rc(dir, ['account', 'create', '--email', email, '--verified'], { REDIS_URL, RC_GATE_KEY_PREFIX: prefix });
     assert.equal(r.code, 0, r.stderr);
     const hash = hashKey(r.json.api_token);
     await waitFor(() => events.some((e) => e.type === 'key.issued' && e.keyHash === hash));
+    // Both subscriptions read from one Redis: once the other prefix hears its own marker, published
+    // after the key's event, it would have heard the key's too.
+    await other.publish({ type: 'catalog.changed' });
+    await waitFor(() => heardByOther.length > 0);
+    assert.deepEqual(heardByOther, [{ type: 'catalog.changed' }]);
   } finally {
-    await bus.close();
+    await Promise.all([bus.close(), other.close()]);
     rmSync(dir, { recursive: true, force: true });
   }
 });

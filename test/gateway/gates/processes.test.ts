@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { RedisBus } from '../../../lib/bus.js';
+import { busChannel, RedisBus } from '../../../lib/bus.js';
 import { generateKey, hashKey } from '../../../lib/keys.js';
 import { createLogger } from '../../../lib/log.js';
 import { randomId } from '../../../lib/ids.js';
@@ -100,7 +100,7 @@ test('a revoked key is refused by every gateway process within 100 ms', async (t
   const auth = { authorization: `Bearer ${s.key}` };
   for (const g of s.gateways) assert.equal((await fetch(`${g}/v1/models`, { headers: auth })).status, 200);
 
-  const bus = new RedisBus(REDIS_URL);
+  const bus = new RedisBus(REDIS_URL, busChannel(s.prefix));
   t.after(() => bus.close());
   await bus.whenReady();
   // The bound the issue demands, plus an allowance for this shared, loaded 2-core machine
