@@ -3,7 +3,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join, resolve } from 'node:path';
-import { numberOption, parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
+import { closeOnSignal, numberOption, parse, UsageError, type Command, portOption } from '../lib/cli.js';
 import { loadConfig, type Config } from '../lib/config.js';
 import { generateKey } from '../lib/keys.js';
 import { createLogger, type Logger } from '../lib/log.js';
@@ -155,13 +155,12 @@ export const agentCommand: Command = {
       }
       if (config.agentToken.length < 16) throw new UsageError('--token-file: the token must be at least 16 characters');
     }
-    const options = agentOptionsFromConfig(config, createLogger(config.logLevel));
+    const logger = createLogger(config.logLevel);
+    const options = agentOptionsFromConfig(config, logger);
     const runtime = await chooseRuntime(setting, config.agentDockerSocket);
     tokenFile ??= options.tokenFile;
     const handle = await startAgent({ ...options, host: values.host ?? config.host, port, runtime, gpus: { ...options.gpus, count: gpuCount } });
     process.stdout.write(JSON.stringify({ address: handle.address, port: handle.port, agentId: handle.agentId, tokenFile }) + '\n');
-    await untilSignal();
-    await handle.close();
-    return 0;
+    return closeOnSignal(() => handle.close(), logger);
   },
 };

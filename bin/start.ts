@@ -4,7 +4,7 @@
 // run `rc agent`, registered with `rc host add`.
 import { instanceOrigin, proxyBaseUrl } from '../lib/instance-origin.js';
 import { LOCAL_TUNNELS_HOST, TunnelOrigins } from '../gateway/tunnel/origins.js';
-import { parse, untilSignal, type Command } from '../lib/cli.js';
+import { closeOnSignal, parse, type Command } from '../lib/cli.js';
 import { loadConfig, type Config } from '../lib/config.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { startControlPlane, startPlatform, type ControlPlaneParts } from './platform.js';
@@ -42,10 +42,7 @@ function serve<P extends ControlPlaneParts>(
     const logger = createLogger(config.logLevel, { part: 'platform' });
     const p = await start(config, logger);
     announce(p, config, logger);
-    const signal = await untilSignal();
-    logger.info('stopping', { signal });
-    await p.close();
-    return 0;
+    return closeOnSignal(() => p.close(), logger);
   };
 }
 

@@ -4,7 +4,7 @@
 // events when REDIS_URL is set); the catalog from RC_CONFIG, reloaded on SIGHUP and when the
 // file changes.
 import { readFileSync } from 'node:fs';
-import { parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
+import { closeOnSignal, parse, UsageError, type Command, portOption } from '../lib/cli.js';
 import { loadConfig } from '../lib/config.js';
 import { createLogger, type LogLevel } from '../lib/log.js';
 import { StandaloneGateway } from './standalone.js';
@@ -69,10 +69,7 @@ export const gatewayCommand: Command = {
       controlPlane: controlPlaneUrl ? { url: controlPlaneUrl, token: readInternalToken(values['internal-token-file'], config.internalToken) } : undefined,
     });
     process.stdout.write(JSON.stringify(gateway.readyLine()) + '\n');
-    const signal = await untilSignal();
-    logger.info('stopping', { signal });
-    await gateway.stop();
-    return 0;
+    return closeOnSignal(() => gateway.stop(), logger);
   },
 };
 

@@ -2,6 +2,7 @@
 // errors, JSON output, waiting for a signal. In lib/ because every part's CLI uses it.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { LibError } from './errors.js';
+import type { Logger } from './log.js';
 
 /** Bad command-line input: printed with the command's usage, exit code 2. */
 export class UsageError extends LibError {
@@ -58,4 +59,50 @@ export function untilSignal(): Promise<NodeJS.Signals> {
     process.on('SIGINT', on);
     process.on('SIGTERM', on);
   });
+}
+
+/** How long a server's shutdown may take after SIGINT or SIGTERM before the process gives up on it. */
+export const SHUTDOWN_DEADLINE_MS = 15_000;
+/** How long a closed server may take to exit by itself before it is made to (a handle left open). */
+export const EXIT_GRACE_MS = 2_000;
+
+/**
+ * Waits for SIGINT or SIGTERM, then closes the server; resolves to the exit code. A signal must
+ * end the process: a supervisor (or a test) waiting for it must not wait forever on one close that
+ * hangs or one timer or socket nobody closed. So `close` gets SHUTDOWN_DEADLINE_MS (exit code 1
+ * past it, logged), and once it has settled the process gets EXIT_GRACE_MS to exit by itself;
+ * past that the resources still open are logged by type and the process exits anyway. A second
+ * signal during the close ends the process at once (Node's default, the listeners being gone).
+ */
+export async function closeOnSignal(
+  close: () => Promise<unknown>,
+  logger: Logger,
+  {
+    signal = untilSignal(),
+    deadlineMs = SHUTDOWN_DEADLINE_MS,
+    exitGraceMs = EXIT_GRACE_MS,
+  }: { signal?: Promise<NodeJS.Signals>; deadlineMs?: number; exitGraceMs?: number } = {},
+): Promise<number> {
+  logger.info('stopping', { signal: await signal });
+  let deadline: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => {
+    deadline = setTimeout(() => resolve('timeout'), deadlineMs);
+  });
+  let code = 0;
+  try {
+    if ((await Promise.race([close(), timedOut])) === 'timeout') {
+      logger.error('shutdown did not finish in time; exiting', { deadlineMs, open: process.getActiveResourcesInfo() });
+      code = 1;
+    }
+  } catch (err) {
+    logger.error('shutdown failed; exiting', { err });
+    code = 1;
+  } finally {
+    clearTimeout(deadline);
+  }
+  setTimeout(() => {
+    logger.warn('resources left open after the shutdown; exiting', { open: process.getActiveResourcesInfo() });
+    process.exit(code);
+  }, exitGraceMs).unref();
+  return code;
 }

@@ -1,6 +1,7 @@
 // `rc sim`: runs the simulated serving backend in the foreground until SIGINT/SIGTERM.
 // Prints one JSON line on stdout once listening: {"url": ..., "model": ..., "pid": ...}.
-import { numberOption, parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
+import { closeOnSignal, numberOption, parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
+import { createLogger } from '../lib/log.js';
 import { FAULT_KINDS, parseFault } from './faults.js';
 
 const HELP = `Usage: rc sim --model NAME [options]
@@ -83,9 +84,8 @@ export const simCommand: Command = {
     const signal = untilSignal(); // listen for signals before announcing readiness
     const server = await startSim(options);
     process.stdout.write(JSON.stringify({ url: server.url, model: server.model, pid: process.pid }) + '\n');
-    await signal;
-    await server.close(1000);
-    return 0;
+    // The sim has no settings of its own: only a shutdown that goes wrong is logged.
+    return closeOnSignal(() => server.close(1000), createLogger('warn', { part: 'sim' }), { signal });
   },
 };
 

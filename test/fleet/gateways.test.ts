@@ -182,7 +182,7 @@ test('standalone gateways learn everything from the control plane and follow it'
   }
 
   // The control plane stops: both replicas keep serving with what they hold.
-  await stopChild(cp.child);
+  await stopChild(cp);
   for (const g of gateways) {
     // The shared sims ran in the control plane's process: the key is still accepted, the backend is gone.
     assert.notEqual((await chat(`${g}/v1`, rotated, 'sim-chat')).status, 401);

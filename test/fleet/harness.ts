@@ -20,6 +20,11 @@ export interface RcProcess {
   stderr(): string;
 }
 
+/** How long a part may take to print its ready line. */
+const READY_WITHIN_MS = 60_000;
+/** How long a part may take to exit after SIGTERM (its own deadline is 17 s: lib/cli.ts). */
+const STOP_WITHIN_MS = 30_000;
+
 /** Every process the fleet tests started, killed on test end and on process exit (also when a test fails). */
 const started = new Set<ChildProcess>();
 /** Agent ids whose instance processes are killed at the end (instances outlive their agent by design). */
@@ -49,9 +54,21 @@ export async function spawnRc(t: TestContext, args: string[], env: Record<string
     stderr = (stderr + d.toString()).slice(-20_000);
   });
   const line = await new Promise<string>((resolve, reject) => {
+    // A part that neither gets ready nor exits fails the test here, with its logs, rather than
+    // hanging it until the runner's timeout (which reports nothing of what the test saw).
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`rc ${args[0]} was not ready within ${READY_WITHIN_MS} ms: ${stderr}`));
+    }, READY_WITHIN_MS);
     const rl = createInterface({ input: child.stdout! });
-    rl.once('line', resolve);
-    child.once('exit', (code, signal) => reject(new Error(`rc ${args[0]} exited (${code ?? signal}) before it was ready: ${stderr}`)));
+    rl.once('line', (l) => {
+      clearTimeout(timer);
+      resolve(l);
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`rc ${args[0]} exited (${code ?? signal}) before it was ready: ${stderr}`));
+    });
   });
   const ready = JSON.parse(line);
   if (args[0] === 'agent') {
@@ -72,12 +89,26 @@ export function runRc(args: string[], env: Record<string, string>): Promise<any>
   });
 }
 
-/** Stops a process with SIGTERM (waits for it). */
-export async function stopChild(child: ChildProcess): Promise<void> {
+/**
+ * Stops a part with SIGTERM and waits for it to exit. Parts give up on their shutdown after
+ * lib/cli.ts SHUTDOWN_DEADLINE_MS + EXIT_GRACE_MS; one still running at STOP_WITHIN_MS is killed
+ * and the test fails with its logs.
+ */
+export async function stopChild(p: RcProcess): Promise<void> {
+  const { child } = p;
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
-  await exited;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), STOP_WITHIN_MS);
+  });
+  const outcome = await Promise.race([exited, late]);
+  clearTimeout(timer);
+  if (outcome === 'late') {
+    child.kill('SIGKILL');
+    throw new Error(`an rc part did not exit within ${STOP_WITHIN_MS} ms of SIGTERM: ${p.stderr()}`);
+  }
 }
 
 /** A TCP port free right now on `host` (for a server that must come back on the same port). */

@@ -28,8 +28,13 @@ interface Account {
   email: string;
 }
 
-test('a fleet: two hosts in network namespaces, two gateways, one control plane', { timeout: 300_000 }, async (t) => {
+// The test's own timeout is below the runner's per-file one (scripts/test.mjs, 300 s): a test that
+// times out is reported with its diagnostics, among them how far it got (the phases below); a
+// file the runner kills reports nothing.
+test('a fleet: two hosts in network namespaces, two gateways, one control plane', { timeout: 240_000 }, async (t) => {
   if (!netnsAvailable(t) || !(await redisAvailable(t))) return;
+  const startedAt = Date.now();
+  const phase = (name: string) => t.diagnostic(`${Date.now() - startedAt} ms: ${name}`);
   const lab = new NetnsLab(t);
   const hostA = lab.addHost('a');
   const hostB = lab.addHost('b');
@@ -57,6 +62,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   let cp: RcProcess = await spawnRc(t, ['control-plane'], cpEnv);
   const api = cp.ready.api as string;
 
+  phase('agents');
   // An agent on each host, bound to the host's own address; registered with `rc host add`.
   const agents: Record<string, RcProcess> = {};
   for (const [name, h] of [
@@ -83,6 +89,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   const host = async (name: string) => (await hosts()).find((h) => h.name === name)!;
   await waitFor(async () => (await hosts()).every((h) => h.state === 'connected' && h.gpus_total === 2), 20_000, 100);
 
+  phase('gateways');
   // Two gateway replicas learning from the control plane.
   const internalToken = readFileSync(join(dir, 'internal.token'), 'utf8').trim();
   const gwEnv = { ...common, RC_CONTROL_PLANE_URL: api, RC_INTERNAL_TOKEN: internalToken, RC_GATEWAY_RESYNC_MS: '2000' };
@@ -119,6 +126,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
       100,
     );
 
+  phase('launches');
   // 2 GPUs fill one host; the next launch does not fit there and lands on the other.
   const idOne = await launch(one, 2);
   const s1 = await ready(one);
@@ -128,6 +136,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   const hostOf = { [s1.host]: s1.host === 'gpu-a' ? hostA : hostB, [s2.host]: s2.host === 'gpu-a' ? hostA : hostB };
   t.diagnostic(`placed: ${idOne} (2 GPUs) on ${s1.host}, ${idTwo} (1 GPU) on ${s2.host}`);
 
+  phase('dedicated endpoints');
   // Each dedicated endpoint answers through both gateways.
   const path = (s: { dedicated_base_url: string }) => new URL(s.dedicated_base_url).pathname;
   for (const [a, s] of [
@@ -147,6 +156,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
     }
   }
 
+  phase('key rotation');
   // A rotated key is refused by both gateways.
   const rotated = (await call(`${api}/api/profile/api-token`, { key: two.key, body: {} })).body.api_token as string;
   const rotatedAt = Date.now();
@@ -157,6 +167,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   // read yet when the old key is first refused: wait for it the same way (the waits fail if not).
   await Promise.all(gateways.map((g) => waitFor(async () => (await chat(g + path(s2), two.key, 'demo')).status === 200, 5_000, 5)));
 
+  phase('link cut');
   // The link of the first instance's host is cut, then restored.
   const cutHost = hostOf[s1.host]!;
   const cutAt = Date.now();
@@ -177,6 +188,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   for (const g of gateways) assert.equal((await chat(g + path(s1), one.key, 'demo')).status, 200);
   t.diagnostic(`link cut: host unreachable after ${unreachableAfter} ms; link restored: ready again after ${recoveredAfter} ms`);
 
+  phase('drain');
   // A drained host gets no new placement; its instance keeps running.
   const drained = await runRc(['host', 'drain', s2.host], { RC_DATA_DIR: dir });
   assert.equal(drained.state, 'draining');
@@ -188,8 +200,9 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   assert.equal(s3.host, s1.host);
   assert.equal((await status(two)).status, 'ready');
 
+  phase('control plane restart');
   // The control plane restarts: gateways keep serving meanwhile; hosts are redialled from the registry.
-  await stopChild(cp.child);
+  await stopChild(cp);
   for (const g of gateways) assert.equal((await chat(g + path(s2), two.key, 'demo')).status, 200);
   cp = await spawnRc(t, ['control-plane'], cpEnv);
   await waitFor(async () => (await hosts()).filter((h) => h.state !== 'unreachable').length === 2, 20_000, 100);
@@ -197,6 +210,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   assert.equal((await ready(two)).instance_id, idTwo);
   assert.equal((await ready(three)).instance_id, s3.instance_id);
 
+  phase('gateway killed');
   // A gateway replica SIGKILLed: the other serves on.
   await killChild(gw1.child);
   assert.equal((await chat(gateways[1] + path(s2), two.key, 'demo')).status, 200);
