@@ -3,6 +3,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { LibError } from './errors.js';
 import type { Logger } from './log.js';
+import { TIMED_OUT, within } from './within.js';
 
 /** Bad command-line input: printed with the command's usage, exit code 2. */
 export class UsageError extends LibError {
@@ -84,21 +85,15 @@ export async function closeOnSignal(
   }: { signal?: Promise<NodeJS.Signals>; deadlineMs?: number; exitGraceMs?: number } = {},
 ): Promise<number> {
   logger.info('stopping', { signal: await signal });
-  let deadline: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<'timeout'>((resolve) => {
-    deadline = setTimeout(() => resolve('timeout'), deadlineMs);
-  });
   let code = 0;
   try {
-    if ((await Promise.race([close(), timedOut])) === 'timeout') {
+    if ((await within(close(), deadlineMs)) === TIMED_OUT) {
       logger.error('shutdown did not finish in time; exiting', { deadlineMs, open: process.getActiveResourcesInfo() });
       code = 1;
     }
   } catch (err) {
     logger.error('shutdown failed; exiting', { err });
     code = 1;
-  } finally {
-    clearTimeout(deadline);
   }
   setTimeout(() => {
     logger.warn('resources left open after the shutdown; exiting', { open: process.getActiveResourcesInfo() });

@@ -8,6 +8,7 @@ import type { GateErrorCode } from './codes.js';
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { RcError } from '../../lib/errors.js';
+import { TIMED_OUT, within } from '../../lib/within.js';
 import { GateKind } from './codes.js';
 import { DAY_MS, type Outcome } from './math.js';
 import { counters } from './metrics.js';
@@ -319,7 +320,10 @@ export class RedisGateStore implements GateStore {
     if (this.sendScheduled || this.deferred) this.sendAll();
     let raw: Record<string, string>;
     try {
-      raw = await withTimeout(this.redis.hgetall(this.dayKey(accountId, day)), Math.max(this.timeoutMs, 1000));
+      const ms = Math.max(this.timeoutMs, 1000);
+      const answer = await within(this.redis.hgetall(this.dayKey(accountId, day)), ms);
+      if (answer === TIMED_OUT) throw new Error(`no answer within ${ms} ms`);
+      raw = answer;
     } catch (err) {
       counters.redisErrors++;
       throw new GateRedisError(`Cannot read model usage from Redis: ${(err as Error).message}`, err);
@@ -673,20 +677,4 @@ function toOutcomes(reply: unknown, count: number): Outcome[] | undefined {
 
 function asError(err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err));
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(timer);
-        reject(e);
-      },
-    );
-  });
 }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { request } from 'undici';
+import { TIMED_OUT, within } from '../../lib/within.js';
 import { killAgentProcesses, RC_JS } from '../agent/harness.js';
 
 export { killChild, newToken, tempDir } from '../agent/harness.js';
@@ -99,13 +100,7 @@ export async function stopChild(p: RcProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), STOP_WITHIN_MS);
-  });
-  const outcome = await Promise.race([exited, late]);
-  clearTimeout(timer);
-  if (outcome === 'late') {
+  if ((await within(exited, STOP_WITHIN_MS)) === TIMED_OUT) {
     child.kill('SIGKILL');
     throw new Error(`an rc part did not exit within ${STOP_WITHIN_MS} ms of SIGTERM: ${p.stderr()}`);
   }
