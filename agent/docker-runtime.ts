@@ -14,6 +14,7 @@ import { randomInt } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { within } from '../lib/within.js';
 import { Client, Pool, type Dispatcher } from 'undici';
 import { BROKER_ENV, TOKEN_ENV, VIA_RELAY_ENV } from '../lib/tunnel/identity.js';
 import type { Logger } from '../lib/log.js';
@@ -572,7 +573,7 @@ export class DockerRuntime implements Runtime {
       const s = await this.state(ref).catch(() => undefined);
       if (s?.running) return; // cannot happen with RestartPolicy no
       const copy = this.logCopies.get(id);
-      if (copy) await Promise.race([copy, sleep(LOG_DRAIN_MS)]);
+      if (copy) await within(copy, LOG_DRAIN_MS); // the copy's last lines, not waited for past the drain time
       if (!controller.signal.aborted) onExit({ code: s?.exitCode ?? null, signal: null });
     })().catch(() => undefined);
     return () => controller.abort();
