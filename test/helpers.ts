@@ -1,9 +1,10 @@
 // Helpers shared by the test suites.
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import type { Server as HttpServer } from 'node:http';
@@ -84,6 +85,33 @@ export function dropKeysAfter(t: TestContext, prefix: string): void {
     } finally {
       r.disconnect();
     }
+  });
+}
+
+/**
+ * The first line a spawned part writes on stdout (its ready line). Rejects when the part exits
+ * first, or has written none within `withinMs` (it is SIGKILLed then): the error names the part
+ * and carries `context()` (its stderr so far, say), so a part that never gets ready fails the
+ * test with its logs instead of hanging it until the runner's timeout.
+ */
+export function firstLine(
+  child: ChildProcess,
+  name: string,
+  { withinMs = 60_000, context = () => '' }: { withinMs?: number; context?: () => string } = {},
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${name} wrote no ready line within ${withinMs} ms: ${context()}`));
+    }, withinMs);
+    createInterface({ input: child.stdout! }).once('line', (line) => {
+      clearTimeout(timer);
+      resolve(line);
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (${code ?? signal}) before its ready line: ${context()}`));
+    });
   });
 }
 

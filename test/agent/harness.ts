@@ -5,7 +5,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { findByEnv } from '../../agent/procfs.js';
@@ -13,7 +12,7 @@ import { AGENT_ID_ENV } from '../../agent/process-runtime.js';
 import { startAgent, type AgentHandle, type AgentOptions } from '../../agent/server.js';
 import type { InstanceEvent, InstanceInfo, InstanceState, WatchItem } from '../../agent/types.js';
 import { createLogger } from '../../lib/log.js';
-import { waitFor, RC_JS } from '../helpers.js';
+import { firstLine, waitFor, RC_JS } from '../helpers.js';
 
 /** The compiled rc CLI next to this compiled test (works in dist/ and in .build/NAME/). */
 export { RC_JS };
@@ -154,12 +153,7 @@ export async function spawnAgent(
   child.stderr!.on('data', (d: Buffer) => {
     stderr += d.toString();
   });
-  const line = await new Promise<string>((resolve, reject) => {
-    const rl = createInterface({ input: child.stdout! });
-    rl.once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`rc agent exited (${code}) before listening: ${stderr}`)));
-  });
-  const ready = JSON.parse(line) as { address: string; agentId: string };
+  const ready = JSON.parse(await firstLine(child, 'rc agent', { context: () => stderr })) as { address: string; agentId: string };
   return { child, address: ready.address, agentId: ready.agentId };
 }
 

@@ -5,11 +5,11 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { request } from 'undici';
 import { TIMED_OUT, within } from '../../lib/within.js';
 import { killAgentProcesses, RC_JS } from '../agent/harness.js';
+import { firstLine } from '../helpers.js';
 
 export { killChild, newToken, tempDir } from '../agent/harness.js';
 
@@ -21,8 +21,6 @@ export interface RcProcess {
   stderr(): string;
 }
 
-/** How long a part may take to print its ready line. */
-const READY_WITHIN_MS = 60_000;
 /** How long a part may take to exit after SIGTERM (its own deadline is 17 s: lib/cli.ts). */
 const STOP_WITHIN_MS = 30_000;
 
@@ -54,24 +52,7 @@ export async function spawnRc(t: TestContext, args: string[], env: Record<string
   child.stderr!.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-20_000);
   });
-  const line = await new Promise<string>((resolve, reject) => {
-    // A part that neither gets ready nor exits fails the test here, with its logs, rather than
-    // hanging it until the runner's timeout (which reports nothing of what the test saw).
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`rc ${args[0]} was not ready within ${READY_WITHIN_MS} ms: ${stderr}`));
-    }, READY_WITHIN_MS);
-    const rl = createInterface({ input: child.stdout! });
-    rl.once('line', (l) => {
-      clearTimeout(timer);
-      resolve(l);
-    });
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`rc ${args[0]} exited (${code ?? signal}) before it was ready: ${stderr}`));
-    });
-  });
-  const ready = JSON.parse(line);
+  const ready = JSON.parse(await firstLine(child, `rc ${args[0]}`, { context: () => stderr }));
   if (args[0] === 'agent') {
     agentIds.add(ready.agentId);
     t.after(() => killAgentProcesses(ready.agentId));

@@ -4,11 +4,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { firstLine } from '../helpers.js';
 
-const CLI_JS = pathToFileURL(fileURLToPath(new URL('../../lib/cli.js', import.meta.url))).href;
-const LOG_JS = pathToFileURL(fileURLToPath(new URL('../../lib/log.js', import.meta.url))).href;
+const CLI_JS = new URL('../../lib/cli.js', import.meta.url).href;
+const LOG_JS = new URL('../../lib/log.js', import.meta.url).href;
 
 interface Exit {
   code: number | null;
@@ -35,10 +34,7 @@ async function stopServer(close: string, signals = 1): Promise<Exit> {
   const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  await new Promise<void>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', () => resolve());
-    child.once('exit', () => reject(new Error(`the child exited before it was ready: ${stderr}`)));
-  });
+  await firstLine(child, 'the server', { context: () => stderr });
   const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (code, signal) => resolve([code, signal])));
   for (let i = 0; i < signals; i++) {
     child.kill('SIGTERM');

@@ -2,9 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import { firstLine } from '../helpers.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 const env = { ...process.env, RC_LOG_LEVEL: 'silent' };
@@ -18,11 +18,7 @@ test('rc sim: prints its URL as JSON, serves, exits 0 on SIGTERM', async (t) => 
     if (child.exitCode === null) child.kill('SIGKILL');
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const line = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`rc sim exited early with ${code}`)));
-  });
-  const info = JSON.parse(line) as { url: string; model: string; pid: number };
+  const info = JSON.parse(await firstLine(child, 'rc sim')) as { url: string; model: string; pid: number };
   assert.equal(info.model, 'cli-model');
   assert.match(info.url, /^http:\/\/127\.0\.0\.1:\d+$/);
   assert.equal(info.pid, child.pid);

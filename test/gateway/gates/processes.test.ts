@@ -6,14 +6,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { busChannel, RedisBus } from '../../../lib/bus.js';
 import { generateKey, hashKey } from '../../../lib/keys.js';
 import { createLogger } from '../../../lib/log.js';
 import { randomId } from '../../../lib/ids.js';
 import { startSim } from '../../../sim/server.js';
-import { dropKeysAfter, REDIS_URL, redisAvailable } from '../../helpers.js';
+import { dropKeysAfter, firstLine, REDIS_URL, redisAvailable } from '../../helpers.js';
 
 const RC = fileURLToPath(new URL('../../../bin/rc.js', import.meta.url));
 
@@ -57,7 +56,7 @@ async function setup(t: TestContext, count: number, env: Record<string, string>)
         stdio: ['ignore', 'pipe', 'inherit'],
       });
       children.push(child);
-      return firstLine(child);
+      return (JSON.parse(await firstLine(child, 'rc gateway')) as { gateway: string }).gateway;
     }),
   );
   return { key, keyHash: hashKey(key), accountId, prefix, gateways };
@@ -123,20 +122,6 @@ test('a revoked key is refused by every gateway process within 100 ms', async (t
   t.diagnostic(`refused after ${latencies.map((l) => l.toFixed(1)).join(' and ')} ms`);
   for (const l of latencies) assert.ok(l <= boundMs, `still accepted after ${boundMs} ms`);
 });
-
-function firstLine(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout! });
-    child.once('exit', (code) => reject(new Error(`rc gateway exited with ${code} before listening`)));
-    lines.once('line', (line) => {
-      try {
-        resolve((JSON.parse(line) as { gateway: string }).gateway);
-      } catch (err) {
-        reject(err as Error);
-      }
-    });
-  });
-}
 
 async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
