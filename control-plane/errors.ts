@@ -281,4 +281,5 @@ export const INTERNAL_ERROR_CODES = {
   RC_ERR_SCHEMA_TOO_NEW: 'SchemaTooNewError',
   RC_ERR_SMTP: 'SmtpError',
   RC_ERR_ADMIN_API: 'AdminApiError',
+  RC_ERR_NO_PLATFORM: 'NoPlatformError',
 } as const;
