@@ -233,7 +233,7 @@ export class StreamTranslator {
     const usage = this.currentUsage();
     const u = messagesUsage(usage);
     if (!usage) u.input_tokens = this.fallbackInputTokens;
-    out += `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"${stopReason(this.finish)}","stop_sequence":null},"usage":${usageJson(u)}}\n\n`;
+    out += `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"${stopReason(this.finish, this.toolBlocks.length > 0)}","stop_sequence":null},"usage":${usageJson(u)}}\n\n`;
     out += 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
     this.done = true;
     return out;
