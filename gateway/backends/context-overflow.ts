@@ -31,9 +31,15 @@ const int = (s: string | undefined): number => Number(s);
 /** The matchers, each giving [N, M, K?] from its match. */
 const WORDINGS: readonly [RegExp, (m: RegExpExecArray) => [number, number, number | undefined]][] = [
   // vLLM up to 0.10: T = N + K.
-  [/maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) in the messages, (\d+) in the completion\)/, (m) => [int(m[2]), int(m[1]), int(m[3])]],
+  [
+    /maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) in the messages, (\d+) in the completion\)/,
+    (m) => [int(m[2]), int(m[1]), int(m[3])],
+  ],
   // vLLM later: the max tokens form first (it also says "your request has N input tokens").
-  [/is too large: (\d+)\. This model's maximum context length is (\d+) tokens and your request has (\d+) input tokens/, (m) => [int(m[3]), int(m[2]), int(m[1])]],
+  [
+    /is too large: (\d+)\. This model's maximum context length is (\d+) tokens and your request has (\d+) input tokens/,
+    (m) => [int(m[3]), int(m[2]), int(m[1])],
+  ],
   [/maximum context length is (\d+) tokens\. However, your request has (\d+) input tokens/, (m) => [int(m[2]), int(m[1]), undefined]],
   // SGLang.
   [/The input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)/, (m) => [int(m[1]), int(m[2]), undefined]],

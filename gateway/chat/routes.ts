@@ -49,7 +49,8 @@ export function requestedMaxTokens(obj: Record<string, unknown>): number | undef
 export function maxTokensBelowOne(o: Record<string, unknown>, fields: readonly string[]): GatewayError | undefined {
   for (const f of fields) {
     const v = o[f];
-    if (typeof v === 'number' && !(v >= 1)) return new GatewayError(CHAT_CODES.invalidBody, `${f}: must be at least 1, got ${v}`, 400, 'invalid_request_error', f);
+    if (typeof v === 'number' && !(v >= 1))
+      return new GatewayError(CHAT_CODES.invalidBody, `${f}: must be at least 1, got ${v}`, 400, 'invalid_request_error', f);
   }
   return undefined;
 }

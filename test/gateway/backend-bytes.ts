@@ -50,7 +50,10 @@ export const vllmModels = (id: string, maxModelLen: number): Answer => ({
 });
 
 export const sglangModels = (id: string, maxModelLen: number): Answer => ({
-  body: JSON.stringify({ object: 'list', data: [{ id, object: 'model', created: 1764300000, owned_by: 'sglang', root: id, parent: null, max_model_len: maxModelLen }] }),
+  body: JSON.stringify({
+    object: 'list',
+    data: [{ id, object: 'model', created: 1764300000, owned_by: 'sglang', root: id, parent: null, max_model_len: maxModelLen }],
+  }),
 });
 
 /** SGLang's /tokenize answer: the count, and the tokenizer's limit as max_model_len. */
@@ -63,13 +66,25 @@ export const sglang05TokenizeRefusal = (body: string): Answer => {
   const errors = `[{'type': 'missing', 'loc': ('body', 'prompt'), 'msg': 'Field required', 'input': ${body}}]`;
   return {
     status: 400,
-    body: JSON.stringify({ object: 'error', message: `1 validation error:\n  ${errors.slice(1, -1)}\n ${errors}`, type: 'Bad Request', param: null, code: 400 }),
+    body: JSON.stringify({
+      object: 'error',
+      message: `1 validation error:\n  ${errors.slice(1, -1)}\n ${errors}`,
+      type: 'Bad Request',
+      param: null,
+      code: 400,
+    }),
   };
 };
 
 export const sglangTooLong = (n: number, m: number): Answer => ({
   status: 400,
-  body: JSON.stringify({ object: 'error', message: `The input (${n} tokens) is longer than the model's context length (${m} tokens).`, type: 'BadRequestError', param: null, code: 400 }),
+  body: JSON.stringify({
+    object: 'error',
+    message: `The input (${n} tokens) is longer than the model's context length (${m} tokens).`,
+    type: 'BadRequestError',
+    param: null,
+    code: 400,
+  }),
 });
 
 export const sglangMetrics = (queued: number): Answer => ({
@@ -92,7 +107,15 @@ export const sglangCompletion = (content: string): Answer => ({
     object: 'chat.completion',
     created: 1764300000,
     model: 'm',
-    choices: [{ index: 0, message: { role: 'assistant', content, reasoning_content: null, tool_calls: null }, logprobs: null, finish_reason: 'stop', matched_stop: 151645 }],
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content, reasoning_content: null, tool_calls: null },
+        logprobs: null,
+        finish_reason: 'stop',
+        matched_stop: 151645,
+      },
+    ],
     usage: { prompt_tokens: 9, total_tokens: 10, completion_tokens: 1, prompt_tokens_details: null, reasoning_tokens: 0 },
     metadata: { weight_version: 'default' },
   }),
@@ -101,7 +124,9 @@ export const sglangCompletion = (content: string): Answer => ({
 /** llama.cpp's /v1/models (current: `meta.n_ctx` is one slot's context; older servers lack it). */
 export const llamaModels = (id: string, nCtx: number | undefined): Answer => ({
   body: JSON.stringify({
-    models: [{ name: id, model: id, modified_at: '', size: '', digest: '', type: 'model', description: '', tags: [''], capabilities: ['completion'], parameters: '' }],
+    models: [
+      { name: id, model: id, modified_at: '', size: '', digest: '', type: 'model', description: '', tags: [''], capabilities: ['completion'], parameters: '' },
+    ],
     object: 'list',
     data: [
       {
@@ -111,7 +136,15 @@ export const llamaModels = (id: string, nCtx: number | undefined): Answer => ({
         object: 'model',
         created: 1764300000,
         owned_by: 'llamacpp',
-        meta: { vocab_type: 2, n_vocab: 151936, ...(nCtx === undefined ? {} : { n_ctx: nCtx }), n_ctx_train: 40960, n_embd: 1024, n_params: 596049920, size: 1209470976 },
+        meta: {
+          vocab_type: 2,
+          n_vocab: 151936,
+          ...(nCtx === undefined ? {} : { n_ctx: nCtx }),
+          n_ctx_train: 40960,
+          n_embd: 1024,
+          n_params: 596049920,
+          size: 1209470976,
+        },
       },
     ],
   }),
@@ -238,7 +271,8 @@ export const vllmNamedToolCompletion = (finish: 'stop' | 'tool_calls'): Answer =
 export function vllmNamedToolStream(finish: 'stop' | 'tool_calls', promptTokens = 180): Answer {
   let n = 0;
   const usage = () => `,"usage":{"prompt_tokens":${promptTokens},"total_tokens":${promptTokens + n},"completion_tokens":${n}}`;
-  const chunk = (choice: string) => `data: {"id":"chatcmpl-0a1b","object":"chat.completion.chunk","created":1764300000,"model":"m","choices":[${choice}]${usage()}}\n\n`;
+  const chunk = (choice: string) =>
+    `data: {"id":"chatcmpl-0a1b","object":"chat.completion.chunk","created":1764300000,"model":"m","choices":[${choice}]${usage()}}\n\n`;
   let out = chunk('{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}');
   n++;
   out += chunk(
@@ -259,7 +293,15 @@ export const vllmTextCompletion = (finish: string): Answer => ({
     object: 'chat.completion',
     created: 1764300000,
     model: 'm',
-    choices: [{ index: 0, message: { role: 'assistant', content: 'Hello', tool_calls: [], reasoning_content: null }, logprobs: null, finish_reason: finish, stop_reason: null }],
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: 'Hello', tool_calls: [], reasoning_content: null },
+        logprobs: null,
+        finish_reason: finish,
+        stop_reason: null,
+      },
+    ],
     usage: { prompt_tokens: 5, total_tokens: 6, completion_tokens: 1, prompt_tokens_details: null },
   }),
 });

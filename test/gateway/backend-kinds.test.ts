@@ -91,8 +91,16 @@ before(async () => {
   llamaOld = await scriptedBackend(llamaRoutes(llamaModels('m', undefined)));
   llamaBare = await scriptedBackend(llamaRoutes(undefined));
   vllm = await scriptedBackend({ 'GET /v1/models': vllmModels('m', 32768), 'POST /v1/chat/completions': vllmNamedToolStream('stop', 180) });
-  busy = await scriptedBackend({ 'GET /v1/models': sglangModels('m', SG_CONTEXT), 'GET /metrics': sglangMetrics(50), 'POST /v1/chat/completions': sglangCompletion('busy') });
-  idle = await scriptedBackend({ 'GET /v1/models': sglangModels('m', SG_CONTEXT), 'GET /metrics': sglangMetrics(0), 'POST /v1/chat/completions': sglangCompletion('idle') });
+  busy = await scriptedBackend({
+    'GET /v1/models': sglangModels('m', SG_CONTEXT),
+    'GET /metrics': sglangMetrics(50),
+    'POST /v1/chat/completions': sglangCompletion('busy'),
+  });
+  idle = await scriptedBackend({
+    'GET /v1/models': sglangModels('m', SG_CONTEXT),
+    'GET /metrics': sglangMetrics(0),
+    'POST /v1/chat/completions': sglangCompletion('idle'),
+  });
   gw = await createGateway({
     port: 0,
     logger: createLogger('silent'),
@@ -124,7 +132,8 @@ const HELLO = [{ role: 'user', content: 'Say hello to the whole wide world' }];
 const countTokens = (model: string) => post(`${gw.url}/v1/messages/count_tokens`, JSON.stringify({ model, messages: HELLO }), ANTHROPIC());
 const messages = (model: string, max: number, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) =>
   post(`${gw.url}/v1/messages`, JSON.stringify({ model, max_tokens: max, messages: HELLO, ...extra }), ANTHROPIC(headers));
-const chat = (model: string, body: Record<string, unknown>) => post(`${gw.url}/v1/chat/completions`, JSON.stringify({ model, messages: HELLO, ...body }), OPENAI);
+const chat = (model: string, body: Record<string, unknown>) =>
+  post(`${gw.url}/v1/chat/completions`, JSON.stringify({ model, messages: HELLO, ...body }), OPENAI);
 
 /** The count the scripted llama.cpp made of the last prompt it was asked to tokenize, checked to be the template's output with special tokens. */
 function llamaCounted(b: ScriptedBackend): number {
@@ -164,7 +173,7 @@ describe('count_tokens on every backend', () => {
     assert.equal(llamaBare.asked.get('POST /tokenize')!.filter((b) => b.includes('"messages"')).length, 1);
   });
 
-  test("SGLang 0.5 (prompt-only /tokenize): the estimate, never an error, and /tokenize asked once", async () => {
+  test('SGLang 0.5 (prompt-only /tokenize): the estimate, never an error, and /tokenize asked once', async () => {
     for (let i = 0; i < 3; i++) {
       const r = await countTokens('sg05');
       assert.equal(r.status, 200, r.text);
@@ -209,7 +218,11 @@ describe('the context window from /v1/models', () => {
   test('llama.cpp: a prompt longer than its context is refused by the gateway, counted its way', async () => {
     const before = llama.count('POST /v1/chat/completions');
     const words = Array.from({ length: LLAMA_CTX }, (_, i) => `w${i}`).join(' ');
-    const r = await post(`${gw.url}/v1/messages`, JSON.stringify({ model: 'llama', max_tokens: 10, messages: [{ role: 'user', content: words }] }), ANTHROPIC());
+    const r = await post(
+      `${gw.url}/v1/messages`,
+      JSON.stringify({ model: 'llama', max_tokens: 10, messages: [{ role: 'user', content: words }] }),
+      ANTHROPIC(),
+    );
     assert.equal(r.status, 400, r.text);
     assert.deepEqual(r.json, {
       type: 'error',
@@ -259,7 +272,8 @@ describe("an over-context error in the backend's words", () => {
     assert.deepEqual(read(400, vllmOld), { promptTokens: 32000, context: 32768, maxTokens: 40000 });
     const vllmNew = JSON.stringify({
       error: {
-        message: "This model's maximum context length is 32768 tokens. However, your request has 40000 input tokens. Please reduce the length of the input messages.",
+        message:
+          "This model's maximum context length is 32768 tokens. However, your request has 40000 input tokens. Please reduce the length of the input messages.",
         type: 'BadRequestError',
         param: null,
         code: 400,
@@ -277,7 +291,10 @@ describe("an over-context error in the backend's words", () => {
     });
     const o = read(400, vllmMax)!;
     assert.deepEqual(o, { promptTokens: 15136, context: 32768, maxTokens: 32000 });
-    assert.equal(overflowMessage(o), 'input length and `max_tokens` exceed context limit: 15136 + 32000 > 32768, decrease input length or `max_tokens` and try again');
+    assert.equal(
+      overflowMessage(o),
+      'input length and `max_tokens` exceed context limit: 15136 + 32000 > 32768, decrease input length or `max_tokens` and try again',
+    );
     const sgMax = JSON.stringify({
       object: 'error',
       message:
@@ -296,12 +313,15 @@ describe("an over-context error in the backend's words", () => {
       maxTokens: undefined,
     });
     assert.equal(overflowMessage({ promptTokens: 8422, context: 8192, maxTokens: undefined }), 'prompt is too long: 8422 tokens > 8191 maximum');
-    assert.equal(read(400, JSON.stringify({ object: 'error', message: 'max_tokens must be at least 1, got 0.', type: 'BadRequestError', code: 400 })), undefined);
+    assert.equal(
+      read(400, JSON.stringify({ object: 'error', message: 'max_tokens must be at least 1, got 0.', type: 'BadRequestError', code: 400 })),
+      undefined,
+    );
   });
 });
 
 describe('max tokens of 0 or less', () => {
-  test('a 400 in each protocol\'s shape, nothing sent to the backend', async () => {
+  test("a 400 in each protocol's shape, nothing sent to the backend", async () => {
     const before = sg.count('POST /v1/chat/completions');
     for (const max of [0, -5]) {
       const m = await messages('sg', max);
@@ -311,12 +331,19 @@ describe('max tokens of 0 or less', () => {
       for (const field of ['max_tokens', 'max_completion_tokens']) {
         const c = await chat('sg', { [field]: max });
         assert.equal(c.status, 400, c.text);
-        assert.deepEqual(c.json, { error: { message: `${field}: must be at least 1, got ${max}`, type: 'invalid_request_error', param: field, code: 'invalid_body' } });
+        assert.deepEqual(c.json, {
+          error: { message: `${field}: must be at least 1, got ${max}`, type: 'invalid_request_error', param: field, code: 'invalid_body' },
+        });
       }
       const r = await post(`${gw.url}/v1/responses`, JSON.stringify({ model: 'sg', input: 'hi', max_output_tokens: max }), OPENAI);
       assert.equal(r.status, 400, r.text);
       assert.deepEqual(r.json, {
-        error: { message: `max_output_tokens: must be at least 1, got ${max}`, type: 'invalid_request_error', param: 'max_output_tokens', code: 'invalid_body' },
+        error: {
+          message: `max_output_tokens: must be at least 1, got ${max}`,
+          type: 'invalid_request_error',
+          param: 'max_output_tokens',
+          code: 'invalid_body',
+        },
       });
     }
     assert.equal(sg.count('POST /v1/chat/completions'), before);
