@@ -305,3 +305,22 @@ export const vllmTextCompletion = (finish: string): Answer => ({
     usage: { prompt_tokens: 5, total_tokens: 6, completion_tokens: 1, prompt_tokens_details: null },
   }),
 });
+
+/**
+ * An SGLang chat stream with continuous usage (python/sglang/srt/entrypoints/openai/serving_chat.py):
+ * the first chunk (the role) carries no usage, each content chunk its running usage, the finish
+ * chunk `matched_stop`, then the usage chunk.
+ */
+export function sglangStream(words: string[], promptTokens: number): Answer {
+  const head = '{"id":"b1c2d3","object":"chat.completion.chunk","created":1764300000,"model":"m","choices":[';
+  const usage = (n: number) =>
+    `{"prompt_tokens":${promptTokens},"total_tokens":${promptTokens + n},"completion_tokens":${n},"prompt_tokens_details":null,"reasoning_tokens":0}`;
+  let out = `data: ${head}{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n`;
+  words.forEach((w, i) => {
+    out += `data: ${head}{"index":0,"delta":{"role":null,"content":${JSON.stringify(w)}},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":${usage(i + 1)}}\n\n`;
+  });
+  out += `data: ${head}{"index":0,"delta":{"role":null,"content":null},"logprobs":null,"finish_reason":"stop","matched_stop":151645}],"usage":${usage(words.length)}}\n\n`;
+  out += `data: ${head}],"usage":${usage(words.length)}}\n\n`;
+  out += 'data: [DONE]\n\n';
+  return { headers: { 'content-type': 'text/event-stream' }, body: out };
+}

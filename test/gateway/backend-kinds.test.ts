@@ -34,6 +34,7 @@ import {
   sglangCompletion,
   sglangMetrics,
   sglangModels,
+  sglangStream,
   sglangTokenize,
   sglangTooLong,
   vllmModels,
@@ -80,7 +81,8 @@ before(async () => {
   sg = await scriptedBackend({
     'GET /v1/models': sglangModels('m', SG_CONTEXT),
     'POST /tokenize': sglangTokenize(SG_COUNT),
-    'POST /v1/chat/completions': () => sgAnswer ?? sglangCompletion('ok'),
+    'POST /v1/chat/completions': (body) =>
+      sgAnswer ?? ((JSON.parse(body) as { stream?: boolean }).stream ? sglangStream(['o', 'k'], 23) : sglangCompletion('ok')),
   });
   sg05 = await scriptedBackend({
     'GET /v1/models': sglangModels('m', SG_CONTEXT),
@@ -386,6 +388,12 @@ describe("message_start's input_tokens", () => {
     const u = await streamUsage('vllm', 100);
     assert.equal(u.start.input_tokens, 180);
     assert.equal(u.delta.input_tokens, 180);
+  });
+
+  test("SGLang (no usage on its first chunk, running usage on its content chunks): the backend's count", async () => {
+    const u = await streamUsage('sg', 100);
+    assert.equal(u.start.input_tokens, 23);
+    assert.equal(u.delta.input_tokens, 23);
   });
 
   test("llama.cpp (usage only on its last chunk): the gateway's own count when it made one", async () => {
