@@ -23,7 +23,7 @@
 // rendered prompt's JSON bytes (messages and tools serialized, about 3 µs per 10 KB) are tried,
 // a good estimate though not a strict bound (the doubling above is for the worst case of
 // re-serialized JSON; an underestimate here only lets the backend's own error through); then the
-// prompt is counted with /tokenize: max_tokens lowered to context - count, or a prompt that
+// prompt is counted the backend's way (tokenize.ts): max_tokens lowered to context - count, or a prompt that
 // alone fills the context refused. The count holds an in-flight slot like any backend call (none
 // free: no count, the backend judges); like count_tokens it is not gated.
 //
