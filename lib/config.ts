@@ -34,10 +34,16 @@ export const modelEntrySchema = z.strictObject({
   /** Accepted `output_config.effort` / `reasoning_effort` tiers beyond `low` and `medium`. */
   efforts: z.array(z.string().min(1)).default([]),
   /**
-   * Context window in tokens (prompt + output). Absent: the backend's max_model_len (learned
-   * from its /tokenize answer, gateway/admission/context-fit.ts); the embedded sim then uses 32768.
+   * Context window in tokens (prompt + output). Absent: the one the backend reports in its
+   * /v1/models (vLLM and SGLang max_model_len, llama.cpp meta.n_ctx; gateway/backends/backend-kind.ts);
+   * the embedded sim then uses 32768.
    */
   maxContext: z.number().int().positive().optional(),
+  /**
+   * The server behind the upstreams, which decides how prompts are counted (gateway/admission/tokenize.ts).
+   * Absent: told by the backend itself (its /v1/models `owned_by`, or its /tokenize answer).
+   */
+  server: z.enum(['vllm', 'sglang', 'llama.cpp']).optional(),
   /**
    * Fit max_tokens / max_completion_tokens / max_output_tokens into the context on every protocol
    * (gateway/admission/context-fit.ts); false passes the backend's own error through instead.

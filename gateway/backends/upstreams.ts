@@ -48,8 +48,8 @@ export const DEFAULT_UPSTREAM_OPTIONS: UpstreamOptions = {
   metricsIntervalMs: 0,
 };
 
-/** A path whose request computes no KV cache: routed, but not learned as a prefix. */
-const TOKENIZE_PATH = '/tokenize';
+/** Paths whose requests compute no KV cache (counting a prompt): routed, but not learned as a prefix. */
+const COUNT_PATHS = new Set(['/tokenize', '/apply-template']);
 
 export type UpstreamErrorKind = 'unavailable' | 'timeout' | 'idle' | 'reset' | 'aborted';
 
@@ -308,7 +308,7 @@ class Exchange implements ResponseHandler, UpstreamCall {
     }
     this.upstream = u;
     const router = this.model.router;
-    if (router !== undefined && this.path !== TOKENIZE_PATH) router.learn(this.route, this.model.upstreams, u);
+    if (router !== undefined && !COUNT_PATHS.has(this.path)) router.learn(this.route, this.model.upstreams, u);
     u.inflight++;
     this.t0 = performance.now();
     this.request = u.pool.request(this.path === CHAT_PATH ? u.chatPath : u.basePath + this.path, this.body, this);
