@@ -120,8 +120,55 @@ describe('gateway upstreams', () => {
     }
   });
 
-  it('a backend that stalls before answering gets 502 after the headers timeout', async () => {
-    const f = await startFixture({ upstream: { headersTimeoutMs: 300 } });
+  it('waits for a busy backend past the head and idle limits, and a slow answer never takes it out', async () => {
+    // Limits of 150 ms against a first token after 800 ms: a non-stream answer's head and a
+    // stream's first event (the sim sends a stream's head at once) come after 5 limits. The sim
+    // answers /health, so the gateway waits; one failure would take the backend out.
+    const f = await startFixture({ sims: [{ ttftMs: 800, tokensPerSecond: 200 }], upstream: { headersTimeoutMs: 150, idleTimeoutMs: 150, failuresToEject: 1 } });
+    try {
+      const c = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 3 });
+      assert.equal(c.object, 'chat.completion');
+      const stream = (await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 3, stream: true })) as unknown as Stream;
+      let chunks = 0;
+      for await (const _ of stream) chunks++;
+      assert.ok(chunks > 0);
+      const up = f.gateway.context.upstreams.all()[0]!;
+      assert.equal(up.ejectedUntil, 0, 'the slow backend is still in rotation');
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('a backend that accepts and never answers, its /health neither, gets 502 upstream_timeout and is taken out', async () => {
+    const sockets = new Set<import('node:net').Socket>();
+    const silent = createServer((s) => {
+      sockets.add(s);
+      s.on('error', () => {});
+    });
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
+    const f = await startFixture({
+      sims: [],
+      models: () => [modelEntrySchema.parse({ name: 'm', upstreams: [url], maxContext: 4096, fitMaxTokens: false })],
+      upstream: { headersTimeoutMs: 150, failuresToEject: 1 },
+    });
+    try {
+      const r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 5 }), {
+        authorization: `Bearer ${f.key}`,
+      });
+      assert.equal(r.status, 502);
+      assert.equal(r.json.error.code, 'upstream_timeout');
+      assert.ok(f.gateway.context.upstreams.all()[0]!.ejectedUntil > 0, 'the dead backend is out');
+      await waitFor(() => f.gateway.context.admission.inflight === 0);
+    } finally {
+      await f.close();
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => silent.close(r));
+    }
+  });
+
+  it('a live backend that never answers a request gets 502 upstream_timeout at the total limit, and stays in', async () => {
+    const f = await startFixture({ upstream: { headersTimeoutMs: 150, requestTimeoutMs: 800, failuresToEject: 1 } });
     try {
       f.sims[0]!.setFault({ kind: 'stall-before' });
       await assert.rejects(f.client.chat.completions.create({ model: 'm', messages: HELLO }), (e: unknown) => {
@@ -130,6 +177,7 @@ describe('gateway upstreams', () => {
         assert.equal(e.code, 'upstream_timeout');
         return true;
       });
+      assert.equal(f.gateway.context.upstreams.all()[0]!.ejectedUntil, 0, 'a slow answer does not take the backend out');
       await waitFor(() => f.gateway.context.admission.inflight === 0);
     } finally {
       await f.close();
@@ -137,7 +185,8 @@ describe('gateway upstreams', () => {
   });
 
   it('a backend that stalls mid-stream ends the stream with an error, it does not hang', async () => {
-    const f = await startFixture({ sims: [{ ttftMs: 0, tokensPerSecond: 200 }], upstream: { idleTimeoutMs: 300 } });
+    // The sim answers /health: its silence is waited for until the total limit.
+    const f = await startFixture({ sims: [{ ttftMs: 0, tokensPerSecond: 200 }], upstream: { idleTimeoutMs: 300, requestTimeoutMs: 1000 } });
     try {
       f.sims[0]!.setFault({ kind: 'stall-during', afterChunks: 3 });
       const stream = (await f.client.chat.completions.create({
