@@ -3,9 +3,10 @@
 // run. Run: `node scripts/build.mjs && node dist/bench/first-token.js`.
 //
 // The backends are Python's http.server (python3 on PATH), as a user would write one: the head in
-// one write, then each SSE event a small write of its own (llama.cpp's cpp-httplib leaves Nagle
-// on too: CPPHTTPLIB_TCP_NODELAY defaults to false), one with TCP_NODELAY set on each accepted
-// socket. A client opens a fresh connection per request (as curl does), writes the request and
+// one write, then each SSE event a small write of its own), one with TCP_NODELAY set on each
+// accepted socket. (cpp-httplib leaves Nagle on by default, CPPHTTPLIB_TCP_NODELAY false; current
+// llama.cpp builds it with CPPHTTPLIB_TCP_NODELAY=1, read in ggml-org/llama.cpp
+// vendor/cpp-httplib/CMakeLists.txt, so a llama-server built from source sets it.) A client opens a fresh connection per request (as curl does), writes the request and
 // times the first token's bytes; each target gets blocks of 10 requests back to back, the targets
 // taking turns block by block, so each sees the same machine. Two more rows time the backend client (lib/relay/http-pool.ts) alone, in this
 // process, on the Nagle-on backend: one connection reused at once (what the pool did before issue
