@@ -174,7 +174,10 @@ try {
   const poolOptions = { connections: 64, connectTimeoutMs: 5000, headersTimeoutMs: 60_000, bodyTimeoutMs: 60_000, keepAliveTimeoutMs: 4000 };
   const atOnce = new HttpPool(nagle.url, { ...poolOptions, reuseAfterMs: 0 });
   const rested = new HttpPool(nagle.url, poolOptions);
-  stops.push(() => atOnce.destroy(), () => rested.destroy());
+  stops.push(
+    () => atOnce.destroy(),
+    () => rested.destroy(),
+  );
 
   const targets: { label: string; run: () => Promise<number>; ms: number[] }[] = [
     { label: 'Nagle on, direct', run: () => firstTokenMs(nagle.url, 'm'), ms: [] },

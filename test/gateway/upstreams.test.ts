@@ -1,7 +1,7 @@
 // Upstreams and admission: sticky routing, backend down, backend errors passed on (chat shape), stalls,
 // the in-flight limit and the gate seam.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { modelEntrySchema } from '../../lib/config.js';
@@ -124,7 +124,10 @@ describe('gateway upstreams', () => {
     // Limits of 150 ms against a first token after 800 ms: a non-stream answer's head and a
     // stream's first event (the sim sends a stream's head at once) come after 5 limits. The sim
     // answers /health, so the gateway waits; one failure would take the backend out.
-    const f = await startFixture({ sims: [{ ttftMs: 800, tokensPerSecond: 200 }], upstream: { headersTimeoutMs: 150, idleTimeoutMs: 150, failuresToEject: 1 } });
+    const f = await startFixture({
+      sims: [{ ttftMs: 800, tokensPerSecond: 200 }],
+      upstream: { headersTimeoutMs: 150, idleTimeoutMs: 150, failuresToEject: 1 },
+    });
     try {
       const c = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 3 });
       assert.equal(c.object, 'chat.completion');
@@ -140,7 +143,7 @@ describe('gateway upstreams', () => {
   });
 
   it('a backend that accepts and never answers, its /health neither, gets 502 upstream_timeout and is taken out', async () => {
-    const sockets = new Set<import('node:net').Socket>();
+    const sockets = new Set<Socket>();
     const silent = createServer((s) => {
       sockets.add(s);
       s.on('error', () => {});
@@ -221,6 +224,45 @@ describe('gateway upstreams', () => {
       }, OpenAI.APIError);
     } finally {
       await f.close();
+    }
+  });
+
+  it('relays a backend that leaves Nagle on, stream after stream', async () => {
+    // As Python's http.server writes: the head in one write, then each SSE event a small write of
+    // its own, TCP_NODELAY off (bench/first-token.ts times this; here, only that it all arrives).
+    const event = (delta: string, finish: string) =>
+      `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":${delta},"finish_reason":${finish}}]}\n\n`;
+    const backend = createServer((socket) => {
+      socket.setNoDelay(false);
+      socket.on('error', () => {});
+      let pending = '';
+      socket.on('data', (d: Buffer) => {
+        pending += d.toString('latin1');
+        const end = pending.indexOf('\r\n\r\n');
+        const length = Number(/content-length: *(\d+)/i.exec(pending)?.[1] ?? 0);
+        if (end < 0 || pending.length < end + 4 + length) return;
+        pending = pending.slice(end + 4 + length);
+        socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n');
+        for (const e of [...['a', 'b', 'c'].map((t) => event(`{"content":"${t}"}`, 'null')), event('{}', '"stop"'), 'data: [DONE]\n\n']) {
+          socket.write(`${Buffer.byteLength(e).toString(16)}\r\n${e}\r\n`);
+        }
+        socket.write('0\r\n\r\n');
+      });
+    });
+    await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(backend.address() as { port: number }).port}`;
+    const f = await startFixture({ sims: [], models: () => [modelEntrySchema.parse({ name: 'm', upstreams: [url], maxContext: 4096, fitMaxTokens: false })] });
+    try {
+      for (let i = 0; i < 5; i++) {
+        const stream = (await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 5, stream: true })) as unknown as Stream;
+        let text = '';
+        for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
+        assert.equal(text, 'abc');
+      }
+      await waitFor(() => f.gateway.context.admission.inflight === 0);
+    } finally {
+      await f.close();
+      await new Promise((r) => backend.close(r));
     }
   });
 
