@@ -28,6 +28,7 @@ export function upstreamFrom(config: Config) {
     connections: config.upstreamConnections,
     headersTimeoutMs: config.upstreamHeadersTimeoutMs,
     idleTimeoutMs: config.upstreamIdleTimeoutMs,
+    requestTimeoutMs: config.upstreamRequestTimeoutMs,
     connectTimeoutMs: config.upstreamConnectTimeoutMs,
     ejectMs: config.upstreamEjectMs,
     metricsIntervalMs: config.upstreamMetricsIntervalMs,

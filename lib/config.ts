@@ -133,8 +133,24 @@ export const SETTINGS = {
   gatewayMaxBodyBytes: setting('RC_GATEWAY_MAX_BODY_BYTES', positiveInt, 8 * 1024 * 1024, 'Largest request body the gateway accepts (413 beyond)'),
   gatewayMaxInflight: setting('RC_GATEWAY_MAX_INFLIGHT', positiveInt, 2048, 'Requests in flight to backends before 503 pool exhausted'),
   upstreamConnections: setting('RC_UPSTREAM_CONNECTIONS', positiveInt, 256, 'Keep-alive connections per upstream'),
-  upstreamHeadersTimeoutMs: setting('RC_UPSTREAM_HEADERS_TIMEOUT_MS', ms, 60_000, 'Wait for a backend response head'),
-  upstreamIdleTimeoutMs: setting('RC_UPSTREAM_IDLE_TIMEOUT_MS', ms, 120_000, 'Longest silence between backend body chunks'),
+  upstreamHeadersTimeoutMs: setting(
+    'RC_UPSTREAM_HEADERS_TIMEOUT_MS',
+    ms,
+    60_000,
+    'No response head for this long while the backend shows no sign of life (no other response from it progressing, its /health not answering within as long): a dead backend, 502 upstream_timeout. A busy backend is waited for',
+  ),
+  upstreamIdleTimeoutMs: setting(
+    'RC_UPSTREAM_IDLE_TIMEOUT_MS',
+    ms,
+    120_000,
+    'The same for silence between two body chunks of a response (a stream queued after its head)',
+  ),
+  upstreamRequestTimeoutMs: setting(
+    'RC_UPSTREAM_REQUEST_TIMEOUT_MS',
+    ms,
+    1_800_000,
+    'Longest a backend request may take, from its write to the end of its response, however alive the backend (502 upstream_timeout; never counts toward taking the backend out)',
+  ),
   upstreamConnectTimeoutMs: setting('RC_UPSTREAM_CONNECT_TIMEOUT_MS', ms, 5_000, 'Wait for a TCP connection to a backend'),
   upstreamEjectMs: setting('RC_UPSTREAM_EJECT_MS', ms, 10_000, 'How long a failing backend is taken out of rotation'),
   upstreamMetricsIntervalMs: setting(

@@ -40,6 +40,7 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
       connectTimeoutMs: up.connectTimeoutMs,
       headersTimeoutMs: up.headersTimeoutMs,
       idleTimeoutMs: up.idleTimeoutMs,
+      requestTimeoutMs: up.requestTimeoutMs,
       ...options.pool,
     });
     const relay = new DedicatedRelay(ctx, {
