@@ -485,7 +485,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     out[key] = parsed.data;
   }
   const models = file.models && file.models.length ? file.models : DEFAULT_SIM_MODELS;
-  const config: Config = { ...(out as Omit<Config, 'configFile' | 'models' | 'defaultModels'>), configFile, models, defaultModels: models === DEFAULT_SIM_MODELS };
+  const config: Config = {
+    ...(out as Omit<Config, 'configFile' | 'models' | 'defaultModels'>),
+    configFile,
+    models,
+    defaultModels: models === DEFAULT_SIM_MODELS,
+  };
   // Tenant pages never share a cookie site with the console or each other (issue 44, lib/cookie-sites.ts).
   assertCookieSitesApart(publicOriginsOf(config));
   return config;

@@ -45,7 +45,10 @@ const ANY_TENANT = 'tenant-label';
 
 /** Lower case, no trailing dot, no IPv6 brackets. */
 function hostOf(url: string): string {
-  return new URL(url).hostname.toLowerCase().replace(/\.$/, '').replace(/^\[|\]$/g, '');
+  return new URL(url).hostname
+    .toLowerCase()
+    .replace(/\.$/, '')
+    .replace(/^\[|\]$/g, '');
 }
 
 /**
@@ -54,7 +57,10 @@ function hostOf(url: string): string {
  * host can only hold host-only cookies: an IP address, or a host that is itself a public suffix.
  */
 export function registrableDomain(host: string): string | undefined {
-  const h = host.toLowerCase().replace(/\.$/, '').replace(/^\[|\]$/g, '');
+  const h = host
+    .toLowerCase()
+    .replace(/\.$/, '')
+    .replace(/^\[|\]$/g, '');
   if (isIP(h) !== 0) return undefined;
   return getDomain(h, { allowPrivateDomains: true }) ?? undefined;
 }

@@ -37,14 +37,24 @@ test('the shape of the red team: console, apps and tunnels under one registrable
     RC_TUNNEL_PUBLIC_URL: 'https://tunnels.example.net',
   };
   const msg = refusal(shared);
-  assert.match(msg ?? '', /RC_API_PUBLIC_URL \(https:\/\/console\.example\.net\) and RC_PROXY_PUBLIC_URL \(https:\/\/apps\.example\.net\) share the registrable domain example\.net/);
+  assert.match(
+    msg ?? '',
+    /RC_API_PUBLIC_URL \(https:\/\/console\.example\.net\) and RC_PROXY_PUBLIC_URL \(https:\/\/apps\.example\.net\) share the registrable domain example\.net/,
+  );
   assert.match(msg ?? '', /Domain=example\.net/);
   assert.match(msg ?? '', /registrable domains of their own/);
   // Apps apart, tunnels still with the console.
-  assert.match(refusal({ ...shared, RC_PROXY_PUBLIC_URL: 'https://apps.example-apps.net' }) ?? '', /RC_API_PUBLIC_URL .* and RC_TUNNEL_PUBLIC_URL .* example\.net/);
+  assert.match(
+    refusal({ ...shared, RC_PROXY_PUBLIC_URL: 'https://apps.example-apps.net' }) ?? '',
+    /RC_API_PUBLIC_URL .* and RC_TUNNEL_PUBLIC_URL .* example\.net/,
+  );
   // Apps and tunnels together, apart from the console: tunnels could toss into apps.
   assert.match(
-    refusal({ RC_API_PUBLIC_URL: 'https://console.example.com', RC_PROXY_PUBLIC_URL: 'https://apps.example.net', RC_TUNNEL_PUBLIC_URL: 'https://tunnels.example.net' }) ?? '',
+    refusal({
+      RC_API_PUBLIC_URL: 'https://console.example.com',
+      RC_PROXY_PUBLIC_URL: 'https://apps.example.net',
+      RC_TUNNEL_PUBLIC_URL: 'https://tunnels.example.net',
+    }) ?? '',
     /RC_PROXY_PUBLIC_URL .* and RC_TUNNEL_PUBLIC_URL .* share the registrable domain example\.net/,
   );
   // The gateway counts too (it reads the session cookie).
@@ -53,7 +63,10 @@ test('the shape of the red team: console, apps and tunnels under one registrable
     /RC_INSTANCE_PUBLIC_URL .* and RC_TUNNEL_PUBLIC_URL .*example\.net/,
   );
   // A console at the bare domain, apps one level down; ports do not matter.
-  assert.match(refusal({ RC_API_PUBLIC_URL: 'http://example.net:8080', RC_PROXY_PUBLIC_URL: 'http://example.net:8081' }) ?? '', /share the registrable domain example\.net/);
+  assert.match(
+    refusal({ RC_API_PUBLIC_URL: 'http://example.net:8080', RC_PROXY_PUBLIC_URL: 'http://example.net:8081' }) ?? '',
+    /share the registrable domain example\.net/,
+  );
   // Under a two-label suffix.
   assert.match(refusal({ RC_API_PUBLIC_URL: 'https://app.example.co.uk', RC_PROXY_PUBLIC_URL: 'https://apps.example.co.uk' }) ?? '', /example\.co\.uk/);
   // An unknown top-level domain reads by the list's default rule: rc.test is registrable.
