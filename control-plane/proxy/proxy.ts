@@ -14,6 +14,9 @@
 // - The platform's cookies (the proxy's own included), CSRF header and keys are removed
 //   (forwardedHeaders, lib/instance-credentials.ts), so the app never holds a platform credential,
 //   and its Set-Cookie for a platform cookie is dropped.
+// - Of the browser's other cookies the app gets only its own (app-cookies.ts): those its server set
+//   through the proxy, with their values (a seal cookie beside each), and `__Host-` ones; a cookie
+//   another page tossed with `Domain=` is never forwarded.
 // - Apps of other instances are same-site with this one (sibling host names): requests another
 //   site or a sibling started are refused unless they are top-level navigations (Fetch Metadata),
 //   so an app cannot make its owner's browser post to another instance's app with its cookie.
