@@ -3,6 +3,7 @@
 // A bad value stops start-up with a ConfigError that names the setting.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { assertCookieSitesApart, publicOriginsOf } from './cookie-sites.js';
 import { ConfigError } from './errors.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
@@ -506,7 +507,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     out[key] = parsed.data;
   }
   const models = file.models && file.models.length ? file.models : DEFAULT_SIM_MODELS;
-  return { ...(out as Omit<Config, 'configFile' | 'models' | 'defaultModels'>), configFile, models, defaultModels: models === DEFAULT_SIM_MODELS };
+  const config: Config = {
+    ...(out as Omit<Config, 'configFile' | 'models' | 'defaultModels'>),
+    configFile,
+    models,
+    defaultModels: models === DEFAULT_SIM_MODELS,
+  };
+  // Tenant pages never share a cookie site with the console or each other (issue 44, lib/cookie-sites.ts).
+  assertCookieSitesApart(publicOriginsOf(config));
+  return config;
 }
 
 /** Rows of the settings table, for `rc config` and the README. */
