@@ -31,31 +31,7 @@ export interface SoakPlatformOptions {
 export async function startSoakPlatform(o: SoakPlatformOptions): Promise<SoakPlatform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-soak-'));
   const diagDir = mkdtempSync(join(tmpdir(), 'rc-soak-heap-'));
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    RC_LOG_LEVEL: 'warn',
-    RC_DATA_DIR: dataDir,
-    RC_API_PORT: '0',
-    RC_GATEWAY_PORT: '0',
-    RC_AGENT_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_PROXY_PORT: '0',
-    RC_TUNNEL_PORT: '0',
-    RC_METRICS_PORT: '0',
-    RC_SIM_FAST: '1',
-    RC_CONFIG: '',
-    REDIS_URL: o.redisUrl,
-    RC_AGENT_RUNTIME: o.runtime,
-    RC_AGENT_GPU_DETECT: 'configured',
-    // A soak launches, signs in and calls the models far more often than one person would.
-    RC_INSTANCE_LAUNCH_RATE: '1:1000000',
-    RC_LOGIN_PER_ADDRESS_PER_MINUTE: '1000000',
-    RC_SIGNUP_PER_ADDRESS_PER_HOUR: '1000000',
-    RC_MODEL_RPM: '100000000',
-    RC_MODEL_TPM: '1000000000',
-    RC_MODEL_DAILY_TOKENS: '1000000000000',
-    RC_AGENT_STOP_GRACE_MS: '1000',
-  };
+  const env = soakEnv(o, dataDir);
   const child = spawn(process.execPath, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${diagDir}`, RC, 'start'], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -87,23 +63,7 @@ export async function startSoakPlatform(o: SoakPlatformOptions): Promise<SoakPla
     async heapSnapshot() {
       const before = new Set(readdirSync(diagDir));
       child.kill('SIGUSR2');
-      // The file appears when V8 starts writing it: wait until its size holds still and it ends
-      // as the format's JSON object does.
-      let size = -1;
-      for (;;) {
-        await new Promise((r) => setTimeout(r, 500));
-        const file = readdirSync(diagDir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
-        if (!file) continue;
-        const now = statSync(join(diagDir, file)).size;
-        if (now !== size || now === 0) {
-          size = now;
-          continue;
-        }
-        const text = readFileSync(join(diagDir, file), 'utf8');
-        if (!text.trimEnd().endsWith('}')) continue;
-        rmSync(join(diagDir, file));
-        return text;
-      }
+      return takeSnapshot(diagDir, before);
     },
     async stop() {
       if (child.exitCode === null) {
@@ -116,4 +76,54 @@ export async function startSoakPlatform(o: SoakPlatformOptions): Promise<SoakPla
       rmSync(diagDir, { recursive: true, force: true });
     },
   };
+}
+
+/** `rc start`'s environment for a soak: ephemeral ports, fast sims, the soak's limits raised. */
+function soakEnv(o: SoakPlatformOptions, dataDir: string): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    RC_LOG_LEVEL: 'warn',
+    RC_DATA_DIR: dataDir,
+    RC_API_PORT: '0',
+    RC_GATEWAY_PORT: '0',
+    RC_AGENT_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_PROXY_PORT: '0',
+    RC_TUNNEL_PORT: '0',
+    RC_METRICS_PORT: '0',
+    RC_SIM_FAST: '1',
+    RC_CONFIG: '',
+    REDIS_URL: o.redisUrl,
+    RC_AGENT_RUNTIME: o.runtime,
+    RC_AGENT_GPU_DETECT: 'configured',
+    // A soak launches, signs in and calls the models far more often than one person would.
+    RC_INSTANCE_LAUNCH_RATE: '1:1000000',
+    RC_LOGIN_PER_ADDRESS_PER_MINUTE: '1000000',
+    RC_SIGNUP_PER_ADDRESS_PER_HOUR: '1000000',
+    RC_MODEL_RPM: '100000000',
+    RC_MODEL_TPM: '1000000000',
+    RC_MODEL_DAILY_TOKENS: '1000000000000',
+    RC_AGENT_STOP_GRACE_MS: '1000',
+  };
+}
+
+/** Waits for the heap snapshot V8 writes into `diagDir` (a file not in `before`) and returns its text. */
+async function takeSnapshot(diagDir: string, before: Set<string>): Promise<string> {
+  // The file appears when V8 starts writing it: wait until its size holds still and it ends
+  // as the format's JSON object does.
+  let size = -1;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 500));
+    const file = readdirSync(diagDir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+    if (!file) continue;
+    const now = statSync(join(diagDir, file)).size;
+    if (now !== size || now === 0) {
+      size = now;
+      continue;
+    }
+    const text = readFileSync(join(diagDir, file), 'utf8');
+    if (!text.trimEnd().endsWith('}')) continue;
+    rmSync(join(diagDir, file));
+    return text;
+  }
 }
