@@ -4,7 +4,7 @@
 import { sendJson } from '../lib/http.js';
 import type { Call } from './calls.js';
 import { DEFAULT_AFTER_CHUNKS, DEFAULT_RETRY_AFTER_S, parseFault, type Fault, type FaultState } from './faults.js';
-import { SimRequestError, vllmError } from './request.js';
+import { SimRequestError } from './request.js';
 
 /** The request's fault: its `x-sim-fault` header's (wins; unknown: a 400), else the standing one's (consuming one of its count). */
 export function faultFor(header: string, standing: FaultState): Fault | undefined {
@@ -20,10 +20,12 @@ export function answeredByFault(call: Call, fault: Fault): boolean {
     case '500':
       call.fail({ status: 500, message: 'Simulated internal server error (sim fault 500)' });
       return true;
-    case '429':
-      sendJson(call.res, 429, vllmError(429, 'Simulated rate limit (sim fault 429)'), { 'retry-after': String(fault.retryAfterS ?? DEFAULT_RETRY_AFTER_S) });
+    case '429': {
+      const a = call.error(429, 'Simulated rate limit (sim fault 429)');
+      sendJson(call.res, a.status, a.body, { 'retry-after': String(fault.retryAfterS ?? DEFAULT_RETRY_AFTER_S) });
       call.end('completed');
       return true;
+    }
     case 'stall-before':
       return true; // never answers; ends when the client goes away
     default:

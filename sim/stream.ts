@@ -1,10 +1,14 @@
-// A streamed generation: the headers and the role event at once, then one event per token,
-// paced (one timer per token, honouring backpressure) or all in one write with `fast`, then the
-// closing events; a breaking fault (close-mid-stream, stall-during) stops it after N tokens.
+// A streamed generation: the headers and the head event (the role delta) when it starts running,
+// or, for a server that sends its head with its first token (llama.cpp), with that token; then
+// one event per token, paced (one timer per token, honouring backpressure) or all in one write
+// with `fast`, then the closing events (finish, usage, [DONE]), and the connection closed after
+// it where the server does that (llama.cpp); a breaking fault (close-mid-stream, stall-during)
+// stops it after N tokens.
 import type { Call } from './calls.js';
 import type { Completion, SseRenderer } from './completion.js';
 import { breakOff, tokensBeforeFault } from './fault-injection.js';
 import type { Fault } from './faults.js';
+import type { Flavour } from './flavours/index.js';
 import type { Pace } from './pace.js';
 
 export class StreamedAnswer {
@@ -20,12 +24,15 @@ export class StreamedAnswer {
   /** The next token to send. */
   private i = 0;
   private waitingWritable = false;
+  /** The response head is written (it goes with the first write). */
+  private headSent = false;
 
   constructor(
     private readonly call: Call,
     completion: Completion,
     private readonly fault: Fault | undefined,
     private readonly pace: Pace,
+    private readonly flavour: Flavour,
     private readonly instanceName?: string | undefined,
     /** With recordFirstTokens: this generation's engine time to first token, sent as `x-sim-first-token-ms`. */
     private readonly engineFirstTokenMs?: number | undefined,
@@ -37,21 +44,45 @@ export class StreamedAnswer {
   }
 
   send(): void {
-    const r = this.call.res;
-    r.cork(() => {
-      r.writeStatus('200 OK');
-      r.writeHeader('content-type', 'text/event-stream; charset=utf-8');
-      r.writeHeader('cache-control', 'no-cache');
-      if (this.instanceName !== undefined) r.writeHeader('x-sim-instance', this.instanceName);
-      if (this.engineFirstTokenMs !== undefined) r.writeHeader('x-sim-first-token-ms', this.engineFirstTokenMs.toFixed(1));
-      r.write(this.events.role());
-    });
+    if (!this.flavour.headWithFirstToken) {
+      const r = this.call.res;
+      r.cork(() => r.write(this.withHead('')));
+    }
     if (this.pace.fast) this.sendAtOnce();
     else this.startPaced();
   }
 
-  private tail(): string {
-    return (this.n === 0 ? this.events.emptyFinish() : '') + this.events.tail();
+  /**
+   * `data`, preceded by the status, the headers and the head event the first time. Call inside
+   * cork(): uWS sends the head with the first write.
+   */
+  private withHead(data: string): string {
+    if (this.headSent) return data;
+    this.headSent = true;
+    const r = this.call.res;
+    r.writeStatus('200 OK');
+    r.writeHeader('content-type', 'text/event-stream; charset=utf-8');
+    r.writeHeader('cache-control', 'no-cache');
+    for (const [k, v] of this.flavour.streamHeaders) r.writeHeader(k, v);
+    if (this.flavour.closeAfterStream) r.writeHeader('connection', 'close');
+    if (this.instanceName !== undefined) r.writeHeader('x-sim-instance', this.instanceName);
+    if (this.engineFirstTokenMs !== undefined) r.writeHeader('x-sim-first-token-ms', this.engineFirstTokenMs.toFixed(1));
+    return this.events.head() + data;
+  }
+
+  /** The closing events, ending the response (and the connection, where the server closes it). */
+  private finish(before: string): void {
+    const r = this.call.res;
+    const data = this.withHead.bind(this);
+    if (this.flavour.closeAfterStream) {
+      // Written, then ended: the head (with its `connection: close`) goes out chunked as in a
+      // paced stream, and uWS adds no second Connection header when it closes.
+      r.cork(() => {
+        r.write(data(before + this.events.tail()));
+        r.end(undefined, true);
+      });
+    } else r.cork(() => r.end(data(before + this.events.tail())));
+    this.call.end('completed');
   }
 
   /** Everything at once; uWS keeps what the socket cannot take yet. */
@@ -61,12 +92,11 @@ export class StreamedAnswer {
     let out = '';
     for (let i = 0; i < upTo; i++) out += this.events.token(i);
     if (this.stopAt >= 0) {
-      r.cork(() => r.write(out));
+      r.cork(() => r.write(this.withHead(out)));
       breakOff(this.call, this.fault!);
       return;
     }
-    r.cork(() => r.end(out + this.tail()));
-    this.call.end('completed');
+    this.finish(out);
   }
 
   /** Paced: token i is due at start + ttft + prefill + i / tokensPerSecond (no drift). */
@@ -91,12 +121,15 @@ export class StreamedAnswer {
     const { call, n, stopAt } = this;
     const r = call.res;
     if (call.ended || r.aborted) return;
-    if (this.i === stopAt) return breakOff(call, this.fault!);
+    if (this.i === stopAt) {
+      if (!this.headSent) r.cork(() => r.write(this.withHead('')));
+      return breakOff(call, this.fault!);
+    }
     let ok = true;
     if (this.i < n) {
       const chunk = this.events.token(this.i++);
       r.cork(() => {
-        ok = r.write(chunk);
+        ok = r.write(this.withHead(chunk));
       });
       if (this.i < n || stopAt === n) {
         if (ok) this.schedule();
@@ -104,8 +137,6 @@ export class StreamedAnswer {
         return;
       }
     }
-    const last = this.tail();
-    r.cork(() => r.end(last));
-    call.end('completed');
+    this.finish('');
   }
 }
