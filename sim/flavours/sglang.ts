@@ -6,8 +6,9 @@
 // when set; StreamChunk: no `usage` key unless set), while tool-call chunks and the usage chunk
 // stay pydantic `model_dump_json()` (every field, nulls included, `"usage":null`). 0.5.x wrote
 // every chunk with pydantic.
-// SGLang echoes the request's `model` (default "default") and checks no model name; ids are a
-// bare uuid hex; tool call ids `call_` + 24 hex. `matched_stop` is the EOS token id when the
+// SGLang echoes the request's `model` (default "default") and checks no model name; ids are
+// `chatcmpl-` + uuid hex on main, a bare uuid hex on 0.5; tool call ids `call_` + 24 hex. With
+// tools in the request, plain text goes through the tool parser and comes out as pydantic chunks. `matched_stop` is the EOS token id when the
 // model stopped by itself (the sim uses Qwen's <|im_end|>, 151645), null when cut by length.
 import { hexId } from '../generate.js';
 import type { SimFlavour } from '../options.js';
@@ -89,9 +90,12 @@ class SglangEvents implements ChatEvents {
           : `{"id":null,"index":0,"type":"function","function":{"name":null,"arguments":${p}}}`;
       return `${this.prefix}{"role":null,"content":null,"reasoning_content":null,"tool_calls":[${call}]}${this.close(true, null, null, i + 1)}`;
     }
+    // With tools (and a tool choice other than none) the text goes through the tool parser,
+    // whose normal_text chunks are pydantic dumps on main too (_process_tool_call_stream).
     const c = q(plan.content[i - r]!);
-    const delta = this.pydantic ? `{"role":null,"content":${c},"reasoning_content":null,"tool_calls":null}` : `{"reasoning_content":null,"content":${c}}`;
-    return `${this.prefix}${delta}${this.close(this.pydantic, null, null, i + 1)}`;
+    const pydantic = this.pydantic || this.a.toolChoice !== 'none';
+    const delta = pydantic ? `{"role":null,"content":${c},"reasoning_content":null,"tool_calls":null}` : `{"reasoning_content":null,"content":${c}}`;
+    return `${this.prefix}${delta}${this.close(pydantic, null, null, i + 1)}`;
   }
 
   tail(): string {
@@ -148,7 +152,9 @@ function sglangFlavour(name: SimFlavour, era: Era): Flavour {
     closeAfterStream: false,
     streamHeaders: [],
     checksModel: false,
-    completionId: hexId,
+    // serving_base._generate_request_id_base: `chatcmpl-` + uuid hex on main; 0.5 left the rid
+    // to the tokenizer manager, a bare uuid hex.
+    completionId: era === 'main' ? () => `chatcmpl-${hexId()}` : hexId,
     modelFor: (_served, requested) => q(requested ?? 'default'),
     body,
     events: (a) => new SglangEvents(era, a),

@@ -200,6 +200,20 @@ test('stream: a plain answer has its finish in a chunk of its own after the last
   ]);
 });
 
+test('SGLang main: with tools in the request, text chunks come from the tool parser as pydantic dumps', () => {
+  const text: Plan = { reasoning: [], content: ['Hi'], tool: undefined, finish: 'stop', completionTokens: 1 };
+  assert.equal(
+    events('sglang', answer(text, { toolChoice: 'auto', includeUsage: false }))[1],
+    '{"id":"ID","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":null,"content":"Hi","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}',
+  );
+  assert.equal(
+    events('sglang', answer(text, { toolChoice: 'none', includeUsage: false }))[1],
+    '{"id":"ID","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning_content":null,"content":"Hi"},"logprobs":null,"finish_reason":null,"matched_stop":null}]}',
+  );
+  assert.match(flavourOf('sglang').completionId(), /^chatcmpl-[0-9a-f]{32}$/);
+  assert.match(flavourOf('sglang-0.5').completionId(), /^[0-9a-f]{32}$/);
+});
+
 test('cached tokens: in the usage only with the server flag (vLLM, SGLang); llama.cpp always reports them', () => {
   const a = (f: SimFlavour, reportCached: boolean) => events(f, answer(reasoningPlan, { cachedTokens: 16, promptTokens: 40, reportCached })).at(-2)!;
   assert.doesNotMatch(a('vllm', false), /prompt_tokens_details/);
