@@ -33,8 +33,12 @@ export function answeredByFault(call: Call, fault: Fault): boolean {
   }
 }
 
-/** Whether the fault breaks the answer off part way (close-mid-stream, stall-during). */
-export const breaksOff = (fault: Fault | undefined): fault is Fault => fault?.kind === 'close-mid-stream' || fault?.kind === 'stall-during';
+/** Whether the fault breaks the answer off part way (close-mid-stream, stall-during, error-mid-stream). */
+export const breaksOff = (fault: Fault | undefined): fault is Fault =>
+  fault?.kind === 'close-mid-stream' || fault?.kind === 'stall-during' || fault?.kind === 'error-mid-stream';
+
+/** The message of the error a generation fails with (error-mid-stream). */
+export const MID_STREAM_ERROR = 'Simulated engine error during generation (sim fault error-mid-stream)';
 
 /** The token events of `tokens` sent before a breaking fault hits; -1 without one. */
 export const tokensBeforeFault = (fault: Fault | undefined, tokens: number): number =>
@@ -45,8 +49,9 @@ export function breakOff(call: Call, fault: Fault): void {
   if (fault.kind === 'close-mid-stream') call.cut();
 }
 
-/** A non-stream answer under a breaking fault: the head and half the body, then the fault. */
+/** A non-stream answer under a breaking fault: the head and half the body, then the fault (error-mid-stream: the server's 500). */
 export function breakOffWholeAnswer(call: Call, json: string, fault: Fault): void {
+  if (fault.kind === 'error-mid-stream') return call.fail({ status: 500, message: MID_STREAM_ERROR });
   const r = call.res;
   r.cork(() => {
     r.writeStatus('200 OK');

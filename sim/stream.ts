@@ -6,7 +6,7 @@
 // stops it after N tokens.
 import type { Call } from './calls.js';
 import type { Completion, SseRenderer } from './completion.js';
-import { breakOff, tokensBeforeFault } from './fault-injection.js';
+import { breakOff, MID_STREAM_ERROR, tokensBeforeFault } from './fault-injection.js';
 import type { Fault } from './faults.js';
 import type { Flavour } from './flavours/index.js';
 import type { Pace } from './pace.js';
@@ -56,7 +56,7 @@ export class StreamedAnswer {
    * `data`, preceded by the status, the headers and the head event the first time. Call inside
    * cork(): uWS sends the head with the first write.
    */
-  private withHead(data: string): string {
+  private withHead(data: string, ending = false): string {
     if (this.headSent) return data;
     this.headSent = true;
     const r = this.call.res;
@@ -64,7 +64,7 @@ export class StreamedAnswer {
     r.writeHeader('content-type', 'text/event-stream; charset=utf-8');
     r.writeHeader('cache-control', 'no-cache');
     for (const [k, v] of this.flavour.streamHeaders) r.writeHeader(k, v);
-    if (this.flavour.closeAfterStream) r.writeHeader('connection', 'close');
+    if (this.flavour.closeAfterStream && !ending) r.writeHeader('Connection', 'close');
     if (this.instanceName !== undefined) r.writeHeader('x-sim-instance', this.instanceName);
     if (this.engineFirstTokenMs !== undefined) r.writeHeader('x-sim-first-token-ms', this.engineFirstTokenMs.toFixed(1));
     return this.events.head() + data;
@@ -72,16 +72,20 @@ export class StreamedAnswer {
 
   /** The closing events, ending the response (and the connection, where the server closes it). */
   private finish(before: string): void {
+    this.end(before + this.events.tail());
+  }
+
+  /** Writes the last events and ends the response (and the connection, where the server closes it). */
+  private end(last: string): void {
     const r = this.call.res;
-    const data = this.withHead.bind(this);
-    if (this.flavour.closeAfterStream) {
-      // Written, then ended: the head (with its `connection: close`) goes out chunked as in a
-      // paced stream, and uWS adds no second Connection header when it closes.
-      r.cork(() => {
-        r.write(data(before + this.events.tail()));
-        r.end(undefined, true);
-      });
-    } else r.cork(() => r.end(data(before + this.events.tail())));
+    // llama.cpp closes the connection after a stream. A response still unsent (fast mode) is
+    // ended with uWS's closeConnection: one `Connection: close` header, the socket shut after
+    // it. Once the head is out, uWS's end(body, true) would write its Connection header into
+    // the body (breaking the chunked encoding) and the response cannot be touched after end(),
+    // so a paced stream's head carried `Connection: close` (withHead) and the client, as HTTP/1.1
+    // requires, does not reuse the connection.
+    const closeNow = this.flavour.closeAfterStream && !this.headSent;
+    r.cork(() => r.end(this.withHead(last, closeNow), closeNow));
     this.call.end('completed');
   }
 
@@ -92,11 +96,17 @@ export class StreamedAnswer {
     let out = '';
     for (let i = 0; i < upTo; i++) out += this.events.token(i);
     if (this.stopAt >= 0) {
+      if (this.fault!.kind === 'error-mid-stream') return this.fail(out);
       r.cork(() => r.write(this.withHead(out)));
       breakOff(this.call, this.fault!);
       return;
     }
     this.finish(out);
+  }
+
+  /** error-mid-stream: the server's in-stream error event (and what follows it) ends the stream. */
+  private fail(before: string): void {
+    this.end(before + this.flavour.streamError(500, MID_STREAM_ERROR));
   }
 
   /** Paced: token i is due at start + ttft + prefill + i / tokensPerSecond (no drift). */
@@ -122,6 +132,7 @@ export class StreamedAnswer {
     const r = call.res;
     if (call.ended || r.aborted) return;
     if (this.i === stopAt) {
+      if (this.fault!.kind === 'error-mid-stream') return this.fail('');
       if (!this.headSent) r.cork(() => r.write(this.withHead('')));
       return breakOff(call, this.fault!);
     }

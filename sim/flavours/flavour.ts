@@ -82,6 +82,8 @@ export interface Flavour extends ContextRefusal {
   events(a: ChatAnswer): ChatEvents;
   /** An error body for `status` with `message` (`param`: the offending field, where the server names one). */
   error(status: number, message: string, param?: string | null): ErrorAnswer;
+  /** What a stream carries when generation fails part way: the error event and what follows it. */
+  streamError(status: number, message: string): string;
   /** GET /v1/models. */
   models(served: string, maxModelLen: number, created: number): string;
   /** GET /health's body ('' for an empty 200). */

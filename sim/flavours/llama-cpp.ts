@@ -149,6 +149,8 @@ export const llamaCpp: Flavour = {
   body,
   events: (a) => new LlamaCppEvents(a),
   error,
+  // server-context.cpp format_error: format_oai_sse({"error": ...}); the stream ends there, no [DONE].
+  streamError: (status, message) => `data: ${llamaCppErrorBody(status, message)}\n\n`,
   promptTooLong: (promptTokens, maxModelLen) => ({
     status: 400,
     body: llamaCppErrorBody(400, `request (${promptTokens} tokens) exceeds the available context size (${maxModelLen} tokens), try increasing it`, {

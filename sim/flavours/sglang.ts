@@ -14,6 +14,7 @@ import { hexId } from '../generate.js';
 import type { SimFlavour } from '../options.js';
 import type { ChatAnswer, ChatEvents, ErrorAnswer, Flavour } from './flavour.js';
 import { q } from './flavour.js';
+import { pyJson } from './vllm.js';
 
 type Era = '0.5' | 'main';
 
@@ -159,6 +160,9 @@ function sglangFlavour(name: SimFlavour, era: Era): Flavour {
     body,
     events: (a) => new SglangEvents(era, a),
     error,
+    // create_streaming_error_response: json.dumps({"error": ErrorResponse}) (Python's separators), then [DONE].
+    streamError: (status, message) =>
+      `data: {"error": {"object": "error", "message": ${pyJson(message)}, "type": "${status >= 500 ? 'InternalServerError' : 'BadRequest'}", "param": null, "code": ${status}}}\n\ndata: [DONE]\n\n`,
     // tokenizer_manager._validate_one_request's words.
     promptTooLong: (promptTokens, maxModelLen) =>
       error(400, `The input (${promptTokens} tokens) is longer than the model's context length (${maxModelLen} tokens).`),

@@ -18,6 +18,9 @@ import { q } from './flavour.js';
 
 type Era = '0.10.1' | '0.11.1' | 'main';
 
+/** A string as Python's json.dumps writes it (ensure_ascii: non-ASCII as \\uXXXX). */
+export const pyJson = (s: string): string => JSON.stringify(s).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
 const ERROR_TYPES: Record<number, string> = { 404: 'NotFoundError', 429: 'RateLimitError' };
 
 /** vLLM's error type for a status (vllm/entrypoints/openai serving_engine create_error_response). */
@@ -236,6 +239,9 @@ function vllmFlavour(name: SimFlavour, era: Era): Flavour {
     body: (a) => body(era, a),
     events: (a) => new VllmEvents(era, a),
     error,
+    // create_streaming_error_response: json.dumps of the ErrorResponse (Python's ", " and ": "), then [DONE].
+    streamError: (status, message) =>
+      `data: {"error": {"message": ${pyJson(message)}, "type": "${vllmErrorType(status)}", "param": null, "code": ${status}}}\n\ndata: [DONE]\n\n`,
     promptTooLong: (promptTokens, maxModelLen) =>
       error(
         400,

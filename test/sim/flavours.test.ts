@@ -439,6 +439,30 @@ test('/metrics names per server; SGLang and llama.cpp serve them only when asked
   }
 });
 
+test("error-mid-stream: the server's in-stream error event after N tokens (vLLM, SGLang: then [DONE]; llama.cpp: the end); non-stream: a 500", async () => {
+  const msg = 'Simulated engine error during generation (sim fault error-mid-stream)';
+  const expected: Partial<Record<SimFlavour, string>> = {
+    'vllm-0.10.1': `data: {"error": {"message": "${msg}", "type": "InternalServerError", "param": null, "code": 500}}\n\ndata: [DONE]\n\n`,
+    sglang: `data: {"error": {"object": "error", "message": "${msg}", "type": "InternalServerError", "param": null, "code": 500}}\n\ndata: [DONE]\n\n`,
+    'llama.cpp': `data: {"error":{"code":500,"message":"${msg}","type":"server_error"}}\n\n`,
+  };
+  for (const [f, tail] of Object.entries(expected) as [SimFlavour, string][]) {
+    const r = await fetch(`${url(f)}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-sim-fault': 'error-mid-stream; after=2' },
+      body: JSON.stringify({ model: 'm', messages: [user('fail')], stream: true, max_tokens: 10 }),
+    });
+    assert.equal(r.status, 200, f);
+    const text = await r.text();
+    assert.ok(text.endsWith(tail), `${f}: ${text.slice(-300)}`);
+    assert.equal(text.split('\n\n').filter((e) => e.includes('"finish_reason":null')).length, f === 'llama.cpp' ? 3 : 3, `${f}: role + 2 tokens`);
+    assert.doesNotMatch(text, /"finish_reason":"/, f);
+  }
+  const whole = await postJson(`${url('vllm')}/v1/chat/completions`, { model: 'm', messages: [user('fail')] }, { 'x-sim-fault': 'error-mid-stream' });
+  assert.equal(whole.status, 500);
+  assert.equal(whole.body.error.type, 'InternalServerError');
+});
+
 /** A raw HTTP/1.1 request on its own socket: everything received, and whether the server closed it. */
 function rawRequest(port: number, body: unknown): { socket: Socket; received: () => string; closed: Promise<void> } {
   const socket = connect(port, '127.0.0.1');
@@ -478,20 +502,28 @@ test('llama.cpp: a stream sends nothing, head included, before its first token; 
   }
 });
 
-test('llama.cpp closes the connection after a stream (Connection: close); vLLM keeps it open', async () => {
+test('llama.cpp: Connection: close on a stream (the sim shuts the socket itself when the stream is written at once); vLLM keeps it open', async () => {
   const body = { model: 'm', messages: [user('close?')], stream: true, max_tokens: 2 };
   for (const paced of [false, true]) {
     const sim = await startSim({ model: 'm', flavour: 'llama.cpp', fast: !paced, ttftMs: 1, tokensPerSecond: 1000 });
+    const r = rawRequest(sim.port, body);
     try {
-      const r = rawRequest(sim.port, body);
-      await r.closed;
-      const head = r.received().split('\r\n\r\n')[0]!.toLowerCase();
-      assert.match(head, /\r\nconnection: close\r\n/);
-      assert.equal(head.match(/connection:/g)!.length, 1, 'one Connection header');
+      await waitFor(() => r.received().includes('data: [DONE]\n\n'));
+      const [head, rest] = r.received().split('\r\n\r\n', 2) as [string, string];
+      assert.match(head, /\r\nConnection: close\r\n/);
+      assert.equal(head.toLowerCase().match(/connection:/g)!.length, 1, 'one Connection header');
       assert.match(head, /\r\nserver: llama\.cpp\r\n/);
       assert.match(head, /\r\nx-accel-buffering: no\r\n/);
-      assert.match(r.received(), /data: \[DONE\]\n\n/);
+      if (paced) {
+        // Chunked, properly terminated: the client, told to close, does not reuse the connection.
+        await waitFor(() => r.received().endsWith('data: [DONE]\n\n\r\n0\r\n\r\n'));
+        assert.match(rest, /^[0-9a-f]+\r\ndata: /);
+      } else {
+        await r.closed;
+        assert.ok(r.received().endsWith('data: [DONE]\n\n'));
+      }
     } finally {
+      r.socket.destroy();
       await sim.close();
     }
   }
