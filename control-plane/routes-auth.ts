@@ -29,14 +29,17 @@ function secure(deps: ApiDeps, forwardedProto: string): boolean {
 /** The paths a session cookie may sit on for the API's routes (auth.ts sessionCookiePaths), known once every route is. */
 export type CookiePaths = () => readonly string[];
 
-function signedIn(deps: ApiDeps, cookiePaths: CookiePaths, accountId: number, forwardedProto: string, status = 200): Reply {
+async function signedIn(deps: ApiDeps, cookiePaths: CookiePaths, accountId: number, forwardedProto: string, status = 200): Promise<Reply> {
   const ttlMs = deps.settings.sessionTtlHours * 3_600_000;
   const s = deps.store.sessions.create(accountId, ttlMs);
   const account = deps.store.accounts.byId(accountId)!;
   // The gateway accepts the session on the shared model routes (unverified accounts have no key),
   // unless accounts under review have no shared model access (model-access.ts).
   const modelAccess = hasSharedModelAccess(account.verified, deps.settings);
-  void deps.bus
+  // Awaited: the answer goes out once the gateway(s) of this process know the session (the bus's
+  // publish resolves when its subscribers here heard it, Redis included), so a session used the
+  // moment sign-in answers is not refused (issue 44: 401 invalid_session, 1 in 87).
+  await deps.bus
     .publish({
       type: 'session.started',
       tokenHash: hashKey(s.token),
