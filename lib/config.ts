@@ -215,6 +215,18 @@ export const SETTINGS = {
     'Public URL of the platform API in mailed links and instance base_url (the proxy hand-over); empty: its listening URL',
   ),
   couponRedemption: setting('RC_COUPON_REDEMPTION', z.enum(['open', 'closed']), 'open', 'Whether POST /api/credits/redeem accepts coupons (closed: 503)'),
+  couponAttemptsPerAccountPerHour: setting(
+    'RC_COUPON_ATTEMPTS_PER_ACCOUNT_PER_HOUR',
+    positiveInt,
+    10,
+    'Coupon redemption attempts per account per hour, right or wrong (429 beyond)',
+  ),
+  couponAttemptsPerAddressPerHour: setting(
+    'RC_COUPON_ATTEMPTS_PER_ADDRESS_PER_HOUR',
+    positiveInt,
+    30,
+    'Coupon redemption attempts per client address per hour, right or wrong (429 beyond)',
+  ),
   couponRetryAfterSec: setting('RC_COUPON_RETRY_AFTER_SEC', positiveInt, 3600, 'Retry-After of the 503 while coupon redemption is closed'),
   agentToken: setting('RC_AGENT_TOKEN', secretOrEmpty, '', 'Shared token between control plane and agent; empty: generated into <dataDir>/agent/token'),
   agentRuntime: setting(
