@@ -59,6 +59,12 @@ export function existingAccountNotifier(
   };
 }
 
+/** The mails sign-up and the verification routes send: a link, and the note to an existing address's owner. */
+export function mailHooks(deps: ApiDeps, verifications: EmailVerifications, mail: MailSender, apiBase: () => string) {
+  const sendLink = linkSender(deps, verifications, mail, apiBase);
+  return { sendLink, notifyExisting: existingAccountNotifier(deps, verifications, mail, sendLink, apiBase) };
+}
+
 export function emailRoutes(
   deps: ApiDeps,
   verifications: EmailVerifications,
