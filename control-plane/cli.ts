@@ -161,7 +161,7 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
     summary: 'Manage coupons',
     subs: {
       create: {
-        summary: 'Create a coupon; prints {code, credits}',
+        summary: 'Create a coupon; prints {code, credits} (a custom --code needs 64 bits: 16+ random letters and digits)',
         usage: '--credits N [--email E] [--code CODE]',
         options: { credits: { type: 'string' }, email: { type: 'string' }, code: { type: 'string' } },
         op: 'coupon.create',

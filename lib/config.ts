@@ -132,6 +132,9 @@ export const SETTINGS = {
     "Prefix of everything the platform keeps in Redis: the gates' keys and the event channel (<prefix>events); platforms sharing one Redis need different prefixes",
   ),
   gatewayMaxBodyBytes: setting('RC_GATEWAY_MAX_BODY_BYTES', positiveInt, 8 * 1024 * 1024, 'Largest request body the gateway accepts (413 beyond)'),
+  gatewayMaxTools: setting('RC_GATEWAY_MAX_TOOLS', positiveInt, 4096, 'Tools in one model API request, namespace functions included (400 beyond)'),
+  gatewayMaxMessages: setting('RC_GATEWAY_MAX_MESSAGES', positiveInt, 50_000, 'Messages (or /v1/responses input items) in one model API request (400 beyond)'),
+  gatewayMaxBlocks: setting('RC_GATEWAY_MAX_BLOCKS', positiveInt, 100_000, 'Content blocks in one model API request, system included (400 beyond)'),
   gatewayMaxInflight: setting('RC_GATEWAY_MAX_INFLIGHT', positiveInt, 2048, 'Requests in flight to backends before 503 pool exhausted'),
   upstreamConnections: setting('RC_UPSTREAM_CONNECTIONS', positiveInt, 256, 'Keep-alive connections per upstream'),
   upstreamHeadersTimeoutMs: setting(
@@ -235,6 +238,18 @@ export const SETTINGS = {
     'Public URL of the platform API in mailed links and instance base_url (the proxy hand-over); empty: its listening URL',
   ),
   couponRedemption: setting('RC_COUPON_REDEMPTION', z.enum(['open', 'closed']), 'open', 'Whether POST /api/credits/redeem accepts coupons (closed: 503)'),
+  couponAttemptsPerAccountPerHour: setting(
+    'RC_COUPON_ATTEMPTS_PER_ACCOUNT_PER_HOUR',
+    positiveInt,
+    10,
+    'Coupon redemption attempts per account per hour, right or wrong (429 beyond)',
+  ),
+  couponAttemptsPerAddressPerHour: setting(
+    'RC_COUPON_ATTEMPTS_PER_ADDRESS_PER_HOUR',
+    positiveInt,
+    30,
+    'Coupon redemption attempts per client address per hour, right or wrong (429 beyond)',
+  ),
   couponRetryAfterSec: setting('RC_COUPON_RETRY_AFTER_SEC', positiveInt, 3600, 'Retry-After of the 503 while coupon redemption is closed'),
   agentToken: setting('RC_AGENT_TOKEN', secretOrEmpty, '', 'Shared token between control plane and agent; empty: generated into <dataDir>/agent/token'),
   agentRuntime: setting(

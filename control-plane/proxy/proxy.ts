@@ -91,6 +91,8 @@ export interface InstanceProxy {
   register(app: TemplatedApp): void;
   /** The proxy's cookies (tests mint one to skip the hand-over). */
   readonly cookies: ProxyCookies;
+  /** Instance addresses with a connection pool (dropped when the instance goes: routes.onGone). */
+  readonly pools: number;
   close(): Promise<void>;
 }
 
@@ -102,6 +104,10 @@ function answer(res: Res, reply: ProxyReply): void {
 export function createInstanceProxy(options: InstanceProxyOptions): InstanceProxy {
   const logger = (options.logger ?? createLogger()).child({ part: 'instance-proxy' });
   const pools = new InstancePools(options.pool);
+  // An ended instance's pool is closed (its requests in flight finish), not kept for good.
+  const unfollow = options.routes.onGone?.((_id, addresses) => {
+    for (const a of addresses) pools.drop(a);
+  });
   const upstreams = new Set<WebSocket>();
   const cookies = options.cookies ?? new ProxyCookies();
   const seals = options.seals ?? new AppCookieSeals();
@@ -122,7 +128,11 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
       app.ws<WsData>('/*', proxyWebSocket({ admission, routes: options.routes, logger, maxMessageBytes: maxWsMessageBytes, upstreams }));
       app.any('/*', http);
     },
+    get pools() {
+      return pools.size;
+    },
     async close() {
+      unfollow?.();
       for (const u of upstreams) u.terminate();
       await pools.close();
     },

@@ -231,6 +231,11 @@ export class InstancePools {
     p.close().catch(noop);
   }
 
+  /** Addresses with a pool (each kept until drop() or close()). */
+  get size(): number {
+    return this.pools.size;
+  }
+
   async close(): Promise<void> {
     const all = [...this.pools.values()];
     this.pools.clear();
