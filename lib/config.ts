@@ -424,6 +424,29 @@ export const SETTINGS = {
     15_000,
     'rc gateway with a control plane: traffic to an instance is reported (idle timer) at most once per this interval per replica',
   ),
+  // Per-tenant bounds of issue 44 (tunnels, log bytes, uploads): gateway/tunnel/limits.ts,
+  // agent/log-file.ts, lib/upload-limits.ts.
+  tunnelMaxPerInstance: setting('RC_TUNNEL_MAX_PER_INSTANCE', positiveInt, 16, 'Live tunnels per instance (429 beyond)'),
+  tunnelMaxPerAccount: setting('RC_TUNNEL_MAX_PER_ACCOUNT', positiveInt, 32, 'Live tunnels per account, all its instances together (429 beyond)'),
+  tunnelMaxPerAddress: setting(
+    'RC_TUNNEL_MAX_PER_ADDRESS',
+    positiveInt,
+    1024,
+    "Open tunnel connections per client address (an agent's relay is one address for all its containers; the relay bounds each container)",
+  ),
+  tunnelConnectsPerMinute: setting('RC_TUNNEL_CONNECTS_PER_MINUTE', positiveInt, 60, 'Tunnel connection attempts per instance per minute (429 beyond)'),
+  tunnelAddressConnectsPerMinute: setting(
+    'RC_TUNNEL_ADDRESS_CONNECTS_PER_MINUTE',
+    positiveInt,
+    600,
+    'Tunnel connection attempts per client address per minute (429 beyond)',
+  ),
+  tunnelRelayPerInstance: setting(
+    'RC_TUNNEL_RELAY_PER_INSTANCE',
+    positiveInt,
+    24,
+    "Docker: connections one container may hold open through the agent's tunnel relay (503 beyond)",
+  ),
 } as const;
 
 type Settings = typeof SETTINGS;
