@@ -59,7 +59,15 @@ export interface TunnelRelayOptions {
   logger: Logger;
   /** Extra TLS options towards https brokers (tests: a private CA). */
   tls?: ConnectionOptions;
+  /**
+   * Connections one instance may hold open through the relay (RC_TUNNEL_RELAY_PER_INSTANCE;
+   * default RELAY_PER_INSTANCE). Each costs the agent two descriptors and the broker one: a
+   * container looping over ports used to take thousands (issue 44); past it the relay answers 429.
+   */
+  perInstance?: number;
 }
+
+export const RELAY_PER_INSTANCE = 24;
 
 /** Parses a broker setting (comma-separated URLs); undefined when one is no http(s)/ws(s) URL. */
 export function parseBrokers(value: string): URL[] | undefined {
@@ -79,10 +87,13 @@ export function parseBrokers(value: string): URL[] | undefined {
   return out.length && out.length <= 100 ? out : undefined;
 }
 
-function rawResponse(socket: Duplex, status: number, reason: string, detail: string): void {
+function rawResponse(socket: Duplex, status: number, reason: string, detail: string, headers: Record<string, string> = {}): void {
   const body = JSON.stringify({ detail });
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
   socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`,
   );
 }
 
@@ -98,6 +109,8 @@ export class TunnelRelay {
   /** The port new containers are given (the first one listened on). */
   private primary: number | undefined;
   private identifying = 0;
+  /** Open relayed connections per instance. */
+  private readonly open = new Map<string, number>();
 
   constructor(private readonly o: TunnelRelayOptions) {}
 
@@ -225,6 +238,20 @@ export class TunnelRelay {
       );
       return;
     }
+    const limit = this.o.perInstance ?? RELAY_PER_INSTANCE;
+    const held = this.open.get(instanceId) ?? 0;
+    if (held >= limit) {
+      const detail = `Too many tunnel connections from this instance: ${limit} are open through the relay (RC_TUNNEL_RELAY_PER_INSTANCE)`;
+      this.o.logger.warn('tunnel relay: limit reached', { instanceId, limit });
+      rawResponse(socket, 429, 'Too Many Requests', detail, { 'retry-after': '30' });
+      return;
+    }
+    this.open.set(instanceId, held + 1);
+    socket.once('close', () => {
+      const n = (this.open.get(instanceId) ?? 1) - 1;
+      if (n > 0) this.open.set(instanceId, n);
+      else this.open.delete(instanceId);
+    });
     const broker = reg.brokers[Number(match[1] ?? 0)];
     if (!broker) {
       rawResponse(socket, 404, 'Not Found', `No broker number ${match[1]} for this instance`);

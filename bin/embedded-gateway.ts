@@ -49,7 +49,13 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, closers: C
       RC_INSTANCE_PUBLIC_URL: config.instancePublicUrl,
     });
   }
-  const broker = createTunnelBroker({ routes, secret: deps.secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes , limits: tunnelLimitsFromConfig(config) });
+  const broker = createTunnelBroker({
+    routes,
+    secret: deps.secret,
+    publicUrl: config.tunnelPublicUrl || undefined,
+    maxBodyBytes: config.gatewayMaxBodyBytes,
+    limits: tunnelLimitsFromConfig(config),
+  });
   const dedicated = createDedicatedEndpoints({ routes, proxyUrl: deps.proxyUrl, maxBodyBytes: config.gatewayMaxBodyBytes });
   closers.add(() => dedicated.close());
   const gatewayOptions = gatewayOptionsFromConfig(config);

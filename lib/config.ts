@@ -445,7 +445,19 @@ export const SETTINGS = {
     'RC_TUNNEL_RELAY_PER_INSTANCE',
     positiveInt,
     24,
-    "Docker: connections one container may hold open through the agent's tunnel relay (503 beyond)",
+    "Docker: connections one container may hold open through the agent's tunnel relay (429 beyond)",
+  ),
+  agentLogFileBytes: setting(
+    'RC_AGENT_LOG_FILE_BYTES',
+    z.coerce.number().int().min(4096),
+    20 * 1024 * 1024,
+    'Bytes of an instance\'s log file before it rotates (the console\'s log view then starts with "[older output dropped: N bytes]")',
+  ),
+  agentLogFiles: setting(
+    'RC_AGENT_LOG_FILES',
+    z.coerce.number().int().min(1).max(10),
+    2,
+    'Log files kept per instance, the live one included: at most files x RC_AGENT_LOG_FILE_BYTES on disk',
   ),
 } as const;
 

@@ -57,7 +57,13 @@ export async function platformGatewayParts(config: Config, o: { url: string; tok
   if (config.tunnelPublicUrl) {
     assertTunnelsApart(config.tunnelPublicUrl, { RC_INSTANCE_PUBLIC_URL: config.instancePublicUrl, RC_PROXY_PUBLIC_URL: config.proxyPublicUrl });
   }
-  const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes , limits: tunnelLimitsFromConfig(config) });
+  const broker = createTunnelBroker({
+    routes,
+    secret,
+    publicUrl: config.tunnelPublicUrl || undefined,
+    maxBodyBytes: config.gatewayMaxBodyBytes,
+    limits: tunnelLimitsFromConfig(config),
+  });
   let tunnels: Server | undefined;
   return {
     snapshot,

@@ -50,7 +50,14 @@ export async function startGatewayFixture(
   const bus = new MemoryBus();
   const tunnelSecret = 'test-tunnel-secret-0123456789abcdef';
   const dedicated = createDedicatedEndpoints({ routes, startingRetryAfterSec: 7, maxBodyBytes: o.maxBodyBytes, proxyUrl: o.proxyUrl });
-  const broker = createTunnelBroker({ routes, secret: tunnelSecret, pingIntervalMs: 1_000, maxBodyBytes: o.maxBodyBytes, probeTimeoutMs: o.probeTimeoutMs, limits: o.tunnelLimits });
+  const broker = createTunnelBroker({
+    routes,
+    secret: tunnelSecret,
+    pingIntervalMs: 1_000,
+    maxBodyBytes: o.maxBodyBytes,
+    probeTimeoutMs: o.probeTimeoutMs,
+    limits: o.tunnelLimits,
+  });
   const gateway = await createGateway({
     port: 0,
     models: [],

@@ -33,8 +33,8 @@ function attempt(f: GatewayFixture, instanceId: string, port: number): Promise<A
   });
 }
 
-function closeAll(list: Attempt[]): Promise<void[]> {
-  return Promise.all(
+async function closeAll(list: Attempt[]): Promise<void> {
+  await Promise.all(
     list
       .filter((a) => a.ws && a.ws.readyState !== WebSocket.CLOSED)
       .map(
