@@ -20,7 +20,17 @@ export function gatewayOptionsFromConfig(
 }
 
 export function limitsFrom(config: Config) {
-  return { maxBodyBytes: config.gatewayMaxBodyBytes, maxInflight: config.gatewayMaxInflight, defaultMaxTokens: config.gatewayDefaultMaxTokens };
+  return {
+    maxBodyBytes: config.gatewayMaxBodyBytes,
+    maxInflight: config.gatewayMaxInflight,
+    defaultMaxTokens: config.gatewayDefaultMaxTokens,
+    uploads: {
+      uploadsPerAddress: config.gatewayUploadsPerAddress,
+      uploadsPerAccount: config.gatewayUploadsPerAccount,
+      bytesPerAddress: config.gatewayUploadBytesPerAddress,
+      bytesPerAccount: config.gatewayUploadBytesPerAccount,
+    },
+  };
 }
 
 export function upstreamFrom(config: Config) {

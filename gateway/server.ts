@@ -1,5 +1,6 @@
 // The model gateway: a uWebSockets.js app with the chat routes, any route plugins (the
 // messages protocol), /metrics and /health, over an in-memory key directory and catalog.
+import { DEFAULT_UPLOAD_LIMITS, UploadLimits } from '../lib/upload-limits.js';
 import type { Bus } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import { ListenError } from '../lib/errors.js';
@@ -67,11 +68,13 @@ export const DEFAULT_LIMITS: GatewayLimits = {
   maxBodyBytes: 8 * 1024 * 1024,
   maxInflight: 2048,
   defaultMaxTokens: 1024,
+  uploads: DEFAULT_UPLOAD_LIMITS,
 };
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const logger = options.logger ?? createLogger(undefined, { part: 'gateway' });
   const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...options.limits };
+  limits.uploads = { ...DEFAULT_UPLOAD_LIMITS, ...options.limits?.uploads };
   const metrics = new GatewayMetrics();
   const admission = new Admission(limits.maxInflight);
   metrics.inflight = () => admission.inflight;
@@ -91,6 +94,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     catalog,
     upstreams,
     admission,
+    uploads: new UploadLimits(limits.uploads),
     gate: options.gate ?? openGate,
     metrics,
     authenticate: (authorization, xApiKey) => credentials.key(authorization, xApiKey),

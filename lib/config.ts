@@ -447,6 +447,30 @@ export const SETTINGS = {
     24,
     "Docker: connections one container may hold open through the agent's tunnel relay (429 beyond)",
   ),
+  gatewayUploadsPerAddress: setting(
+    'RC_GATEWAY_UPLOADS_PER_ADDRESS',
+    positiveInt,
+    256,
+    'Model gateway: request bodies still arriving per client address (429 beyond; a body that arrives in one read never counts)',
+  ),
+  gatewayUploadsPerAccount: setting(
+    'RC_GATEWAY_UPLOADS_PER_ACCOUNT',
+    positiveInt,
+    128,
+    'Model gateway: request bodies still arriving per account (429 beyond)',
+  ),
+  gatewayUploadBytesPerAddress: setting(
+    'RC_GATEWAY_UPLOAD_BYTES_PER_ADDRESS',
+    positiveInt,
+    256 * 1024 * 1024,
+    'Model gateway: bytes of request bodies still arriving per client address (429 beyond)',
+  ),
+  gatewayUploadBytesPerAccount: setting(
+    'RC_GATEWAY_UPLOAD_BYTES_PER_ACCOUNT',
+    positiveInt,
+    128 * 1024 * 1024,
+    'Model gateway: bytes of request bodies still arriving per account (429 beyond)',
+  ),
   agentLogFileBytes: setting(
     'RC_AGENT_LOG_FILE_BYTES',
     z.coerce.number().int().min(4096),
