@@ -398,7 +398,16 @@ export class Supervisor {
       this.transition(rec, 'stopped', reason ? `Stopped by the agent` : 'stopped', reason, '');
       this.release(rec, l);
     })();
-    await l.stopping;
+    const stopping = l.stopping;
+    try {
+      await stopping;
+    } catch (err) {
+      // The runtime could not stop it (the engine refused, EMFILE, ...): the next stop or remove
+      // tries again instead of awaiting this failure forever (issue 44: destroy answered while
+      // the container kept running). It stays `stopping`, and active.
+      if (l.stopping === stopping) l.stopping = undefined;
+      throw err;
+    }
     return rec.info;
   }
 
