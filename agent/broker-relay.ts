@@ -111,6 +111,8 @@ export class TunnelRelay {
   private identifying = 0;
   /** Open relayed connections per instance. */
   private readonly open = new Map<string, number>();
+  /** Open sockets per source address (relayed or still sending their head). */
+  private readonly byAddress = new Map<string, number>();
 
   constructor(private readonly o: TunnelRelayOptions) {}
 
@@ -175,6 +177,23 @@ export class TunnelRelay {
     });
     server.headersTimeout = HEAD_TIMEOUT_MS;
     server.requestTimeout = HEAD_TIMEOUT_MS;
+    // Sockets per source address, before any head is read: a container that opens connections
+    // and sends nothing would otherwise hold a descriptor each until the head timeout. Beyond
+    // twice the per-instance limit, new ones are closed at once.
+    server.on('connection', (socket: Socket) => {
+      const address = plainAddress(socket.remoteAddress);
+      const n = this.byAddress.get(address) ?? 0;
+      if (n >= 2 * (this.o.perInstance ?? RELAY_PER_INSTANCE)) {
+        socket.destroy();
+        return;
+      }
+      this.byAddress.set(address, n + 1);
+      socket.once('close', () => {
+        const left = (this.byAddress.get(address) ?? 1) - 1;
+        if (left > 0) this.byAddress.set(address, left);
+        else this.byAddress.delete(address);
+      });
+    });
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.upgrade(req, socket, head));
     server.on('clientError', (_err, socket) => {
       if (socket.writable) rawResponse(socket, 400, 'Bad Request', 'Malformed request');

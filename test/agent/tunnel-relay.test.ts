@@ -241,3 +241,25 @@ test('connections through the relay are bounded per instance (issue 44): 429 wit
   });
   assert.ok(fourth.socket);
 });
+
+test('sockets per source address are bounded before any head is read (issue 44)', async (t) => {
+  const { port } = await relay(t, async () => 'i_a', undefined, 2);
+  // 4 (twice the per-instance limit) sockets that send nothing stay open; the 5th is closed at once.
+  const silent: Socket[] = [];
+  t.after(() => {
+    for (const s of silent) s.destroy();
+  });
+  for (let i = 0; i < 4; i++) {
+    const s = connect({ host: '127.0.0.1', port });
+    s.on('error', () => {});
+    await new Promise((r) => s.once('connect', r));
+    silent.push(s);
+  }
+  const fifth = connect({ host: '127.0.0.1', port });
+  fifth.on('error', () => {});
+  await new Promise((r) => fifth.once('close', r));
+  assert.equal(silent.filter((s) => !s.destroyed).length, 4);
+  // One goes: a new socket is accepted again (and answered: 404 for a plain request).
+  silent.shift()!.destroy();
+  await waitFor(async () => /^HTTP\/1\.1 404 /.test(await exchange(port, 'GET / HTTP/1.1\r\nHost: x\r\n\r\n')));
+});
