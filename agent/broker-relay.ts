@@ -257,20 +257,7 @@ export class TunnelRelay {
       );
       return;
     }
-    const limit = this.o.perInstance ?? RELAY_PER_INSTANCE;
-    const held = this.open.get(instanceId) ?? 0;
-    if (held >= limit) {
-      const detail = `Too many tunnel connections from this instance: ${limit} are open through the relay (RC_TUNNEL_RELAY_PER_INSTANCE)`;
-      this.o.logger.warn('tunnel relay: limit reached', { instanceId, limit });
-      rawResponse(socket, 429, 'Too Many Requests', detail, { 'retry-after': '30' });
-      return;
-    }
-    this.open.set(instanceId, held + 1);
-    socket.once('close', () => {
-      const n = (this.open.get(instanceId) ?? 1) - 1;
-      if (n > 0) this.open.set(instanceId, n);
-      else this.open.delete(instanceId);
-    });
+    if (!this.holdSlot(instanceId, socket)) return;
     const broker = reg.brokers[Number(match[1] ?? 0)];
     if (!broker) {
       rawResponse(socket, 404, 'Not Found', `No broker number ${match[1]} for this instance`);
@@ -304,6 +291,28 @@ export class TunnelRelay {
     });
     upstream.once('close', () => socket.destroy());
     socket.once('close', () => upstream.destroy());
+  }
+
+  /**
+   * Counts the connection against its instance until it closes; false (after answering 429) when
+   * the instance holds RC_TUNNEL_RELAY_PER_INSTANCE already.
+   */
+  private holdSlot(instanceId: string, socket: Duplex): boolean {
+    const limit = this.o.perInstance ?? RELAY_PER_INSTANCE;
+    const held = this.open.get(instanceId) ?? 0;
+    if (held >= limit) {
+      const detail = `Too many tunnel connections from this instance: ${limit} are open through the relay (RC_TUNNEL_RELAY_PER_INSTANCE)`;
+      this.o.logger.warn('tunnel relay: limit reached', { instanceId, limit });
+      rawResponse(socket, 429, 'Too Many Requests', detail, { 'retry-after': '30' });
+      return false;
+    }
+    this.open.set(instanceId, held + 1);
+    socket.once('close', () => {
+      const n = (this.open.get(instanceId) ?? 1) - 1;
+      if (n > 0) this.open.set(instanceId, n);
+      else this.open.delete(instanceId);
+    });
+    return true;
   }
 
   close(): void {
