@@ -157,6 +157,8 @@ export class LogWatcher {
   private pending = '';
   private readonly decoder = new StringDecoder('utf8');
   private timer: NodeJS.Timeout | undefined;
+  /** An extra poll soon after one that found a flood (keeps the file near its cap between polls). */
+  private soon: NodeJS.Timeout | undefined;
   private readonly buf = Buffer.allocUnsafe(64 * 1024);
 
   /**
@@ -177,7 +179,11 @@ export class LogWatcher {
     this.timer.unref();
   }
 
-  /** Reads whatever was appended since the last poll and delivers it. */
+  /**
+   * Reads whatever was appended since the last poll and delivers it. A file at its cap is rotated
+   * first (from its size, before reading: a flood faster than this reader must not grow the file
+   * while it reads), and what was unread is read from the copy, its last `fileBytes` at most.
+   */
   poll(): void {
     let fd: number;
     try {
@@ -186,19 +192,32 @@ export class LogWatcher {
       return;
     }
     const lines: string[] = [];
+    const from = this.offset;
+    let size: number;
     try {
+      size = fstatSync(fd).size;
       // Truncated by someone else (or rotated by an earlier agent): read it from its start.
-      if (fstatSync(fd).size < this.offset) this.offset = 0;
-      this.readFrom(fd, lines);
+      if (size < this.offset) this.offset = 0;
+      if (!this.cap || size < this.cap.fileBytes) this.readFrom(fd, lines, size);
     } finally {
       closeSync(fd);
     }
-    if (this.cap && this.offset >= this.cap.fileBytes) this.rotate(lines);
+    let read = this.offset - Math.min(from, this.offset);
+    if (this.cap && size >= this.cap.fileBytes) read = this.rotate(lines);
     if (lines.length) this.deliver(lines);
+    // A flood (an eighth of the cap since the last poll): look again in 10 ms rather than at the
+    // next tick, so the file overshoots its cap by about 10 ms of output, not a whole interval's.
+    if (this.cap && this.timer && !this.soon && read >= this.cap.fileBytes / 8) {
+      this.soon = setTimeout(() => {
+        this.soon = undefined;
+        this.poll();
+      }, 10);
+      this.soon.unref();
+    }
   }
 
-  /** Reads `fd` from the offset to its end, into `lines`. */
-  private readFrom(fd: number, lines: string[], until = Number.MAX_SAFE_INTEGER): void {
+  /** Reads `fd` from the offset up to `until`, into `lines`. */
+  private readFrom(fd: number, lines: string[], until: number): void {
     while (this.offset < until) {
       const r = readSync(fd, this.buf, 0, Math.min(this.buf.length, until - this.offset), this.offset);
       if (r <= 0) break;
@@ -207,15 +226,28 @@ export class LogWatcher {
     }
   }
 
-  /** Rotates the file (log-file.ts); what was written since the read above is read from the copy. */
-  private rotate(lines: string[]): void {
+  /**
+   * Rotates the file (log-file.ts) and reads what was unread from the copy: its last `fileBytes`
+   * at most (followers then get a line saying how much they missed; the bytes stay on disk).
+   * Returns the bytes spanned.
+   */
+  private rotate(lines: string[]): number {
+    const cap = this.cap!;
     let copied: number;
     try {
-      copied = rotate(this.path, this.cap!);
+      copied = rotate(this.path, cap);
     } catch {
-      return; // the disk refused (full, gone): the next poll tries again
+      return 0; // the disk refused (full, gone): the next poll tries again
     }
-    if (copied > this.offset) {
+    const unread = copied - this.offset;
+    if (unread > 0) {
+      if (unread > cap.fileBytes) {
+        const skipped = unread - cap.fileBytes;
+        lines.push(`[output skipped here: ${skipped} bytes, written faster than the agent reads]`);
+        this.offset = copied - cap.fileBytes;
+        this.pending = '';
+        this.decoder.end();
+      }
       try {
         const fd = openSync(rotatedPath(this.path, 1), 'r');
         try {
@@ -228,6 +260,7 @@ export class LogWatcher {
       }
     }
     this.offset = 0;
+    return Math.max(0, unread);
   }
 
   private deliver(lines: string[]): void {
@@ -261,6 +294,8 @@ export class LogWatcher {
   close(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    if (this.soon) clearTimeout(this.soon);
+    this.soon = undefined;
     this.poll();
     if (this.pending) {
       const last = this.pending;
