@@ -111,6 +111,8 @@ export class TunnelRelay {
   private identifying = 0;
   /** Open relayed connections per instance. */
   private readonly open = new Map<string, number>();
+  /** When a refusal was last logged, per instance. */
+  private readonly limitLogged = new Map<string, number>();
   /** Open sockets per source address (relayed or still sending their head). */
   private readonly byAddress = new Map<string, number>();
 
@@ -302,7 +304,13 @@ export class TunnelRelay {
     const held = this.open.get(instanceId) ?? 0;
     if (held >= limit) {
       const detail = `Too many tunnel connections from this instance: ${limit} are open through the relay (RC_TUNNEL_RELAY_PER_INSTANCE)`;
-      this.o.logger.warn('tunnel relay: limit reached', { instanceId, limit });
+      const now = Date.now();
+      if ((this.limitLogged.get(instanceId) ?? 0) <= now - 60_000) {
+        // Once a minute per instance: a refused loop must not flood the agent's log.
+        if (this.limitLogged.size >= 10_000) this.limitLogged.clear();
+        this.limitLogged.set(instanceId, now);
+        this.o.logger.warn('tunnel relay: limit reached (logged once a minute per instance)', { instanceId, limit });
+      }
       rawResponse(socket, 429, 'Too Many Requests', detail, { 'retry-after': '30' });
       return false;
     }

@@ -41,6 +41,9 @@ export interface TunnelSocketOptions {
 
 /** The connection of one rc-tunnel: its upgrade, its frames, its close. */
 export class TunnelSocket {
+  /** When a refusal was last logged, per instance or address and limit. */
+  private readonly logged = new Map<string, number>();
+
   constructor(private readonly o: TunnelSocketOptions) {}
 
   /** The uWS behaviour of CONNECT_PATH. */
@@ -122,9 +125,18 @@ export class TunnelSocket {
     return { instanceId, port, tunnelId: id, publicUrl: origins.url(id), slot };
   }
 
-  /** 429 with the limit's reason (rc-tunnel shows it) and Retry-After; logged for the operator. */
-  private refuse(res: Res, refusal: TunnelRefusal, about: Record<string, unknown>): void {
-    this.o.logger.warn('tunnel refused: limit reached', { ...about, detail: refusal.detail });
+  /**
+   * 429 with the limit's reason (rc-tunnel shows it) and Retry-After; logged for the operator once
+   * a minute per instance or address and limit (a refused loop must not flood the platform's log).
+   */
+  private refuse(res: Res, refusal: TunnelRefusal, about: { instanceId?: string; address?: string } & Record<string, unknown>): void {
+    const key = `${about.instanceId ?? about.address}\0${refusal.detail}`;
+    const now = Date.now();
+    if ((this.logged.get(key) ?? 0) <= now - 60_000) {
+      if (this.logged.size >= 10_000) this.logged.clear();
+      this.logged.set(key, now);
+      this.o.logger.warn('tunnel refused: limit reached (logged once a minute per instance or address)', { ...about, detail: refusal.detail });
+    }
     answer(this.o.metrics, res, 429, refusal.detail, { 'retry-after': String(refusal.retryAfterSec) });
   }
 
