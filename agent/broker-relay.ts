@@ -59,7 +59,15 @@ export interface TunnelRelayOptions {
   logger: Logger;
   /** Extra TLS options towards https brokers (tests: a private CA). */
   tls?: ConnectionOptions;
+  /**
+   * Connections one instance may hold open through the relay (RC_TUNNEL_RELAY_PER_INSTANCE;
+   * default RELAY_PER_INSTANCE). Each costs the agent two descriptors and the broker one: a
+   * container looping over ports used to take thousands (issue 44); past it the relay answers 429.
+   */
+  perInstance?: number;
 }
+
+export const RELAY_PER_INSTANCE = 24;
 
 /** Parses a broker setting (comma-separated URLs); undefined when one is no http(s)/ws(s) URL. */
 export function parseBrokers(value: string): URL[] | undefined {
@@ -79,10 +87,13 @@ export function parseBrokers(value: string): URL[] | undefined {
   return out.length && out.length <= 100 ? out : undefined;
 }
 
-function rawResponse(socket: Duplex, status: number, reason: string, detail: string): void {
+function rawResponse(socket: Duplex, status: number, reason: string, detail: string, headers: Record<string, string> = {}): void {
   const body = JSON.stringify({ detail });
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
   socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`,
   );
 }
 
@@ -98,6 +109,12 @@ export class TunnelRelay {
   /** The port new containers are given (the first one listened on). */
   private primary: number | undefined;
   private identifying = 0;
+  /** Open relayed connections per instance. */
+  private readonly open = new Map<string, number>();
+  /** When a refusal was last logged, per instance. */
+  private readonly limitLogged = new Map<string, number>();
+  /** Open sockets per source address (relayed or still sending their head). */
+  private readonly byAddress = new Map<string, number>();
 
   constructor(private readonly o: TunnelRelayOptions) {}
 
@@ -162,6 +179,23 @@ export class TunnelRelay {
     });
     server.headersTimeout = HEAD_TIMEOUT_MS;
     server.requestTimeout = HEAD_TIMEOUT_MS;
+    // Sockets per source address, before any head is read: a container that opens connections
+    // and sends nothing would otherwise hold a descriptor each until the head timeout. Beyond
+    // twice the per-instance limit, new ones are closed at once.
+    server.on('connection', (socket: Socket) => {
+      const address = plainAddress(socket.remoteAddress);
+      const n = this.byAddress.get(address) ?? 0;
+      if (n >= 2 * (this.o.perInstance ?? RELAY_PER_INSTANCE)) {
+        socket.destroy();
+        return;
+      }
+      this.byAddress.set(address, n + 1);
+      socket.once('close', () => {
+        const left = (this.byAddress.get(address) ?? 1) - 1;
+        if (left > 0) this.byAddress.set(address, left);
+        else this.byAddress.delete(address);
+      });
+    });
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.upgrade(req, socket, head));
     server.on('clientError', (_err, socket) => {
       if (socket.writable) rawResponse(socket, 400, 'Bad Request', 'Malformed request');
@@ -225,6 +259,7 @@ export class TunnelRelay {
       );
       return;
     }
+    if (!this.holdSlot(instanceId, socket)) return;
     const broker = reg.brokers[Number(match[1] ?? 0)];
     if (!broker) {
       rawResponse(socket, 404, 'Not Found', `No broker number ${match[1]} for this instance`);
@@ -258,6 +293,34 @@ export class TunnelRelay {
     });
     upstream.once('close', () => socket.destroy());
     socket.once('close', () => upstream.destroy());
+  }
+
+  /**
+   * Counts the connection against its instance until it closes; false (after answering 429) when
+   * the instance holds RC_TUNNEL_RELAY_PER_INSTANCE already.
+   */
+  private holdSlot(instanceId: string, socket: Duplex): boolean {
+    const limit = this.o.perInstance ?? RELAY_PER_INSTANCE;
+    const held = this.open.get(instanceId) ?? 0;
+    if (held >= limit) {
+      const detail = `Too many tunnel connections from this instance: ${limit} are open through the relay (RC_TUNNEL_RELAY_PER_INSTANCE)`;
+      const now = Date.now();
+      if ((this.limitLogged.get(instanceId) ?? 0) <= now - 60_000) {
+        // Once a minute per instance: a refused loop must not flood the agent's log.
+        if (this.limitLogged.size >= 10_000) this.limitLogged.clear();
+        this.limitLogged.set(instanceId, now);
+        this.o.logger.warn('tunnel relay: limit reached (logged once a minute per instance)', { instanceId, limit });
+      }
+      rawResponse(socket, 429, 'Too Many Requests', detail, { 'retry-after': '30' });
+      return false;
+    }
+    this.open.set(instanceId, held + 1);
+    socket.once('close', () => {
+      const n = (this.open.get(instanceId) ?? 1) - 1;
+      if (n > 0) this.open.set(instanceId, n);
+      else this.open.delete(instanceId);
+    });
+    return true;
   }
 
   close(): void {

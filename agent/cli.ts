@@ -63,6 +63,7 @@ export function agentOptionsFromConfig(config: Config, logger: Logger): AgentOpt
     readyTimeoutMs: config.agentReadyTimeoutMs,
     servingReadyTimeoutMs: config.agentServingReadyTimeoutMs,
     stopGraceMs: config.agentStopGraceMs,
+    logCap: { fileBytes: config.agentLogFileBytes, files: config.agentLogFiles },
     lostControlPlaneGraceMs: config.agentLostControlPlaneMs,
     dockerSocket: config.agentDockerSocket,
     instancesDir: config.agentInstancesDir || `${resolve(config.dataDir)}-instances`,
@@ -73,6 +74,7 @@ export function agentOptionsFromConfig(config: Config, logger: Logger): AgentOpt
       publishHost: config.agentPublishHost,
       limitsPerGpu: { memoryMb: config.agentMemoryMbPerGpu, cpus: config.agentCpusPerGpu, pids: config.agentPidsPerGpu },
       diskQuota: config.agentDiskQuota,
+      relayPerInstance: config.tunnelRelayPerInstance,
       toolbox: config.agentToolbox,
       isolation: {
         firewall: config.agentFirewall,

@@ -45,6 +45,8 @@ export interface DockerRuntimeOptions {
   isolation: IsolationSettings;
   /** The agent listens on loopback only (one machine, reachable by its own users alone): `auto` may then run without the rules. */
   loopbackOnly?: boolean;
+  /** Connections one container may hold open through the tunnel relay (broker-relay.ts). */
+  relayPerInstance?: number;
   logger: Logger;
 }
 
@@ -192,7 +194,12 @@ export class DockerRuntime implements Runtime {
       bridgeGateway: this.bridgeGateway ?? null,
     });
     if (this.bridgeGateway) {
-      this.relay = new TunnelRelay({ listenIp: this.bridgeGateway, identify: (address) => this.instanceAt(address), logger: this.opts.logger });
+      this.relay = new TunnelRelay({
+        listenIp: this.bridgeGateway,
+        identify: (address) => this.instanceAt(address),
+        logger: this.opts.logger,
+        perInstance: this.opts.relayPerInstance,
+      });
     } else {
       this.opts.logger.warn('no address of the default bridge found: rc-tunnel cannot reach the tunnel broker from containers');
     }

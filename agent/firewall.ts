@@ -17,6 +17,7 @@
 // de-duplicated, before every instance start; every 30 s the runtime installs it all again
 // (refresh: a firewall reload may have flushed it). Rules stay when the agent exits (its containers keep running); they match
 // nothing once no bridge of the prefix exists.
+import { descriptorReserve } from './fd-reserve.js';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
@@ -112,7 +113,8 @@ export class FirewallError extends Error {}
 /** Runs iptables (waiting for the xtables lock); rejects with its stderr. */
 async function iptables(args: string[]): Promise<string> {
   try {
-    return (await run('iptables', ['-w', '5', ...args], { timeout: 30_000 })).stdout;
+    // The child's pipes come from the descriptors held back (fd-reserve.ts): the refresh must run at the limit too.
+    return (await descriptorReserve.around(() => run('iptables', ['-w', '5', ...args], { timeout: 30_000 }))).stdout;
   } catch (err) {
     const e = err as { stderr?: string; message: string };
     throw new FirewallError(`iptables ${args.join(' ')}: ${(e.stderr || e.message).trim()}`);
@@ -121,10 +123,12 @@ async function iptables(args: string[]): Promise<string> {
 
 async function iptablesRestore(input: string): Promise<void> {
   await new Promise<void>((resolve, reject) => {
-    const child = execFile('iptables-restore', ['-w', '5', '--noflush'], { timeout: 30_000 }, (err, _out, stderr) => {
-      if (err) reject(new FirewallError(`iptables-restore: ${(stderr || err.message).trim()}`));
-      else resolve();
-    });
+    const child = descriptorReserve.around(() =>
+      execFile('iptables-restore', ['-w', '5', '--noflush'], { timeout: 30_000 }, (err, _out, stderr) => {
+        if (err) reject(new FirewallError(`iptables-restore: ${(stderr || err.message).trim()}`));
+        else resolve();
+      }),
+    );
     child.stdin?.end(input);
   });
 }

@@ -2,8 +2,11 @@
 // running when the agent dies: no pipe to break). While the agent runs, a LogWatcher per live
 // instance tails that file into a ring buffer of recent lines and fans new lines out to followers;
 // the same code serves instances the agent started and instances it adopted after a restart.
+// The watcher also keeps the file within its cap (log-file.ts): it rotates the file when a poll
+// finds it past `fileBytes`, after reading what it holds.
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
+import { droppedBytes, droppedLine, rotate, rotatedPath, type LogCap } from './log-file.js';
 
 /** Longest line kept; longer lines are split. */
 const MAX_LINE = 16 * 1024;
@@ -64,15 +67,20 @@ function pushLine(line: string, out: string[]): void {
  * unterminated last line if any. Missing file: no lines.
  */
 export function readLastLines(path: string, n: number, end?: number): string[] {
-  if (n <= 0) return [];
+  return readTail(path, n, end).lines;
+}
+
+/** readLastLines, and whether the lines reach the file's first byte (nothing older in it). */
+function readTail(path: string, n: number, end?: number): { lines: string[]; fromStart: boolean } {
+  if (n <= 0) return { lines: [], fromStart: false };
   let fd: number;
   try {
     fd = openSync(path, 'r');
   } catch {
-    return [];
+    return { lines: [], fromStart: true };
   }
   try {
-    const size = end ?? fstatSync(fd).size;
+    const size = Math.min(end ?? Number.MAX_SAFE_INTEGER, fstatSync(fd).size);
     const from = Math.max(0, size - MAX_TAIL_BYTES);
     const buf = Buffer.allocUnsafe(size - from);
     let read = 0;
@@ -86,10 +94,29 @@ export function readLastLines(path: string, n: number, end?: number): string[] {
     if (from > 0) text = text.slice(text.indexOf('\n') + 1); // drop a partial first line
     const rest = splitLines('', text, lines);
     if (rest) lines.push(rest);
-    return lines.slice(-n);
+    return { lines: lines.slice(-n), fromStart: from === 0 && lines.length <= n };
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * The last `n` lines of what is kept of an instance's output: the live file's first `end` bytes,
+ * then its rotated copies (log-file.ts) as far as needed. When that reaches back past what is
+ * kept and output was dropped, the first line is droppedLine() (unless `marker` is false).
+ */
+export function readKeptLines(path: string, n: number, cap: LogCap | undefined, end?: number, marker = true): string[] {
+  let { lines, fromStart } = readTail(path, n, end);
+  for (let i = 1; cap && i < cap.files && fromStart && lines.length < n; i++) {
+    const older = readTail(rotatedPath(path, i), n - lines.length);
+    lines = [...older.lines, ...lines];
+    fromStart = older.fromStart;
+  }
+  if (marker && fromStart && lines.length < n) {
+    const dropped = droppedBytes(path);
+    if (dropped > 0) lines.unshift(droppedLine(dropped));
+  }
+  return lines;
 }
 
 /** The offset just after the file's last newline (0 when missing): an unterminated last line is read later, whole. */
@@ -130,23 +157,33 @@ export class LogWatcher {
   private pending = '';
   private readonly decoder = new StringDecoder('utf8');
   private timer: NodeJS.Timeout | undefined;
+  /** An extra poll soon after one that found a flood (keeps the file near its cap between polls). */
+  private soon: NodeJS.Timeout | undefined;
   private readonly buf = Buffer.allocUnsafe(64 * 1024);
 
-  /** Starts at the current end of the file, after loading its last `ringSize` lines into the ring. */
+  /**
+   * Starts at the current end of the file, after loading its last `ringSize` lines into the ring.
+   * `cap`: the file is rotated past it (undefined: never).
+   */
   constructor(
     readonly path: string,
+    private readonly cap: LogCap | undefined = undefined,
     ringSize = 1000,
     pollMs = 200,
   ) {
     this.ring = new RingBuffer(ringSize);
     const end = completeLinesEnd(path);
     this.offset = end;
-    for (const line of readLastLines(path, ringSize, end)) this.ring.push(line);
+    for (const line of readKeptLines(path, ringSize, cap, end, false)) this.ring.push(line);
     this.timer = setInterval(() => this.poll(), pollMs);
     this.timer.unref();
   }
 
-  /** Reads whatever was appended since the last poll and delivers it. */
+  /**
+   * Reads whatever was appended since the last poll and delivers it. A file at its cap is rotated
+   * first (from its size, before reading: a flood faster than this reader must not grow the file
+   * while it reads), and what was unread is read from the copy, its last `fileBytes` at most.
+   */
   poll(): void {
     let fd: number;
     try {
@@ -155,17 +192,75 @@ export class LogWatcher {
       return;
     }
     const lines: string[] = [];
+    const from = this.offset;
+    let size: number;
     try {
-      for (;;) {
-        const r = readSync(fd, this.buf, 0, this.buf.length, this.offset);
-        if (r <= 0) break;
-        this.offset += r;
-        this.pending = splitLines(this.pending, this.decoder.write(this.buf.subarray(0, r)), lines);
-      }
+      size = fstatSync(fd).size;
+      // Truncated by someone else (or rotated by an earlier agent): read it from its start.
+      if (size < this.offset) this.offset = 0;
+      if (!this.cap || size < this.cap.fileBytes) this.readFrom(fd, lines, size);
     } finally {
       closeSync(fd);
     }
+    let read = this.offset - Math.min(from, this.offset);
+    if (this.cap && size >= this.cap.fileBytes) read = this.rotate(lines);
     if (lines.length) this.deliver(lines);
+    // A flood (an eighth of the cap since the last poll): look again in 10 ms rather than at the
+    // next tick, so the file overshoots its cap by about 10 ms of output, not a whole interval's.
+    if (this.cap && this.timer && !this.soon && read >= this.cap.fileBytes / 8) {
+      this.soon = setTimeout(() => {
+        this.soon = undefined;
+        this.poll();
+      }, 10);
+      this.soon.unref();
+    }
+  }
+
+  /** Reads `fd` from the offset up to `until`, into `lines`. */
+  private readFrom(fd: number, lines: string[], until: number): void {
+    while (this.offset < until) {
+      const r = readSync(fd, this.buf, 0, Math.min(this.buf.length, until - this.offset), this.offset);
+      if (r <= 0) break;
+      this.offset += r;
+      this.pending = splitLines(this.pending, this.decoder.write(this.buf.subarray(0, r)), lines);
+    }
+  }
+
+  /**
+   * Rotates the file (log-file.ts) and reads what was unread from the copy: its last `fileBytes`
+   * at most (followers then get a line saying how much they missed; the bytes stay on disk).
+   * Returns the bytes spanned.
+   */
+  private rotate(lines: string[]): number {
+    const cap = this.cap!;
+    let copied: number;
+    try {
+      copied = rotate(this.path, cap);
+    } catch {
+      return 0; // the disk refused (full, gone): the next poll tries again
+    }
+    const unread = copied - this.offset;
+    if (unread > 0) {
+      if (unread > cap.fileBytes) {
+        const skipped = unread - cap.fileBytes;
+        lines.push(`[output skipped here: ${skipped} bytes, written faster than the agent reads]`);
+        this.offset = copied - cap.fileBytes;
+        this.pending = '';
+        this.decoder.end();
+      }
+      try {
+        const fd = openSync(rotatedPath(this.path, 1), 'r');
+        try {
+          this.readFrom(fd, lines, copied);
+        } finally {
+          closeSync(fd);
+        }
+      } catch {
+        // the copy is gone already: those lines are dropped with it
+      }
+    }
+    this.offset = 0;
+    return Math.max(0, unread);
   }
 
   private deliver(lines: string[]): void {
@@ -180,7 +275,8 @@ export class LogWatcher {
    */
   tailAndFollow(n: number, follower?: LogFollower): { lines: string[]; unsubscribe: () => void } {
     this.poll();
-    const lines = n <= 0 ? [] : n <= this.ring.length ? this.ring.last(n) : readLastLines(this.path, n, this.offset - Buffer.byteLength(this.pending));
+    const lines =
+      n <= 0 ? [] : n <= this.ring.length ? this.ring.last(n) : readKeptLines(this.path, n, this.cap, this.offset - Buffer.byteLength(this.pending));
     if (!follower) return { lines, unsubscribe: () => {} };
     this.followers.add(follower);
     return { lines, unsubscribe: () => this.followers.delete(follower) };
@@ -198,6 +294,8 @@ export class LogWatcher {
   close(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    if (this.soon) clearTimeout(this.soon);
+    this.soon = undefined;
     this.poll();
     if (this.pending) {
       const last = this.pending;

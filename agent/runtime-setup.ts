@@ -24,6 +24,8 @@ export interface DockerSettings {
   buildLocalImage?: DockerRuntimeOptions['buildLocalImage'];
   /** Per-instance networks and the firewall (defaults: ISOLATION_DEFAULTS). */
   isolation: IsolationSettings;
+  /** Connections one container may hold open through the tunnel relay (broker-relay.ts RELAY_PER_INSTANCE). */
+  relayPerInstance?: number;
 }
 
 export const DOCKER_DEFAULTS: DockerSettings = {
@@ -85,6 +87,7 @@ function dockerRuntime(settings: RuntimeSettings, { agentId, host, advertiseHost
     buildLocalImage: d.buildLocalImage,
     isolation: { ...ISOLATION_DEFAULTS, ...d.isolation },
     loopbackOnly: isLoopbackHost(host),
+    relayPerInstance: d.relayPerInstance,
   });
 }
 

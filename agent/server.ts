@@ -7,6 +7,7 @@
 // still runs (supervisor.ts), the service's handlers (grpc-service.ts) behind the token
 // (token-auth.ts), the gRPC listener (grpc-listener.ts) and the lost control plane
 // (control-plane-watchdog.ts). Closing stops serving; the instances keep running.
+import type { LogCap } from './log-file.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { randomId } from '../lib/ids.js';
 import { createLogger, type Logger } from '../lib/log.js';
@@ -39,6 +40,8 @@ export interface AgentOptions extends RuntimeSettings {
   readyTimeoutMs?: number;
   servingReadyTimeoutMs?: number;
   stopGraceMs?: number;
+  /** Bytes of output kept per instance, rotated (agent/log-file.ts; default 2 x 20 MiB). */
+  logCap?: LogCap;
   /** Stop every instance after this long without the control plane; 0 never. */
   lostControlPlaneGraceMs?: number;
   heartbeatMs?: number;
@@ -92,6 +95,7 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
     readyTimeoutMs: options.readyTimeoutMs ?? AGENT_DEFAULTS.readyTimeoutMs,
     servingReadyTimeoutMs: options.servingReadyTimeoutMs ?? AGENT_DEFAULTS.servingReadyTimeoutMs,
     stopGraceMs: options.stopGraceMs ?? AGENT_DEFAULTS.stopGraceMs,
+    logCap: options.logCap,
     instancesRoot: dirs.instancesRoot,
   });
   const release = () => {

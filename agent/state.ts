@@ -1,5 +1,6 @@
 // The agent's record of what it runs: one small JSON file, rewritten atomically (temp file +
 // rename) on every change, so that an agent restarted on the same data dir adopts its instances.
+import { descriptorReserve } from './fd-reserve.js';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -91,10 +92,11 @@ export class StateStore {
 
   save(): void {
     const tmp = `${this.path}.${process.pid}.tmp`;
-    writeFileSync(
-      tmp,
-      JSON.stringify(this.state, (_k, v: unknown) => (v instanceof Uint8Array ? '' : v)),
-    );
-    renameSync(tmp, this.path);
+    const text = JSON.stringify(this.state, (_k, v: unknown) => (v instanceof Uint8Array ? '' : v));
+    // With the descriptors held back for it: the state must be written even at the process's limit.
+    descriptorReserve.around(() => {
+      writeFileSync(tmp, text);
+      renameSync(tmp, this.path);
+    });
   }
 }

@@ -11,7 +11,8 @@ import type { Logger } from '../lib/log.js';
 import { AgentClosingError, AgentInstanceNotFoundError, AgentSpecMismatchError, FailureReason } from './errors.js';
 import { EventHub, type EventListener } from './events.js';
 import type { GpuAllocator } from './gpus.js';
-import { LogWatcher, readLastLines, type LogFollower } from './logs.js';
+import { DEFAULT_LOG_CAP, type LogCap } from './log-file.js';
+import { LogWatcher, readKeptLines, readLastLines, type LogFollower } from './logs.js';
 import { HostPorts } from './ports.js';
 import { SERVING_TYPES, waitReady } from './readiness.js';
 import { StartFailure, type ExitInfo, type Runtime } from './runtime.js';
@@ -36,6 +37,8 @@ export interface SupervisorOptions {
    * the data dir, so an instance never needs (nor gets) a way into it.
    */
   instancesRoot: string;
+  /** Bytes of output kept per instance (log-file.ts; DEFAULT_LOG_CAP when absent). */
+  logCap?: LogCap;
   logger: Logger;
   clock: Clock;
 }
@@ -284,7 +287,7 @@ export class Supervisor {
   private watch(rec: InstanceRecord, live: Live): void {
     const ref = rec.ref!;
     live.stopLogCopy = this.runtime.attachLogs?.(ref, this.logFile(rec.info.instanceId));
-    live.logs = new LogWatcher(this.logFile(rec.info.instanceId));
+    live.logs = new LogWatcher(this.logFile(rec.info.instanceId), this.opts.logCap ?? DEFAULT_LOG_CAP);
     live.cancelExitWatch = this.runtime.watchExit(ref, (exit) => void this.onExit(rec, live, exit));
   }
 
@@ -395,7 +398,16 @@ export class Supervisor {
       this.transition(rec, 'stopped', reason ? `Stopped by the agent` : 'stopped', reason, '');
       this.release(rec, l);
     })();
-    await l.stopping;
+    const stopping = l.stopping;
+    try {
+      await stopping;
+    } catch (err) {
+      // The runtime could not stop it (the engine refused, EMFILE, ...): the next stop or remove
+      // tries again instead of awaiting this failure forever (issue 44: destroy answered while
+      // the container kept running). It stays `stopping`, and active.
+      if (l.stopping === stopping) l.stopping = undefined;
+      throw err;
+    }
     return rec.info;
   }
 
@@ -502,7 +514,7 @@ export class Supervisor {
       const r = watcher.tailAndFollow(tail, follower);
       return { lines: r.lines, following: follower !== undefined, unsubscribe: r.unsubscribe };
     }
-    return { lines: readLastLines(this.logFile(id), tail), following: false, unsubscribe: () => {} };
+    return { lines: readKeptLines(this.logFile(id), tail, this.opts.logCap ?? DEFAULT_LOG_CAP), following: false, unsubscribe: () => {} };
   }
 
   // ---- state changes --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import type { Store } from '../control-plane/store.js';
 import { storeKeySource } from '../control-plane/sources.js';
 import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
 import type { InstanceRoutes } from '../lib/instance-routes.js';
-import { createTunnelBroker } from '../gateway/tunnel/broker.js';
+import { createTunnelBroker, tunnelLimitsFromConfig } from '../gateway/tunnel/broker.js';
 import { assertTunnelsApart } from '../gateway/tunnel/origins.js';
 import type { LimitGate } from '../gateway/gates/index.js';
 import { createGateway, type Gateway } from '../gateway/server.js';
@@ -49,7 +49,13 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, closers: C
       RC_INSTANCE_PUBLIC_URL: config.instancePublicUrl,
     });
   }
-  const broker = createTunnelBroker({ routes, secret: deps.secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+  const broker = createTunnelBroker({
+    routes,
+    secret: deps.secret,
+    publicUrl: config.tunnelPublicUrl || undefined,
+    maxBodyBytes: config.gatewayMaxBodyBytes,
+    limits: tunnelLimitsFromConfig(config),
+  });
   const dedicated = createDedicatedEndpoints({ routes, proxyUrl: deps.proxyUrl, maxBodyBytes: config.gatewayMaxBodyBytes });
   closers.add(() => dedicated.close());
   const gatewayOptions = gatewayOptionsFromConfig(config);

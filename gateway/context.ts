@@ -1,6 +1,7 @@
 // What every gateway route gets: the seam between the gateway core and route modules such as
 // gateway/messages/. A RoutePlugin receives the uWS app and this context and registers its routes.
 import type { Logger } from '../lib/log.js';
+import type { UploadLimits, UploadLimitSettings } from '../lib/upload-limits.js';
 import type { HttpRequest, TemplatedApp } from '../lib/uws.js';
 import type { Catalog } from './backends/model-catalog.js';
 import type { RequestGate } from './gates/gate.js';
@@ -19,6 +20,8 @@ export interface GatewayLimits {
   defaultMaxTokens: number;
   /** Tools, messages and blocks one body may hold (request/parse-budget.ts; 400 beyond). */
   parseBudget: ParseBudget;
+  /** Request bodies in flight per client address and per account (lib/upload-limits.ts). */
+  uploads: UploadLimitSettings;
 }
 
 /** Requests in flight to backends, across every route. */
@@ -43,6 +46,8 @@ export interface GatewayContext {
   readonly catalog: Catalog;
   readonly upstreams: UpstreamRegistry;
   readonly admission: Admission;
+  /** Request bodies in flight per client address and per account. */
+  readonly uploads: UploadLimits;
   readonly gate: RequestGate;
   readonly metrics: GatewayMetrics;
   /** Account id for the `authorization` and `x-api-key` header values ('' when absent), or why not. */

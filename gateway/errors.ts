@@ -35,6 +35,8 @@ export const CHAT_CODES = {
   /** In the SSE error event of a stream whose backend broke off. */
   upstreamError: 'upstream_error',
   poolExhausted: 'pool_exhausted',
+  /** Too many request bodies (or body bytes) still arriving for the client's address or account (lib/upload-limits.ts). */
+  uploadLimit: 'upload_limit_exceeded',
   gateUnavailable: 'gate_unavailable',
   /** An account under review whose shared model access is off (RC_MODEL_UNVERIFIED_DAILY_TOKENS=0). */
   accountNotVerified: 'account_not_verified',

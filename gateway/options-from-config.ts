@@ -25,6 +25,12 @@ export function limitsFrom(config: Config) {
     maxInflight: config.gatewayMaxInflight,
     defaultMaxTokens: config.gatewayDefaultMaxTokens,
     parseBudget: { maxTools: config.gatewayMaxTools, maxMessages: config.gatewayMaxMessages, maxBlocks: config.gatewayMaxBlocks },
+    uploads: {
+      uploadsPerAddress: config.gatewayUploadsPerAddress,
+      uploadsPerAccount: config.gatewayUploadsPerAccount,
+      bytesPerAddress: config.gatewayUploadBytesPerAddress,
+      bytesPerAccount: config.gatewayUploadBytesPerAccount,
+    },
   };
 }
 

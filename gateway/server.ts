@@ -1,6 +1,7 @@
 // The model gateway: a uWebSockets.js app with the chat routes, any route plugins (the
 // messages protocol), /metrics and /health, over an in-memory key directory and catalog.
 import { DEFAULT_PARSE_BUDGET } from './request/parse-budget.js';
+import { DEFAULT_UPLOAD_LIMITS, UploadLimits } from '../lib/upload-limits.js';
 import type { Bus } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import { ListenError } from '../lib/errors.js';
@@ -69,11 +70,13 @@ export const DEFAULT_LIMITS: GatewayLimits = {
   maxInflight: 2048,
   defaultMaxTokens: 1024,
   parseBudget: DEFAULT_PARSE_BUDGET,
+  uploads: DEFAULT_UPLOAD_LIMITS,
 };
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const logger = options.logger ?? createLogger(undefined, { part: 'gateway' });
   const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...options.limits };
+  limits.uploads = { ...DEFAULT_UPLOAD_LIMITS, ...options.limits?.uploads };
   const metrics = new GatewayMetrics();
   const admission = new Admission(limits.maxInflight);
   metrics.inflight = () => admission.inflight;
@@ -93,6 +96,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     catalog,
     upstreams,
     admission,
+    uploads: new UploadLimits(limits.uploads),
     gate: options.gate ?? openGate,
     metrics,
     authenticate: (authorization, xApiKey) => credentials.key(authorization, xApiKey),

@@ -462,6 +462,65 @@ export const SETTINGS = {
     15_000,
     'rc gateway with a control plane: traffic to an instance is reported (idle timer) at most once per this interval per replica',
   ),
+  // Per-tenant bounds of issue 44 (tunnels, log bytes, uploads): gateway/tunnel/limits.ts,
+  // agent/log-file.ts, lib/upload-limits.ts.
+  tunnelMaxPerInstance: setting('RC_TUNNEL_MAX_PER_INSTANCE', positiveInt, 16, 'Live tunnels per instance (429 beyond)'),
+  tunnelMaxPerAccount: setting('RC_TUNNEL_MAX_PER_ACCOUNT', positiveInt, 32, 'Live tunnels per account, all its instances together (429 beyond)'),
+  tunnelMaxPerAddress: setting(
+    'RC_TUNNEL_MAX_PER_ADDRESS',
+    positiveInt,
+    1024,
+    "Open tunnel connections per client address (an agent's relay is one address for all its containers; the relay bounds each container)",
+  ),
+  tunnelConnectsPerMinute: setting('RC_TUNNEL_CONNECTS_PER_MINUTE', positiveInt, 60, 'Tunnel connection attempts per instance per minute (429 beyond)'),
+  tunnelAddressConnectsPerMinute: setting(
+    'RC_TUNNEL_ADDRESS_CONNECTS_PER_MINUTE',
+    positiveInt,
+    600,
+    'Tunnel connection attempts per client address per minute (429 beyond)',
+  ),
+  tunnelRelayPerInstance: setting(
+    'RC_TUNNEL_RELAY_PER_INSTANCE',
+    positiveInt,
+    24,
+    "Docker: connections one container may hold open through the agent's tunnel relay (429 beyond)",
+  ),
+  gatewayUploadsPerAddress: setting(
+    'RC_GATEWAY_UPLOADS_PER_ADDRESS',
+    positiveInt,
+    256,
+    'Model gateway: request bodies still arriving per client address (429 beyond; a body that arrives in one read never counts)',
+  ),
+  gatewayUploadsPerAccount: setting(
+    'RC_GATEWAY_UPLOADS_PER_ACCOUNT',
+    positiveInt,
+    128,
+    'Model gateway: request bodies still arriving per account (429 beyond)',
+  ),
+  gatewayUploadBytesPerAddress: setting(
+    'RC_GATEWAY_UPLOAD_BYTES_PER_ADDRESS',
+    positiveInt,
+    256 * 1024 * 1024,
+    'Model gateway: bytes of request bodies still arriving per client address (429 beyond)',
+  ),
+  gatewayUploadBytesPerAccount: setting(
+    'RC_GATEWAY_UPLOAD_BYTES_PER_ACCOUNT',
+    positiveInt,
+    128 * 1024 * 1024,
+    'Model gateway: bytes of request bodies still arriving per account (429 beyond)',
+  ),
+  agentLogFileBytes: setting(
+    'RC_AGENT_LOG_FILE_BYTES',
+    z.coerce.number().int().min(4096),
+    20 * 1024 * 1024,
+    'Bytes of an instance\'s log file before it rotates (the console\'s log view then starts with "[older output dropped: N bytes]")',
+  ),
+  agentLogFiles: setting(
+    'RC_AGENT_LOG_FILES',
+    z.coerce.number().int().min(1).max(10),
+    2,
+    'Log files kept per instance, the live one included: at most files x RC_AGENT_LOG_FILE_BYTES on disk',
+  ),
 } as const;
 
 type Settings = typeof SETTINGS;

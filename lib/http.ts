@@ -148,13 +148,34 @@ function isDecimal(s: string): boolean {
 }
 
 /**
- * Reads the whole request body into one Buffer, refusing more than `limit` bytes. `declaredLength`
- * is the Content-Length header (read it from req before calling: req is not valid afterwards);
- * when present the body is copied once into a buffer of that size. `onError` gets a
- * BodyTooLargeError (413) or a 400 for a body shorter or longer than declared, for conflicting or
- * malformed Content-Length headers (declaredLength(); the connection is then closed after the reply).
+ * Largest buffer allocated for a body before its bytes arrive. A declared Content-Length is a
+ * claim, not bytes: allocating it whole let 192 clients that declared 8 MiB and sent nothing
+ * more hold 1.5 GiB (issue 44). Up to this size the body is still copied once into a buffer of
+ * its declared size (most API bodies); beyond, the buffer doubles as bytes arrive.
  */
-export function readBody(res: Res, declaredLength: string, limit: number, onBody: (body: Buffer) => void, onError: (err: RcError) => void): void {
+export const UPFRONT_BODY_BYTES = 256 * 1024;
+
+/**
+ * Sees each chunk of a body as it arrives (lib/upload-limits.ts): false stops the reading, the
+ * watcher having answered the request itself.
+ */
+export type BodyWatch = (bytes: number, last: boolean) => boolean;
+
+/**
+ * Reads the whole request body into one Buffer, refusing more than `limit` bytes. `declaredLength`
+ * is the Content-Length header (read it from req before calling: req is not valid afterwards).
+ * `onError` gets a BodyTooLargeError (413) or a 400 for a body shorter or longer than declared,
+ * for conflicting or malformed Content-Length headers (declaredLength(); the connection is then
+ * closed after the reply). `watch`, when given, sees every chunk first and may stop the reading.
+ */
+export function readBody(
+  res: Res,
+  declaredLength: string,
+  limit: number,
+  onBody: (body: Buffer) => void,
+  onError: (err: RcError) => void,
+  watch?: BodyWatch,
+): void {
   if (declaredLength !== '' && !isDecimal(declaredLength)) {
     // The framing cannot be trusted: reply 400 and close. The reply is deferred past this
     // handler on purpose: uWS parses the rest of a TCP read as the next request as soon as a
@@ -172,18 +193,28 @@ export function readBody(res: Res, declaredLength: string, limit: number, onBody
     return;
   }
   if (declared >= 0 && Number.isInteger(declared)) {
-    const buf = Buffer.allocUnsafe(declared);
+    let buf = Buffer.allocUnsafe(Math.min(declared, UPFRONT_BODY_BYTES));
     let offset = 0;
     let failed = false;
     res.onData((chunk, isLast) => {
       if (failed) return;
-      if (offset + chunk.byteLength > declared) {
+      const n = chunk.byteLength;
+      if (offset + n > declared) {
         failed = true;
         onError(new BodyLengthError('Request body is longer than its Content-Length'));
         return;
       }
+      if (watch && !watch(n, isLast)) {
+        failed = true;
+        return;
+      }
+      if (offset + n > buf.length) {
+        const grown = Buffer.allocUnsafe(Math.min(declared, Math.max(buf.length * 2, offset + n)));
+        buf.copy(grown, 0, 0, offset);
+        buf = grown;
+      }
       buf.set(new Uint8Array(chunk), offset);
-      offset += chunk.byteLength;
+      offset += n;
       if (isLast) {
         if (offset !== declared) onError(new BodyLengthError('Request body is shorter than its Content-Length'));
         else onBody(buf);
@@ -201,6 +232,10 @@ export function readBody(res: Res, declaredLength: string, limit: number, onBody
     if (size > limit) {
       failed = true;
       onError(new BodyTooLargeError(limit));
+      return;
+    }
+    if (watch && !watch(chunk.byteLength, isLast)) {
+      failed = true;
       return;
     }
     parts.push(Buffer.from(chunk.slice(0)));

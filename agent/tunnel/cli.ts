@@ -156,7 +156,11 @@ async function detach(port: number, host: string | undefined, dir: string, comma
     if (r?.state === 'failed' || exited) throw new RcError('RC_ERR_TUNNEL_FAILED', r?.error ?? `rc-tunnel exited; see rc-tunnel logs`, 1);
     await sleep(100);
   }
-  process.stdout.write(`rc-tunnel is running in the background (pid ${child.pid}) but not connected yet; see rc-tunnel status and rc-tunnel logs\n`);
+  // Why not, when the broker said (a limit's 429: which limit, and that it retries after Retry-After).
+  const why = readRecords(dir).find((x) => x.port === port && x.pid === child.pid)?.error;
+  process.stdout.write(
+    `rc-tunnel is running in the background (pid ${child.pid}) but not connected yet${why ? ` (${why})` : ''}; see rc-tunnel status and rc-tunnel logs\n`,
+  );
   return 0;
 }
 

@@ -128,7 +128,11 @@ export class TunnelClient {
     });
     this.ws = ws;
     let refused: string | undefined;
+    /** A 429's Retry-After (a limit of the broker: limits.ts), waited at least before reconnecting. */
+    let retryAfterMs = 0;
     ws.on('unexpected-response', (_req, res) => {
+      const retryAfter = Number(res.headers['retry-after']);
+      if (res.statusCode === 429 && Number.isFinite(retryAfter) && retryAfter > 0) retryAfterMs = Math.min(retryAfter, 3600) * 1000;
       const parts: Buffer[] = [];
       res.on('data', (c: Buffer) => parts.push(c));
       res.on('end', () => {
@@ -159,9 +163,10 @@ export class TunnelClient {
         this.finish();
         return;
       }
-      this.o.log(`disconnected (${why}); reconnecting in ${this.backoffMs} ms`);
+      const waitMs = Math.max(this.backoffMs, retryAfterMs);
+      this.o.log(`disconnected (${why}); reconnecting in ${waitMs} ms`);
       this.setStatus({ state: 'disconnected', error: why });
-      this.reconnectTimer = setTimeout(() => this.connect(), this.backoffMs);
+      this.reconnectTimer = setTimeout(() => this.connect(), waitMs);
       this.backoffMs = Math.min(this.backoffMs * 2, this.o.maxBackoffMs ?? 30_000);
     });
   }

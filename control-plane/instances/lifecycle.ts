@@ -20,7 +20,28 @@ export const EndReason = {
   hostRemoved: 'host_removed',
 } as const;
 
+/** First wait before a failed removal on a connected host is tried again; it doubles up to REMOVE_RETRY_MAX_MS. */
+export const REMOVE_RETRY_MS = 2_000;
+export const REMOVE_RETRY_MAX_MS = 60_000;
+
+/** A destroyed instance whose host has not confirmed its removal yet. */
+interface PendingRemoval {
+  /** A remove call is in flight. */
+  busy: boolean;
+  /** When the tick may try again (epoch ms). */
+  nextAt: number;
+  waitMs: number;
+}
+
 export class InstanceLifecycle {
+  /**
+   * Destroyed instances whose removal failed on a host that stays connected (issue 44: at the
+   * platform's descriptor limit the agent's engine calls failed, destroy answered 200 and the
+   * container kept running, its GPU held "stopping", retried only on a reconnect that never
+   * came). They stay `stopping` until the host confirms; the tick retries (retryRemovals).
+   */
+  private readonly removals = new Map<string, PendingRemoval>();
+
   /**
    * @param freed called when an instance ended or stopped: GPUs or an account's slot may have
    *   freed, so the queue is scheduled again (placement.ts).
@@ -90,17 +111,53 @@ export class InstanceLifecycle {
     }
     const conn = agents.get(row.agent_id);
     if (!conn?.connected) return; // reconciliation finishes it when the host answers again
+    await this.removeOnHost(row.id, row.agent_id, true);
+  }
+
+  /**
+   * Has the host remove a destroyed instance: `stopped` once it confirms; else it stays
+   * `stopping` and is tried again by retryRemovals (and by reconciliation on a reconnect).
+   */
+  private async removeOnHost(id: string, agentId: string, first: boolean): Promise<void> {
+    const { store, clock, log, agents } = this.ctx;
+    const conn = agents.get(agentId);
+    if (!conn?.connected) return;
+    const pending = this.removals.get(id) ?? { busy: false, nextAt: 0, waitMs: REMOVE_RETRY_MS };
+    if (pending.busy) return;
+    pending.busy = true;
+    this.removals.set(id, pending);
     try {
-      await store.logTails.save(conn.client, row.id, clock.now());
-      await conn.client.remove(row.id);
-      this.markStopped(row.id);
+      // The log tail is kept when the host can give it; a host that cannot must still remove.
+      await store.logTails.save(conn.client, id, clock.now()).catch((err: unknown) => log.warn('saving the log tail failed', { instanceId: id, err }));
+      await conn.client.remove(id);
+      this.removals.delete(id);
+      this.markStopped(id);
     } catch (err) {
-      log.warn('agent remove failed; will retry on reconnect', { instanceId: row.id, err });
-      conn.redial();
+      pending.busy = false;
+      pending.nextAt = clock.now() + pending.waitMs;
+      log.warn('agent remove failed; retrying', { instanceId: id, retryInMs: pending.waitMs, err });
+      pending.waitMs = Math.min(pending.waitMs * 2, REMOVE_RETRY_MAX_MS);
+      if (first) conn.redial();
     }
   }
 
+  /** From the tick: tries again the removals whose wait is over, on hosts that are connected. */
+  retryRemovals(now: number): Promise<void>[] {
+    const out: Promise<void>[] = [];
+    for (const [id, pending] of this.removals) {
+      if (pending.busy || now < pending.nextAt) continue;
+      const r = this.ctx.store.instances.get(id);
+      if (!r || r.state !== 'stopping' || r.agent_id === null) {
+        this.removals.delete(id);
+        continue;
+      }
+      out.push(this.removeOnHost(id, r.agent_id, false));
+    }
+    return out;
+  }
+
   markStopped(id: string): void {
+    this.removals.delete(id);
     const r = this.transition(id, 'stopped', 'stopped');
     if (r) this.freed();
   }

@@ -1,6 +1,6 @@
 // The periodic checks, every instanceTickMs: activity flushed to the database, billing of
-// complete periods, the zero-balance stop, lifetime and idle enforcement, hosts that stopped
-// answering; then the queue. Tests call tick() directly with a fake clock.
+// complete periods, the zero-balance stop, lifetime and idle enforcement, removals a host failed
+// (retried), hosts that stopped answering; then the queue. Tests call tick() directly with a fake clock.
 import type { InstanceContext } from './context.js';
 import { EndReason, type InstanceLifecycle } from './lifecycle.js';
 import { liveBalanceMicros } from './live-balance.js';
@@ -71,6 +71,9 @@ export class InstanceTicker {
       if (end) ends.push(end);
     }
     await Promise.all(ends);
+    // Destroyed instances a connected host failed to remove: tried again until it confirms (not
+    // awaited: a hung host must not hold up billing).
+    void Promise.all(this.lifecycle.retryRemovals(now));
     this.checkHosts(now);
     this.placement.schedule();
   }

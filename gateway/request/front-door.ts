@@ -3,7 +3,9 @@
 // read within its size limit, a JSON object, and the catalog model it names. Every refusal is
 // answered in the request's protocol (protocol.ts) and ends the request through its lifecycle
 // (which counts it, under no model). Nothing here reaches a backend.
-import { CONFLICTING_LENGTH, readBody } from '../../lib/http.js';
+import { type BodyWatch, CONFLICTING_LENGTH, readBody } from '../../lib/http.js';
+import type { Upload, UploadRefusal } from '../../lib/upload-limits.js';
+import { CHAT_CODES } from '../errors.js';
 import type { CredentialHeaders } from '../auth/credentials.js';
 import type { HttpRequest } from '../../lib/uws.js';
 import type { ModelState } from '../backends/model-catalog.js';
@@ -125,13 +127,51 @@ export function frontDoor<E extends ProtocolError>(r: ModelRequest<E>, req: Http
     return;
   }
   r.accountId = auth;
+  // The body's bytes in flight count against its address and account (lib/upload-limits.ts)
+  // until it is whole; one that arrives in a single read never counts.
+  let upload: Upload | undefined;
+  const watch: BodyWatch = (bytes, last) => {
+    if (upload === undefined) {
+      if (last) return true;
+      upload = r.ctx.uploads.start(Buffer.from(r.res.getRemoteAddressAsText()).toString(), auth);
+      const held = upload;
+      r.res.onAbort = () => held.release();
+    }
+    const refusal = upload.received(bytes, last);
+    if (refusal) {
+      refuseUpload(r, refusal);
+      return false;
+    }
+    if (last) r.res.onAbort = undefined;
+    return true;
+  };
   readBody(
     r.res,
     length,
     r.ctx.limits.maxBodyBytes,
     (raw) => enterWith(r, raw, enter),
-    (err) => r.fail(r.protocol.body(err)),
+    (err) => {
+      upload?.release();
+      r.fail(r.protocol.body(err));
+    },
+    watch,
   );
+}
+
+/**
+ * 429 in the route's shape, `code` upload_limit_exceeded, Retry-After, the limit in `x-rc-limit`;
+ * the connection is closed after it (the rest of the body is never read).
+ */
+function refuseUpload<E extends ProtocolError>(r: ModelRequest<E>, refusal: UploadRefusal): void {
+  r.res.onAbort = undefined;
+  r.res.closeAfter = true;
+  r.protocol.refuse(r.res, {
+    kind: 'rate_limited',
+    code: CHAT_CODES.uploadLimit,
+    retryAfterSec: refusal.retryAfterSec,
+    headers: { 'x-rc-limit': refusal.message },
+  });
+  r.finish(429, undefined);
 }
 
 function enterWith<E extends ProtocolError>(r: ModelRequest<E>, raw: Buffer, enter: RouteEntry<E>): void {

@@ -12,7 +12,7 @@ import { createDedicatedEndpoints } from '../dedicated/routes.js';
 import type { AccountLimits } from '../gates/limits.js';
 import type { KeySource } from '../auth/keys.js';
 import type { Gateway } from '../server.js';
-import { createTunnelBroker } from '../tunnel/broker.js';
+import { createTunnelBroker, tunnelLimitsFromConfig } from '../tunnel/broker.js';
 import { assertTunnelsApart } from '../tunnel/origins.js';
 import { PlatformFeed } from './platform-feed.js';
 
@@ -57,7 +57,13 @@ export async function platformGatewayParts(config: Config, o: { url: string; tok
   if (config.tunnelPublicUrl) {
     assertTunnelsApart(config.tunnelPublicUrl, { RC_INSTANCE_PUBLIC_URL: config.instancePublicUrl, RC_PROXY_PUBLIC_URL: config.proxyPublicUrl });
   }
-  const broker = createTunnelBroker({ routes, secret, publicUrl: config.tunnelPublicUrl || undefined, maxBodyBytes: config.gatewayMaxBodyBytes });
+  const broker = createTunnelBroker({
+    routes,
+    secret,
+    publicUrl: config.tunnelPublicUrl || undefined,
+    maxBodyBytes: config.gatewayMaxBodyBytes,
+    limits: tunnelLimitsFromConfig(config),
+  });
   let tunnels: Server | undefined;
   return {
     snapshot,

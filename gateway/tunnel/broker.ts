@@ -7,14 +7,19 @@
 //   multiplexed streams (public-side.ts; origins.ts). The old path form `/t/<id>/<path>` is
 //   redirected (308) to the tunnel's origin.
 // - Bounded memory: per-stream credit, PAUSE, and bounds per stream and per tunnel (credit.ts).
+// - Bounded per tenant (limits.ts): live tunnels per instance and per account, connections per
+//   client address, connection attempts per instance and per address per minute; refusals are
+//   429 with a reason and Retry-After.
 // - Tunnels count as activity: on connect, on every public request and on every ping tick while
 //   connected (the routes throttle it); the live tunnels and that tick are in registry.ts.
+import type { Config } from '../../lib/config.js';
 import { listen, type Server } from '../../lib/http.js';
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { CLOSE_SHUTDOWN } from '../../lib/tunnel/protocol.js';
 import { uws, type TemplatedApp } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { STREAM_BUFFER_BYTES, TUNNEL_BUFFER_BYTES } from './credit.js';
+import { DEFAULT_TUNNEL_LIMITS, TunnelLimits, type TunnelLimitSettings } from './limits.js';
 import { LOCAL_TUNNELS_HOST, TunnelOrigins } from './origins.js';
 import { PublicRequests } from './public-side.js';
 import { TunnelRegistry, type TunnelInfo } from './registry.js';
@@ -24,6 +29,7 @@ export { TUNNEL_ROUTE } from './answer.js';
 export { STREAM_BUFFER_BYTES, STREAM_WINDOW_BYTES, TUNNEL_BUFFER_BYTES, UPLOAD_PAUSE_BYTES } from './credit.js';
 export { LEGACY_PREFIX } from './public-side.js';
 export type { TunnelInfo } from './registry.js';
+export { DEFAULT_TUNNEL_LIMITS, type TunnelLimitSettings } from './limits.js';
 export { CONNECT_PATH, MAX_BACKPRESSURE_BYTES, MAX_FRAME_BYTES, PROBE_TIMEOUT_MS } from './socket.js';
 
 export interface TunnelBrokerOptions {
@@ -48,6 +54,8 @@ export interface TunnelBrokerOptions {
   tunnelBufferBytes?: number;
   /** PROBE_TIMEOUT_MS unless set. */
   probeTimeoutMs?: number;
+  /** Per instance, account and client address (DEFAULT_TUNNEL_LIMITS for what is not set). */
+  limits?: Partial<TunnelLimitSettings>;
 }
 
 export interface TunnelBroker {
@@ -61,10 +69,13 @@ export interface TunnelBroker {
   listenPublic(host: string, port: number): Promise<Server>;
   /** Closes every tunnel connection. */
   close(): Promise<void>;
+  /** The per-tenant limits and what they hold now. */
+  readonly limits: TunnelLimits;
 }
 
 export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
   const registry = new TunnelRegistry(options.routes, options.publicUrl ? new TunnelOrigins(options.publicUrl.replace(/\/+$/, '')) : undefined);
+  const limits = new TunnelLimits({ ...DEFAULT_TUNNEL_LIMITS, ...definedOnly(options.limits ?? {}) });
   /** The public side (set once the plugin has the gateway context). */
   let publicSide: PublicRequests | undefined;
 
@@ -77,6 +88,7 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
       streamLimit: options.streamBufferBytes ?? STREAM_BUFFER_BYTES,
       tunnelLimit: options.tunnelBufferBytes ?? TUNNEL_BUFFER_BYTES,
       probeTimeoutMs: options.probeTimeoutMs ?? PROBE_TIMEOUT_MS,
+      limits,
     });
     app.ws(CONNECT_PATH, socket.behavior());
     publicSide = new PublicRequests({
@@ -91,6 +103,7 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
 
   return {
     plugin,
+    limits,
     tunnels: () => registry.info(),
     async listenPublic(host, port) {
       if (!publicSide) throw new Error('listenPublic: start the gateway with the broker plugin first');
@@ -103,5 +116,21 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
     async close() {
       registry.close(CLOSE_SHUTDOWN, 'Gateway shutting down');
     },
+  };
+}
+
+/** The entries of `o` that are set (an undefined setting keeps its default). */
+function definedOnly<T extends object>(o: Partial<T>): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** The broker's limits from the platform's settings. */
+export function tunnelLimitsFromConfig(config: Config): Partial<TunnelLimitSettings> {
+  return {
+    perInstance: config.tunnelMaxPerInstance,
+    perAccount: config.tunnelMaxPerAccount,
+    perAddress: config.tunnelMaxPerAddress,
+    connectsPerInstance: config.tunnelConnectsPerMinute,
+    connectsPerAddress: config.tunnelAddressConnectsPerMinute,
   };
 }

@@ -6,6 +6,7 @@ import type { ResponseRelay } from '../../lib/relay/forward.js';
 import { encodeFrame, FrameType } from '../../lib/tunnel/protocol.js';
 import type { WebSocket } from '../../lib/uws.js';
 import { TunnelCredit } from './credit.js';
+import type { TunnelSlot } from './limits.js';
 
 /** What the upgrade learned about a connection (the WebSocket's user data). */
 export interface ConnData {
@@ -13,6 +14,8 @@ export interface ConnData {
   port: number;
   tunnelId: string;
   publicUrl: string;
+  /** What the connection holds against the broker's limits (limits.ts), freed when it closes. */
+  slot: TunnelSlot;
 }
 
 /** One public request relayed over a tunnel. */

@@ -15,6 +15,7 @@ import type { GatewayMetrics } from '../metrics.js';
 import { answer } from './answer.js';
 import { type ConnData, type Stream, Tunnel } from './connection.js';
 import { STREAM_WINDOW_BYTES } from './credit.js';
+import { isRefusal, type TunnelLimits, type TunnelRefusal, type TunnelSlot } from './limits.js';
 import type { TunnelRegistry } from './registry.js';
 
 export const CONNECT_PATH = '/tunnel/connect';
@@ -34,10 +35,15 @@ export interface TunnelSocketOptions {
   streamLimit: number;
   tunnelLimit: number;
   probeTimeoutMs: number;
+  /** Tunnels, connections and attempts per instance, account and client address (limits.ts). */
+  limits: TunnelLimits;
 }
 
 /** The connection of one rc-tunnel: its upgrade, its frames, its close. */
 export class TunnelSocket {
+  /** When a refusal was last logged, per instance or address and limit. */
+  private readonly logged = new Map<string, number>();
+
   constructor(private readonly o: TunnelSocketOptions) {}
 
   /** The uWS behaviour of CONNECT_PATH. */
@@ -61,23 +67,32 @@ export class TunnelSocket {
 
   private upgrade(uwsRes: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
     const res = track(uwsRes);
-    const data = this.admit(res, req);
+    const data = this.admit(res, req, Buffer.from(res.getRemoteAddressAsText()).toString());
     if (!data) return;
+    // The slot is the connection's from here: freed by its close, or now if it never opens.
+    const slot = data.slot;
+    res.onAbort = () => this.o.limits.release(slot);
     const key = req.getHeader('sec-websocket-key');
     const protocol = req.getHeader('sec-websocket-protocol');
     const extensions = req.getHeader('sec-websocket-extensions');
     const upgrade = () => {
       res.aborted = true;
+      res.onAbort = undefined;
       res.upgrade(data, key, protocol, extensions, context);
     };
     const current = this.o.registry.get(data.tunnelId);
     if (!current || current.closed) upgrade();
-    else this.takeOver(res, current, upgrade);
+    else this.takeOver(res, current, slot, upgrade);
   }
 
   /** The connection's identity from its token and port, or undefined after answering a refusal. */
-  private admit(res: Res, req: HttpRequest): ConnData | undefined {
-    const { registry, secret, metrics } = this.o;
+  private admit(res: Res, req: HttpRequest, address: string): ConnData | undefined {
+    const { registry, secret, metrics, limits } = this.o;
+    const busy = limits.attemptFromAddress(address);
+    if (busy) {
+      this.refuse(res, busy, { address });
+      return undefined;
+    }
     const auth = req.getHeader('authorization');
     const token = /^Bearer[ \t]+/i.test(auth) ? auth.replace(/^Bearer[ \t]+/i, '').trim() : '';
     const instanceId = token ? verifyTunnelToken(secret, token) : undefined;
@@ -101,7 +116,28 @@ export class TunnelSocket {
       return undefined;
     }
     const id = tunnelId(secret, instanceId, port);
-    return { instanceId, port, tunnelId: id, publicUrl: origins.url(id) };
+    const accountId = registry.routes.get(instanceId)!.accountId;
+    const slot = limits.admit(instanceId, accountId, address, id);
+    if (isRefusal(slot)) {
+      this.refuse(res, slot, { instanceId, accountId, port });
+      return undefined;
+    }
+    return { instanceId, port, tunnelId: id, publicUrl: origins.url(id), slot };
+  }
+
+  /**
+   * 429 with the limit's reason (rc-tunnel shows it) and Retry-After; logged for the operator once
+   * a minute per instance or address and limit (a refused loop must not flood the platform's log).
+   */
+  private refuse(res: Res, refusal: TunnelRefusal, about: { instanceId?: string; address?: string } & Record<string, unknown>): void {
+    const key = `${about.instanceId ?? about.address}\0${refusal.detail}`;
+    const now = Date.now();
+    if ((this.logged.get(key) ?? 0) <= now - 60_000) {
+      if (this.logged.size >= 10_000) this.logged.clear();
+      this.logged.set(key, now);
+      this.o.logger.warn('tunnel refused: limit reached (logged once a minute per instance or address)', { ...about, detail: refusal.detail });
+    }
+    answer(this.o.metrics, res, 429, refusal.detail, { 'retry-after': String(refusal.retryAfterSec) });
   }
 
   /**
@@ -109,13 +145,14 @@ export class TunnelSocket {
    * finds the old connection silent and takes over; a second rc-tunnel (or anyone else holding
    * the token) while the owner answers is refused.
    */
-  private takeOver(res: Res, current: Tunnel, upgrade: () => void): void {
+  private takeOver(res: Res, current: Tunnel, slot: TunnelSlot, upgrade: () => void): void {
     const { registry, logger, metrics } = this.o;
     const id = current.data.tunnelId;
     void current.isAlive(this.o.probeTimeoutMs).then((alive) => {
       if (res.aborted) return;
       const now = registry.get(id);
       if (now && !now.closed && (alive || now !== current)) {
+        this.o.limits.release(slot);
         res.cork(() =>
           answer(metrics, res, 409, 'This tunnel is already connected: another rc-tunnel serves this instance and port, and it answers. Stop it first.'),
         );
@@ -192,6 +229,7 @@ export class TunnelSocket {
   }
 
   private close(ws: WebSocket<ConnData>): void {
+    this.o.limits.release(ws.getUserData().slot);
     const tunnel = this.o.registry.remove(ws);
     if (!tunnel) return;
     tunnel.onClosed();

@@ -80,8 +80,9 @@ async function relay(
   t: TestContext,
   identify: (address: string) => Promise<string | undefined>,
   tls?: { ca: Buffer },
+  perInstance?: number,
 ): Promise<{ relay: TunnelRelay; port: number }> {
-  const r = new TunnelRelay({ listenIp: '127.0.0.1', identify, logger: createLogger('silent'), tls });
+  const r = new TunnelRelay({ listenIp: '127.0.0.1', identify, logger: createLogger('silent'), tls, perInstance });
   t.after(() => r.close());
   return { relay: r, port: await r.ensure([]) };
 }
@@ -203,4 +204,62 @@ test('identifying is bounded: an engine that fails or hangs gives 503, never a q
   assert.match(busy, /busy/);
   for (const p of pending) p();
   for (const r of await Promise.all(hanging)) assert.equal(status(r), 403);
+});
+
+/** An upgrade through the relay held open: the socket once the 101 arrived, or the refusal's text. */
+function hold(t: TestContext, port: number): Promise<{ socket?: Socket; refusal?: string }> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port });
+    t.after(() => s.destroy());
+    let got = '';
+    s.on('connect', () => s.write(UPGRADE('/tunnel/connect?port=1')));
+    s.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (/^HTTP\/1\.1 101 /.test(got)) resolve({ socket: s });
+    });
+    s.on('close', () => resolve({ refusal: got }));
+    s.on('error', reject);
+  });
+}
+
+test('connections through the relay are bounded per instance (issue 44): 429 with the reason, freed on close', async (t) => {
+  const broker = await fakeBroker(t);
+  const { relay: r, port } = await relay(t, async () => 'i_a', undefined, 2);
+  r.register('i_a', 'rct-a.i_a', `http://127.0.0.1:${broker.port}`);
+  const first = await hold(t, port);
+  const second = await hold(t, port);
+  assert.ok(first.socket && second.socket);
+  const third = await hold(t, port);
+  assert.match(third.refusal!, /^HTTP\/1\.1 429 /);
+  assert.match(third.refusal!, /retry-after: 30/);
+  assert.match(third.refusal!, /Too many tunnel connections from this instance: 2 are open through the relay \(RC_TUNNEL_RELAY_PER_INSTANCE\)/);
+  first.socket!.destroy();
+  let fourth: { socket?: Socket; refusal?: string } = {};
+  await waitFor(async () => {
+    fourth = await hold(t, port);
+    return fourth.socket !== undefined;
+  });
+  assert.ok(fourth.socket);
+});
+
+test('sockets per source address are bounded before any head is read (issue 44)', async (t) => {
+  const { port } = await relay(t, async () => 'i_a', undefined, 2);
+  // 4 (twice the per-instance limit) sockets that send nothing stay open; the 5th is closed at once.
+  const silent: Socket[] = [];
+  t.after(() => {
+    for (const s of silent) s.destroy();
+  });
+  for (let i = 0; i < 4; i++) {
+    const s = connect({ host: '127.0.0.1', port });
+    s.on('error', () => {});
+    await new Promise((r) => s.once('connect', r));
+    silent.push(s);
+  }
+  const fifth = connect({ host: '127.0.0.1', port });
+  fifth.on('error', () => {});
+  await new Promise((r) => fifth.once('close', r));
+  assert.equal(silent.filter((s) => !s.destroyed).length, 4);
+  // One goes: a new socket is accepted again (and answered: 404 for a plain request).
+  silent.shift()!.destroy();
+  await waitFor(async () => /^HTTP\/1\.1 404 /.test(await exchange(port, 'GET / HTTP/1.1\r\nHost: x\r\n\r\n')));
 });

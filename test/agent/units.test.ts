@@ -39,7 +39,7 @@ test('readLastLines and LogWatcher read a file tail and follow appends', (t) => 
   assert.deepEqual(readLastLines(file, 5), [], 'a missing file has no lines');
   writeFileSync(file, 'a\nb\nc\npartial');
   assert.deepEqual(readLastLines(file, 2), ['c', 'partial']);
-  const w = new LogWatcher(file, 10, 10_000);
+  const w = new LogWatcher(file, undefined, 10, 10_000);
   t.after(() => w.close());
   const got: string[] = [];
   let ended = false;

@@ -14,7 +14,7 @@ import { createGateway, type Gateway } from '../../gateway/server.js';
 import { memoryKeySource } from '../../gateway/auth/keys.js';
 import { createDedicatedEndpoints } from '../../gateway/dedicated/routes.js';
 import { InstanceRouteTable, type InstanceRoute, type RouteStatus } from '../../lib/instance-routes.js';
-import { createTunnelBroker, type TunnelBroker } from '../../gateway/tunnel/broker.js';
+import { createTunnelBroker, type TunnelBroker, type TunnelLimitSettings } from '../../gateway/tunnel/broker.js';
 import type { Server } from '../../lib/http.js';
 import { RC_JS } from '../helpers.js';
 
@@ -41,7 +41,7 @@ export interface GatewayFixture {
 
 export async function startGatewayFixture(
   t: TestContext,
-  o: { maxBodyBytes?: number; proxyUrl?: string; probeTimeoutMs?: number } = {},
+  o: { maxBodyBytes?: number; proxyUrl?: string; probeTimeoutMs?: number; tunnelLimits?: Partial<TunnelLimitSettings> } = {},
 ): Promise<GatewayFixture> {
   const activity: string[] = [];
   const routes = new InstanceRouteTable((id) => activity.push(id), 0);
@@ -50,7 +50,14 @@ export async function startGatewayFixture(
   const bus = new MemoryBus();
   const tunnelSecret = 'test-tunnel-secret-0123456789abcdef';
   const dedicated = createDedicatedEndpoints({ routes, startingRetryAfterSec: 7, maxBodyBytes: o.maxBodyBytes, proxyUrl: o.proxyUrl });
-  const broker = createTunnelBroker({ routes, secret: tunnelSecret, pingIntervalMs: 1_000, maxBodyBytes: o.maxBodyBytes, probeTimeoutMs: o.probeTimeoutMs });
+  const broker = createTunnelBroker({
+    routes,
+    secret: tunnelSecret,
+    pingIntervalMs: 1_000,
+    maxBodyBytes: o.maxBodyBytes,
+    probeTimeoutMs: o.probeTimeoutMs,
+    limits: o.tunnelLimits,
+  });
   const gateway = await createGateway({
     port: 0,
     models: [],
