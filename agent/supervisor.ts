@@ -10,7 +10,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import { AgentClosingError, AgentInstanceNotFoundError, AgentSpecMismatchError, FailureReason } from './errors.js';
 import { EventHub, type EventListener } from './events.js';
-import type { GpuAllocator } from './gpus.js';
+import { instanceGpuEnv, type GpuAllocator } from './gpus.js';
 import { LogWatcher, readLastLines, type LogFollower } from './logs.js';
 import { HostPorts } from './ports.js';
 import { SERVING_TYPES, waitReady } from './readiness.js';
@@ -104,6 +104,8 @@ export class Supervisor {
   /** Takes over the instances recorded in the state file. Call once, before serving. */
   async adopt(): Promise<void> {
     await this.runtime.init?.();
+    const refusal = this.gpuRefusal(1);
+    if (refusal) this.log.warn('GPU launches will be refused', { detail: refusal });
     // What the runtime runs for this agent, by instance id (labels or the environment say which).
     const found = await this.runtime.discover();
     for (const rec of Object.values(this.records)) {
@@ -187,6 +189,11 @@ export class Supervisor {
       },
     };
     this.records[spec.instanceId] = rec;
+    const refusal = this.gpuRefusal(spec.gpuCount);
+    if (refusal) {
+      this.transition(rec, 'failed', 'GPUs cannot be used in containers on this host', FailureReason.gpuRuntimeMissing, refusal);
+      return { info: rec.info, created: true };
+    }
     const gpus = this.gpus.allocate(spec.instanceId, spec.gpuCount);
     if (!gpus) {
       this.transition(
@@ -204,6 +211,16 @@ export class Supervisor {
     const live = this.newLive(spec.instanceId);
     live.launching = this.launch(rec, spec, live);
     return { info: rec.info, created: true };
+  }
+
+  /**
+   * Why a launch of `gpuCount` real GPUs cannot work here (the engine cannot give containers GPUs),
+   * or undefined. Simulated GPUs are never requested from the engine, so they need nothing.
+   */
+  private gpuRefusal(gpuCount: number): string | undefined {
+    const support = this.runtime.gpuSupport;
+    if (gpuCount === 0 || this.gpus.inventory.source !== 'nvidia-smi' || !support || support.ok) return undefined;
+    return support.detail;
   }
 
   private newLive(id: string): Live {
@@ -245,11 +262,11 @@ export class Supervisor {
         if (this.runtime.kind === 'process' || spec.volume.startsWith('/')) mkdirSync(volumePath, { recursive: true });
       }
       if (live.abort.signal.aborted) return;
-      const gpuList = rec.info.gpus.join(',');
+      const gpuDeviceIds = this.gpus.deviceIds(rec.info.gpus);
       const ref = await this.runtime.start({
         spec,
         gpus: rec.info.gpus,
-        gpuDeviceIds: this.gpus.deviceIds(rec.info.gpus),
+        gpuDeviceIds,
         hostPorts,
         instanceDir,
         homeDir,
@@ -257,8 +274,7 @@ export class Supervisor {
         volumePath,
         agentEnv: {
           RC_INSTANCE_ID: id,
-          CUDA_VISIBLE_DEVICES: gpuList,
-          NVIDIA_VISIBLE_DEVICES: gpuList || 'void',
+          ...instanceGpuEnv(this.runtime.kind, rec.info.gpus, gpuDeviceIds),
           ...(spec.sshPublicKey ? { SSH_PUBLIC_KEY: spec.sshPublicKey } : {}),
         },
         onProgress: (message) => {
