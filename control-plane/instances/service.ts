@@ -34,7 +34,7 @@ import type { InstanceRow, InstanceStore } from './store.js';
 import { InstanceTicker } from './tick.js';
 import { UsageBilling } from './usage-billing.js';
 import { ACTIVE } from './states.js';
-import { toStatus, type InstanceStatus } from './views.js';
+import { queuedMessage, toStatus, type InstanceStatus } from './views.js';
 
 export type { InstanceRoute } from './live-routes.js';
 export type { LaunchInput } from './launch.js';
@@ -139,7 +139,16 @@ export class InstanceService {
   // ---- the API -------------------------------------------------------------------------------
 
   view(r: InstanceRow): InstanceStatus {
-    return toStatus(r, this.clock.now(), this.urls, this.settings.instanceIdleTimeoutSec * 1000);
+    const status = toStatus(r, this.clock.now(), this.urls, this.settings.instanceIdleTimeoutSec * 1000);
+    const position = this.queuePosition(r);
+    return position === null ? status : { ...status, message: queuedMessage(position) };
+  }
+
+  /** 1-based place of a queued (pending, unplaced) instance in the queue; null otherwise. */
+  queuePosition(r: InstanceRow): number | null {
+    if (r.state !== 'pending' || r.agent_id !== null) return null;
+    const i = this.instances.queue().findIndex((q) => q.id === r.id);
+    return i < 0 ? null : i + 1;
   }
 
   /** The account's most recent instance (any state); 404 when it never had one. */

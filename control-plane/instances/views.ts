@@ -35,6 +35,14 @@ export interface InstanceStatus {
   host: string | null;
 }
 
+/**
+ * The message of a queued instance: it fits some host but none has the GPUs free now, and where it
+ * stands (1 = placed next; first come first served, so the head waits for the GPUs it needs).
+ */
+export function queuedMessage(position: number): string {
+  return `waiting for capacity (position ${position} in the queue)`;
+}
+
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /**
