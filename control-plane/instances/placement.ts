@@ -41,14 +41,16 @@ export class Placement {
 
   /**
    * The most GPUs one host of the fleet can ever give an instance: the largest GPU total among the
-   * hosts not draining whose inventory is known (reported since this control plane started; it
-   * stays known while a host is unreachable). Undefined while no such host has reported: the
-   * platform cannot tell yet (starting, or every host drained), so launches wait.
+   * hosts not draining (their inventory as last reported; it stays known while a host is
+   * unreachable). Undefined while the platform cannot tell: a host not draining has not reported
+   * since this control plane started (after a restart the hosts connect one by one, and queued
+   * instances must not be ended for want of the host that answers last), or every host drains.
    */
   largestHost(): number | undefined {
     let largest: number | undefined;
     for (const conn of this.ctx.agents.values()) {
-      if (conn.draining || !conn.host) continue;
+      if (conn.draining) continue;
+      if (!conn.host) return undefined;
       largest = Math.max(largest ?? 0, conn.host.gpus.length);
     }
     return largest;

@@ -91,3 +91,24 @@ test('fits some host but not now: waits with its queue position; a queued launch
   assert.equal((await waitStatus(p, z.key, 'ready')).host, 'small');
   assert.equal((await p.call('GET', '/api/notebook/status', { key: x.key })).body.status, 'ready', 'the drained host keeps its instance');
 });
+
+test('a host that has not reported its inventory may hold the launch: it waits; once that host is removed, it ends (no_host_fits)', async (t) => {
+  const small = await startTestAgent(t, { gpus: 1 });
+  const p = await startPlatform(t);
+  await admin(p, 'host.add', { name: 'small', address: small.config.address, token: small.config.token });
+  // Registered, never answering (as a host still booting, or down since the control plane started).
+  await admin(p, 'host.add', { name: 'silent', address: '127.0.0.1:1', token: 'x'.repeat(24) });
+  await waitFor(
+    async () => ((await admin(p, 'host.list', {})).body.hosts as { name: string; state: string }[]).find((h) => h.name === 'small')?.state === 'connected',
+  );
+  const two = await launch(p, 'two@example.com', 2);
+  assert.equal(two.r.status, 200, JSON.stringify(two.r.body));
+  assert.equal(two.r.body.message, queued(1));
+  await p.instances.service.tick();
+  assert.equal((await p.call('GET', '/api/notebook/status', { key: two.key })).body.status, 'pending');
+
+  assert.equal((await admin(p, 'host.remove', { name: 'silent' })).status, 200);
+  const ended = await waitStatus(p, two.key, 'failed');
+  assert.equal(ended.reason, 'no_host_fits');
+  assert.equal((await launch(p, 'later@example.com', 2)).r.status, 400, 'and the next such launch is refused at once');
+});
