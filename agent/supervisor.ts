@@ -4,7 +4,6 @@
 // pending ("starting" | "pulling image" | "waiting for port") -> ready -> stopping -> stopped
 //    \-> failed (reason, detail)          ready -> failed (exited)        any -> removed (event only)
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
@@ -12,12 +11,22 @@ import { AgentClosingError, AgentInstanceNotFoundError, AgentSpecMismatchError, 
 import { EventHub, type EventListener } from './events.js';
 import { instanceGpuEnv, type GpuAllocator } from './gpus.js';
 import { LogWatcher, readLastLines, type LogFollower } from './logs.js';
+import { HostStatus } from './host-status.js';
 import { HostPorts } from './ports.js';
 import { SERVING_TYPES, waitReady } from './readiness.js';
 import { StartFailure, type ExitInfo, type Runtime } from './runtime.js';
 import { redactSpec, specHash, validateSpec } from './spec.js';
 import type { InstanceRecord, RuntimeRef, StateStore } from './state.js';
-import { ACTIVE_STATES, type HostInfo, type InstanceEvent, type InstanceInfo, type InstanceState, type LaunchSpec, type ReconcileResult } from './types.js';
+import {
+  ACTIVE_STATES,
+  type GpuUsage,
+  type HostInfo,
+  type InstanceEvent,
+  type InstanceInfo,
+  type InstanceState,
+  type LaunchSpec,
+  type ReconcileResult,
+} from './types.js';
 
 export interface SupervisorOptions {
   store: StateStore;
@@ -36,6 +45,8 @@ export interface SupervisorOptions {
    * the data dir, so an instance never needs (nor gets) a way into it.
    */
   instancesRoot: string;
+  /** The last telemetry sample of a GPU, reported with the host status (gpu-telemetry.ts); absent: none. */
+  gpuUsage?: (index: number) => GpuUsage | undefined;
   logger: Logger;
   clock: Clock;
 }
@@ -62,7 +73,7 @@ export class Supervisor {
   private readonly ports: HostPorts;
   private readonly hub = new EventHub();
   private readonly live = new Map<string, Live>();
-  private readonly hostListeners = new Set<() => void>();
+  private readonly hostStatus: HostStatus;
   private readonly log: Logger;
   private closed = false;
 
@@ -72,6 +83,13 @@ export class Supervisor {
     this.gpus = opts.gpus;
     this.ports = new HostPorts(opts.runtime.checkHost);
     this.log = opts.logger;
+    this.hostStatus = new HostStatus({
+      agentId: () => this.agentId,
+      runtime: opts.runtime.kind,
+      advertiseHost: opts.advertiseHost,
+      gpus: opts.gpus,
+      usage: opts.gpuUsage,
+    });
   }
 
   get agentId(): string {
@@ -465,25 +483,17 @@ export class Supervisor {
   }
 
   host(): HostInfo {
-    return {
-      agentId: this.agentId,
-      hostname: hostname(),
-      runtime: this.runtime.kind,
-      advertiseHost: this.opts.advertiseHost,
-      gpus: this.gpus.snapshot(),
-      freeGpus: this.gpus.free,
-      gpuSource: this.gpus.inventory.source,
-    };
+    return this.hostStatus.info();
   }
 
-  /** Calls `listener` whenever GPU assignment changes. */
+  /** Calls `listener` whenever the host status changes (GPU assignment, telemetry). */
   onHostChange(listener: () => void): () => void {
-    this.hostListeners.add(listener);
-    return () => this.hostListeners.delete(listener);
+    return this.hostStatus.onChange(listener);
   }
 
-  private notifyHost(): void {
-    for (const l of this.hostListeners) l();
+  /** Tells the host's watchers that its status changed (a new telemetry sample). */
+  notifyHost(): void {
+    this.hostStatus.changed();
   }
 
   /**

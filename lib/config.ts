@@ -230,6 +230,12 @@ export const SETTINGS = {
   agentGpus: setting('RC_AGENT_GPUS', z.coerce.number().int().min(0).max(64), 4, 'Simulated GPUs when nvidia-smi is absent'),
   agentGpuModel: setting('RC_AGENT_GPU_MODEL', z.string().min(1), 'Simulated GPU', 'Model name of the simulated GPUs'),
   agentGpuMemoryMb: setting('RC_AGENT_GPU_MEMORY_MB', positiveInt, 81920, 'Memory of each simulated GPU (MiB)'),
+  agentGpuSampleMs: setting(
+    'RC_AGENT_GPU_SAMPLE_MS',
+    z.coerce.number().int().min(0),
+    5000,
+    'GPU telemetry: one nvidia-smi call for every GPU this often (utilization, memory); 0: off. Simulated GPUs are never sampled',
+  ),
   agentReadyTimeoutMs: setting('RC_AGENT_READY_TIMEOUT_MS', ms, 120_000, 'Readiness deadline of an instance (port open)'),
   agentServingReadyTimeoutMs: setting(
     'RC_AGENT_SERVING_READY_TIMEOUT_MS',

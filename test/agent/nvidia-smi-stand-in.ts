@@ -2,7 +2,7 @@
 // inventory, per-GPU utilization and memory, or a failure). It answers the two queries the agent
 // makes (agent/gpus.ts), in nvidia-smi's `--format=csv,noheader,nounits` shape, from files next to
 // it, so a test can change an answer while the agent runs.
-import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface StandInGpu {
@@ -31,6 +31,7 @@ export class NvidiaSmiStandIn {
       this.command,
       `#!/bin/sh
 d=$(dirname "$0")
+echo "$*" >> "$d/calls"
 if [ -f "$d/fail" ]; then cat "$d/fail" >&2; exit 9; fi
 case "$*" in
   *--query-gpu=index,uuid,name,memory.total*) cat "$d/inventory.csv" ;;
@@ -51,6 +52,11 @@ esac
   /** Utilization (%) and memory used (MiB) per GPU index. */
   setUsage(usage: { index: number; utilization: number; memoryUsedMb: number }[]): void {
     writeFileSync(join(this.dir, 'usage.csv'), usage.map((u) => `${u.index}, ${u.utilization}, ${u.memoryUsedMb}\n`).join(''));
+  }
+
+  /** The arguments of every call so far, one string per call. */
+  calls(): string[] {
+    return existsSync(join(this.dir, 'calls')) ? readFileSync(join(this.dir, 'calls'), 'utf8').split('\n').filter(Boolean) : [];
   }
 
   /** Every call fails (exit 9, `message` on stderr) until `fail(undefined)`. */

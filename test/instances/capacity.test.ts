@@ -2,13 +2,18 @@
 // runtime): a gpu_count no host can ever hold (by total GPUs, drained hosts left out) is refused at
 // once with a 400 naming the largest that fits; one that fits some host but not now waits, its
 // status message giving its queue position; a queued instance whose only host was drained ends
-// (`no_host_fits`) instead of blocking the queue behind it.
+// (`no_host_fits`) instead of blocking the queue behind it. And the operator's host list shows
+// every GPU with its telemetry.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { adminToken } from '../../control-plane/secrets.js';
 import { waitFor } from '../helpers.js';
-import { startPlatform, startTestAgent, waitStatus, type Platform } from './harness.js';
+import { join } from 'node:path';
+import { startAgent } from '../../agent/server.js';
+import { createLogger } from '../../lib/log.js';
+import { FOUR_H100, NvidiaSmiStandIn } from '../agent/nvidia-smi-stand-in.js';
+import { newToken, startPlatform, startTestAgent, tempDir, waitStatus, type Platform } from './harness.js';
 
 async function admin(p: Platform, op: string, body: unknown) {
   const r = await request(`${p.cp.url}/api/admin/${op}`, {
@@ -111,4 +116,46 @@ test('a host that has not reported its inventory may hold the launch: it waits; 
   const ended = await waitStatus(p, two.key, 'failed');
   assert.equal(ended.reason, 'no_host_fits');
   assert.equal((await launch(p, 'later@example.com', 2)).r.status, 400, 'and the next such launch is refused at once');
+});
+
+test('host.list shows every GPU of a host with its holder and its telemetry (from the agent, nvidia-smi stand-in); simulated GPUs have none', async (t) => {
+  const smi = new NvidiaSmiStandIn(join(tempDir(t, 'rc-smi-'), 'smi'));
+  smi.setGpus(FOUR_H100.slice(0, 2));
+  smi.setUsage([
+    { index: 0, utilization: 97, memoryUsedMb: 4915 },
+    { index: 1, utilization: 0, memoryUsedMb: 0 },
+  ]);
+  const token = newToken();
+  const real = await startAgent({
+    host: '127.0.0.1',
+    port: 0,
+    token,
+    dataDir: tempDir(t, 'rc-inst-agent-'),
+    gpus: { detect: 'auto', command: smi.command },
+    gpuSampleMs: 50,
+    lostControlPlaneGraceMs: 0,
+    heartbeatMs: 200,
+    logger: createLogger('silent'),
+  });
+  t.after(() => real.close());
+  const sim = await startTestAgent(t, { gpus: 1 });
+  const p = await startPlatform(t);
+  await admin(p, 'host.add', { name: 'real', address: real.address, token });
+  await admin(p, 'host.add', { name: 'sim', address: sim.config.address, token: sim.config.token });
+  const hosts = await waitFor(async () => {
+    const list = (await admin(p, 'host.list', {})).body.hosts as any[]; // eslint-disable-line @typescript-eslint/no-explicit-any
+    return list.length === 2 && list[0].gpus?.[0]?.utilization_pct === 97 && list[1].gpus ? list : undefined;
+  });
+  const [r, s] = hosts;
+  assert.deepEqual(
+    r.gpus.map((g: any) => [g.index, g.model, g.memory_mb, g.instance_id, g.utilization_pct, g.memory_used_mb]), // eslint-disable-line @typescript-eslint/no-explicit-any
+    [
+      [0, 'NVIDIA H100 80GB HBM3', 81559, null, 97, 4915],
+      [1, 'NVIDIA H100 80GB HBM3', 81559, null, 0, 0],
+    ],
+  );
+  assert.ok(!Number.isNaN(Date.parse(r.gpus[0].sampled_at)));
+  assert.deepEqual(s.gpus, [
+    { index: 0, model: 'Simulated GPU', memory_mb: 81920, instance_id: null, utilization_pct: null, memory_used_mb: null, sampled_at: null },
+  ]);
 });
