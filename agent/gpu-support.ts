@@ -43,6 +43,16 @@ export function findNvidiaHook(path = process.env.PATH ?? ''): string | undefine
 export const GPU_RUNTIME_INSTALL_HINT =
   'Install the NVIDIA Container Toolkit on this host (package nvidia-container-toolkit), run `nvidia-ctk runtime configure --runtime=docker` and restart the docker engine, then restart the agent.';
 
+/**
+ * Why a launch of `gpuCount` GPUs cannot work on this host, or undefined: only real GPUs (found by
+ * nvidia-smi) are requested from the engine, and only a runtime that reports `support` (docker)
+ * needs the engine's help; host processes use the host's driver.
+ */
+export function gpuLaunchRefusal(gpuCount: number, source: 'nvidia-smi' | 'configured', support: EngineGpuSupport | undefined): string | undefined {
+  if (gpuCount === 0 || source !== 'nvidia-smi' || !support || support.ok) return undefined;
+  return support.detail;
+}
+
 /** Judges an engine from its GET /info answer and the hook lookup. */
 export function engineGpuSupport(info: unknown, hook: string | undefined = findNvidiaHook()): EngineGpuSupport {
   const runtimes = nvidiaRuntimes(info);

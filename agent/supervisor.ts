@@ -1,17 +1,20 @@
 // The supervisor: the lifecycle of every instance on this host. It owns the state file, the GPU
 // and port accounting, readiness, exit detection, logs, events, and reconciliation after a restart.
+// Apart from it: what is written for an instance before it starts (instance-files.ts), the host
+// status and its watchers (host-status.ts), the GPU variables and the engine's GPU support
+// (gpus.ts, gpu-support.ts).
 //
 // pending ("starting" | "pulling image" | "waiting for port") -> ready -> stopping -> stopped
 //    \-> failed (reason, detail)          ready -> failed (exited)        any -> removed (event only)
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import { AgentClosingError, AgentInstanceNotFoundError, AgentSpecMismatchError, FailureReason } from './errors.js';
 import { EventHub, type EventListener } from './events.js';
+import { gpuLaunchRefusal } from './gpu-support.js';
 import { instanceGpuEnv, type GpuAllocator } from './gpus.js';
 import { LogWatcher, readLastLines, type LogFollower } from './logs.js';
 import { HostStatus } from './host-status.js';
+import { InstanceFiles } from './instance-files.js';
 import { HostPorts } from './ports.js';
 import { SERVING_TYPES, waitReady } from './readiness.js';
 import { StartFailure, type ExitInfo, type Runtime } from './runtime.js';
@@ -74,6 +77,7 @@ export class Supervisor {
   private readonly hub = new EventHub();
   private readonly live = new Map<string, Live>();
   private readonly hostStatus: HostStatus;
+  private readonly files: InstanceFiles;
   private readonly log: Logger;
   private closed = false;
 
@@ -83,6 +87,7 @@ export class Supervisor {
     this.gpus = opts.gpus;
     this.ports = new HostPorts(opts.runtime.checkHost);
     this.log = opts.logger;
+    this.files = new InstanceFiles(opts.store.dir, opts.instancesRoot);
     this.hostStatus = new HostStatus({
       agentId: () => this.agentId,
       runtime: opts.runtime.kind,
@@ -104,17 +109,8 @@ export class Supervisor {
     return this.store.state.instances;
   }
 
-  private instanceDir(id: string): string {
-    return join(this.store.dir, 'instances', id);
-  }
-
-  /** The instance's working directory and the root of its files (outside the data dir). */
-  private homeDir(id: string): string {
-    return join(this.opts.instancesRoot, 'homes', id);
-  }
-
   private logFile(id: string): string {
-    return join(this.instanceDir(id), 'instance.log');
+    return this.files.logFile(id);
   }
 
   // ---- restart: adopt what still runs, fail what is gone, kill orphans -----------------------
@@ -236,9 +232,7 @@ export class Supervisor {
    * or undefined. Simulated GPUs are never requested from the engine, so they need nothing.
    */
   private gpuRefusal(gpuCount: number): string | undefined {
-    const support = this.runtime.gpuSupport;
-    if (gpuCount === 0 || this.gpus.inventory.source !== 'nvidia-smi' || !support || support.ok) return undefined;
-    return support.detail;
+    return gpuLaunchRefusal(gpuCount, this.gpus.inventory.source, this.runtime.gpuSupport);
   }
 
   private newLive(id: string): Live {
@@ -261,24 +255,7 @@ export class Supervisor {
       const hostPorts = new Map<number, number>();
       for (const port of spec.ports) hostPorts.set(port, await this.ports.allocate());
       rec.info.endpoints = spec.ports.map((port) => ({ port, host: this.opts.advertiseHost, hostPort: hostPorts.get(port)! }));
-      const instanceDir = this.instanceDir(id);
-      const homeDir = this.homeDir(id);
-      mkdirSync(instanceDir, { recursive: true });
-      mkdirSync(homeDir, { recursive: true, mode: 0o700 });
-      for (const [path, content] of Object.entries(spec.files)) {
-        const target = join(homeDir, path);
-        mkdirSync(dirname(target), { recursive: true });
-        writeFileSync(target, content, { mode: 0o600 });
-      }
-      if (spec.sshPublicKey) {
-        mkdirSync(join(homeDir, '.ssh'), { recursive: true, mode: 0o700 });
-        writeFileSync(join(homeDir, '.ssh', 'authorized_keys'), spec.sshPublicKey + '\n', { mode: 0o600 });
-      }
-      let volumePath: string | undefined;
-      if (spec.volume) {
-        volumePath = spec.volume.startsWith('/') ? spec.volume : join(this.opts.instancesRoot, 'volumes', spec.volume);
-        if (this.runtime.kind === 'process' || spec.volume.startsWith('/')) mkdirSync(volumePath, { recursive: true });
-      }
+      const { instanceDir, homeDir, volumePath } = this.files.provision(spec, this.runtime.kind);
       if (live.abort.signal.aborted) return;
       const gpuDeviceIds = this.gpus.deviceIds(rec.info.gpus);
       const ref = await this.runtime.start({
@@ -443,8 +420,7 @@ export class Supervisor {
     delete this.records[id];
     this.transition(rec, 'removed', 'removed', '', '', false);
     this.store.save();
-    rmSync(this.instanceDir(id), { recursive: true, force: true });
-    rmSync(this.homeDir(id), { recursive: true, force: true });
+    this.files.remove(id);
     return true;
   }
 
