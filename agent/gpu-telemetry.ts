@@ -32,7 +32,7 @@ export interface GpuSamplerOptions {
   intervalMs: number;
   clock: Clock;
   logger: Logger;
-  /** Called after a sample that changed what is reported. */
+  /** Called after every sample that has figures, and once when they are dropped. */
   onChange: () => void;
 }
 
@@ -76,7 +76,9 @@ export class GpuSampler {
       this.failing = true;
       this.opts.logger.warn('GPU telemetry: nvidia-smi failed; no figures until it answers', { detail: result.error });
     }
-    const changed = !sameFigures(this.latest, next);
+    // Every sample goes out, unchanged figures too: the control plane's idle rule averages the
+    // utilization over a window of samples (a GPU steady at 100 % must keep counting as busy).
+    const changed = next.size > 0 || this.latest.size > 0;
     this.latest = next;
     if (changed) this.opts.onChange();
   }
@@ -90,14 +92,4 @@ export class GpuSampler {
     this.stopped = true;
     clearTimeout(this.timer);
   }
-}
-
-/** Same utilization and memory for the same GPUs (the time alone is no change worth a host update). */
-function sameFigures(a: Map<number, GpuUsage>, b: Map<number, GpuUsage>): boolean {
-  if (a.size !== b.size) return false;
-  for (const [i, u] of a) {
-    const v = b.get(i);
-    if (!v || v.utilizationPct !== u.utilizationPct || v.memoryUsedMb !== u.memoryUsedMb) return false;
-  }
-  return true;
 }

@@ -347,6 +347,13 @@ export const SETTINGS = {
     'Maximum lifetime of an instance, from placement on a host (destroyed after)',
   ),
   instanceIdleTimeoutSec: setting('RC_INSTANCE_IDLE_TIMEOUT_SEC', positiveInt, 3_600, 'A ready instance with no visible activity for this long is destroyed'),
+  instanceGpuBusyPct: setting(
+    'RC_INSTANCE_GPU_BUSY_PCT',
+    z.coerce.number().min(0).max(100),
+    1,
+    'An instance whose GPU averages at least this utilization (%) over the busy window is active (idle GPUs read 0 %, a Python-bound decode loop 0-5 %); 0: GPUs never count',
+  ),
+  instanceGpuBusyWindowSec: setting('RC_INSTANCE_GPU_BUSY_WINDOW_SEC', positiveInt, 300, 'The window the GPU utilization is averaged over for the idle rule'),
   instanceLaunchRate: setting(
     'RC_INSTANCE_LAUNCH_RATE',
     z.string().regex(/^\d+:\d+(,\d+:\d+)*$/, 'windows as seconds:count,seconds:count,...'),
