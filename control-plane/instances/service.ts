@@ -36,7 +36,7 @@ import type { InstanceRow, InstanceStore } from './store.js';
 import { InstanceTicker } from './tick.js';
 import { UsageBilling } from './usage-billing.js';
 import { ACTIVE } from './states.js';
-import { queuedMessage, toStatus, type InstanceStatus } from './views.js';
+import { instanceGpuUsage, queuedMessage, toStatus, type InstanceStatus } from './views.js';
 
 export type { InstanceRoute } from './live-routes.js';
 export type { LaunchInput } from './launch.js';
@@ -151,7 +151,9 @@ export class InstanceService {
   view(r: InstanceRow): InstanceStatus {
     const status = toStatus(r, this.clock.now(), this.urls, this.settings.instanceIdleTimeoutSec * 1000);
     const position = this.queuePosition(r);
-    return position === null ? status : { ...status, message: queuedMessage(position) };
+    if (position !== null) return { ...status, message: queuedMessage(position) };
+    if (r.agent_id === null || (r.state !== 'ready' && r.state !== 'pending')) return status;
+    return { ...status, gpus: instanceGpuUsage(this.agents.get(r.agent_id)?.host, r.id) };
   }
 
   /** 1-based place of a queued (pending, unplaced) instance in the queue; null otherwise. */

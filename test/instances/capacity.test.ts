@@ -76,7 +76,7 @@ test('fits some host but not now: waits with its queue position; a queued launch
   });
 
   const x = await launch(p, 'x@example.com', 4);
-  await waitStatus(p, x.key, 'ready');
+  assert.equal((await waitStatus(p, x.key, 'ready')).gpus, null, 'simulated GPUs: no figures in the status object');
   // y (4 GPUs) fits the big host, not now; z (1 GPU) would fit the small one but waits behind y (first come first served).
   const y = await launch(p, 'y@example.com', 4);
   assert.equal(y.r.status, 200);

@@ -61,6 +61,17 @@ test('a busy GPU keeps an instance without traffic alive; once it is quiet, the 
   // Training: the GPU at 100 %, no request through the platform.
   smi.setUsage([{ index: 0, utilization: 100, memoryUsedMb: 60_000 }]);
   await nextSample(100);
+  // The tenant sees its GPU's figures in the status object.
+  const seen = (await p.call('GET', '/api/notebook/status', { key: me.key })).body;
+  assert.deepEqual(
+    seen.gpus.map((g: { index: number; model: string; utilization_pct: number; memory_used_mb: number }) => [
+      g.index,
+      g.model,
+      g.utilization_pct,
+      g.memory_used_mb,
+    ]),
+    [[0, 'NVIDIA H100 80GB HBM3', 100, 60_000]],
+  );
   clock.advance(590_000);
   await nextSample(100);
   await svc.tick();
@@ -81,6 +92,7 @@ test('a busy GPU keeps an instance without traffic alive; once it is quiet, the 
   await svc.tick();
   const stopped = await waitStatus(p, me.key, 'stopped');
   assert.equal(stopped.reason, 'idle_timeout');
+  assert.equal(stopped.gpus, null, 'an ended instance holds no GPU');
 });
 
 test('GpuActivity: the window mean against the threshold; a repeated sample, a new holder and a freed GPU', () => {
