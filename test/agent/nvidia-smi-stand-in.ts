@@ -31,7 +31,9 @@ export class NvidiaSmiStandIn {
       this.command,
       `#!/bin/sh
 d=$(dirname "$0")
-echo "$*" >> "$d/calls"
+# Logged only while the log exists: a test's cleanup removing the dir while the agent still
+# samples must not see a file appear again (ENOTEMPTY).
+if [ -f "$d/calls" ]; then echo "$*" >> "$d/calls"; fi
 if [ -f "$d/fail" ]; then cat "$d/fail" >&2; exit 9; fi
 case "$*" in
   *--query-gpu=index,uuid,name,memory.total*) cat "$d/inventory.csv" ;;
@@ -41,6 +43,7 @@ esac
 `,
     );
     chmodSync(this.command, 0o755);
+    writeFileSync(join(dir, 'calls'), '');
     this.setGpus([]);
     this.setUsage([]);
   }
