@@ -57,8 +57,8 @@ test('containers: the engine is asked for GPUs 2 and 3 by UUID; no host index in
     stripDeviceRequests: true,
   });
   await proxy.start();
-  t.after(() => proxy.close());
   const { client } = await dockerAgent(t, { dockerSocket: proxy.socketPath, gpus: { detect: 'auto', command: smi.command } });
+  t.after(() => proxy.close()); // after the agent's close: its engine calls go through the proxy
 
   const host = await client.getHost();
   assert.equal(host.gpuSource, 'nvidia-smi');
@@ -94,6 +94,9 @@ test('containers: the engine is asked for GPUs 2 and 3 by UUID; no host index in
   const inside = c.Config.Env as string[];
   assert.ok(!inside.some((e) => e.startsWith('CUDA_VISIBLE_DEVICES=')));
   assert.ok(inside.includes(`NVIDIA_VISIBLE_DEVICES=${uuids.join(',')}`));
+  // Nothing left running: the agent writes no state once the test's directories are gone.
+  assert.equal(await client.remove(first), true);
+  assert.equal(await client.remove(second), true);
 });
 
 test('an engine without the NVIDIA runtime: GPU launches fail at once with gpu_runtime_missing and what to install; CPU-only launches run', async (t) => {
