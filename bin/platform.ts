@@ -24,7 +24,7 @@ import type { Instances } from '../control-plane/instances/index.js';
 import { startInstanceProxyServer, type InstanceProxy } from '../control-plane/proxy/proxy.js';
 import { ProxyTickets } from '../control-plane/proxy/handover.js';
 import { proxyBaseUrl } from '../lib/instance-origin.js';
-import { routesFromInstances } from '../gateway/dedicated/from-instances.js';
+import { followGone, routesFromInstances } from '../gateway/dedicated/from-instances.js';
 import { tunnelSecret } from '../lib/tunnel/identity.js';
 import type { Server } from '../lib/http.js';
 import { namingSetting } from '../lib/errors.js';
@@ -127,6 +127,9 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     // traffic resets the instance's idle timer.
     const slot = new InstancesSlot();
     const routes = routesFromInstances(slot);
+    // What the readers keep per instance (throttle entries, connection pools) goes with it.
+    const unfollowGone = followGone(bus, routes);
+    closers.add(async () => unfollowGone());
     const secret = tunnelSecret(config.tunnelSecret, dataDir);
     // Each instance's app on an origin of its own (`<id>.localhost:<port>` by default); the platform
     // API hands the browser session over with single-use tickets (control-plane/proxy/handover.ts).

@@ -4,8 +4,8 @@ import { RcError } from '../lib/errors.js';
 
 type Loader = () => Promise<Command>;
 
-/** Subcommands: name -> loader. Parts add their own line here. */
-const COMMANDS: Record<string, { summary: string; load: Loader }> = {
+/** Subcommands: name -> loader, and its line for `rc --help` (else the loaded command's own). Parts add their own line here. */
+const COMMANDS: Record<string, { summary?: string; load: Loader }> = {
   start: { summary: 'Run the whole platform on embedded defaults', load: async () => (await import('./start.js')).startCommand },
   'control-plane': {
     summary: 'Run the control plane alone (gateways and agents run apart)',
@@ -14,34 +14,32 @@ const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   sim: { summary: 'Run the simulated OpenAI-compatible serving backend', load: async () => (await import('../sim/cli.js')).simCommand },
   agent: { summary: 'Run the host agent (gRPC) that starts and stops instances', load: async () => (await import('../agent/cli.js')).agentCommand },
   gateway: { summary: 'Run the shared model gateway on its own', load: async () => (await import('../gateway/cli.js')).gatewayCommand },
-  account: {
-    summary: 'Manage accounts (create, verify, list, grant-credits, set-limits)',
-    load: async () => (await import('../control-plane/cli.js')).accountCommand,
-  },
-  coupon: { summary: 'Manage coupons (create, list)', load: async () => (await import('../control-plane/cli.js')).couponCommand },
-  image: { summary: 'Manage the image catalog (add, disable, list)', load: async () => (await import('../control-plane/cli.js')).imageCommand },
-  model: { summary: 'Manage the shared model catalog (add, remove, list)', load: async () => (await import('../control-plane/cli.js')).modelCommand },
-  host: { summary: 'Manage the GPU hosts (add, list, drain, resume, remove)', load: async () => (await import('../control-plane/cli.js')).hostCommand },
+  // The operator groups' lines come from their own tables (control-plane/cli.ts), every subcommand named.
+  account: { load: async () => (await import('../control-plane/cli.js')).accountCommand },
+  coupon: { load: async () => (await import('../control-plane/cli.js')).couponCommand },
+  image: { load: async () => (await import('../control-plane/cli.js')).imageCommand },
+  model: { load: async () => (await import('../control-plane/cli.js')).modelCommand },
+  host: { load: async () => (await import('../control-plane/cli.js')).hostCommand },
   tunnel: {
     summary: 'Expose a local service of this instance on a public URL (rc-tunnel)',
     load: async () => (await import('../agent/tunnel/cli.js')).tunnelCommand,
   },
 };
 
-function help(): string {
-  const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`);
+async function help(): Promise<string> {
+  const rows = await Promise.all(Object.entries(COMMANDS).map(async ([name, c]) => `  ${name.padEnd(14)} ${c.summary ?? (await c.load()).summary}`));
   return `Usage: rc <command> [options]\n\nCommands:\n${rows.join('\n')}\n\nrc <command> --help shows a command's options.\n`;
 }
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(help());
+    process.stdout.write(await help());
     return name ? 0 : 2;
   }
   const entry = COMMANDS[name];
   if (!entry) {
-    process.stderr.write(`rc: unknown command ${JSON.stringify(name)}\n\n${help()}`);
+    process.stderr.write(`rc: unknown command ${JSON.stringify(name)}\n\n${await help()}`);
     return 2;
   }
   const command = await entry.load();

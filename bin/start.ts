@@ -2,6 +2,7 @@
 // `rc control-plane`: the same without the embedded gateway and agent, for a fleet. Gateways run
 // apart (`rc gateway` with RC_CONTROL_PLANE_URL, RC_INTERNAL_TOKEN and REDIS_URL) and GPU hosts
 // run `rc agent`, registered with `rc host add`.
+import { resolve } from 'node:path';
 import { instanceOrigin, proxyBaseUrl } from '../lib/instance-origin.js';
 import { LOCAL_TUNNELS_HOST, TunnelOrigins } from '../gateway/tunnel/origins.js';
 import { closeOnSignal, parse, type Command } from '../lib/cli.js';
@@ -65,7 +66,10 @@ export const startCommand: Command = {
     for (const s of p.sims) out.write(`  sim backend    ${s.url}/v1   model ${s.model}\n`);
     out.write(`  data           ${config.dataDir}\n`);
     out.write('\nGet an API key (in another terminal):\n');
-    out.write('  npx rc account create --email you@example.com --verified --credits 10\n');
+    // The CLI finds the platform through its data dir: a dir set here must be set there too.
+    const dataDirEnv = process.env.RC_DATA_DIR ? `RC_DATA_DIR=${resolve(config.dataDir)} ` : '';
+    out.write(`  ${dataDirEnv}npx rc account create --email you@example.com --password 'choose-a-password' --verified --credits 10\n`);
+    out.write("  (the password signs in to the console at the platform API's URL)\n");
     out.write(`Then:\n  curl ${p.gateway.url}/v1/models -H "Authorization: Bearer <api_token>"\n\n`);
   }),
 };

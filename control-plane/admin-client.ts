@@ -3,25 +3,31 @@
 // tells every gateway. Otherwise the CLI opens the SQLite file itself (WAL and busy_timeout
 // make a concurrent writer safe) and publishes events on Redis when REDIS_URL is set (with no
 // platform running, no in-process gateway exists to tell).
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { request } from 'undici';
 import { Redis } from 'ioredis';
 import { busChannel, type BusEvent } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import { RcError } from '../lib/errors.js';
 import { runAdminOp, type AdminOpName } from './admin.js';
+import { databasePath } from './db.js';
 import { adminToken } from './secrets.js';
 import { RUNTIME_FILE, type RuntimeInfo } from './server.js';
 import { Store } from './store.js';
 
 export interface AdminClientOptions {
   dataDir: string;
+  /** Create the platform's database when the data dir has none (`rc ... --init`); else refuse (NoPlatformError). */
+  init?: boolean;
   redisUrl?: string;
   /** The prefix of the platform's Redis keys and event channel (RC_GATE_KEY_PREFIX). */
   redisPrefix: string;
   configuredModels: readonly ModelEntry[];
 }
+
+/** The database's file name in a data dir, for messages. */
+const DATABASE_FILE = basename(databasePath('.'));
 
 export type AdminCall = (op: AdminOpName, input: Record<string, unknown>) => Promise<unknown>;
 
@@ -74,6 +80,21 @@ async function viaApi(info: RuntimeInfo, token: string, op: string, input: Recor
   return { body };
 }
 
+/**
+ * The data dir holds no platform (no runtime file, no database) and the CLI was not told to make
+ * one: a new database there would print a key no running platform knows (the easy mistake is
+ * RC_DATA_DIR set for `npm start` and not in the second shell).
+ */
+export class NoPlatformError extends RcError {
+  constructor(dataDir: string) {
+    super(
+      'RC_ERR_NO_PLATFORM',
+      `no platform at ${dataDir} (no ${DATABASE_FILE} there): give the running platform's data dir (--data-dir or RC_DATA_DIR), or --init to create a new platform there`,
+      404,
+    );
+  }
+}
+
 /** Runs one operation against the running platform, or directly on the database. */
 export async function callAdmin(options: AdminClientOptions, op: AdminOpName, input: Record<string, unknown>): Promise<unknown> {
   const info = runtimeInfo(options.dataDir);
@@ -81,6 +102,7 @@ export async function callAdmin(options: AdminClientOptions, op: AdminOpName, in
     const r = await viaApi(info, adminToken(options.dataDir), op, input);
     if (r) return r.body;
   }
+  if (!options.init && !existsSync(databasePath(options.dataDir))) throw new NoPlatformError(options.dataDir);
   const store = new Store({ dataDir: options.dataDir });
   const publisher = options.redisUrl ? redisPublisher(options.redisUrl, busChannel(options.redisPrefix)) : undefined;
   try {

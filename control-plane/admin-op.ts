@@ -28,6 +28,8 @@ export interface AdminContext {
   settings?: Pick<ControlPlaneSettings, 'couponRedemption'>;
   /** Who acts, for the audit log: an operator's e-mail, the admin token, or the CLI on the database (default). */
   actor?: string;
+  /** Lifetime of a launch verification token an operator issues (RC_LAUNCH_TOKEN_TTL_SEC; default: its default). */
+  launchTokenTtlSec?: number;
 }
 
 export interface AdminOp<S extends z.ZodType> {

@@ -7,7 +7,7 @@ import { modelEntrySchema } from '../lib/config.js';
 import { accountByEmail, email, ensureKey, op, type AdminContext, type AdminOp } from './admin-op.js';
 import { API_ERRORS } from './errors.js';
 import { StoredFleet, type FleetControl } from './instances/fleet.js';
-import { MICROS, toMicros } from './ledger.js';
+import { codeEntropyBits, MICROS, MIN_CUSTOM_CODE_BITS, toMicros } from './ledger.js';
 import { hashPassword } from './passwords.js';
 import { mergedCatalog } from './sources.js';
 import { ACCOUNT_OPS } from './operator/account-ops.js';
@@ -99,6 +99,12 @@ export const ADMIN_OPS = {
         .string()
         .trim()
         .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{3,63}$/, 'code must be 4-64 letters, digits, - or _')
+        // A short or patterned code falls to guessing however slow the redemption limits make it
+        // (a 4-character one fell in 107,000 tries, issue 44).
+        .refine((c) => codeEntropyBits(c) >= MIN_CUSTOM_CODE_BITS, {
+          error: (iss) =>
+            `code is too easy to guess: about ${Math.floor(codeEntropyBits(String(iss.input)))} bits, at least ${MIN_CUSTOM_CODE_BITS} needed (16 or more random letters and digits; leave it out for a generated code)`,
+        })
         .optional(),
     }),
     (ctx, i) => {

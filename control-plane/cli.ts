@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 import { numberOption, parse, printJson, UsageError, type Command } from '../lib/cli.js';
 import { loadConfig } from '../lib/config.js';
+import { RcError } from '../lib/errors.js';
 import type { AdminOpName } from './admin.js';
 import { callAdmin } from './admin-client.js';
 
@@ -20,8 +21,12 @@ interface Sub {
   input(v: Values, positional?: string): Record<string, unknown>;
 }
 
-const COMMON: Options = { 'data-dir': { type: 'string' } };
-const COMMON_HELP = '  --data-dir DIR   data dir of the platform (default: RC_DATA_DIR or ./data)\n  -h, --help       this help';
+const COMMON: Options = { 'data-dir': { type: 'string' }, init: { type: 'boolean' } };
+const COMMON_HELP = [
+  '  --data-dir DIR   data dir of the platform (default: RC_DATA_DIR or ./data)',
+  '  --init           create a new platform database there when it has none (else: refused, exit 1)',
+  '  -h, --help       this help',
+].join('\n');
 
 const str = (v: Values, name: string): string | undefined => v[name] as string | undefined;
 function required(v: Values, name: string): string {
@@ -63,7 +68,7 @@ const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entrie
 
 const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
   account: {
-    summary: 'Manage accounts: create, verify, list, set-operator, reject, disable, grant-credits, set-limits',
+    summary: 'Manage accounts',
     subs: {
       create: {
         summary: 'Create an account; prints it with api_token (null when unverified)',
@@ -153,10 +158,10 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
     },
   },
   coupon: {
-    summary: 'Manage coupons: create, list',
+    summary: 'Manage coupons',
     subs: {
       create: {
-        summary: 'Create a coupon; prints {code, credits}',
+        summary: 'Create a coupon; prints {code, credits} (a custom --code needs 64 bits: 16+ random letters and digits)',
         usage: '--credits N [--email E] [--code CODE]',
         options: { credits: { type: 'string' }, email: { type: 'string' }, code: { type: 'string' } },
         op: 'coupon.create',
@@ -171,7 +176,7 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
     },
   },
   image: {
-    summary: 'Manage the image catalog: add, disable, list',
+    summary: 'Manage the image catalog',
     subs: {
       add: {
         summary: 'Add an image (or rename and re-enable it)',
@@ -191,7 +196,7 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
     },
   },
   host: {
-    summary: 'Manage the GPU hosts (agents): add, list, drain, resume, remove',
+    summary: 'Manage the GPU hosts and their agents',
     subs: {
       add: {
         summary: 'Register a host agent (or change its address and token); the running control plane dials it at once',
@@ -214,7 +219,7 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
     },
   },
   model: {
-    summary: 'Manage the shared model catalog: add, remove, list',
+    summary: 'Manage the shared model catalog',
     subs: {
       add: {
         summary: 'Add or replace a model served by OpenAI-compatible upstreams',
@@ -267,10 +272,16 @@ function subHelp(group: string, name: string, sub: Sub): string {
   return `Usage: rc ${group} ${name} ${sub.usage}\n\n${sub.summary}.\n\nCommon options:\n${COMMON_HELP}\n`;
 }
 
+/** A group's one line for `rc --help`: what it manages and every subcommand, from the table. */
+function groupSummary(group: string): string {
+  const g = GROUPS[group]!;
+  return `${g.summary} (${Object.keys(g.subs).join(', ')})`;
+}
+
 function groupCommand(group: string): Command {
   const g = GROUPS[group]!;
   return {
-    summary: g.summary,
+    summary: groupSummary(group),
     async run(argv) {
       const [name, ...rest] = argv;
       if (!name || name === '--help' || name === '-h' || name === 'help') {
@@ -288,11 +299,21 @@ function groupCommand(group: string): Command {
       const input = sub.input(values as Values, positionals[0]);
       const config = loadConfig();
       const dataDir = (values['data-dir'] as string | undefined) ?? config.dataDir;
-      const result = await callAdmin(
-        { dataDir, redisUrl: config.redisUrl || undefined, redisPrefix: config.gateKeyPrefix, configuredModels: config.models },
-        sub.op,
-        input,
-      );
+      const options = {
+        dataDir,
+        init: values.init === true,
+        redisUrl: config.redisUrl || undefined,
+        redisPrefix: config.gateKeyPrefix,
+        configuredModels: config.models,
+      };
+      let result: unknown;
+      try {
+        result = await callAdmin(options, sub.op, input);
+      } catch (err) {
+        // The operation refused its input (a field's value, not the platform's state): a usage error, exit 2.
+        if (err instanceof RcError && err.status === 400) throw new UsageError(err.message);
+        throw err;
+      }
       printJson(result);
       return 0;
     },

@@ -14,6 +14,8 @@ const KEYS = [
   'signup',
   'couponRedemption',
   'couponRetryAfterSec',
+  'couponAttemptsPerAccountPerHour',
+  'couponAttemptsPerAddressPerHour',
   'modelRpm',
   'modelTpm',
   'modelDailyTokens',

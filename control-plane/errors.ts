@@ -122,12 +122,14 @@ export const API_ERRORS = {
     headers: (retryAfterSec: number) => retryAfter(retryAfterSec),
   }),
   couponInvalid: failure({ code: 'RC_ERR_COUPON_INVALID', status: 400, publicCode: 'coupon_invalid', message: 'Invalid coupon code' }),
+  /** Told only to the account that redeemed it: to anyone else a redeemed code is couponInvalid. */
   couponRedeemed: failure({ code: 'RC_ERR_COUPON_REDEEMED', status: 400, publicCode: 'coupon_redeemed', message: 'Coupon has already been redeemed' }),
-  couponOtherAccount: failure({
-    code: 'RC_ERR_COUPON_OTHER_ACCOUNT',
-    status: 400,
-    publicCode: 'coupon_other_account',
-    message: 'Coupon was issued to a different account',
+  couponRateLimited: failure({
+    code: 'RC_ERR_COUPON_RATE_LIMITED',
+    status: 429,
+    publicCode: 'coupon_rate_limited',
+    message: 'Too many coupon attempts; retry after the Retry-After delay',
+    headers: (waitMs: number) => retryAfterWait(waitMs),
   }),
   couponExists: failure({ code: 'RC_ERR_COUPON_EXISTS', status: 400, publicCode: 'coupon_exists', message: (code: string) => `Coupon ${code} already exists` }),
 
@@ -291,4 +293,5 @@ export const INTERNAL_ERROR_CODES = {
   RC_ERR_SCHEMA_TOO_NEW: 'SchemaTooNewError',
   RC_ERR_SMTP: 'SmtpError',
   RC_ERR_ADMIN_API: 'AdminApiError',
+  RC_ERR_NO_PLATFORM: 'NoPlatformError',
 } as const;

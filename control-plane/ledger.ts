@@ -111,6 +111,30 @@ export function newCouponCode(): string {
   return `RC-${s.slice(0, 4)}-${s.slice(4, 8)}-${s.slice(8, 12)}-${s.slice(12)}`;
 }
 
+/** The least entropy a custom coupon code must have (a generated one has about 80 bits). */
+export const MIN_CUSTOM_CODE_BITS = 64;
+
+/**
+ * A conservative estimate of a code's entropy in bits: each character drawn from the classes the
+ * code uses (lower case 26, upper case 26, digits 10, `-` and `_` 2), not counting a character
+ * that repeats the one before or continues a run (`aaaa`, `abcd`, `4321`). A guess list tries
+ * such codes first, so they add nothing. Words are not recognised: the floor is set high enough
+ * that a code people would pick (`WELCOME2026`, 52 bits by this count) is refused anyway.
+ */
+export function codeEntropyBits(code: string): number {
+  let pool = 0;
+  if (/[a-z]/.test(code)) pool += 26;
+  if (/[A-Z]/.test(code)) pool += 26;
+  if (/[0-9]/.test(code)) pool += 10;
+  if (/[^A-Za-z0-9]/.test(code)) pool += 2;
+  let counted = 0;
+  for (let i = 0; i < code.length; i++) {
+    const d = i === 0 ? Number.NaN : code.charCodeAt(i) - code.charCodeAt(i - 1);
+    if (d !== 0 && d !== 1 && d !== -1) counted++;
+  }
+  return pool === 0 ? 0 : counted * Math.log2(pool);
+}
+
 /** How a coupon is named once its code is gone: the first 12 hex digits of the code's hash. */
 export const couponId = (codeHash: string): string => codeHash.slice(0, 12);
 
@@ -135,12 +159,15 @@ export class Coupons {
     this.listStmt = db.prepare<[], Row>('SELECT code_hash, credits_micros, account_id, redeemed_by, redeemed_at FROM coupons ORDER BY created_at, code_hash');
     // The WHERE redeemed_by IS NULL makes the claim itself exactly-once, whatever the caller does.
     this.claim = db.prepare<[number, number, string]>('UPDATE coupons SET redeemed_by = ?, redeemed_at = ? WHERE code_hash = ? AND redeemed_by IS NULL');
+    // A wrong guess learns nothing and costs the same whatever made it wrong (issue 44): the code
+    // is looked up by its SHA-256 (no comparison of the code's bytes to time), and an unknown
+    // code, another account's coupon and one redeemed by someone else all answer `Invalid coupon
+    // code`. Only the account that redeemed a coupon hears that it was redeemed.
     this.redeemTx = db.transaction((accountId: number, codeHash: string) => {
       const c = this.get.get(codeHash);
-      if (!c) throw API_ERRORS.couponInvalid();
-      if (c.account_id !== null && c.account_id !== accountId) throw API_ERRORS.couponOtherAccount();
-      if (c.redeemed_by !== null) throw API_ERRORS.couponRedeemed();
-      if (this.claim.run(accountId, this.clock.now(), codeHash).changes !== 1) throw API_ERRORS.couponRedeemed();
+      if (c?.redeemed_by === accountId) throw API_ERRORS.couponRedeemed();
+      if (!c || (c.account_id !== null && c.account_id !== accountId) || c.redeemed_by !== null) throw API_ERRORS.couponInvalid();
+      if (this.claim.run(accountId, this.clock.now(), codeHash).changes !== 1) throw API_ERRORS.couponInvalid();
       const credits = toCredits(c.credits_micros);
       const r = this.ledger.append({ accountId, kind: 'coupon', credits, idempotencyKey: `coupon:${codeHash}`, ref: `coupon ${couponId(codeHash)}` });
       return { credits_added: credits, credits: r.credits };

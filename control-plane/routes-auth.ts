@@ -8,6 +8,7 @@ import { csrfTokenFor } from './accounts.js';
 import { expiredSessionCookies, sessionCookie, type Caller } from './auth.js';
 import { secureCookies } from '../lib/session-cookie.js';
 import type { ApiDeps } from './deps.js';
+import { ApiError } from './api-error.js';
 import { API_ERRORS } from './errors.js';
 import { addressKey, KeyedBuckets, SignInLimits } from './auth/rate-limit.js';
 import type { EmailVerifications } from './auth/email-verification.js';
@@ -28,14 +29,17 @@ function secure(deps: ApiDeps, forwardedProto: string): boolean {
 /** The paths a session cookie may sit on for the API's routes (auth.ts sessionCookiePaths), known once every route is. */
 export type CookiePaths = () => readonly string[];
 
-function signedIn(deps: ApiDeps, cookiePaths: CookiePaths, accountId: number, forwardedProto: string, status = 200): Reply {
+async function signedIn(deps: ApiDeps, cookiePaths: CookiePaths, accountId: number, forwardedProto: string, status = 200): Promise<Reply> {
   const ttlMs = deps.settings.sessionTtlHours * 3_600_000;
   const s = deps.store.sessions.create(accountId, ttlMs);
   const account = deps.store.accounts.byId(accountId)!;
   // The gateway accepts the session on the shared model routes (unverified accounts have no key),
   // unless accounts under review have no shared model access (model-access.ts).
   const modelAccess = hasSharedModelAccess(account.verified, deps.settings);
-  void deps.bus
+  // Awaited: the answer goes out once the gateway(s) of this process know the session (the bus's
+  // publish resolves when its subscribers here heard it, Redis included), so a session used the
+  // moment sign-in answers is not refused (issue 44: 401 invalid_session, 1 in 87).
+  await deps.bus
     .publish({
       type: 'session.started',
       tokenHash: hashKey(s.token),
@@ -63,7 +67,21 @@ export interface EmailVerificationHooks {
   verifications: EmailVerifications;
   /** Sends a new link to the account (failures are logged, not thrown: the user can ask again). */
   sendLink(accountId: number, email: string): void;
+  /**
+   * Someone signed up with the address of an existing account: a new link while it waits for
+   * verification, else a note that the account exists (never throws). Default: sendLink when waiting.
+   */
+  notifyExisting(accountId: number, email: string): void;
 }
+
+/**
+ * The answer of a sign-up while e-mail verification is on, the same for a new address and an
+ * existing one (issue 44): nothing about the account, whose owner reads the rest in the mail.
+ */
+export const SIGNUP_MAILED = {
+  email_verification: 'sent',
+  detail: 'Check your mail: a link to finish signing up is on its way (if you already have an account, the mail says so)',
+} as const;
 
 /** What the sign-in routes share: the API's dependencies, e-mail verification, the limits and the cookie paths. */
 interface AuthContext {
@@ -102,12 +120,30 @@ function signUpRoute({ deps, email, verifyEmail, signUps, cookiePaths }: AuthCon
       // Each open sign-up is an account with its own daily model cap: one address cannot mint many.
       const wait = signUps.take(addressKey(clientAddress));
       if (wait > 0) throw API_ERRORS.signupRateLimited(wait);
+      // Hashed for every sign-up, new address or not: the answer's time says nothing either.
       const passwordHash = await hashPassword(body.password);
-      const a = store.transaction(() => {
-        const created = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
-        if (verifyEmail) email.verifications.markUnverified(created.id);
-        return created;
-      });
+      const existing = store.accounts.byEmail(body.email);
+      if (existing) {
+        // With verification on, an existing address gets the new address's answer; its owner learns
+        // the rest by mail (a new link while it waits, else a note that the account exists). With it
+        // off, a new address is signed in at once, which an existing one cannot be: the answer has to
+        // differ (README "Sign-up and existing addresses"), bounded by the per-address sign-up limit.
+        if (!verifyEmail) throw API_ERRORS.emailTaken();
+        email.notifyExisting(existing.id, existing.email);
+        return { status: 201, body: SIGNUP_MAILED };
+      }
+      let a;
+      try {
+        a = store.transaction(() => {
+          const created = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
+          if (verifyEmail) email.verifications.markUnverified(created.id);
+          return created;
+        });
+      } catch (err) {
+        // Created by a concurrent sign-up since the lookup: the same answer as above.
+        if (!verifyEmail || !(err instanceof ApiError) || err.code !== 'RC_ERR_EMAIL_TAKEN') throw err;
+        return { status: 201, body: SIGNUP_MAILED };
+      }
       // Its daily cap is the one of accounts under review; the gateway hears it before the session.
       const limits = effectiveOverrides(null, false, deps.settings);
       if (limits)
@@ -115,7 +151,7 @@ function signUpRoute({ deps, email, verifyEmail, signUps, cookiePaths }: AuthCon
       if (verifyEmail) {
         // No session until the address is verified: the link comes by mail.
         email.sendLink(a.id, a.email);
-        return { status: 201, body: { account: profile(store, a), email_verification: 'sent' } };
+        return { status: 201, body: SIGNUP_MAILED };
       }
       return signedIn(deps, cookiePaths, a.id, forwardedProto, 201);
     },

@@ -29,6 +29,42 @@ export function linkSender(deps: ApiDeps, verifications: EmailVerifications, mai
   };
 }
 
+/** The mail to the owner of an existing address that someone signed up with (verification on). */
+export function accountExistsMail(from: string, to: string, signIn: string) {
+  return {
+    from,
+    to,
+    subject: 'You already have an account',
+    text: `Someone (maybe you) tried to create an account with this e-mail address, which already has one. Sign in instead:\n\n${signIn}\n\nIf you forgot your password, ask the platform's operator. If it was not you, ignore this mail: nothing was changed.\n`,
+  };
+}
+
+/**
+ * What a sign-up with an existing address sends (routes-auth.ts notifyExisting): a new link while
+ * the account waits for verification, else the account-exists note; never throws.
+ */
+export function existingAccountNotifier(
+  deps: ApiDeps,
+  verifications: EmailVerifications,
+  mail: MailSender,
+  sendLink: (accountId: number, email: string) => void,
+  apiBase: () => string,
+) {
+  return (accountId: number, email: string): void => {
+    if (!verifications.isVerified(accountId)) return sendLink(accountId, email);
+    const signIn = `${apiBase().replace(/\/+$/, '')}/signin`;
+    mail
+      .send(accountExistsMail(deps.settings.mailFrom, email, signIn))
+      .catch((err: unknown) => deps.logger.warn('account-exists mail failed', { accountId, err }));
+  };
+}
+
+/** The mails sign-up and the verification routes send: a link, and the note to an existing address's owner. */
+export function mailHooks(deps: ApiDeps, verifications: EmailVerifications, mail: MailSender, apiBase: () => string) {
+  const sendLink = linkSender(deps, verifications, mail, apiBase);
+  return { sendLink, notifyExisting: existingAccountNotifier(deps, verifications, mail, sendLink, apiBase) };
+}
+
 export function emailRoutes(
   deps: ApiDeps,
   verifications: EmailVerifications,

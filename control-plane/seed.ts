@@ -26,6 +26,18 @@ const SIM_COMMAND = 'rc sim --host 0.0.0.0 --port $PORT --model demo';
  */
 export const GRADIO_DEMO_COMMAND = `cd /app 2>/dev/null || { mkdir -p app && cd app && echo '<h1>Gradio demo</h1>' > index.html; }; exec python3 -m http.server $PORT`;
 
+/**
+ * The real serving stacks' commands, with what the gateway needs of them (README "Model backends:
+ * what to run"): tool calls, reasoning, cached-token reporting and metrics. Qwen3-8B: its tool
+ * parser is hermes on vLLM and qwen25 on SGLang, its reasoning parser qwen3 on both.
+ */
+export const VLLM_QWEN3_COMMAND =
+  'vllm serve Qwen/Qwen3-8B --served-model-name qwen3-8b --host 0.0.0.0 --port $PORT --max-model-len 32768 ' +
+  '--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 --enable-prompt-tokens-details';
+export const SGLANG_QWEN3_COMMAND =
+  'python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --served-model-name qwen3-8b --host 0.0.0.0 --port $PORT ' +
+  '--context-length 32768 --tool-call-parser qwen25 --reasoning-parser qwen3 --enable-cache-report --enable-metrics';
+
 export function seedOnce(store: Store): void {
   const db = store.db;
   store.transaction(() => {
@@ -65,6 +77,30 @@ export function seedOnce(store: Store): void {
       tags: ['llm', 'demo'],
       start_command: SIM_COMMAND,
       sort_order: 30,
+    });
+    seed({
+      title: 'vLLM: Qwen3-8B',
+      slug: 'vllm-qwen3',
+      image: 'vllm/vllm-openai:latest',
+      instance_type: 'vllm',
+      app_port: 8000,
+      category: 'serving',
+      description: 'vLLM serving Qwen3-8B with tool calls, reasoning, cached-token reporting and metrics on (needs a GPU and the image).',
+      tags: ['llm'],
+      start_command: VLLM_QWEN3_COMMAND,
+      sort_order: 40,
+    });
+    seed({
+      title: 'SGLang: Qwen3-8B',
+      slug: 'sglang-qwen3',
+      image: 'lmsysorg/sglang:latest',
+      instance_type: 'sglang',
+      app_port: 30000,
+      category: 'serving',
+      description: 'SGLang serving Qwen3-8B with tool calls, reasoning, cached-token reporting and metrics on (needs a GPU and the image).',
+      tags: ['llm'],
+      start_command: SGLANG_QWEN3_COMMAND,
+      sort_order: 50,
     });
     db.prepare("INSERT INTO meta (key, value) VALUES ('seeded', ?)").run(new Date(store.clock.now()).toISOString());
   });

@@ -19,7 +19,7 @@ import type { Db } from './db.js';
 import { resolveSettings, type ApiDeps, type ControlPlaneSettings, type ModelUsageReader } from './deps.js';
 import { accountRoutes } from './routes-account.js';
 import { authRoutes } from './routes-auth.js';
-import { emailRoutes, linkSender } from './routes-email.js';
+import { emailRoutes, mailHooks } from './routes-email.js';
 import { EmailVerifications } from './auth/email-verification.js';
 import { mailSender, type MailSender } from './auth/mail.js';
 import { KeyedBuckets } from './auth/rate-limit.js';
@@ -105,12 +105,12 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const signUps = new KeyedBuckets(settings.signupPerAddressPerHour, 3_600_000, store.clock);
   const verifications = new EmailVerifications(store.db, store.clock);
   let listeningUrl = '';
-  const sendLink = linkSender(deps, verifications, options.mail ?? mailSender(settings.smtpUrl, logger), () => settings.apiPublicUrl || listeningUrl);
+  const mails = mailHooks(deps, verifications, options.mail ?? mailSender(settings.smtpUrl, logger), () => settings.apiPublicUrl || listeningUrl);
 
   const routes: Route[] = [
     route({ method: 'get', path: '/api/health', summary: 'Liveness', access: 'none', handle: () => ({ body: { status: 'ok' } }) }),
-    ...authRoutes(deps, { verifications, sendLink }, signUps, () => cookiePaths),
-    ...emailRoutes(deps, verifications, sendLink, signUps),
+    ...authRoutes(deps, { verifications, ...mails }, signUps, () => cookiePaths),
+    ...emailRoutes(deps, verifications, mails.sendLink, signUps),
     ...accountRoutes(deps),
     ...templateRoutes(deps),
     adminRoute(admin),

@@ -8,6 +8,7 @@ import type { AuthFailure, KeyDirectory } from './auth/keys.js';
 import type { CredentialHeaders } from './auth/credentials.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { UpstreamRegistry } from './backends/upstreams.js';
+import type { ParseBudget } from './request/parse-budget.js';
 
 export interface GatewayLimits {
   /** Largest request body (413 beyond). */
@@ -16,6 +17,8 @@ export interface GatewayLimits {
   maxInflight: number;
   /** Output tokens reserved at admission when the request gives no max_tokens. */
   defaultMaxTokens: number;
+  /** Tools, messages and blocks one body may hold (request/parse-budget.ts; 400 beyond). */
+  parseBudget: ParseBudget;
 }
 
 /** Requests in flight to backends, across every route. */

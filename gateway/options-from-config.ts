@@ -20,7 +20,12 @@ export function gatewayOptionsFromConfig(
 }
 
 export function limitsFrom(config: Config) {
-  return { maxBodyBytes: config.gatewayMaxBodyBytes, maxInflight: config.gatewayMaxInflight, defaultMaxTokens: config.gatewayDefaultMaxTokens };
+  return {
+    maxBodyBytes: config.gatewayMaxBodyBytes,
+    maxInflight: config.gatewayMaxInflight,
+    defaultMaxTokens: config.gatewayDefaultMaxTokens,
+    parseBudget: { maxTools: config.gatewayMaxTools, maxMessages: config.gatewayMaxMessages, maxBlocks: config.gatewayMaxBlocks },
+  };
 }
 
 export function upstreamFrom(config: Config) {
@@ -28,6 +33,7 @@ export function upstreamFrom(config: Config) {
     connections: config.upstreamConnections,
     headersTimeoutMs: config.upstreamHeadersTimeoutMs,
     idleTimeoutMs: config.upstreamIdleTimeoutMs,
+    requestTimeoutMs: config.upstreamRequestTimeoutMs,
     connectTimeoutMs: config.upstreamConnectTimeoutMs,
     ejectMs: config.upstreamEjectMs,
     metricsIntervalMs: config.upstreamMetricsIntervalMs,

@@ -1,5 +1,6 @@
 // The model gateway: a uWebSockets.js app with the chat routes, any route plugins (the
 // messages protocol), /metrics and /health, over an in-memory key directory and catalog.
+import { DEFAULT_PARSE_BUDGET } from './request/parse-budget.js';
 import type { Bus } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import { ListenError } from '../lib/errors.js';
@@ -67,6 +68,7 @@ export const DEFAULT_LIMITS: GatewayLimits = {
   maxBodyBytes: 8 * 1024 * 1024,
   maxInflight: 2048,
   defaultMaxTokens: 1024,
+  parseBudget: DEFAULT_PARSE_BUDGET,
 };
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {

@@ -1,6 +1,7 @@
 // The event channel between the control plane and the gateways: key issued or revoked, account
 // limits changed, catalog or instance routes changed. In-process in embedded mode; Redis
 // pub/sub when REDIS_URL is set, so that every gateway process hears every event.
+import { TIMED_OUT, within } from './within.js';
 import { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
 import type { InstanceRouteWire } from './gateway-snapshot.js';
@@ -23,6 +24,11 @@ export type BusEvent =
   | { type: 'instance.activity'; instanceId: string };
 
 export interface Bus {
+  /**
+   * Resolves once this process's subscribers have heard the event (MemoryBus: at once; RedisBus:
+   * its echo through Redis, or after ECHO_WAIT_MS without it). A reply that must not go out
+   * before the gateway knows what it announces (a new session) awaits it.
+   */
   publish(event: BusEvent): Promise<void>;
   /** Calls `listener` for every event published after this call (by any process on the bus). */
   subscribe(listener: (event: BusEvent) => void): () => void;
@@ -55,12 +61,17 @@ export function busChannel(keyPrefix: string): string {
   return `${keyPrefix}events`;
 }
 
+/** The longest a RedisBus publish waits for its own echo (a subscription that is down must not hold replies). */
+export const ECHO_WAIT_MS = 1000;
+
 /** Redis pub/sub: one connection publishes, one subscribes. Local subscribers hear their own process's events through Redis too. */
 export class RedisBus implements Bus {
   private readonly pub: Redis;
   private readonly sub: Redis;
   private readonly local = new MemoryBus();
   private readonly ready: Promise<unknown>;
+  /** Messages published here and not heard back yet -> who waits for each copy, in order. */
+  private readonly echoes = new Map<string, (() => void)[]>();
 
   constructor(
     url: string,
@@ -79,6 +90,7 @@ export class RedisBus implements Bus {
         return;
       }
       void this.local.publish(ev);
+      this.heard(message);
     });
     this.ready = this.sub.subscribe(this.channel);
     // Closing before the subscription is active rejects `ready`; whenReady() still reports it.
@@ -91,7 +103,38 @@ export class RedisBus implements Bus {
   }
 
   async publish(event: BusEvent): Promise<void> {
-    await this.pub.publish(this.channel, JSON.stringify(event));
+    const message = JSON.stringify(event);
+    // Waited for from before the PUBLISH: the echo may come in before its reply.
+    let done!: () => void;
+    const echo = new Promise<void>((resolve) => (done = resolve));
+    const waiting = this.echoes.get(message);
+    if (waiting) waiting.push(done);
+    else this.echoes.set(message, [done]);
+    try {
+      await this.pub.publish(this.channel, message);
+    } catch (err) {
+      this.forget(message, done);
+      throw err;
+    }
+    // The subscribers of this process (the embedded gateway's sessions, keys, routes) have it once
+    // the subscription delivered it; a sign-in answered before that was refused at the gateway.
+    if ((await within(echo, ECHO_WAIT_MS)) === TIMED_OUT) this.forget(message, done);
+  }
+
+  /** The subscription delivered `message`: the oldest publish of it waiting here resolves. */
+  private heard(message: string): void {
+    const waiting = this.echoes.get(message);
+    if (!waiting) return;
+    waiting.shift()!();
+    if (waiting.length === 0) this.echoes.delete(message);
+  }
+
+  private forget(message: string, done: () => void): void {
+    const waiting = this.echoes.get(message);
+    if (!waiting) return;
+    const i = waiting.indexOf(done);
+    if (i >= 0) waiting.splice(i, 1);
+    if (waiting.length === 0) this.echoes.delete(message);
   }
   subscribe(listener: (event: BusEvent) => void): () => void {
     return this.local.subscribe(listener);

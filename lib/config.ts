@@ -3,6 +3,7 @@
 // A bad value stops start-up with a ConfigError that names the setting.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { assertCookieSitesApart, publicOriginsOf } from './cookie-sites.js';
 import { ConfigError } from './errors.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
@@ -34,10 +35,16 @@ export const modelEntrySchema = z.strictObject({
   /** Accepted `output_config.effort` / `reasoning_effort` tiers beyond `low` and `medium`. */
   efforts: z.array(z.string().min(1)).default([]),
   /**
-   * Context window in tokens (prompt + output). Absent: the backend's max_model_len (learned
-   * from its /tokenize answer, gateway/admission/context-fit.ts); the embedded sim then uses 32768.
+   * Context window in tokens (prompt + output). Absent: the one the backend reports in its
+   * /v1/models (vLLM and SGLang max_model_len, llama.cpp meta.n_ctx; gateway/backends/backend-kind.ts);
+   * the embedded sim then uses 32768.
    */
   maxContext: z.number().int().positive().optional(),
+  /**
+   * The server behind the upstreams, which decides how prompts are counted (gateway/admission/tokenize.ts).
+   * Absent: told by the backend itself (its /v1/models `owned_by`, or its /tokenize answer).
+   */
+  server: z.enum(['vllm', 'sglang', 'llama.cpp']).optional(),
   /**
    * Fit max_tokens / max_completion_tokens / max_output_tokens into the context on every protocol
    * (gateway/admission/context-fit.ts); false passes the backend's own error through instead.
@@ -125,10 +132,29 @@ export const SETTINGS = {
     "Prefix of everything the platform keeps in Redis: the gates' keys and the event channel (<prefix>events); platforms sharing one Redis need different prefixes",
   ),
   gatewayMaxBodyBytes: setting('RC_GATEWAY_MAX_BODY_BYTES', positiveInt, 8 * 1024 * 1024, 'Largest request body the gateway accepts (413 beyond)'),
+  gatewayMaxTools: setting('RC_GATEWAY_MAX_TOOLS', positiveInt, 4096, 'Tools in one model API request, namespace functions included (400 beyond)'),
+  gatewayMaxMessages: setting('RC_GATEWAY_MAX_MESSAGES', positiveInt, 50_000, 'Messages (or /v1/responses input items) in one model API request (400 beyond)'),
+  gatewayMaxBlocks: setting('RC_GATEWAY_MAX_BLOCKS', positiveInt, 100_000, 'Content blocks in one model API request, system included (400 beyond)'),
   gatewayMaxInflight: setting('RC_GATEWAY_MAX_INFLIGHT', positiveInt, 2048, 'Requests in flight to backends before 503 pool exhausted'),
   upstreamConnections: setting('RC_UPSTREAM_CONNECTIONS', positiveInt, 256, 'Keep-alive connections per upstream'),
-  upstreamHeadersTimeoutMs: setting('RC_UPSTREAM_HEADERS_TIMEOUT_MS', ms, 60_000, 'Wait for a backend response head'),
-  upstreamIdleTimeoutMs: setting('RC_UPSTREAM_IDLE_TIMEOUT_MS', ms, 120_000, 'Longest silence between backend body chunks'),
+  upstreamHeadersTimeoutMs: setting(
+    'RC_UPSTREAM_HEADERS_TIMEOUT_MS',
+    ms,
+    60_000,
+    'No response head for this long while the backend shows no sign of life (no other response from it progressing, its /health not answering within as long): a dead backend, 502 upstream_timeout. A busy backend is waited for',
+  ),
+  upstreamIdleTimeoutMs: setting(
+    'RC_UPSTREAM_IDLE_TIMEOUT_MS',
+    ms,
+    120_000,
+    'The same for silence between two body chunks of a response (a stream queued after its head)',
+  ),
+  upstreamRequestTimeoutMs: setting(
+    'RC_UPSTREAM_REQUEST_TIMEOUT_MS',
+    ms,
+    1_800_000,
+    'Longest a backend request may take, from its write to the end of its response, however alive the backend (502 upstream_timeout; never counts toward taking the backend out)',
+  ),
   upstreamConnectTimeoutMs: setting('RC_UPSTREAM_CONNECT_TIMEOUT_MS', ms, 5_000, 'Wait for a TCP connection to a backend'),
   upstreamEjectMs: setting('RC_UPSTREAM_EJECT_MS', ms, 10_000, 'How long a failing backend is taken out of rotation'),
   upstreamMetricsIntervalMs: setting(
@@ -212,6 +238,18 @@ export const SETTINGS = {
     'Public URL of the platform API in mailed links and instance base_url (the proxy hand-over); empty: its listening URL',
   ),
   couponRedemption: setting('RC_COUPON_REDEMPTION', z.enum(['open', 'closed']), 'open', 'Whether POST /api/credits/redeem accepts coupons (closed: 503)'),
+  couponAttemptsPerAccountPerHour: setting(
+    'RC_COUPON_ATTEMPTS_PER_ACCOUNT_PER_HOUR',
+    positiveInt,
+    10,
+    'Coupon redemption attempts per account per hour, right or wrong (429 beyond)',
+  ),
+  couponAttemptsPerAddressPerHour: setting(
+    'RC_COUPON_ATTEMPTS_PER_ADDRESS_PER_HOUR',
+    positiveInt,
+    30,
+    'Coupon redemption attempts per client address per hour, right or wrong (429 beyond)',
+  ),
   couponRetryAfterSec: setting('RC_COUPON_RETRY_AFTER_SEC', positiveInt, 3600, 'Retry-After of the 503 while coupon redemption is closed'),
   agentToken: setting('RC_AGENT_TOKEN', secretOrEmpty, '', 'Shared token between control plane and agent; empty: generated into <dataDir>/agent/token'),
   agentRuntime: setting(
@@ -497,7 +535,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     out[key] = parsed.data;
   }
   const models = file.models && file.models.length ? file.models : DEFAULT_SIM_MODELS;
-  return { ...(out as Omit<Config, 'configFile' | 'models' | 'defaultModels'>), configFile, models, defaultModels: models === DEFAULT_SIM_MODELS };
+  const config: Config = {
+    ...(out as Omit<Config, 'configFile' | 'models' | 'defaultModels'>),
+    configFile,
+    models,
+    defaultModels: models === DEFAULT_SIM_MODELS,
+  };
+  // Tenant pages never share a cookie site with the console or each other (issue 44, lib/cookie-sites.ts).
+  assertCookieSitesApart(publicOriginsOf(config));
+  return config;
 }
 
 /** Rows of the settings table, for `rc config` and the README. */

@@ -32,6 +32,7 @@ export const LIB_ERROR_CODES = {
   RC_ERR_POOL_CONNECT: { class: 'PoolError', status: 502 },
   RC_ERR_POOL_HEADERS_TIMEOUT: { class: 'PoolError', status: 504 },
   RC_ERR_POOL_BODY_TIMEOUT: { class: 'PoolError', status: 504 },
+  RC_ERR_POOL_REQUEST_TIMEOUT: { class: 'PoolError', status: 504 },
   RC_ERR_POOL_CONNECTION_CLOSED: { class: 'PoolError', status: 502 },
   RC_ERR_POOL_PROTOCOL: { class: 'PoolError', status: 502 },
   RC_ERR_POOL_ABORTED: { class: 'PoolError', status: 502 },

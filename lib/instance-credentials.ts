@@ -11,7 +11,9 @@
 // - the CSRF header `x-csrf-token`;
 // - an API key: `Authorization: Bearer rc-...` or `x-api-key: rc-...` (with or without Bearer);
 // - the operator's admin token header `x-rc-admin-token`.
-// Other Authorization schemes and other cookies belong to the instance's app and pass through.
+// Other Authorization schemes and other cookies belong to the instance's app and pass through
+// here; the instance proxy forwards only those of them its app set itself (issue 44,
+// control-plane/proxy/app-cookies.ts: a sibling's page can toss any name with `Domain=`).
 //
 // Never relayed back either: `Service-Worker-Allowed`. It lets a service worker take a scope
 // above its script's path; tenant content must never widen a worker beyond its own path, on

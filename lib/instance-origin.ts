@@ -1,9 +1,10 @@
 // Every instance's app gets an origin of its own on the instance proxy (issue 27): the instance id
 // is the first label of the host name, `http://<instance id>.localhost:<RC_PROXY_PORT>/` by default,
-// `https://<instance id>.apps.example.net/` with `RC_PROXY_PUBLIC_URL=https://apps.example.net`
+// `https://<instance id>.apps.example-apps.net/` with `RC_PROXY_PUBLIC_URL=https://apps.example-apps.net`
 // (a wildcard DNS name and certificate). Apps of different instances then share no origin with
 // each other or with the console, and the console's host name never serves tenant content, so an
-// app's `document.cookie` cannot reach the console's cookie jar. Shared by the control plane (base
+// app's `document.cookie` cannot reach the console's cookie jar (nor, with the apps on a registrable
+// domain of their own, which start-up checks: lib/cookie-sites.ts, any `Domain=` cookie). Shared by the control plane (base
 // URLs, the proxy) and the gateway (its browser redirect to the proxy).
 
 /** A DNS label as instance ids are made (lowercase letters, digits, inner hyphens; at most 63). */
@@ -27,7 +28,7 @@ export function instanceOrigin(proxyBase: string, instanceId: string): string {
 
 /**
  * The instance id named by a request's Host header on the proxy whose base host name is
- * `baseHostname` (`localhost`, `apps.example.net`): the first label when the rest is that name
+ * `baseHostname` (`localhost`, `apps.example-apps.net`): the first label when the rest is that name
  * (any port), else undefined. Case-insensitive, as host names are.
  */
 export function instanceIdOfHost(hostHeader: string, baseHostname: string): string | undefined {

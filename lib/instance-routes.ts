@@ -27,6 +27,41 @@ export interface InstanceRoutes {
   get(instanceId: string): InstanceRoute | undefined;
   /** Traffic reached the instance: resets its idle timer. Called at most once per instance per throttle interval. */
   recordActivity(instanceId: string): void;
+  /**
+   * Calls `listener` when an instance's route is removed (the instance ended), with the addresses
+   * its ports had, so a reader drops what it keeps per instance or address (connection pools):
+   * without it, every instance ever launched left some behind. Returns the unsubscribe.
+   * Optional: routes that never remove one need not offer it.
+   */
+  onGone?(listener: GoneListener): () => void;
+}
+
+/** An instance's route was removed: its id and the `host:port` addresses it had ('' left out). */
+export type GoneListener = (instanceId: string, addresses: readonly string[]) => void;
+
+/** Listeners of removed routes (InstanceRoutes.onGone), each called once per removal; a throwing one does not stop the others. */
+export class GoneListeners {
+  private readonly listeners = new Set<GoneListener>();
+
+  add(listener: GoneListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  tell(instanceId: string, addresses: readonly string[]): void {
+    for (const l of this.listeners) {
+      try {
+        l(instanceId, addresses);
+      } catch {
+        // Dropping a cache is best effort: a failing listener never fails the route's removal.
+      }
+    }
+  }
+}
+
+/** The non-empty addresses of a route's ports. */
+export function addressesOf(route: InstanceRoute): string[] {
+  return [...route.ports.values()].filter((a) => a !== '');
 }
 
 /** The main (first) routed port of a route and its address, or undefined when it has none. */
@@ -43,6 +78,7 @@ export function mainEndpoint(route: InstanceRoute): { port: number; address: str
 export class InstanceRouteTable implements InstanceRoutes {
   private readonly routes = new Map<string, InstanceRoute>();
   private readonly activity: ActivityThrottle;
+  private readonly gone = new GoneListeners();
 
   constructor(onActivity: (instanceId: string) => void = () => {}, throttleMs = 15_000, clock: Clock = systemClock) {
     this.activity = new ActivityThrottle(onActivity, throttleMs, clock);
@@ -57,8 +93,14 @@ export class InstanceRouteTable implements InstanceRoutes {
   }
 
   delete(instanceId: string): void {
+    const route = this.routes.get(instanceId);
     this.routes.delete(instanceId);
     this.activity.forget(instanceId);
+    if (route) this.gone.tell(instanceId, addressesOf(route));
+  }
+
+  onGone(listener: GoneListener): () => void {
+    return this.gone.add(listener);
   }
 
   recordActivity(instanceId: string): void {
@@ -98,10 +140,20 @@ export class ActivityThrottle {
   forget(instanceId: string): void {
     this.last.delete(instanceId);
   }
+
+  /** Instances with a report time kept (one entry each until forget()). */
+  get size(): number {
+    return this.last.size;
+  }
 }
 
 /** Wraps any InstanceRoutes so that its recordActivity is throttled per instance. */
 export function throttledRoutes(inner: InstanceRoutes, intervalMs = 15_000, clock: Clock = systemClock): InstanceRoutes {
   const throttle = new ActivityThrottle((id) => inner.recordActivity(id), intervalMs, clock);
-  return { get: (id) => inner.get(id), recordActivity: (id) => throttle.record(id) };
+  inner.onGone?.((id) => throttle.forget(id));
+  return {
+    get: (id) => inner.get(id),
+    recordActivity: (id) => throttle.record(id),
+    onGone: inner.onGone ? (listener) => inner.onGone!(listener) : undefined,
+  };
 }

@@ -14,6 +14,10 @@
 // There only that name is read; an `rc_session` beside it is ignored (a sibling host's page can
 // still set that one with `Domain=`, and it must not lock the user out). On plain http the cookie
 // is `rc_session` and only that name is read.
+//
+// No tenant page shares the console's registrable domain (issue 44): start-up refuses apps or
+// tunnels on a domain the console or the gateway is under (lib/cookie-sites.ts), so no tenant can
+// toss a `Domain=` cookie here at all; the rules above hold for whatever else shares the host.
 
 /** The session cookie on plain http. */
 export const SESSION_COOKIE = 'rc_session';

@@ -3,7 +3,8 @@
 // timer keeps the process alive.
 import { sendJson, track, type Res } from '../lib/http.js';
 import type { HttpResponse } from '../lib/uws.js';
-import { SimRequestError, vllmError } from './request.js';
+import type { ErrorAnswer } from './flavours/flavour.js';
+import { SimRequestError } from './request.js';
 import type { SimStats } from './stats.js';
 
 /** How a call ended: the sim answered it (errors included), its client went away, or the sim cut the connection. */
@@ -47,10 +48,15 @@ export class Call {
     for (const fn of this.endHooks) fn();
   }
 
-  /** Answers with vLLM's error body and ends the call. */
+  /** The flavour's error answer for a status and message. */
+  error(status: number, message: string, param?: string | null): ErrorAnswer {
+    return this.calls.error(status, message, param);
+  }
+
+  /** Answers with the flavour's error body and ends the call. */
   fail(err: SimRequestError | { status: number; message: string }): void {
-    const body = err instanceof SimRequestError ? err.body() : vllmError(err.status, err.message);
-    sendJson(this.res, err.status, body);
+    const a = err instanceof SimRequestError ? (err.answer ?? this.calls.error(err.status, err.message, err.param)) : this.calls.error(err.status, err.message);
+    sendJson(this.res, a.status, a.body);
     this.end('completed');
   }
 
@@ -73,7 +79,11 @@ export class Call {
 export class Calls {
   private readonly open = new Set<Call>();
 
-  constructor(private readonly stats: SimStats) {}
+  constructor(
+    private readonly stats: SimStats,
+    /** The flavour's error body for a status and message. */
+    readonly error: (status: number, message: string, param?: string | null) => ErrorAnswer,
+  ) {}
 
   /** Starts a call on a new request (call first, synchronously, in the handler: it registers the abort). */
   begin(res: HttpResponse): Call {

@@ -3,13 +3,19 @@
 import { closeOnSignal, numberOption, parse, untilSignal, UsageError, type Command, portOption } from '../lib/cli.js';
 import { createLogger } from '../lib/log.js';
 import { FAULT_KINDS, parseFault } from './faults.js';
+import { SIM_FLAVOURS, type SimFlavour } from './options.js';
 
 const HELP = `Usage: rc sim --model NAME [options]
 
-Runs a simulated OpenAI-compatible serving backend that behaves like vLLM.
+Runs a simulated OpenAI-compatible serving backend that behaves like vLLM (or, with --flavour,
+like another server, byte for byte).
 
 Options:
   --model NAME               served model name, echoed as "model" (required)
+  --flavour NAME             the server to speak as: ${SIM_FLAVOURS.join(', ')} (default vllm: current vLLM)
+  --prompt-tokens-details    report cached prompt tokens (vLLM --enable-prompt-tokens-details, SGLang --enable-cache-report)
+  --metrics                  serve /metrics on SGLang and llama.cpp (their --enable-metrics / --metrics; vLLM always does)
+  --no-tcp-nodelay           keep Nagle's algorithm on towards clients (a node:net relay in front of the server)
   --host H                   address to bind (default 127.0.0.1)
   --port P                   port (default 8000; 0 picks a free one)
   --reasoning                emit reasoning before the answer
@@ -50,6 +56,10 @@ export const simCommand: Command = {
       'prefill-tokens-per-second': { type: 'string' },
       'max-num-seqs': { type: 'string' },
       fault: { type: 'string' },
+      flavour: { type: 'string' },
+      'prompt-tokens-details': { type: 'boolean' },
+      metrics: { type: 'boolean' },
+      'no-tcp-nodelay': { type: 'boolean' },
     });
     if (values.help) {
       process.stdout.write(HELP);
@@ -62,7 +72,16 @@ export const simCommand: Command = {
     const fault = values.fault === undefined ? undefined : parseFault(values.fault);
     if (values.fault !== undefined && !fault) throw new UsageError(`--fault: unknown fault ${JSON.stringify(values.fault)} (kinds: ${FAULT_KINDS.join(', ')})`);
 
+    const flavour = values.flavour;
+    if (flavour !== undefined && !(SIM_FLAVOURS as readonly string[]).includes(flavour)) {
+      throw new UsageError(`--flavour: unknown flavour ${JSON.stringify(flavour)} (flavours: ${SIM_FLAVOURS.join(', ')})`);
+    }
+
     const options = {
+      flavour: flavour as SimFlavour | undefined,
+      promptTokensDetails: values['prompt-tokens-details'] ?? false,
+      metrics: values.metrics ? true : undefined,
+      noDelay: values['no-tcp-nodelay'] ? false : undefined,
       host: values.host ?? '127.0.0.1',
       port,
       model: values.model,

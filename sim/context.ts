@@ -4,6 +4,7 @@ import { createLogger, type Logger } from '../lib/log.js';
 import { Batch } from './batch.js';
 import { Calls } from './calls.js';
 import { FaultState } from './faults.js';
+import { flavourOf, type Flavour } from './flavours/index.js';
 import { KvCache } from './kv-cache.js';
 import { simOptionsSchema, type SimConfig, type SimOptions } from './options.js';
 import { Pace } from './pace.js';
@@ -14,7 +15,13 @@ export class SimContext {
   readonly opts: SimConfig;
   readonly log: Logger;
   readonly stats: SimStats = newSimStats();
-  readonly calls = new Calls(this.stats);
+  readonly calls: Calls;
+  /** The server the sim speaks as: its bodies, chunks and errors. */
+  readonly flavour: Flavour;
+  /** GET /metrics answers (the option, else the flavour's default). */
+  readonly metricsOn: boolean;
+  /** TCP_NODELAY on the client sockets (the option, else the flavour's default). */
+  readonly noDelay: boolean;
   readonly faults = new FaultState();
   /** The KV cache in blocks, and vLLM's automatic prefix caching in it (kv.prefix, unless turned off). */
   readonly kv: KvCache;
@@ -28,6 +35,10 @@ export class SimContext {
 
   constructor(options: SimOptions) {
     this.opts = simOptionsSchema.parse(options);
+    this.flavour = flavourOf(this.opts.flavour);
+    this.metricsOn = this.opts.metrics ?? this.flavour.metricsByDefault;
+    this.noDelay = this.opts.noDelay ?? this.flavour.noDelay;
+    this.calls = new Calls(this.stats, this.flavour.error);
     this.log = (options.logger ?? createLogger()).child({ part: 'sim', model: this.opts.model });
     this.faults.set(options.fault);
     if (this.opts.recordFirstTokens) this.stats.firstTokenMs = [];
@@ -37,8 +48,9 @@ export class SimContext {
     this.modelJson = JSON.stringify(this.opts.model);
   }
 
-  /** Throws vLLM's 404 when `name` is another model than the served one. */
+  /** Throws the 404 when `name` is another model than the served one (on servers that check it). */
   checkModel(name: string | null | undefined): void {
+    if (!this.flavour.checksModel) return;
     const notFound = unknownModel(this.opts.model, name);
     if (notFound) throw notFound;
   }

@@ -2,7 +2,7 @@
 // the next N requests only, or one request's fault from its `x-sim-fault` header.
 import { z } from 'zod';
 
-export const FAULT_KINDS = ['500', '429', 'close-mid-stream', 'stall-before', 'stall-during'] as const;
+export const FAULT_KINDS = ['500', '429', 'close-mid-stream', 'stall-before', 'stall-during', 'error-mid-stream'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface Fault {
@@ -11,7 +11,7 @@ export interface Fault {
   count?: number | undefined;
   /** 429: the Retry-After value in seconds (default 1). */
   retryAfterS?: number | undefined;
-  /** close-mid-stream / stall-during: content chunks sent before the fault (default 3). */
+  /** close-mid-stream / stall-during / error-mid-stream: content chunks sent before the fault (default 3). */
   afterChunks?: number | undefined;
 }
 

@@ -62,6 +62,8 @@ function run(ctx: SimContext, call: Call, completion: Completion, fault: Fault |
     const blocks = ctx.kv.admit(completion.promptTokens, completion.promptIds, completion.plan.completionTokens);
     call.onEnd(blocks.release);
     completion.cachedTokens = blocks.cachedTokens;
+    ctx.stats.promptTokensTotal += completion.promptTokens;
+    ctx.stats.generationTokensTotal += completion.plan.completionTokens;
     if (ctx.kv.prefix) {
       // As vLLM v1 counts them: every prompt token is a query, every cached one a hit.
       ctx.stats.prefixCacheQueries += completion.promptTokens;
@@ -70,14 +72,14 @@ function run(ctx: SimContext, call: Call, completion: Completion, fault: Fault |
     ctx.stats.lastFirstTokenMs = ctx.pace.fast ? 0 : ctx.pace.firstTokenMs(completion.uncachedTokens);
     let engineMs: number | undefined;
     if (ctx.stats.firstTokenMs !== undefined) ctx.stats.firstTokenMs.push((engineMs = performance.now() - arrived + ctx.stats.lastFirstTokenMs));
-    if (completion.stream) new StreamedAnswer(call, completion, fault, ctx.pace, ctx.opts.instanceName, engineMs).send();
+    if (completion.stream) new StreamedAnswer(call, completion, fault, ctx.pace, ctx.flavour, ctx.opts.instanceName, engineMs).send();
     else answerWhole(call, completion, fault, ctx.pace);
   } catch (err) {
     failed(ctx, call, err);
   }
 }
 
-/** vLLM's error for what it refuses; anything else is the sim's own failure: logged, a 500. */
+/** The server's error for what it refuses; anything else is the sim's own failure: logged, a 500. */
 function failed(ctx: SimContext, call: Call, err: unknown): void {
   if (err instanceof SimRequestError) return call.fail(err);
   ctx.log.error('chat completion failed', { err });

@@ -2,7 +2,7 @@
 import { parseJsonObject, readBody, sendJson, track, type Res } from '../lib/http.js';
 import type { HttpRequest, HttpResponse } from '../lib/uws.js';
 import type { SimContext } from './context.js';
-import { NOT_AN_OBJECT, SimRequestError, vllmError } from './request.js';
+import { NOT_AN_OBJECT, SimRequestError } from './request.js';
 
 /**
  * The body of a sim JSON route that is not a generation (/tokenize, /rc/cache-probe): read with
@@ -23,17 +23,24 @@ export function jsonRoute(
       ctx.opts.maxBodyBytes,
       (buf) => {
         const body = parseJsonObject(buf);
-        if (!body) return sendJson(r, 400, vllmError(400, NOT_AN_OBJECT));
+        const fail = (status: number, message: string, param?: string | null) => {
+          const a = ctx.flavour.error(status, message, param);
+          sendJson(r, a.status, a.body);
+        };
+        if (!body) return fail(400, NOT_AN_OBJECT);
         seen?.(body);
         try {
           sendJson(r, 200, answer(body));
         } catch (err) {
-          if (err instanceof SimRequestError) return sendJson(r, err.status, err.body());
+          if (err instanceof SimRequestError) return err.answer ? sendJson(r, err.answer.status, err.answer.body) : fail(err.status, err.message, err.param);
           ctx.log.error(`${what} failed`, { err });
-          sendJson(r, 500, vllmError(500, 'Internal error in the sim'));
+          fail(500, 'Internal error in the sim');
         }
       },
-      (err) => sendJson(r, err.status, vllmError(err.status, err.message)),
+      (err) => {
+        const a = ctx.flavour.error(err.status, err.message);
+        sendJson(r, a.status, a.body);
+      },
     );
     return r;
   };

@@ -3,7 +3,7 @@
 // routing among a model's backends at work), on consecutive ports from `portBase`.
 import type { ModelEntry } from '../lib/config.js';
 import type { Logger } from '../lib/log.js';
-import { startSim, type SimServer } from './server.js';
+import { startSim, type SimFlavour, type SimServer } from './server.js';
 
 export interface CatalogSimOptions {
   host: string;
@@ -14,6 +14,12 @@ export interface CatalogSimOptions {
   ttftMs?: number;
   tokensPerSecond?: number;
   fast?: boolean;
+  /** The server the sims speak as (default: current vLLM), unless `flavours` names one for the model. */
+  flavour?: SimFlavour;
+  /** Per catalog model name: the server its sims speak as. */
+  flavours?: Readonly<Record<string, SimFlavour>>;
+  /** Report cached prompt tokens (vLLM --enable-prompt-tokens-details, SGLang --enable-cache-report). */
+  promptTokensDetails?: boolean;
   logger?: Logger;
 }
 
@@ -37,6 +43,8 @@ export async function startCatalogSims(models: readonly ModelEntry[], o: Catalog
             ttftMs: o.ttftMs,
             tokensPerSecond: o.tokensPerSecond,
             fast: o.fast,
+            flavour: o.flavours?.[m.name] ?? o.flavour,
+            promptTokensDetails: o.promptTokensDetails,
             logger: o.logger,
           }),
         );

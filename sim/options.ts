@@ -4,6 +4,14 @@ import { z } from 'zod';
 import type { Logger } from '../lib/log.js';
 import type { Fault } from './faults.js';
 
+/**
+ * Which real server the sim speaks as, byte for byte (sim/flavours/, sim/README.md "Flavours"):
+ * vLLM 0.10.1 (0.10.1 only: 0.10.2 adds token_ids), 0.11.1 (0.11.1 to 0.15), current main,
+ * SGLang 0.5.x and current main, and llama.cpp's llama-server.
+ */
+export const SIM_FLAVOURS = ['vllm-0.10.1', 'vllm-0.11.1', 'vllm', 'sglang-0.5', 'sglang', 'llama.cpp'] as const;
+export type SimFlavour = (typeof SIM_FLAVOURS)[number];
+
 export const simOptionsSchema = z.object({
   host: z.string().min(1).default('127.0.0.1'),
   port: z.number().int().min(0).max(65535).default(0),
@@ -57,6 +65,25 @@ export const simOptionsSchema = z.object({
    * from its own machine's event-loop lag. Off (the default): nothing is kept or sent.
    */
   recordFirstTokens: z.boolean().default(false),
+  /** The server the sim speaks as (SIM_FLAVOURS); current vLLM by default. */
+  flavour: z.enum(SIM_FLAVOURS).default('vllm'),
+  /**
+   * Report cached prompt tokens (`usage.prompt_tokens_details`), as vLLM does only with
+   * `--enable-prompt-tokens-details` and SGLang only with `--enable-cache-report` (both off by
+   * default, so off here). llama.cpp always reports them: ignored there.
+   */
+  promptTokensDetails: z.boolean().default(false),
+  /**
+   * TCP_NODELAY on the sockets clients talk to. Unset: the flavour's server default (on for all
+   * six: uvicorn and llama.cpp's cpp-httplib build both set it). false: a node:net relay in front
+   * of the uWS listener keeps Nagle's algorithm on (sim/nagle-relay.ts).
+   */
+  noDelay: z.boolean().optional(),
+  /**
+   * GET /metrics answers. Unset: as the flavour's server by default (vLLM always; SGLang only
+   * with `--enable-metrics`, llama.cpp only with `--metrics`: off).
+   */
+  metrics: z.boolean().optional(),
 });
 export type SimOptions = z.input<typeof simOptionsSchema> & {
   /** A standing fault from the start. */

@@ -1,37 +1,23 @@
-// What the sim accepts, validated with zod, and vLLM's error bodies for what it refuses.
-// Unknown request fields are ignored (as vLLM does, with a warning we do not print).
+// What the sim accepts, validated with zod, and the errors for what it refuses (their bodies
+// are the flavour's: sim/flavours/). Unknown request fields are ignored (as vLLM does, with a
+// warning we do not print).
 import { z } from 'zod';
 import { MAX_JSON_DEPTH } from '../lib/http.js';
+import type { ErrorAnswer } from './flavours/flavour.js';
 
-/** vLLM's error body: `{object:"error", message, type, param, code}`. */
-export interface VllmError {
-  object: 'error';
-  message: string;
-  type: string;
-  param: string | null;
-  code: number;
-}
-
-export const vllmError = (status: number, message: string, param: string | null = null): VllmError => ({
-  object: 'error',
-  message,
-  type: status === 404 ? 'NotFoundError' : status === 429 ? 'RateLimitError' : status >= 500 ? 'InternalServerError' : 'BadRequestError',
-  param,
-  code: status,
-});
-
-/** A request the sim refuses, with its HTTP status and vLLM-shaped body. */
+/**
+ * A request the sim refuses, with its HTTP status; the body is the flavour's (Flavour.error), or
+ * `answer` where the server words this refusal its own way (the context window errors).
+ */
 export class SimRequestError extends Error {
   readonly code = 'RC_ERR_SIM_BAD_REQUEST';
   constructor(
     readonly status: number,
     message: string,
     readonly param: string | null = null,
+    readonly answer?: ErrorAnswer,
   ) {
     super(message);
-  }
-  body(): VllmError {
-    return vllmError(this.status, this.message, this.param);
   }
 }
 

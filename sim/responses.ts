@@ -216,7 +216,7 @@ export class ResponsesStreamRenderer {
   }
 
   /** response.created and response.in_progress. */
-  role(): string {
+  head(): string {
     const response = responseObject(this.meta, this.plan, this.it, false);
     return this.event('response.created', { response }) + this.event('response.in_progress', { response });
   }
@@ -273,10 +273,6 @@ export class ResponsesStreamRenderer {
   }
 
   /** Nothing generated at all: no item events. */
-  emptyFinish(): string {
-    return '';
-  }
-
   /** response.completed (or response.incomplete when max_output_tokens cut it), with usage. */
   tail(): string {
     const response = responseObject(this.meta, this.plan, this.it, true);

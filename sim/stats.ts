@@ -21,6 +21,10 @@ export interface SimStats {
   waiting: number;
   /** The most requests that ran at once. */
   peakRunning: number;
+  /** Prompt tokens of every generation started (SGLang's and llama.cpp's prompt token counters). */
+  promptTokensTotal: number;
+  /** Output tokens of every generation started, counted when it starts (its planned tokens). */
+  generationTokensTotal: number;
   /** Prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries; 0 without prefix caching). */
   prefixCacheQueries: number;
   /** Prompt tokens served from the prefix cache (vLLM's prefix_cache_hits). */
@@ -45,6 +49,8 @@ export const newSimStats = (): SimStats => ({
   running: 0,
   waiting: 0,
   peakRunning: 0,
+  promptTokensTotal: 0,
+  generationTokensTotal: 0,
   prefixCacheQueries: 0,
   prefixCacheHits: 0,
   lastFirstTokenMs: undefined,

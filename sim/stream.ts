@@ -1,10 +1,14 @@
-// A streamed generation: the headers and the role event at once, then one event per token,
-// paced (one timer per token, honouring backpressure) or all in one write with `fast`, then the
-// closing events; a breaking fault (close-mid-stream, stall-during) stops it after N tokens.
+// A streamed generation: the headers and the head event (the role delta) when it starts running,
+// or, for a server that sends its head with its first token (llama.cpp), with that token; then
+// one event per token, paced (one timer per token, honouring backpressure) or all in one write
+// with `fast`, then the closing events (finish, usage, [DONE]), and the connection closed after
+// it where the server does that (llama.cpp); a breaking fault (close-mid-stream, stall-during)
+// stops it after N tokens.
 import type { Call } from './calls.js';
 import type { Completion, SseRenderer } from './completion.js';
-import { breakOff, tokensBeforeFault } from './fault-injection.js';
+import { breakOff, MID_STREAM_ERROR, tokensBeforeFault } from './fault-injection.js';
 import type { Fault } from './faults.js';
+import type { Flavour } from './flavours/index.js';
 import type { Pace } from './pace.js';
 
 export class StreamedAnswer {
@@ -20,12 +24,15 @@ export class StreamedAnswer {
   /** The next token to send. */
   private i = 0;
   private waitingWritable = false;
+  /** The response head is written (it goes with the first write). */
+  private headSent = false;
 
   constructor(
     private readonly call: Call,
     completion: Completion,
     private readonly fault: Fault | undefined,
     private readonly pace: Pace,
+    private readonly flavour: Flavour,
     private readonly instanceName?: string | undefined,
     /** With recordFirstTokens: this generation's engine time to first token, sent as `x-sim-first-token-ms`. */
     private readonly engineFirstTokenMs?: number | undefined,
@@ -37,21 +44,49 @@ export class StreamedAnswer {
   }
 
   send(): void {
-    const r = this.call.res;
-    r.cork(() => {
-      r.writeStatus('200 OK');
-      r.writeHeader('content-type', 'text/event-stream; charset=utf-8');
-      r.writeHeader('cache-control', 'no-cache');
-      if (this.instanceName !== undefined) r.writeHeader('x-sim-instance', this.instanceName);
-      if (this.engineFirstTokenMs !== undefined) r.writeHeader('x-sim-first-token-ms', this.engineFirstTokenMs.toFixed(1));
-      r.write(this.events.role());
-    });
+    if (!this.flavour.headWithFirstToken) {
+      const r = this.call.res;
+      r.cork(() => r.write(this.withHead('')));
+    }
     if (this.pace.fast) this.sendAtOnce();
     else this.startPaced();
   }
 
-  private tail(): string {
-    return (this.n === 0 ? this.events.emptyFinish() : '') + this.events.tail();
+  /**
+   * `data`, preceded by the status, the headers and the head event the first time. Call inside
+   * cork(): uWS sends the head with the first write.
+   */
+  private withHead(data: string, ending = false): string {
+    if (this.headSent) return data;
+    this.headSent = true;
+    const r = this.call.res;
+    r.writeStatus('200 OK');
+    r.writeHeader('content-type', 'text/event-stream; charset=utf-8');
+    r.writeHeader('cache-control', 'no-cache');
+    for (const [k, v] of this.flavour.streamHeaders) r.writeHeader(k, v);
+    if (this.flavour.closeAfterStream && !ending) r.writeHeader('Connection', 'close');
+    if (this.instanceName !== undefined) r.writeHeader('x-sim-instance', this.instanceName);
+    if (this.engineFirstTokenMs !== undefined) r.writeHeader('x-sim-first-token-ms', this.engineFirstTokenMs.toFixed(1));
+    return this.events.head() + data;
+  }
+
+  /** The closing events, ending the response (and the connection, where the server closes it). */
+  private finish(before: string): void {
+    this.end(before + this.events.tail());
+  }
+
+  /** Writes the last events and ends the response (and the connection, where the server closes it). */
+  private end(last: string): void {
+    const r = this.call.res;
+    // llama.cpp closes the connection after a stream. A response still unsent (fast mode) is
+    // ended with uWS's closeConnection: one `Connection: close` header, the socket shut after
+    // it. Once the head is out, uWS's end(body, true) would write its Connection header into
+    // the body (breaking the chunked encoding) and the response cannot be touched after end(),
+    // so a paced stream's head carried `Connection: close` (withHead) and the client, as HTTP/1.1
+    // requires, does not reuse the connection.
+    const closeNow = this.flavour.closeAfterStream && !this.headSent;
+    r.cork(() => r.end(this.withHead(last, closeNow), closeNow));
+    this.call.end('completed');
   }
 
   /** Everything at once; uWS keeps what the socket cannot take yet. */
@@ -61,12 +96,17 @@ export class StreamedAnswer {
     let out = '';
     for (let i = 0; i < upTo; i++) out += this.events.token(i);
     if (this.stopAt >= 0) {
-      r.cork(() => r.write(out));
+      if (this.fault!.kind === 'error-mid-stream') return this.fail(out);
+      r.cork(() => r.write(this.withHead(out)));
       breakOff(this.call, this.fault!);
       return;
     }
-    r.cork(() => r.end(out + this.tail()));
-    this.call.end('completed');
+    this.finish(out);
+  }
+
+  /** error-mid-stream: the server's in-stream error event (and what follows it) ends the stream. */
+  private fail(before: string): void {
+    this.end(before + this.flavour.streamError(500, MID_STREAM_ERROR));
   }
 
   /** Paced: token i is due at start + ttft + prefill + i / tokensPerSecond (no drift). */
@@ -91,12 +131,16 @@ export class StreamedAnswer {
     const { call, n, stopAt } = this;
     const r = call.res;
     if (call.ended || r.aborted) return;
-    if (this.i === stopAt) return breakOff(call, this.fault!);
+    if (this.i === stopAt) {
+      if (this.fault!.kind === 'error-mid-stream') return this.fail('');
+      if (!this.headSent) r.cork(() => r.write(this.withHead('')));
+      return breakOff(call, this.fault!);
+    }
     let ok = true;
     if (this.i < n) {
       const chunk = this.events.token(this.i++);
       r.cork(() => {
-        ok = r.write(chunk);
+        ok = r.write(this.withHead(chunk));
       });
       if (this.i < n || stopAt === n) {
         if (ok) this.schedule();
@@ -104,8 +148,6 @@ export class StreamedAnswer {
         return;
       }
     }
-    const last = this.tail();
-    r.cork(() => r.end(last));
-    call.end('completed');
+    this.finish('');
   }
 }

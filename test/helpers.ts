@@ -154,6 +154,21 @@ export async function dockerAvailable(t: TestContext): Promise<boolean> {
 }
 
 /**
+ * Returns true when this machine has what the local images `tags` are built from
+ * (agent/images/local-images.ts). When a package is missing: with RC_REQUIRE_DOCKER=1 (CI, whose
+ * docker tests need their images) the test fails; otherwise it is skipped with the packages to install.
+ */
+export async function localImagesBuildable(t: TestContext, ...tags: string[]): Promise<boolean> {
+  const { missingImagePackages } = await import('../agent/images/local-images.js');
+  const missing = [...new Set(tags.flatMap(missingImagePackages))];
+  if (missing.length === 0) return true;
+  const why = `the test images ${tags.join(', ')} are built from this machine's files: install ${missing.join(', ')} (Debian: apt-get install ${missing.join(' ')})`;
+  if (process.env.RC_REQUIRE_DOCKER === '1') throw new Error(`RC_REQUIRE_DOCKER=1 but ${why}`);
+  t.skip(why);
+  return false;
+}
+
+/**
  * The environment of a whole platform for a test: data under `dataDir`, every server on an
  * ephemeral port, fast sims, in-memory gates, the default catalog, instances as host processes
  * (the docker runtime has its own suites). `extra` adds or overrides settings.

@@ -4,13 +4,13 @@
 // (npm start), the test suites for their images, and .ci/run builds them all up front.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { Client } from 'undici';
 import { imageInspectRequest, imageRemoveRequest } from '../docker-api.js';
 import { buildImage, LABEL_IMAGE } from './build.js';
-import { addBinary, addTree, busyboxRoot } from './rootfs.js';
+import { addBinary, addTree, BUSYBOX, busyboxRoot } from './rootfs.js';
 
 interface ImageDefinition {
   /** What it is, for the README and the build log. */
@@ -19,9 +19,23 @@ interface ImageDefinition {
   fill(root: string): void;
   /** Dockerfile lines after FROM scratch / COPY . / (ENV, CMD). */
   dockerfile: string[];
+  /** The host files its root is filled from, each with the Debian package that installs it. */
+  hostFiles: HostFile[];
 }
 
+/** A file of this machine an image is built from, and the Debian package that installs it. */
+interface HostFile {
+  path: string;
+  debianPackage: string;
+}
+
+const BUSYBOX_FILE: HostFile = { path: BUSYBOX, debianPackage: 'busybox-static' };
+const PYTHON_FILES: HostFile[] = [BUSYBOX_FILE, { path: '/usr/bin/python3', debianPackage: 'python3' }];
+
 const PATH_ENV = 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** The shell's `${PORT:-n}` in a CMD line: the routed port the agent sets, else the image's default. */
+const portOr = (n: number): string => '${PORT:-' + n + '}';
 
 const PYTHON = '/usr/bin/python3';
 
@@ -71,6 +85,7 @@ export const LOCAL_IMAGES: Record<string, ImageDefinition> = {
     description: 'static busybox only (tests)',
     fill: busyboxRoot,
     dockerfile: [PATH_ENV, 'CMD ["/bin/sh"]'],
+    hostFiles: [BUSYBOX_FILE],
   },
   'rc-test/sshd:1': {
     description: "busybox and Debian's sshd; host keys generated at container start; root logs in with the mounted authorized_keys",
@@ -85,22 +100,26 @@ export const LOCAL_IMAGES: Record<string, ImageDefinition> = {
       writeFileSync(join(root, 'usr/local/bin/rc-sshd'), '#!/bin/sh\nssh-keygen -A >/dev/null\nexec /usr/sbin/sshd -D -e\n', { mode: 0o755 });
     },
     dockerfile: [PATH_ENV, 'CMD ["/usr/local/bin/rc-sshd"]'],
+    hostFiles: [BUSYBOX_FILE, { path: '/usr/sbin/sshd', debianPackage: 'openssh-server' }, { path: '/usr/bin/ssh-keygen', debianPackage: 'openssh-client' }],
   },
   'rc/gradio:latest': {
     description: 'busybox and python3; the app is /app (an index page) served by python3 -m http.server --directory /app on $PORT (7860)',
     fill: demoApp('Gradio demo'),
-    dockerfile: [PATH_ENV, 'WORKDIR /app', 'CMD ["/bin/sh", "-c", "exec python3 -m http.server --directory /app ${PORT:-7860}"]'],
+    dockerfile: [PATH_ENV, 'WORKDIR /app', 'CMD ["/bin/sh", "-c", "exec python3 -m http.server --directory /app ' + portOr(7860) + '"]'],
+    hostFiles: PYTHON_FILES,
   },
   'rc/jupyter-pytorch:latest': {
     description:
       'busybox and python3; a stand-in for the notebook UI (python3 -m http.server --directory /app on $PORT, 8888, an index page only): no Jupyter or PyTorch offline',
     fill: demoApp('Jupyter notebook (stand-in)'),
-    dockerfile: [PATH_ENV, 'WORKDIR /app', 'CMD ["/bin/sh", "-c", "exec python3 -m http.server --directory /app ${PORT:-8888}"]'],
+    dockerfile: [PATH_ENV, 'WORKDIR /app', 'CMD ["/bin/sh", "-c", "exec python3 -m http.server --directory /app ' + portOr(8888) + '"]'],
+    hostFiles: PYTHON_FILES,
   },
   'rc/vllm-sim:latest': {
     description: "busybox; serves the simulated vLLM backend with the toolbox's rc (mounted at /opt/rc by the agent)",
     fill: busyboxRoot,
-    dockerfile: [PATH_ENV, 'CMD ["/bin/sh", "-c", "exec rc sim --host 0.0.0.0 --port ${PORT:-8000} --model demo"]'],
+    dockerfile: [PATH_ENV, 'CMD ["/bin/sh", "-c", "exec rc sim --host 0.0.0.0 --port ' + portOr(8000) + ' --model demo"]'],
+    hostFiles: [BUSYBOX_FILE],
   },
 };
 
@@ -137,10 +156,21 @@ async function imageState(socketPath: string, tag: string): Promise<'absent' | '
   }
 }
 
+/**
+ * The Debian packages missing from this machine to build `tag` (none when it can be built, or is
+ * not a local image): the tests skip with them, and a build names them instead of failing on a file.
+ */
+export function missingImagePackages(tag: string): string[] {
+  const missing = (LOCAL_IMAGES[tag]?.hostFiles ?? []).filter((f) => !existsSync(f.path)).map((f) => f.debianPackage);
+  return [...new Set(missing)];
+}
+
 /** Builds `tag` from its definition (whether or not it exists). */
 export async function buildLocalImage(socketPath: string, tag: string, onOutput?: (line: string) => void): Promise<void> {
   const def = LOCAL_IMAGES[tag];
   if (!def) throw new Error(`No local definition for image ${tag}`);
+  const missing = missingImagePackages(tag);
+  if (missing.length > 0) throw new Error(`Cannot build ${tag}: this machine lacks ${missing.join(', ')} (Debian: apt-get install ${missing.join(' ')})`);
   const dir = mkdtempSync(join(tmpdir(), 'rc-image-'));
   try {
     def.fill(dir);

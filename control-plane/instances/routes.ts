@@ -2,7 +2,10 @@
 import { z } from 'zod';
 import type { Caller } from '../auth.js';
 import type { ApiDeps } from '../deps.js';
+import type { BusEvent } from '../../lib/bus.js';
+import { ADMIN_OPS, runAdminOp } from '../admin.js';
 import { API_ERRORS } from '../errors.js';
+import { ADMIN_TOKEN_ACTOR } from '../operator/audit-log.js';
 import { route, type Route } from '../router.js';
 import { sessionRequired } from './errors.js';
 import type { InstanceService } from './service.js';
@@ -99,23 +102,23 @@ function launchVerificationRoutes(service: InstanceService, deps: ApiDeps): Rout
       },
     }),
     route({
-      // Operator: `rc launch-verification --email E [--enable|--disable] [--token]`.
+      // Operator: an account's launch verification and tokens. The operation of the one table of
+      // operator actions (`account.launch-verification`, also POST /api/admin/{op} and
+      // /api/operator/{op}): validated and recorded in the audit log like every other.
       method: 'post',
       path: '/api/admin/instances/launch-verification',
-      summary: 'Operator: launch verification of an account, and tokens',
+      summary: 'Operator: launch verification of an account, and tokens (the account.launch-verification action)',
       access: 'admin',
-      body: z.strictObject({ email: z.string().trim().min(1).max(254), enabled: z.boolean().optional(), issue_token: z.boolean().default(false) }),
-      handle({ body }) {
-        const account = store.accounts.byEmail(body.email.toLowerCase());
-        if (!account) throw API_ERRORS.accountNotFound(body.email);
-        if (body.enabled !== undefined) service.instances.setLaunchVerification(account.id, body.enabled);
-        const out: Record<string, unknown> = { email: account.email, launch_verification: store.accounts.byId(account.id)!.launchVerification };
-        if (body.issue_token) {
-          const t = service.instances.issueLaunchToken(account.id, store.clock.now(), ttlMs());
-          out.launch_verification_token = t.token;
-          out.expires_at = new Date(t.expiresAt).toISOString();
-        }
-        return { body: out };
+      body: ADMIN_OPS['account.launch-verification'].input,
+      async handle({ body }) {
+        const ctx = {
+          store,
+          publish: (e: BusEvent) => deps.bus.publish(e),
+          configuredModels: deps.configuredModels,
+          actor: ADMIN_TOKEN_ACTOR,
+          launchTokenTtlSec: service.settings.launchTokenTtlSec,
+        };
+        return { body: await runAdminOp(ctx, 'account.launch-verification', body) };
       },
     }),
   ];

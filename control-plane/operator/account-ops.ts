@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { accountByEmail, email, issueKey, op, type AdminContext } from '../admin-op.js';
 import { API_ERRORS } from '../errors.js';
+import { resolveInstanceSettings } from '../instances/settings.js';
 import { operatorAccount } from './views.js';
 
 /**
@@ -58,6 +59,22 @@ export const ACCOUNT_OPS = {
     const old = ctx.store.keys.revoke(a.id);
     if (old) await ctx.publish({ type: 'key.revoked', keyHash: old, accountId: a.id });
     return operatorAccount(ctx.store, a);
+  }),
+  // An account's launch verification (control-plane/instances/README.md), and a token for it. The
+  // admin route POST /api/admin/instances/launch-verification runs this op: it switched the
+  // protection off and minted tokens outside the audit log (issue 44).
+  'account.launch-verification': op(z.strictObject({ email, enabled: z.boolean().optional(), issue_token: z.boolean().default(false) }), (ctx, i) => {
+    const { store } = ctx;
+    const a = accountByEmail(ctx, i.email);
+    if (i.enabled !== undefined) store.instances.setLaunchVerification(a.id, i.enabled);
+    const out: Record<string, unknown> = { email: a.email, launch_verification: store.accounts.byId(a.id)!.launchVerification };
+    if (i.issue_token) {
+      const ttlMs = (ctx.launchTokenTtlSec ?? resolveInstanceSettings().launchTokenTtlSec) * 1000;
+      const t = store.instances.issueLaunchToken(a.id, store.clock.now(), ttlMs);
+      out.launch_verification_token = t.token;
+      out.expires_at = new Date(t.expiresAt).toISOString();
+    }
+    return out;
   }),
   // SPEC's 503 on POST /api/credits/redeem while closed. Held by the running control plane (its
   // settings); a restart goes back to RC_COUPON_REDEMPTION.

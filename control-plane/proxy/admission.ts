@@ -10,6 +10,7 @@ import { mainEndpoint, type InstanceRoutes } from '../../lib/instance-routes.js'
 import type { Detail } from '../api-error.js';
 import { API_ERRORS } from '../errors.js';
 import type { Store } from '../store.js';
+import type { AppCookieSeals } from './app-cookies.js';
 import { PROXY_COOKIE, type ProxyCookies, type ProxyTickets, SECURE_PROXY_COOKIE, sessionAccount } from './handover.js';
 
 /** The old path form `<proxy>/instances/<id>/<path>`, redirected to the instance's origin. */
@@ -21,6 +22,8 @@ export interface Target {
   address: string;
   /** The request's path, with its query. */
   path: string;
+  /** The Cookie header the app gets ('' for none): its own cookies only (app-cookies.ts). */
+  cookie: string;
 }
 
 /** A reply the proxy sends itself (an ApiError of the table fits): `{ detail }` with this status and headers. */
@@ -35,6 +38,8 @@ export interface AdmissionOptions {
   routes: InstanceRoutes;
   tickets: ProxyTickets;
   cookies: ProxyCookies;
+  /** Seals of the apps' own cookies (app-cookies.ts). */
+  seals: AppCookieSeals;
   /** The proxy's public base URL (`RC_PROXY_PUBLIC_URL`), when set. */
   publicUrl: string | undefined;
   /** Retry-After (seconds) of the 503 while an instance starts. */
@@ -78,7 +83,8 @@ export class ProxyAdmission {
     if (!endpoint) return API_ERRORS.instanceWithoutApp();
     if (route.status !== 'ready' || endpoint.address === '') return API_ERRORS.instanceStarting(this.o.startingRetryAfterSec);
     const query = req.getQuery();
-    return { instanceId, address: endpoint.address, path: query ? `${url}?${query}` : url };
+    const cookie = this.o.seals.forwardable(instanceId, req.getHeader('cookie'), this.secure);
+    return { instanceId, address: endpoint.address, path: query ? `${url}?${query}` : url, cookie };
   }
 
   /** `GET /_rc/auth?ticket=T` on an instance's origin: the hand-over's second half (handover.ts) sets the proxy's cookie. */

@@ -14,6 +14,9 @@
 // - The platform's cookies (the proxy's own included), CSRF header and keys are removed
 //   (forwardedHeaders, lib/instance-credentials.ts), so the app never holds a platform credential,
 //   and its Set-Cookie for a platform cookie is dropped.
+// - Of the browser's other cookies the app gets only its own (app-cookies.ts): those its server set
+//   through the proxy, with their values (a seal cookie beside each), and `__Host-` ones; a cookie
+//   another page tossed with `Domain=` is never forwarded.
 // - Apps of other instances are same-site with this one (sibling host names): requests another
 //   site or a sibling started are refused unless they are top-level navigations (Fetch Metadata),
 //   so an app cannot make its owner's browser post to another instance's app with its cookie.
@@ -31,10 +34,35 @@ import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptio
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { API_ERRORS } from '../errors.js';
 import { ProxyAdmission, type ProxyReply } from './admission.js';
+import { AppCookieSeals } from './app-cookies.js';
 import { AUTH_PATH, ProxyCookies, type ProxyTickets } from './handover.js';
+import { headerNameIs } from '../../lib/relay/response-writer.js';
 import { proxyWebSocket, type WsData } from './websocket.js';
 
-const DROP_HEADERS: ReadonlySet<string> = new Set();
+/** The browser's Cookie header is replaced by the app's own cookies (Target.cookie, app-cookies.ts). */
+const DROP_HEADERS: ReadonlySet<string> = new Set(['cookie']);
+const SET_COOKIE = Buffer.from('set-cookie');
+
+/** A ResponseRelay that adds the seal of every cookie the app sets (app-cookies.ts). */
+class SealingRelay extends ResponseRelay {
+  constructor(
+    res: Res,
+    method: string,
+    private readonly seal: (setCookie: string) => string | undefined,
+  ) {
+    super(res, method);
+  }
+
+  override head(status: number, headers: readonly (string | Buffer)[]): void {
+    let seals: string[] | undefined;
+    for (let i = 0; i + 1 < headers.length; i += 2) {
+      if (!headerNameIs(headers[i]!, SET_COOKIE)) continue;
+      const seal = this.seal(headers[i + 1]!.toString());
+      if (seal !== undefined) (seals ??= []).push('set-cookie', seal);
+    }
+    super.head(status, seals ? [...headers, ...seals] : headers);
+  }
+}
 
 export interface InstanceProxyOptions {
   /** Sessions and accounts (the control plane's store). */
@@ -46,6 +74,8 @@ export interface InstanceProxyOptions {
   publicUrl?: string;
   /** MACs of the proxy cookie (default: a key of this process). */
   cookies?: ProxyCookies;
+  /** Seals of the apps' own cookies (default: a key of this process). */
+  seals?: AppCookieSeals;
   logger?: Logger;
   /** Largest request body (413 beyond); default 32 MiB. */
   maxBodyBytes?: number;
@@ -61,6 +91,8 @@ export interface InstanceProxy {
   register(app: TemplatedApp): void;
   /** The proxy's cookies (tests mint one to skip the hand-over). */
   readonly cookies: ProxyCookies;
+  /** Instance addresses with a connection pool (dropped when the instance goes: routes.onGone). */
+  readonly pools: number;
   close(): Promise<void>;
 }
 
@@ -72,17 +104,23 @@ function answer(res: Res, reply: ProxyReply): void {
 export function createInstanceProxy(options: InstanceProxyOptions): InstanceProxy {
   const logger = (options.logger ?? createLogger()).child({ part: 'instance-proxy' });
   const pools = new InstancePools(options.pool);
+  // An ended instance's pool is closed (its requests in flight finish), not kept for good.
+  const unfollow = options.routes.onGone?.((_id, addresses) => {
+    for (const a of addresses) pools.drop(a);
+  });
   const upstreams = new Set<WebSocket>();
   const cookies = options.cookies ?? new ProxyCookies();
+  const seals = options.seals ?? new AppCookieSeals();
   const admission = new ProxyAdmission({
     store: options.store,
     routes: options.routes,
     tickets: options.tickets,
     cookies,
+    seals,
     publicUrl: options.publicUrl,
     startingRetryAfterSec: options.startingRetryAfterSec ?? 10,
   });
-  const http = proxyHttp(admission, pools, options.routes, options.maxBodyBytes ?? 32 * 1024 * 1024);
+  const http = proxyHttp(admission, seals, pools, options.routes, options.maxBodyBytes ?? 32 * 1024 * 1024);
   const maxWsMessageBytes = options.maxWsMessageBytes ?? 16 * 1024 * 1024;
   return {
     cookies,
@@ -90,7 +128,11 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
       app.ws<WsData>('/*', proxyWebSocket({ admission, routes: options.routes, logger, maxMessageBytes: maxWsMessageBytes, upstreams }));
       app.any('/*', http);
     },
+    get pools() {
+      return pools.size;
+    },
     async close() {
+      unfollow?.();
       for (const u of upstreams) u.terminate();
       await pools.close();
     },
@@ -98,7 +140,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
 }
 
 /** The HTTP handler: the hand-over's redemption on AUTH_PATH, else an admitted request forwarded to the app. */
-function proxyHttp(admission: ProxyAdmission, pools: InstancePools, routes: InstanceRoutes, maxBody: number) {
+function proxyHttp(admission: ProxyAdmission, seals: AppCookieSeals, pools: InstancePools, routes: InstanceRoutes, maxBody: number) {
   const wrongMethod = API_ERRORS.methodNotAllowed('GET');
   return (uwsRes: HttpResponse, req: HttpRequest): void => {
     const res = track(uwsRes);
@@ -111,7 +153,9 @@ function proxyHttp(admission: ProxyAdmission, pools: InstancePools, routes: Inst
     if (!('address' in target)) return answer(res, target);
     routes.recordActivity(target.instanceId);
     const headers = forwardedHeaders(req, DROP_HEADERS);
-    const relay = new ResponseRelay(res, method);
+    if (target.cookie !== '') headers.push('cookie', target.cookie);
+    const instanceId = target.instanceId;
+    const relay = new SealingRelay(res, method, (setCookie) => seals.sealFor(instanceId, setCookie, admission.secure));
     const length = declaredLength(req);
     if ((length === '' || length === '0') && req.getHeader('transfer-encoding') === '') {
       forward(pools, target.address, { method, path: target.path, headers, body: undefined }, relay);

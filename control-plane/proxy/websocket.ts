@@ -11,7 +11,13 @@ import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { API_ERRORS } from '../errors.js';
 import type { ProxyAdmission } from './admission.js';
 
-const WS_DROP_HEADERS: ReadonlySet<string> = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol']);
+const WS_DROP_HEADERS: ReadonlySet<string> = new Set([
+  'cookie',
+  'sec-websocket-key',
+  'sec-websocket-version',
+  'sec-websocket-extensions',
+  'sec-websocket-protocol',
+]);
 /** Buffered bytes towards a browser beyond which the app's socket is paused. */
 const MAX_BACKPRESSURE = 1024 * 1024;
 
@@ -95,6 +101,8 @@ function upgrade(o: ProxyWebSocketOptions, uwsRes: HttpResponse, req: HttpReques
   const flat = forwardedHeaders(req, WS_DROP_HEADERS);
   const headers: Record<string, string> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) headers[flat[i]!] = flat[i + 1]!;
+  // The app's own cookies only (app-cookies.ts); the browser's Cookie header is not forwarded.
+  if (target.cookie !== '') headers.cookie = target.cookie;
   const upstream = new WebSocket(`ws://${target.address}${target.path}`, protocols, {
     headers,
     perMessageDeflate: false,

@@ -23,19 +23,22 @@
 // rendered prompt's JSON bytes (messages and tools serialized, about 3 µs per 10 KB) are tried,
 // a good estimate though not a strict bound (the doubling above is for the worst case of
 // re-serialized JSON; an underestimate here only lets the backend's own error through); then the
-// prompt is counted with /tokenize: max_tokens lowered to context - count, or a prompt that
+// prompt is counted the backend's way (tokenize.ts): max_tokens lowered to context - count, or a prompt that
 // alone fills the context refused. The count holds an in-flight slot like any backend call (none
 // free: no count, the backend judges); like count_tokens it is not gated.
 //
-// The context window: the catalog entry's maxContext, else the `max_model_len` the backend
-// reports in its /tokenize answer (vLLM's, the same value as its /v1/models), learned on the
-// first count and kept per catalog model (the smallest seen over its upstreams).
+// The context window: the catalog entry's maxContext, else the one the backend reports in its
+// /v1/models (backends/backend-kind.ts: vLLM's and SGLang's max_model_len, llama.cpp's slot
+// n_ctx), learned before the first fitting of a model (one GET per backend, then kept) and the
+// smallest over its upstreams. Not /tokenize's max_model_len: SGLang reports its tokenizer's
+// limit there (often 131072), not the server's context.
 import type { ModelState } from '../backends/model-catalog.js';
 import { CLIENT_CLOSED } from '../metrics.js';
 import type { ModelRequest } from '../request/lifecycle.js';
 import type { ProtocolError } from '../request/protocol.js';
 import type { PromptParts } from './prompt.js';
-import { cannotTokenize, parseTokenizeResponse, requestTokenize } from './tokenize.js';
+import { backendContext, backendLearned, learnBackend } from '../backends/backend-kind.js';
+import { canCount, countWithBackend } from './tokenize.js';
 
 export type FitResult =
   /** Forward as it is. `promptTokens`: the exact count, when one was made. */
@@ -54,14 +57,9 @@ export function inputBound(bodyBytes: number): number {
   return 2 * bodyBytes + TEMPLATE_MARGIN;
 }
 
-/** max_model_len learned from the backends, per catalog model. */
-const learned = new WeakMap<ModelState, number>();
-/** Catalog models whose backend cannot count (404, 405, 501, or a malformed 200): never asked again. */
-const noTokenize = new WeakSet<ModelState>();
-
 /** The context window of `model`, when known. */
 export function contextWindow(model: ModelState): number | undefined {
-  return model.entry.maxContext ?? learned.get(model);
+  return model.entry.maxContext ?? backendContext(model);
 }
 
 /** The context assumed for bounding max_tokens to an account's allowance when none is known (vLLM's common default). */
@@ -72,10 +70,7 @@ export function boundingContext(model: ModelState): number {
   return contextWindow(model) ?? ASSUMED_CONTEXT;
 }
 
-/** Whether `model`'s backend may be asked for a count (it has not shown that it cannot). */
-export function canCount(model: ModelState): boolean {
-  return !noTokenize.has(model);
-}
+export { canCount } from './tokenize.js';
 
 /** The message of the prompt-too-long refusal (the messages protocol's wording, used on every protocol). */
 export function promptTooLongMessage(r: { promptTokens: number; maximum: number }): string {
@@ -92,9 +87,17 @@ export function promptTooLongMessage(r: { promptTokens: number; maximum: number 
  */
 export function fitPrompt<E extends ProtocolError>(r: ModelRequest<E>, done: (r: ModelRequest<E>, fit: FitResult) => void): void {
   const model = r.model!;
+  // The first request of a model waits for what its backends report (context, kind); once.
+  if (model.entry.maxContext === undefined && !backendLearned(model)) {
+    void learnBackend(model).then(() => {
+      if (r.res.aborted) r.finish(CLIENT_CLOSED, undefined);
+      else fitPrompt(r, done);
+    });
+    return;
+  }
   const known = contextWindow(model);
   const wanted = r.maxTokens ?? 1;
-  if ((known !== undefined && inputBound(r.bodyBytes) + wanted <= known) || noTokenize.has(model)) {
+  if ((known !== undefined && inputBound(r.bodyBytes) + wanted <= known) || !canCount(model)) {
     done(r, FITS);
     return;
   }
@@ -177,25 +180,13 @@ function countJson<E extends ProtocolError>(r: ModelRequest<E>, body: string, do
   );
 }
 
-/** The backend's /tokenize count of `body` (learning max_model_len), or undefined when it cannot say. */
+/** The backend's count of `body` (the kind learned first), or undefined when it cannot say. */
 async function tokenize<E extends ProtocolError>(r: ModelRequest<E>, model: ModelState, body: string, signal: AbortSignal): Promise<number | undefined> {
-  let up: Awaited<ReturnType<typeof requestTokenize>>;
   try {
-    up = await requestTokenize(r.ctx, model, r.routeHint, body, signal);
+    if (!backendLearned(model)) await learnBackend(model);
+    const c = await countWithBackend(r.ctx, model, r.routeHint, body, signal);
+    return c.kind === 'counted' ? c.count : undefined;
   } catch {
     return undefined; // down, timed out, aborted: asked again next time
   }
-  if (cannotTokenize(up.status)) noTokenize.add(model);
-  if (up.status !== 200) return undefined;
-  const counted = parseTokenizeResponse(up.body);
-  if (counted === undefined) {
-    // A 200 that is not a count (a proxy's page, another API): this backend cannot count; not asked again.
-    noTokenize.add(model);
-    return undefined;
-  }
-  if (counted.maxModelLen !== undefined && model.entry.maxContext === undefined) {
-    const prev = learned.get(model);
-    if (prev === undefined || counted.maxModelLen < prev) learned.set(model, counted.maxModelLen);
-  }
-  return counted.count;
 }

@@ -1,5 +1,5 @@
-// Reads each upstream's vLLM queue from its Prometheus endpoint (`GET <root>/metrics`,
-// `vllm:num_requests_waiting`, summed over its series) every interval, in the background: the
+// Reads each upstream's queue from its Prometheus endpoint (`GET <root>/metrics`, summed over
+// its series) every interval, in the background: the
 // prefix router (router.ts) takes a backend whose queue is long for overloaded. Never on the
 // request path; only the upstreams of models routed by prefix are read, and only when an interval
 // is configured (metricsIntervalMs: off in createGateway's defaults, 2 s from the settings,
@@ -15,10 +15,26 @@ export interface ScrapedUpstream {
   waitingAt: number;
 }
 
-const METRIC = 'vllm:num_requests_waiting';
+/**
+ * The queue gauge of each backend, as its source names it: vLLM `vllm:num_requests_waiting`
+ * (vllm/v1/metrics/loggers.py; labels model_name, engine), SGLang `sglang:num_queue_reqs`
+ * (python/sglang/srt/metrics/collector.py; labels model_name, tp_rank, ..., one series per
+ * data-parallel rank), llama.cpp `llamacpp:requests_deferred` (tools/server/server-context.cpp,
+ * the tasks waiting for a free slot; no labels; served with --metrics).
+ */
+const QUEUE_METRICS = ['vllm:num_requests_waiting', 'sglang:num_queue_reqs', 'llamacpp:requests_deferred'] as const;
 
-/** The sum of the `vllm:num_requests_waiting` samples in a Prometheus text body, or undefined when absent. */
+/** The queued requests a Prometheus text body reports (the first queue metric present, summed over its samples), or undefined when none is. */
 export function waitingRequests(text: string): number | undefined {
+  for (const metric of QUEUE_METRICS) {
+    const sum = metricSum(text, metric);
+    if (sum !== undefined) return sum;
+  }
+  return undefined;
+}
+
+/** The sum of the samples of `METRIC` in a Prometheus text body, or undefined when absent. */
+function metricSum(text: string, METRIC: string): number | undefined {
   let sum: number | undefined;
   let at = text.indexOf(METRIC);
   while (at >= 0) {

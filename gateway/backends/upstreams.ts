@@ -22,10 +22,16 @@ export type Route = RouteHint | string | undefined;
 export interface UpstreamOptions extends RouterOptions {
   /** Keep-alive connections per upstream. */
   connections: number;
-  /** Wait for a response head. */
+  /**
+   * Silence before a response head that fails the request once the backend has shown no sign of
+   * life for as long either (nothing read from it, its /health not answering): a dead backend. A
+   * busy one is waited for (lib/relay/http-pool.ts, "Waiting on a busy backend").
+   */
   headersTimeoutMs: number;
-  /** Longest silence between two body chunks. */
+  /** The same between two body chunks. */
   idleTimeoutMs: number;
+  /** From the request's write to the end of its response, whatever the backend shows: the total limit. */
+  requestTimeoutMs: number;
   connectTimeoutMs: number;
   /** How long an unhealthy upstream stays out. */
   ejectMs: number;
@@ -37,6 +43,7 @@ export const DEFAULT_UPSTREAM_OPTIONS: UpstreamOptions = {
   connections: 256,
   headersTimeoutMs: 60_000,
   idleTimeoutMs: 120_000,
+  requestTimeoutMs: 1_800_000,
   connectTimeoutMs: 5_000,
   ejectMs: 10_000,
   failuresToEject: 3,
@@ -48,8 +55,8 @@ export const DEFAULT_UPSTREAM_OPTIONS: UpstreamOptions = {
   metricsIntervalMs: 0,
 };
 
-/** A path whose request computes no KV cache: routed, but not learned as a prefix. */
-const TOKENIZE_PATH = '/tokenize';
+/** Paths whose requests compute no KV cache (counting a prompt): routed, but not learned as a prefix. */
+const COUNT_PATHS = new Set(['/tokenize', '/apply-template']);
 
 export type UpstreamErrorKind = 'unavailable' | 'timeout' | 'idle' | 'reset' | 'aborted';
 
@@ -127,7 +134,10 @@ export class Upstream {
       connections: opts.connections,
       headersTimeoutMs: opts.headersTimeoutMs,
       bodyTimeoutMs: opts.idleTimeoutMs,
+      requestTimeoutMs: opts.requestTimeoutMs,
       connectTimeoutMs: opts.connectTimeoutMs,
+      // vLLM, SGLang and llama.cpp all serve GET /health at the server's root.
+      probePath: `${path}/health`,
       // Below the servers' own idle timeouts (uvicorn's, hence vLLM's and SGLang's, 5 s; uWS's
       // 10 s; undici keeps 4 s for the same reason): a connection the backend is about to close
       // is not reused, which leaves the stale-connection retry for the rare race.
@@ -308,7 +318,7 @@ class Exchange implements ResponseHandler, UpstreamCall {
     }
     this.upstream = u;
     const router = this.model.router;
-    if (router !== undefined && this.path !== TOKENIZE_PATH) router.learn(this.route, this.model.upstreams, u);
+    if (router !== undefined && !COUNT_PATHS.has(this.path)) router.learn(this.route, this.model.upstreams, u);
     u.inflight++;
     this.t0 = performance.now();
     this.request = u.pool.request(this.path === CHAT_PATH ? u.chatPath : u.basePath + this.path, this.body, this);
@@ -371,9 +381,12 @@ class Exchange implements ResponseHandler, UpstreamCall {
       return;
     }
     let kind: UpstreamErrorKind = 'reset';
-    if (err.failure === 'headers-timeout') kind = 'timeout';
+    if (err.failure === 'headers-timeout' || err.failure === 'request-timeout') kind = 'timeout';
     else if (err.failure === 'body-timeout') kind = 'idle';
-    if (!this.headSeen || kind === 'idle') u.failed();
+    // A silence timeout is a dead backend (the pool waits while it shows life): it counts toward
+    // taking it out, as a broken exchange without a head does. The total limit is a slow answer,
+    // not a failing backend: it never counts.
+    if (err.failure !== 'request-timeout' && (!this.headSeen || kind === 'idle')) u.failed();
     this.fail(new UpstreamError(kind, `Upstream ${u.url}: ${err.message}`, this.headSeen, err));
   }
 

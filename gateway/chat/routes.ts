@@ -11,7 +11,7 @@ import { sendJson, track } from '../../lib/http.js';
 import { chatPrompt } from '../admission/prompt.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
-import { ERRORS } from '../errors.js';
+import { CHAT_CODES, ERRORS, GatewayError } from '../errors.js';
 import { fitAndAdmit } from '../admission/model-call.js';
 import { authenticate, frontDoor } from '../request/front-door.js';
 import { ModelRequest } from '../request/lifecycle.js';
@@ -39,6 +39,24 @@ export function requestedMaxTokens(obj: Record<string, unknown>): number | undef
   const m = obj.max_completion_tokens ?? obj.max_tokens;
   return typeof m === 'number' && m > 0 && Number.isFinite(m) ? Math.ceil(m) : undefined;
 }
+
+/**
+ * The 400 for a max tokens field of `o` (among `fields`) that is a number below 1, else undefined.
+ * The gateway checks it itself: a bound or fitted max tokens would replace a 0 and forward a
+ * request the client's value makes invalid (vLLM refuses it; SGLang and llama.cpp take a 0 or a
+ * negative as "no limit").
+ */
+export function maxTokensBelowOne(o: Record<string, unknown>, fields: readonly string[]): GatewayError | undefined {
+  for (const f of fields) {
+    const v = o[f];
+    if (typeof v === 'number' && !(v >= 1))
+      return new GatewayError(CHAT_CODES.invalidBody, `${f}: must be at least 1, got ${v}`, 400, 'invalid_request_error', f);
+  }
+  return undefined;
+}
+
+/** The max tokens fields of a chat completion. */
+const CHAT_MAX_TOKENS_FIELDS = ['max_tokens', 'max_completion_tokens'] as const;
 
 /**
  * The body to forward for a completion body `o` of `model` (stream_options.include_usage added,
@@ -110,6 +128,12 @@ function spliceIncludeUsage(raw: Buffer): Buffer {
 
 /** Through the door: the fields read, then fitted and admitted (admission/model-call.ts). */
 function completion(r: ModelRequest<ChatError>, raw: Buffer, o: Record<string, unknown>, model: ModelState): void {
+  const belowOne = maxTokensBelowOne(o, CHAT_MAX_TOKENS_FIELDS);
+  if (belowOne) {
+    r.model = model;
+    r.fail(belowOne);
+    return;
+  }
   const f = chatFields(r, raw, o, model);
   if (!f) return;
   fitAndAdmit(

@@ -27,12 +27,19 @@ export interface DedicatedOptions {
 
 export interface DedicatedEndpoints {
   plugin: RoutePlugin;
+  /** Instance addresses with a connection pool (dropped when the instance goes: routes.onGone). */
+  readonly pools: number;
   /** Closes the connection pools to instances. */
   close(): Promise<void>;
 }
 
 export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEndpoints {
   let pools: InstancePools | undefined;
+  // An ended instance's pool is closed (its requests in flight finish): one pool per instance ever
+  // launched stayed behind otherwise.
+  const unfollow = options.routes.onGone?.((_id, addresses) => {
+    for (const a of addresses) pools?.drop(a);
+  });
 
   const plugin: RoutePlugin = (app: TemplatedApp, ctx: GatewayContext) => {
     const up = ctx.upstreams.opts;
@@ -40,6 +47,7 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
       connectTimeoutMs: up.connectTimeoutMs,
       headersTimeoutMs: up.headersTimeoutMs,
       idleTimeoutMs: up.idleTimeoutMs,
+      requestTimeoutMs: up.requestTimeoutMs,
       ...options.pool,
     });
     const relay = new DedicatedRelay(ctx, {
@@ -71,7 +79,11 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
 
   return {
     plugin,
+    get pools() {
+      return pools?.size ?? 0;
+    },
     async close() {
+      unfollow?.();
       await pools?.close();
     },
   };

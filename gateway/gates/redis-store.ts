@@ -510,8 +510,15 @@ export class RedisGateStore implements GateStore {
       return;
     }
     this.settled(b);
-    if (outcomes) for (let k = 0; k < outcomes.length; k++) admissions[k]!.resolve(outcomes[k]!);
-    else {
+    if (outcomes) {
+      // An answer in time is Redis working again: after a timeout or an error reply the store is
+      // marked down, and no reconnect follows when the connection itself stayed up, so without
+      // this the gauge (and the log's "deciding in memory") would stay down for good. The
+      // back-off ends too: the gates decide in Redis again from the next request.
+      this.backoffUntil = 0;
+      this.setUp(true, 'answered');
+      for (let k = 0; k < outcomes.length; k++) admissions[k]!.resolve(outcomes[k]!);
+    } else {
       const err = new GateRedisError(`Unexpected reply from the gate script: ${JSON.stringify(reply)}`);
       for (let k = 0; k < admissions.length; k++) admissions[k]!.reject(err);
     }

@@ -1,16 +1,20 @@
 // POST /v1/messages/count_tokens: the request rendered exactly as /v1/messages would send it
 // (system, tools and thinking switch included), counted by the backend's own /tokenize, so
 // count_tokens(x).input_tokens equals usage.input_tokens of the same request (no prompt cache).
-// A backend without /tokenize (404, 405, 501) gets an estimate, marked `x-rc-token-count: estimate`.
+// Each backend counts its own way (admission/tokenize.ts: vLLM and SGLang /tokenize, llama.cpp
+// /apply-template then /tokenize). A backend that cannot count (no endpoint, SGLang 0.5's
+// prompt-only /tokenize, a 200 that is not a count) gets the estimate, marked
+// `x-rc-token-count: estimate`, and is not asked again.
 import { chatRouteHint } from '../backends/route-hint.js';
 import { sendJson } from '../../lib/http.js';
 import { chatPrompt } from '../admission/prompt.js';
-import { cannotTokenize, parseTokenizeResponse, requestTokenize } from '../admission/tokenize.js';
+import { countWithBackend } from '../admission/tokenize.js';
+import { backendLearned, learnBackend } from '../backends/backend-kind.js';
 import { UpstreamError } from '../backends/upstreams.js';
 import { CLIENT_CLOSED } from '../metrics.js';
 import type { ModelRequest } from '../request/lifecycle.js';
 import { ZERO_USAGE } from '../usage.js';
-import { backendError, MessagesError } from './errors.js';
+import { backendError, type MessagesError } from './errors.js';
 import { upstreamUnavailable } from './reply.js';
 import { estimateInputTokens, type PreparedRequest } from './request.js';
 
@@ -27,25 +31,26 @@ const ESTIMATE = { [TOKEN_COUNT_HEADER]: 'estimate' };
 export async function countTokens(r: ModelRequest<MessagesError>, p: PreparedRequest): Promise<void> {
   const res = r.res;
   const chat = p.chat;
+  const model = r.model!;
   const json = JSON.stringify(chatPrompt(chat)!); // a translated request always has its messages
   const ac = new AbortController();
   res.onAbort = () => ac.abort();
   try {
-    const up = await requestTokenize(r.ctx, r.model!, chatRouteHint(r.model!, p.chat, p.stickyKey), json, ac.signal);
-    if (up.status === 200) {
-      const count = parseTokenizeResponse(up.body)?.count;
-      if (count === undefined) {
-        r.fail(new MessagesError(502, 'The model backend returned a malformed /tokenize response'), ZERO_USAGE);
-        return;
-      }
-      sendJson(res, 200, `{"input_tokens":${count}}`, { ...r.decision!.headers, ...EXACT });
+    if (!backendLearned(model)) await learnBackend(model);
+    if (res.aborted) {
+      r.finish(CLIENT_CLOSED, ZERO_USAGE);
+      return;
+    }
+    const c = await countWithBackend(r.ctx, model, chatRouteHint(model, p.chat, p.stickyKey), json, ac.signal);
+    if (c.kind === 'counted') {
+      sendJson(res, 200, `{"input_tokens":${c.count}}`, { ...r.decision!.headers, ...EXACT });
       r.finish(200, ZERO_USAGE);
-    } else if (cannotTokenize(up.status)) {
+    } else if (c.kind === 'cannot') {
       const estimate = estimateInputTokens(JSON.stringify(chat.messages), chat.tools && JSON.stringify(chat.tools));
       sendJson(res, 200, `{"input_tokens":${estimate}}`, { ...r.decision!.headers, ...ESTIMATE });
       r.finish(200, ZERO_USAGE);
     } else {
-      r.fail(backendError(up.status, up.body.toString('utf8'), up.headers['retry-after']), ZERO_USAGE);
+      r.fail(backendError(c.status, c.body.toString('utf8'), c.retryAfter), ZERO_USAGE);
     }
   } catch (err) {
     if (!(err instanceof UpstreamError)) throw err;

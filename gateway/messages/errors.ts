@@ -2,6 +2,7 @@
 // `{"type":"error","error":{"type":...,"message":...}}`, with the HTTP status of the failure.
 import { RcError } from '../../lib/errors.js';
 import { readBackendError } from '../backends/backend-error.js';
+import { overflowMessage, readContextOverflow } from '../backends/context-overflow.js';
 import type { ErrorCode } from '../errors.js';
 
 /** The protocol's error types. */
@@ -86,10 +87,15 @@ function isStringRecord(v: unknown): v is Record<string, string> {
 
 /**
  * A backend's error response relayed with its own status and message (SPEC: errors the model
- * raises pass through). A 429 or 503 keeps the backend's Retry-After, or gets 1 second.
+ * raises pass through). A 429 or 503 keeps the backend's Retry-After, or gets 1 second. A prompt
+ * past the context, in any backend's words, is a 400 in the protocol's words
+ * (backends/context-overflow.ts): `prompt is too long: N tokens > M maximum`.
  */
 export function backendError(status: number, body: string, retryAfter: string | undefined): MessagesError {
   const s = status >= 400 && status <= 599 ? status : 502;
+  const e = readBackendError(s, body);
+  const overflow = s >= 400 && s < 500 ? readContextOverflow(e) : undefined;
+  if (overflow) return new MessagesError(400, overflowMessage(overflow));
   const headers = s === 429 || s === 503 ? { 'retry-after': retryAfter && /^\d+$/.test(retryAfter) ? retryAfter : '1' } : undefined;
-  return new MessagesError(s, readBackendError(s, body).message, headers);
+  return new MessagesError(s, e.message, headers);
 }

@@ -173,7 +173,7 @@ export class StreamTranslator {
   /** A plain chunk's text and finish reason, its usage taken. */
   private pushFields(content: string | undefined, finish: string | null, plain: boolean): string {
     if (finish) this.finish = finish; // read only at the end: setting it before the text changes nothing
-    if (!content) return this.started ? '' : this.start();
+    if (!content) return this.started ? '' : this.startOnceCounted();
     // Most chunks: one token into the open text block: held (mergeText), else one event and no
     // concatenation around it.
     if (this.open === Block.Text && this.mergeText) {
@@ -204,8 +204,12 @@ export class StreamTranslator {
       this.usage = chunk.usage;
       this.usageEnd = -1;
     }
-    let out = this.started ? this.takeText() : this.start();
     const choice = chunk.choices?.[0];
+    if (!this.started && !chunk.usage?.prompt_tokens && !carriesOutput(choice)) {
+      if (choice?.finish_reason) this.finish = choice.finish_reason;
+      return ''; // message_start waits for the prompt's count (startOnceCounted)
+    }
+    let out = this.started ? this.takeText() : this.start();
     if (!choice) return out;
     const delta = choice.delta;
     if (delta) {
@@ -233,7 +237,7 @@ export class StreamTranslator {
     const usage = this.currentUsage();
     const u = messagesUsage(usage);
     if (!usage) u.input_tokens = this.fallbackInputTokens;
-    out += `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"${stopReason(this.finish)}","stop_sequence":null},"usage":${usageJson(u)}}\n\n`;
+    out += `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"${stopReason(this.finish, this.toolBlocks.length > 0)}","stop_sequence":null},"usage":${usageJson(u)}}\n\n`;
     out += 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
     this.done = true;
     return out;
@@ -250,6 +254,17 @@ export class StreamTranslator {
   /** Whether the upstream has sent its finish reason (a stream cut after it is still complete). */
   get finished(): boolean {
     return this.finish !== undefined && this.finish !== null;
+  }
+
+  /**
+   * message_start for a chunk without output, only once the backend reported the prompt's count:
+   * SGLang's first chunk (the role) carries no usage, its content chunks do
+   * (continuous_usage_stats), and the output comes in the same step, so waiting for it costs
+   * nothing and gives message_start the exact input_tokens. A backend that never reports usage
+   * early (llama.cpp) gets message_start with its first output, as before.
+   */
+  private startOnceCounted(): string {
+    return this.currentUsage()?.prompt_tokens ? this.start() : '';
   }
 
   private start(): string {
@@ -313,6 +328,13 @@ export class StreamTranslator {
     const code = Number(typeof e === 'object' ? e.code : chunk.code);
     return this.fail(Number.isInteger(code) && code >= 400 ? errorTypeForStatus(code) : 'api_error', message);
   }
+}
+
+/** Whether a chunk's choice carries something for the client (text, reasoning, a tool call, the finish). */
+function carriesOutput(choice: NonNullable<ChatChunk['choices']>[number] | undefined): boolean {
+  if (!choice) return false;
+  const d = choice.delta;
+  return !!(choice.finish_reason || d?.content || d?.reasoning_content || d?.reasoning || d?.tool_calls?.length);
 }
 
 // JSON.stringify of the model name (about 1k instructions a call) once per name in a row: the

@@ -25,8 +25,16 @@ export interface ChatCompletion {
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'tool_use' | 'refusal';
 
-/** The backend finish reason as a messages stop_reason; anything unrecognised is end_turn. */
-export function stopReason(finish: string | null | undefined): StopReason {
+/**
+ * The backend finish reason as a messages stop_reason; anything unrecognised is end_turn. An
+ * answer that holds a tool_use block is `tool_use` whatever the finish reason: vLLM ends a named
+ * or forced tool choice (`tool_choice: {type: "function", ...}`, and `required` up to 0.11.0)
+ * with `finish_reason: "stop"` (vllm/entrypoints/openai/serving_chat.py), and an agent loop stops
+ * on `end_turn` without running the tool. A cut answer (`length`) stays max_tokens: its tool call
+ * may be incomplete.
+ */
+export function stopReason(finish: string | null | undefined, hasToolUse = false): StopReason {
+  if (hasToolUse && finish !== 'length' && finish !== 'content_filter') return 'tool_use';
   switch (finish) {
     case 'length':
       return 'max_tokens';
@@ -109,7 +117,10 @@ export function toMessagesResponse(c: ChatCompletion, model: string, signer: Thi
     role: 'assistant',
     model,
     content,
-    stop_reason: stopReason(choice?.finish_reason),
+    stop_reason: stopReason(
+      choice?.finish_reason,
+      content.some((b) => b.type === 'tool_use'),
+    ),
     stop_sequence: null,
     usage: messagesUsage(c.usage),
   };

@@ -8,6 +8,7 @@ import type { CredentialHeaders } from '../auth/credentials.js';
 import type { HttpRequest } from '../../lib/uws.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { ModelRequest } from './lifecycle.js';
+import { checkParseBudget } from './parse-budget.js';
 import type { ProtocolError } from './protocol.js';
 
 /**
@@ -159,5 +160,12 @@ function enterWith<E extends ProtocolError>(r: ModelRequest<E>, raw: Buffer, ent
     return;
   }
   r.bodyBytes = raw.length;
+  // Counted before the route's own work on the body: what a request may make it walk is bounded.
+  const overBudget = checkParseBudget(body, r.ctx.limits.parseBudget);
+  if (overBudget) {
+    r.model = model;
+    r.fail(p.body(overBudget));
+    return;
+  }
   enter(r, raw, body, model);
 }

@@ -17,7 +17,7 @@ import { FIT_HEADER, fitAndAdmit } from '../admission/model-call.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import { CHAT_PROTOCOL, promptTooLong, type ChatError } from '../chat/protocol.js';
 import { ChatRelay } from '../chat/relay.js';
-import { requestedMaxTokens } from '../chat/routes.js';
+import { maxTokensBelowOne, requestedMaxTokens } from '../chat/routes.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
 import { resolveEffort } from '../effort.js';
 import { CHAT_CODES, ERRORS, GatewayError } from '../errors.js';
@@ -48,6 +48,8 @@ export const responsesRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayCont
 
 /** Through the door: the body checked and rewritten for the backend, then fitted and admitted (admission/model-call.ts). */
 function create(r: ModelRequest<ChatError>, raw: Buffer, o: Record<string, unknown>, model: ModelState): void {
+  const belowOne = maxTokensBelowOne(o, ['max_output_tokens']);
+  if (belowOne) return refuseOnModel(r, model, belowOne);
   const tools = prepareResponsesBody(o);
   if (tools instanceof GatewayError) return refuseOnModel(r, model, tools);
   const effortChanged = applyEffort(o, model);

@@ -81,12 +81,44 @@ export function flatName(namespace: string, name: string): string {
   return sanitize(`${namespace}__${name}`);
 }
 
-/** `base`, or `base_2`, `base_3`... : the first not in `taken` (then taken). */
-function unique(base: string, taken: Set<string>): string {
-  let name = base;
-  for (let i = 2; taken.has(name); i++) name = `${base}_${i}`;
-  taken.add(name);
-  return name;
+/**
+ * The names of one request, each made unique: `base`, or `base_2`, `base_3`... (the first not
+ * taken). The next suffix to try is kept per base, so a request of n functions with one name
+ * costs n tries, not n²/2: retrying from `_2` for every one held the process for seconds at
+ * 20,000 functions (issue 44). A probe that fails hits a name taken, and each taken name fails
+ * at most a few probes, so the whole request stays linear in its number of names.
+ */
+export class UniqueNames {
+  private readonly taken = new Set<string>();
+  /** base -> the next suffix to try for it (absent: `base` itself was never tried). */
+  private readonly next = new Map<string, number>();
+  /** Names tried so far, taken or not: at most a few per name (the tests hold it to that). */
+  probes = 0;
+
+  /** A name the request already uses as it is (a plain function's): later names must differ. */
+  reserve(name: string): void {
+    this.taken.add(name);
+  }
+
+  /** `base`, or the first free `base_<n>`; taken from then on. */
+  take(base: string): string {
+    let i = this.next.get(base);
+    let name = base;
+    if (i === undefined) i = 2;
+    else name = `${base}_${i++}`;
+    this.probes++;
+    while (this.taken.has(name)) {
+      name = `${base}_${i++}`;
+      this.probes++;
+    }
+    this.next.set(base, i);
+    this.taken.add(name);
+    return name;
+  }
+
+  get size(): number {
+    return this.taken.size;
+  }
 }
 
 /**
@@ -101,7 +133,7 @@ export function planTools(o: Record<string, unknown>): ToolPlan | GatewayError {
   if (!Array.isArray(tools)) return invalidTool('tools', 'tools must be an array of tool objects');
 
   // First pass: check every tool, and learn the plain function names (a flat name must differ).
-  const taken = new Set<string>();
+  const taken = new UniqueNames();
   let simple = true;
   for (let i = 0; i < tools.length; i++) {
     const t: unknown = tools[i];
@@ -109,7 +141,7 @@ export function planTools(o: Record<string, unknown>): ToolPlan | GatewayError {
     const type = t.type;
     if (typeof type !== 'string') return invalidTool(`tools[${i}].type`, `tools[${i}].type must be a string`);
     if (type === 'function') {
-      if (typeof t.name === 'string') taken.add(t.name);
+      if (typeof t.name === 'string') taken.reserve(t.name);
       continue;
     }
     simple = false;
@@ -141,7 +173,7 @@ export function planTools(o: Record<string, unknown>): ToolPlan | GatewayError {
           continue;
         }
         const name = f.name as string;
-        const flat = unique(flatName(namespace, name), taken);
+        const flat = taken.take(flatName(namespace, name));
         byFlat.set(flat, { namespace, name });
         out.push({ ...f, name: flat, description: joinDescriptions(t.description, f.description) });
       }

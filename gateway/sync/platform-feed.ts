@@ -21,8 +21,7 @@ import {
   type InstanceRouteWire,
 } from '../../lib/gateway-snapshot.js';
 import type { Logger } from '../../lib/log.js';
-import { routesFromInstances } from '../dedicated/from-instances.js';
-import type { InstanceRoutes } from '../../lib/instance-routes.js';
+import { routesFromInstances, type ServiceInstanceRoutes } from '../dedicated/from-instances.js';
 import type { AccountLimits } from '../gates/limits.js';
 import type { KeySource } from '../auth/keys.js';
 import type { Gateway } from '../server.js';
@@ -61,7 +60,7 @@ export class PlatformFeed {
   private closed = false;
   private target: { gateway: Gateway; limits: AccountLimits } | undefined;
   /** The instance routes as the dedicated endpoints and the tunnel broker read them. */
-  readonly instanceRoutes: InstanceRoutes;
+  readonly instanceRoutes: ServiceInstanceRoutes;
 
   constructor(private readonly o: PlatformFeedOptions) {
     this.instanceRoutes = routesFromInstances(
@@ -182,8 +181,11 @@ export class PlatformFeed {
   }
 
   private setRoutes(list: readonly InstanceRouteWire[]): void {
+    const before = [...this.routes.keys()];
     this.routes.clear();
     for (const r of list) this.routes.set(r.instanceId, r);
+    // Instances that ended while no event reached us (a resync repairs the table): gone too.
+    for (const id of before) if (!this.routes.has(id)) this.instanceRoutes.gone(id);
   }
 
   private setModels(models: ModelEntry[]): void {
@@ -200,6 +202,7 @@ export class PlatformFeed {
     }
     if (ev.route === null) {
       this.routes.delete(ev.instanceId);
+      this.instanceRoutes.gone(ev.instanceId);
       return;
     }
     // Bus events are not validated on the way in: a route that does not parse is ignored (the next resync repairs it).
@@ -208,6 +211,7 @@ export class PlatformFeed {
       this.o.logger.warn('ignoring a malformed instance route event', { instanceId: ev.instanceId });
     } else if (parsed.data.status === 'stopped' || parsed.data.status === 'failed') {
       this.routes.delete(ev.instanceId);
+      this.instanceRoutes.gone(ev.instanceId);
     } else {
       this.routes.set(ev.instanceId, parsed.data);
     }

@@ -7,7 +7,8 @@
 // by the Host header, and tenant content is never served on a shared origin.
 //
 // The tunnels host is the host of RC_TUNNEL_PUBLIC_URL (a wildcard DNS name and certificate in
-// production: `*.tunnels.example.net`), else `localhost`: browsers resolve `*.localhost` to the
+// production: `*.tunnels.example-tunnels.net`, on a registrable domain apart from the console's
+// and the apps', lib/cookie-sites.ts), else `localhost`: browsers resolve `*.localhost` to the
 // loopback address without DNS.
 import { isIP } from 'node:net';
 import { ConfigError } from '../../lib/errors.js';
@@ -27,7 +28,7 @@ export class TunnelOrigins {
   /** `:port`, or '' for the scheme's default port. */
   private readonly portSuffix: string;
 
-  /** `base`: an origin such as `https://tunnels.example.net` or `http://localhost:8082` (no path). */
+  /** `base`: an origin such as `https://tunnels.example-tunnels.net` or `http://localhost:8082` (no path). */
   constructor(base: string) {
     let u: URL;
     try {
@@ -70,7 +71,9 @@ export class TunnelOrigins {
  * Refuses a tunnels host that is, contains or sits under the host of another front door (the
  * console and API, the proxy, the gateway): a tunnel at `<id>.app.example.com` could set a
  * `Domain=app.example.com` cookie that the console then receives, and the console must never
- * serve on a tunnel's name. Empty URLs are skipped.
+ * serve on a tunnel's name. Empty URLs are skipped. The wider rule, by registrable domain (a tunnel
+ * at `<id>.tunnels.example.net` can set `Domain=example.net` too), is checked when the
+ * configuration loads: lib/cookie-sites.ts.
  */
 export function assertTunnelsApart(tunnelsUrl: string, others: Record<string, string>): void {
   const tunnels = new TunnelOrigins(tunnelsUrl).host;

@@ -175,13 +175,27 @@ export function forwardedHeaders(req: HttpRequest, drop: ReadonlySet<string>): s
 export interface PoolOptions {
   /** Keep-alive connections per instance address. */
   connections: number;
+  /** Silence before the response head that fails the request once the instance shows no sign of life either (lib/relay/http-pool.ts). */
   headersTimeoutMs: number;
-  /** Longest silence between two body chunks. */
+  /** The same between two body chunks. */
   idleTimeoutMs: number;
+  /** From the request's write to the end of its response, whatever the instance shows. */
+  requestTimeoutMs: number;
   connectTimeoutMs: number;
+  /** The GET that asks a silent instance whether it lives (any answer below 500 is life); undefined: none. */
+  probePath: string | undefined;
 }
 
-export const DEFAULT_POOL_OPTIONS: PoolOptions = { connections: 64, headersTimeoutMs: 300_000, idleTimeoutMs: 300_000, connectTimeoutMs: 5_000 };
+export const DEFAULT_POOL_OPTIONS: PoolOptions = {
+  connections: 64,
+  headersTimeoutMs: 300_000,
+  idleTimeoutMs: 300_000,
+  requestTimeoutMs: 1_800_000,
+  connectTimeoutMs: 5_000,
+  // The serving backends behind the dedicated endpoints (vLLM, SGLang, llama.cpp) answer it; any
+  // other server's 404 is an answer too.
+  probePath: '/health',
+};
 
 /** One pool of the gateway's backend client (lib/relay/http-pool.ts) per instance address (`host:port`), created on first use. */
 export class InstancePools {
@@ -199,7 +213,9 @@ export class InstancePools {
         connections: this.opts.connections,
         headersTimeoutMs: this.opts.headersTimeoutMs,
         bodyTimeoutMs: this.opts.idleTimeoutMs,
+        requestTimeoutMs: this.opts.requestTimeoutMs,
         connectTimeoutMs: this.opts.connectTimeoutMs,
+        probePath: this.opts.probePath,
         keepAliveTimeoutMs: 30_000,
       });
       this.pools.set(address, p);
@@ -213,6 +229,11 @@ export class InstancePools {
     if (!p) return;
     this.pools.delete(address);
     p.close().catch(noop);
+  }
+
+  /** Addresses with a pool (each kept until drop() or close()). */
+  get size(): number {
+    return this.pools.size;
   }
 
   async close(): Promise<void> {
@@ -262,7 +283,7 @@ class PoolSource implements ResponseHandler {
 
   onError(err: PoolError): void {
     if (this.cancelled) return; // the relay finished already (client closed)
-    const timeout = err.failure === 'headers-timeout' || err.failure === 'body-timeout';
+    const timeout = err.failure === 'headers-timeout' || err.failure === 'body-timeout' || err.failure === 'request-timeout';
     this.relay.fail(timeout ? 504 : 502, timeout ? 'The instance did not answer in time' : 'The instance is unreachable');
   }
 }

@@ -44,14 +44,19 @@ const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 const READ_MEMORY = READ_BUFFER.buffer;
 const READ_OFFSET = READ_BUFFER.byteOffset;
 
-/** Why an exchange failed. `connect`: nothing reached the backend (safe to send elsewhere). */
-export type PoolFailure = 'connect' | 'headers-timeout' | 'body-timeout' | 'closed' | 'protocol' | 'aborted' | 'pool-closed';
+/**
+ * Why an exchange failed. `connect`: nothing reached the backend (safe to send elsewhere).
+ * `headers-timeout` / `body-timeout`: silent past the limit with the whole backend showing no sign
+ * of life (a dead backend); `request-timeout`: the total limit, whatever the backend showed.
+ */
+export type PoolFailure = 'connect' | 'headers-timeout' | 'body-timeout' | 'request-timeout' | 'closed' | 'protocol' | 'aborted' | 'pool-closed';
 
 /** The internal code of each failure (lib/errors.ts LIB_ERROR_CODES). */
 const POOL_CODES: Record<PoolFailure, LibErrorCode> = {
   connect: 'RC_ERR_POOL_CONNECT',
   'headers-timeout': 'RC_ERR_POOL_HEADERS_TIMEOUT',
   'body-timeout': 'RC_ERR_POOL_BODY_TIMEOUT',
+  'request-timeout': 'RC_ERR_POOL_REQUEST_TIMEOUT',
   closed: 'RC_ERR_POOL_CONNECTION_CLOSED',
   protocol: 'RC_ERR_POOL_PROTOCOL',
   aborted: 'RC_ERR_POOL_ABORTED',
@@ -155,6 +160,8 @@ export class Connection {
   private served = 0;
   /** Last write, read or release (performance.now()): the timeouts count from it. */
   activeAt = performance.now();
+  /** When the request on it was written (performance.now()): the total limit counts from it. */
+  sentAt = 0;
   paused = false;
   /** socket.pause() was called for a pause (the socket stays paused until flowSocket). */
   private socketPaused = false;
@@ -205,7 +212,7 @@ export class Connection {
     req.answered = false;
     this.state = HEAD;
     this.paused = false;
-    this.activeAt = performance.now();
+    this.activeAt = this.sentAt = performance.now();
     pool.running++;
     const body = req.body;
     const headBytes = req.headBytes;
@@ -287,7 +294,8 @@ export class Connection {
       this.destroy();
       return;
     }
-    this.activeAt = performance.now();
+    // Any bytes from the backend are a sign of life for every request waiting on it (http-pool.ts).
+    this.activeAt = this.pool.heardAt = performance.now();
     this.req.answered = true;
     this.guardedParse(buf, 0);
   }

@@ -4,6 +4,29 @@
 // socket), connect / headers / body-idle timeouts checked by one sweep timer per pool, and
 // abort. Content-Length, chunked and read-until-close bodies; 1xx responses are skipped.
 //
+// Waiting on a busy backend (issue 40): a backend may take minutes to send a head (a non-stream
+// answer; llama.cpp sends a stream's head with its first token, after any queueing) or to send
+// the first token after the head (vLLM queued). Silence alone does not tell a busy backend from a
+// dead one, so the silence limits (headersTimeoutMs, bodyTimeoutMs) fail a request only when the
+// whole backend has shown no sign of life for as long: no bytes read from it on any connection of
+// the pool, and no answer to a liveness probe (lib/relay/liveness-probe.ts, GET `probePath`) sent
+// once a waiting request is past its limit. A backend found dead this way fails its requests
+// between one and two limits after they went silent. requestTimeoutMs bounds every request
+// (write to end of response) whatever the backend shows. All of it is checked by the one sweep
+// timer; the request path only stamps times.
+//
+// Reusing a connection that has rested (reuseAfterMs): measured against Python's http.server
+// (Nagle on: the head in one write, each chunk in another), the first token came 44 ms later on a
+// kept-alive connection reused at once than on a fresh one or one reused after 60 ms or more
+// (2.5 to 3 ms), and the kernel's DelayedACKs counter (/proc/net/netstat) rose by one per request
+// on the reused connection only. Linux puts a connection that sends within its ACK timeout (ato,
+// 40 ms and up) of its last receive into "pingpong" (interactive) mode, in which an incoming
+// segment's ACK waits for the delayed-ACK timer (40 ms) to ride on a reply; the backend's Nagle
+// holds its first chunk until the head is acknowledged; a fresh connection starts in quick-ACK
+// mode, and one that rested past its ato sends its request outside pingpong mode and ACKs on read.
+// Node cannot set TCP_QUICKACK, so the pool prefers a connection that has rested, and opens a new
+// one (up to `connections`) rather than reuse one at once (bench/first-token.ts measures it).
+//
 // Why not undici (which this replaced; see gateway/README.md "Benchmark"): on the gateway's
 // request path undici cost about 4 µs of CPU per request more than a plain socket write and
 // read (a Request object with header validation, a setImmediate before every write on a reused
@@ -17,6 +40,7 @@ import { performance } from 'node:perf_hooks';
 import type * as tls from 'node:tls';
 import { Connection, PoolError, PoolRequest, type ResponseHandler } from './http-connection.js';
 import { HEAD } from './http-parser.js';
+import { LivenessProbe } from './liveness-probe.js';
 
 export { Connection, PoolError, PoolRequest, type PoolFailure, type ResponseHandler } from './http-connection.js';
 export type { HeaderLines } from './http-parser.js';
@@ -25,12 +49,29 @@ export interface HttpPoolOptions {
   /** Most connections open at once; more requests wait in a queue. */
   connections: number;
   connectTimeoutMs: number;
-  /** From the request's write to the end of the response head. */
+  /**
+   * Silence from the request's write until the response head that fails the request when the
+   * backend has also shown no sign of life for as long (nothing read from it, no answer to the
+   * probe): a busy backend is waited for, up to requestTimeoutMs.
+   */
   headersTimeoutMs: number;
-  /** Longest silence inside a response body (not counted while the handler has paused it). */
+  /** The same inside a response body (not counted while the handler has paused it). */
   bodyTimeoutMs: number;
+  /** From the request's write to the end of its response, whatever the backend shows. Default 30 min. */
+  requestTimeoutMs?: number;
+  /**
+   * Path of a GET that asks a silent backend whether it lives (an answer below 500 is life; the
+   * answer is due within headersTimeoutMs). Undefined: none is asked, and a request past its
+   * silence limit fails unless the backend answered others meanwhile.
+   */
+  probePath?: string;
   /** How long an idle connection is kept for reuse. */
   keepAliveTimeoutMs: number;
+  /**
+   * How long a connection rests after its response before it is reused, when the pool has room
+   * for a new one (see "Reusing a connection that has rested" above). Default 100 ms.
+   */
+  reuseAfterMs?: number;
   /** Largest response head (status line and headers). */
   maxHeaderBytes?: number;
   /** Extra TLS settings for an https origin (for example `ca`). */
@@ -38,6 +79,12 @@ export interface HttpPoolOptions {
 }
 
 const DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30 * 60_000;
+/**
+ * Above Linux's ACK timeout after a stream of small segments (40 ms, up to about twice the gap
+ * between them below it): measured, 45 ms of rest still met the delayed ACK now and then, 60 ms never.
+ */
+export const DEFAULT_REUSE_AFTER_MS = 100;
 /** Request heads kept per pool (paths are the chat path, /tokenize and the like). */
 const MAX_HEADS = 16;
 const EMPTY = Buffer.alloc(0);
@@ -64,11 +111,17 @@ export class HttpPool {
   private readonly conns = new Set<Connection>();
   /** The request head of each path POSTed to (request()), as text and as bytes; a few paths per pool. */
   private readonly heads = new Map<string, { text: string; bytes: Buffer }>();
-  /** Idle connections, most recently used last (reused first: its socket is warm). */
+  /** Idle connections, most recently used last (the first has rested longest: reused first). */
   private readonly idle: Connection[] = [];
   private readonly queue: PoolRequest[] = [];
   private sweeper: NodeJS.Timeout | undefined;
   private readonly sweepMs: number;
+  private readonly requestTimeoutMs: number;
+  private readonly reuseAfterMs: number;
+  /** performance.now() of the last sign of life from the backend: bytes read on any connection, or a probe's answer. */
+  heardAt = Number.NEGATIVE_INFINITY;
+  /** The liveness probe asked last (running, or its verdict until the sweep has used it). */
+  private probe: LivenessProbe | undefined;
   running = 0;
   private closing = false;
   private closed: Promise<void> | undefined;
@@ -85,7 +138,9 @@ export class HttpPool {
     this.maxHeaderBytes = opts.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
     this.hostHeader = u.host;
     this.headTail = ` HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\ncontent-length: `;
-    const shortest = Math.min(opts.connectTimeoutMs, opts.headersTimeoutMs, opts.bodyTimeoutMs, opts.keepAliveTimeoutMs);
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.reuseAfterMs = opts.reuseAfterMs ?? DEFAULT_REUSE_AFTER_MS;
+    const shortest = Math.min(opts.connectTimeoutMs, opts.headersTimeoutMs, opts.bodyTimeoutMs, opts.keepAliveTimeoutMs, this.requestTimeoutMs);
     this.sweepMs = Math.min(1000, Math.max(10, Math.floor(shortest / 4)));
   }
 
@@ -133,11 +188,15 @@ export class HttpPool {
     return req;
   }
 
-  /** Puts a request on an idle connection, a new one, or the queue. */
+  /**
+   * Puts a request on an idle connection that has rested, else a new one, else the idle
+   * connection that rested longest, else the queue (reuseAfterMs: why rest).
+   */
   dispatch(req: PoolRequest): void {
-    const idle = this.idle.pop();
-    if (idle) idle.send(req);
-    else if (this.conns.size < this.opts.connections) this.open().send(req);
+    const idle = this.idle;
+    const room = this.conns.size < this.opts.connections;
+    if (idle.length > 0 && (!room || performance.now() - idle[0]!.activeAt >= this.reuseAfterMs)) idle.shift()!.send(req);
+    else if (room) this.open().send(req);
     else this.queue.push(req);
   }
 
@@ -209,6 +268,8 @@ export class HttpPool {
     if (this.conns.size === 0 && this.sweeper) {
       clearInterval(this.sweeper);
       this.sweeper = undefined;
+      this.probe?.cancel('nothing waits on it');
+      this.probe = undefined;
     }
     // A queued request needs a connection: open one in its place.
     const next = this.queue.shift();
@@ -239,17 +300,52 @@ export class HttpPool {
   private sweep(): void {
     const now = performance.now();
     const o = this.opts;
+    const probe = this.probe;
+    if (probe !== undefined && probe.state === 'running' && now - probe.startedAt >= o.headersTimeoutMs) {
+      probe.cancel(`GET ${probe.path}: no answer within ${o.headersTimeoutMs} ms`);
+    }
+    let ask = false;
     for (const c of this.conns) {
       const quiet = now - c.activeAt;
       if (c.req === undefined) {
         if (quiet >= o.keepAliveTimeoutMs) c.destroy(); // idle (a connection gets its request when opened)
       } else if (!c.connected) {
         if (quiet >= o.connectTimeoutMs) c.fail(new PoolError('connect', `Connect timeout after ${o.connectTimeoutMs} ms`, 'UPSTREAM_CONNECT_TIMEOUT'));
-      } else if (c.state === HEAD) {
-        if (quiet >= o.headersTimeoutMs) c.fail(new PoolError('headers-timeout', `No response head within ${o.headersTimeoutMs} ms`));
-      } else if (!c.paused && quiet >= o.bodyTimeoutMs) {
-        c.fail(new PoolError('body-timeout', `No response data within ${o.bodyTimeoutMs} ms`));
+      } else if (now - c.sentAt >= this.requestTimeoutMs) {
+        c.fail(new PoolError('request-timeout', `The response did not end within ${this.requestTimeoutMs} ms`));
+      } else if (c.state === HEAD || !c.paused) {
+        const head = c.state === HEAD;
+        const limit = head ? o.headersTimeoutMs : o.bodyTimeoutMs;
+        // Past its limit, and nothing from the backend for as long either: dead, unless it answers a probe.
+        if (quiet < limit || now - this.heardAt < limit) continue;
+        if (probe !== undefined && probe.state === 'dead' && probe.startedAt >= c.activeAt + limit) {
+          c.fail(this.silence(head, limit, probe.detail));
+        } else if (o.probePath === undefined) {
+          c.fail(this.silence(head, limit, 'nothing else came from the backend'));
+        } else {
+          ask = true;
+        }
       }
     }
+    if (probe !== undefined && probe.state !== 'running') this.probe = undefined; // its verdict is used
+    if (ask && this.probe === undefined && o.probePath !== undefined) this.ask(now, o.probePath);
+  }
+
+  private silence(head: boolean, limit: number, why: string): PoolError {
+    return head
+      ? new PoolError('headers-timeout', `No response head within ${limit} ms, and no sign of life from the backend (${why})`)
+      : new PoolError('body-timeout', `No response data within ${limit} ms, and no sign of life from the backend (${why})`);
+  }
+
+  /** Sends the liveness probe: an answer is a sign of life; its failure fails the requests waiting past their limit at the next sweep. */
+  private ask(now: number, path: string): void {
+    this.probe = new LivenessProbe(
+      { host: this.host, port: this.port, secure: this.secure, hostHeader: this.hostHeader, tls: this.opts.tls },
+      path,
+      now,
+      (p) => {
+        if (p.state === 'alive') this.heardAt = performance.now();
+      },
+    );
   }
 }

@@ -9,7 +9,7 @@ import { after, test, type TestContext } from 'node:test';
 import { Client } from 'undici';
 import { ensureLocalImage, LABEL_DEFINITION, localImageDigest } from '../../agent/images/local-images.js';
 import { GRADIO_DEMO_COMMAND } from '../../control-plane/seed.js';
-import { DOCKER_SOCKET, dockerAvailable } from '../helpers.js';
+import { DOCKER_SOCKET, dockerAvailable, localImagesBuildable } from '../helpers.js';
 import { removeAgentContainers, removeTestFirewall, testIsolation } from './docker-isolation-harness.js';
 import { startTestAgent, waitForState } from './harness.js';
 
@@ -42,7 +42,7 @@ const OUTSIDE_THE_APP = [
 ];
 
 test('the demo images serve their app page and nothing of the filesystem', { timeout: 600_000 }, async (t: TestContext) => {
-  if (!(await dockerAvailable(t))) return;
+  if (!(await dockerAvailable(t)) || !(await localImagesBuildable(t, 'rc/gradio:latest', 'rc/jupyter-pytorch:latest'))) return;
   // Built (or rebuilt: a changed definition makes the image stale) from the current definition.
   const engine = new Client('http://localhost', { socketPath: DOCKER_SOCKET });
   t.after(() => engine.close());

@@ -20,7 +20,7 @@ import { startAgent, type AgentOptions } from '../../agent/server.js';
 import { createAgentClient } from '../../agent/client.js';
 import { IsolationFirewall } from '../../agent/firewall.js';
 import { createLogger } from '../../lib/log.js';
-import { DOCKER_SOCKET, dockerAvailable, tcpConnects, waitFor } from '../helpers.js';
+import { DOCKER_SOCKET, dockerAvailable, localImagesBuildable, tcpConnects, waitFor } from '../helpers.js';
 import { engine, removeAgentContainers, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from './docker-isolation-harness.js';
 import { killAgentProcesses, killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from './harness.js';
 
@@ -50,7 +50,7 @@ async function dockerAgent(t: TestContext, options: Partial<AgentOptions> = {}) 
 
 let imagesReady: Promise<void> | undefined;
 async function needEngine(t: TestContext): Promise<boolean> {
-  if (!(await dockerAvailable(t))) return false;
+  if (!(await dockerAvailable(t)) || !(await localImagesBuildable(t, BUSYBOX, GRADIO))) return false;
   imagesReady ??= (async () => {
     await ensureLocalImage(DOCKER_SOCKET, BUSYBOX);
     await ensureLocalImage(DOCKER_SOCKET, GRADIO);

@@ -96,10 +96,17 @@ test('rc against a running platform: accounts, coupons, images, models go throug
 test('rc bad input: clear message on stderr, non-zero exit, nothing printed on stdout', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'rc-cli-bad-'));
   try {
+    // A data dir with no platform is refused, and left without a database (the key it would print
+    // would work nowhere); --init makes one.
+    const none = await rc(dir, ['account', 'create', '--email', 'x@x.io']);
+    assert.equal(none.code, 1, none.stderr);
+    assert.match(none.stderr, /no platform at .*--init/);
+    assert.equal(existsSync(join(dir, 'platform.db')), false);
+    assert.equal((await rc(dir, ['account', 'list', '--init'])).code, 0);
     const cases: [string[], number, RegExp][] = [
       [['account', 'create'], 2, /--email is required/],
       [['account', 'create', '--email', 'x@x.io', '--credits', 'ten'], 2, /--credits must be a number/],
-      [['account', 'create', '--email', 'not-an-email'], 1, /must be an e-mail address/],
+      [['account', 'create', '--email', 'not-an-email'], 2, /must be an e-mail address/],
       [['account', 'create', '--email', 'x@x.io', '--bogus'], 2, /Unknown option '--bogus'/],
       [['account', 'frobnicate'], 2, /unknown subcommand "frobnicate"/],
       [['account', 'verify', '--email', 'ghost@x.io'], 1, /No account with e-mail ghost@x.io/],
@@ -107,7 +114,7 @@ test('rc bad input: clear message on stderr, non-zero exit, nothing printed on s
       [['coupon', 'create', '--credits', '0'], 2, /--credits must be positive/],
       [['image', 'disable', '--image', 'nope:1'], 1, /No image nope:1/],
       [['model', 'add', '--name', 'm'], 2, /--upstream is required/],
-      [['model', 'add', '--name', 'm', '--upstream', 'ftp://x'], 1, /upstreams/],
+      [['model', 'add', '--name', 'm', '--upstream', 'ftp://x'], 2, /upstreams/],
       [['account', 'set-limits', '--email', 'x@x.io'], 2, /at least one of/],
     ];
     for (const [args, code, stderr] of cases) {
@@ -126,6 +133,24 @@ test('rc bad input: clear message on stderr, non-zero exit, nothing printed on s
       const r = await rc(dir, args);
       assert.equal(r.code, 0, args.join(' '));
       assert.match(r.stdout, /^Usage: rc /, args.join(' '));
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('rc --help names every subcommand of every operator group, as each group lists them', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rc-cli-help-'));
+  try {
+    const top = await rc(dir, ['--help']);
+    assert.equal(top.code, 0, top.stderr);
+    for (const group of ['account', 'coupon', 'image', 'model', 'host']) {
+      const help = await rc(dir, [group, '--help']);
+      const subs = [...help.stdout.split('Subcommands:\n')[1]!.matchAll(/^ {2}(\S+)/gm)].map((m) => m[1]!);
+      assert.ok(subs.length >= 2, help.stdout);
+      const line = top.stdout.split('\n').find((l) => l.startsWith(`  ${group} `));
+      assert.ok(line, `rc --help lists ${group}:\n${top.stdout}`);
+      for (const sub of subs) assert.match(line, new RegExp(`[(, ]${sub}[,)]`), `rc --help names ${group} ${sub}`);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -176,7 +201,7 @@ test('rc without a platform but with REDIS_URL: key events reach gateways over R
   try {
     await Promise.all([bus.whenReady(), other.whenReady()]);
     const email = `redis-${process.pid}-${Date.now()}@x.io`;
-    const r = await rc(dir, ['account', 'create', '--email', email, '--verified'], { REDIS_URL, RC_GATE_KEY_PREFIX: prefix });
+    const r = await rc(dir, ['account', 'create', '--email', email, '--verified', '--init'], { REDIS_URL, RC_GATE_KEY_PREFIX: prefix });
     assert.equal(r.code, 0, r.stderr);
     const hash = hashKey(r.json.api_token);
     await waitFor(() => events.some((e) => e.type === 'key.issued' && e.keyHash === hash));
@@ -216,7 +241,7 @@ test('rc operator accounts: create --operator, set-operator, reject, disable; au
   // Without a running platform the CLI writes the database itself: audited as such.
   const dir = mkdtempSync(join(tmpdir(), 'rc-cli-operator-'));
   try {
-    assert.equal((await rc(dir, ['account', 'create', '--email', 'db@x.io', '--operator'])).json.email, 'db@x.io');
+    assert.equal((await rc(dir, ['account', 'create', '--email', 'db@x.io', '--operator', '--init'])).json.email, 'db@x.io');
     const store = new Store({ dataDir: dir });
     try {
       assert.equal(store.accounts.byEmail('db@x.io')!.isOperator, true);

@@ -145,3 +145,43 @@ test('without RC_SMTP_URL the link is logged (the default mail sender), and it w
   assert.equal((await p.call('GET', new URL(link).pathname + new URL(link).search)).status, 200);
   assert.equal((await p.call('POST', '/api/auth/login', { body: { email: 'logged@example.com', password: PASSWORD } })).status, 200);
 });
+
+test('sign-up does not tell whether an address has an account: the same answer, the mail says the rest', async (t) => {
+  const smtp = await startSmtp(t);
+  const p = await startPlatform({ settings: { emailVerification: 'required', smtpUrl: smtp.url, mailFrom: 'noreply@platform.test' } });
+  t.after(() => p.close());
+  await p.account('known@example.com', { password: PASSWORD }); // an account (made by the operator: no verification needed)
+  const waiting = await p.call('POST', '/api/auth/signup', { body: { email: 'waiting@example.com', password: PASSWORD } });
+  await waitFor(() => smtp.mails.length === 1);
+
+  const answers = [];
+  for (const email of ['fresh@example.com', 'known@example.com', 'waiting@example.com'])
+    answers.push(await p.call('POST', '/api/auth/signup', { body: { email, password: 'another password' } }));
+  for (const r of [waiting, ...answers]) {
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    assert.deepEqual(r.body, answers[0]!.body, 'the same body for a new, an existing and a waiting address');
+    assert.equal(r.headers['set-cookie'], undefined);
+  }
+  assert.deepEqual(Object.keys(answers[0]!.body).sort(), ['detail', 'email_verification']);
+
+  // The owners read the rest: a first link for the new address, the note for the existing
+  // account, a new link for the one waiting for verification.
+  await waitFor(() => smtp.mails.length === 4);
+  const to = (address: string) => smtp.mails.slice(1).filter((m) => m.to === `RCPT TO:<${address}>`);
+  assert.match(to('fresh@example.com')[0]!.data, /^Subject: Verify your e-mail address$/m);
+  assert.match(to('known@example.com')[0]!.data, /^Subject: You already have an account$/m);
+  assert.match(to('known@example.com')[0]!.data, /\/signin/);
+  assert.match(to('waiting@example.com')[0]!.data, /^Subject: Verify your e-mail address$/m);
+  // Nothing changed for the existing account: its own password still signs in, the other does not.
+  assert.equal((await p.call('POST', '/api/auth/login', { body: { email: 'known@example.com', password: PASSWORD } })).status, 200);
+  assert.equal((await p.call('POST', '/api/auth/login', { body: { email: 'known@example.com', password: 'another password' } })).status, 401);
+});
+
+test('with e-mail verification off, sign-up of an existing address is 409 email_taken (documented: it cannot sign in as a new one would)', async (t) => {
+  const p = await startPlatform();
+  t.after(() => p.close());
+  assert.equal((await p.call('POST', '/api/auth/signup', { body: { email: 'a@example.com', password: PASSWORD } })).status, 201);
+  const again = await p.call('POST', '/api/auth/signup', { body: { email: 'a@example.com', password: PASSWORD } });
+  assert.equal(again.status, 409);
+  assert.equal(again.body.detail, 'An account with this e-mail already exists');
+});

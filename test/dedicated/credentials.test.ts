@@ -149,12 +149,17 @@ test('attack: an app behind the instance proxy plants or clears the platform ses
   const proxyCookie = `rc_proxy=${proxy.proxy.cookies.value('inst-app', hashKey(cookie.split('=')[1]!))}`;
 
   const r = await fetchLoopback(`http://inst-app.localhost:${proxy.port}/`, {
-    headers: { cookie: `${cookie}; ${proxyCookie}; theme=dark`, 'x-csrf-token': 'victim-csrf-token' },
+    headers: { cookie: `${cookie}; ${proxyCookie}; __Host-theme=dark`, 'x-csrf-token': 'victim-csrf-token' },
   });
   assert.equal(r.status, 200);
-  assertNoPlatformCookieSet(r as unknown as Response);
+  // The app's own cookie passes, with the proxy's seal for it (control-plane/proxy/app-cookies.ts).
+  const [own, seal, ...rest] = r.headers.getSetCookie();
+  assert.equal(own, 'app=1; Path=/');
+  assert.match(seal ?? '', /^rcseal\.app=[\w-]{22}; Path=\/; HttpOnly; SameSite=Lax$/);
+  assert.deepEqual(rest, []);
+  assert.equal(r.headers.get('service-worker-allowed'), null, 'Service-Worker-Allowed passed through');
   const seen = app.seen.at(-1)!;
-  assert.equal(seen.cookie, 'theme=dark');
+  assert.equal(seen.cookie, '__Host-theme=dark');
   assert.ok(!JSON.stringify(seen).includes(cookie.split('=')[1]!));
   assert.ok(!JSON.stringify(seen).includes(proxyCookie.split('=')[1]!));
   assert.equal(seen['x-csrf-token'], undefined);

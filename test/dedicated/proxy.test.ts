@@ -108,19 +108,23 @@ test("the instance proxy: its own origin per instance, the owner's session throu
     return { status: r.status, headers: r.headers, json: JSON.parse(text) as Record<string, unknown> };
   };
 
-  // The owner's proxy cookie reaches the app at its origin's root; the platform credentials do not.
-  const ok = await get(`${origin('inst-app')}/tree/notebooks?x=1`, { cookie: `app=1; ${ownerProxy}; ${owner.cookie}`, 'x-csrf-token': 'secret-csrf' });
+  // The owner's proxy cookie reaches the app at its origin's root; the platform credentials do not
+  // (nor an app cookie without its seal: test/dedicated/app-cookies.test.ts; `__Host-` ones pass).
+  const ok = await get(`${origin('inst-app')}/tree/notebooks?x=1`, {
+    cookie: `__Host-app=1; ${ownerProxy}; ${owner.cookie}; tossed=1`,
+    'x-csrf-token': 'secret-csrf',
+  });
   assert.equal(ok.status, 200);
   assert.deepEqual(ok.json, {
     method: 'GET',
     url: '/tree/notebooks?x=1',
     body: '',
-    cookie: 'app=1',
+    cookie: '__Host-app=1',
     prefix: null,
     authorization: null,
     csrf: null,
   });
-  assert.equal(ok.headers.get('set-cookie'), 'app_session=xyz; Path=/');
+  assert.equal(ok.headers.getSetCookie()[0], 'app_session=xyz; Path=/');
   const posted = await get(
     `${origin('inst-app')}/api/contents`,
     { cookie: ownerProxy, authorization: 'token jupyter-own-token', 'content-type': 'application/json' },
@@ -187,7 +191,7 @@ test("the instance proxy: its own origin per instance, the owner's session throu
 
   // A WebSocket through the proxy (a notebook kernel channel), with its subprotocol.
   const wsUrl = `${origin('inst-app').replace('http', 'ws')}/api/kernels/k1/channels?session_id=s`;
-  const ws = new WebSocket(wsUrl, ['v1.kernel'], { headers: { cookie: `app=1; ${ownerProxy}` }, lookup: loopbackLookup });
+  const ws = new WebSocket(wsUrl, ['v1.kernel'], { headers: { cookie: `__Host-app=1; tossed=1; ${ownerProxy}` }, lookup: loopbackLookup });
   const received: (string | Buffer)[] = [];
   ws.on('message', (data, isBinary) => received.push(isBinary ? (data as Buffer) : data.toString()));
   await new Promise<void>((resolve, reject) => {
@@ -198,7 +202,7 @@ test("the instance proxy: its own origin per instance, the owner's session throu
   ws.send('ping-1');
   ws.send(Buffer.from([1, 2, 3]), { binary: true });
   await waitFor(() => received.length >= 3);
-  assert.equal(received[0], 'hello /api/kernels/k1/channels?session_id=s cookie=app=1');
+  assert.equal(received[0], 'hello /api/kernels/k1/channels?session_id=s cookie=__Host-app=1');
   assert.equal(received[1], 'echo:ping-1');
   assert.deepEqual([...(received[2] as Buffer)], [1, 2, 3]);
   ws.close(1000);

@@ -10,7 +10,7 @@ import { createAgentClient, type AgentClient } from '../../agent/client.js';
 import { ensureLocalImage } from '../../agent/images/local-images.js';
 import { issueTunnelToken, tunnelId } from '../../lib/tunnel/identity.js';
 import { killChild, newToken, spawnAgent, startTestAgent, tempDir, waitForState } from '../agent/harness.js';
-import { DOCKER_SOCKET, dockerAvailable, waitFor } from '../helpers.js';
+import { DOCKER_SOCKET, dockerAvailable, localImagesBuildable, waitFor } from '../helpers.js';
 import { engine, removeAgentContainers, removeTestFirewall, TEST_NET_PREFIX, testIsolation } from '../agent/docker-isolation-harness.js';
 import { OTHER, startGatewayFixture, tunnelFetch } from './fixture.js';
 
@@ -55,7 +55,7 @@ const SERVE = (page: string) => `mkdir -p /www && echo ${page} > /www/index.html
 test('tunnels of containers: no token inside, exposed through the relay, a stolen token gets only the own identity, the host is refused', {
   timeout: 240_000,
 }, async (t: TestContext) => {
-  if (!(await dockerAvailable(t))) return;
+  if (!(await dockerAvailable(t)) || !(await localImagesBuildable(t, BUSYBOX))) return;
   await ensureLocalImage(DOCKER_SOCKET, BUSYBOX);
   const f = await startGatewayFixture(t);
   const { client, agent } = await startTestAgent(t, {
@@ -144,7 +144,7 @@ test('tunnels of containers: no token inside, exposed through the relay, a stole
 test('after an agent restart the relay knows the adopted container again: its rc-tunnel reconnects on the same URL', {
   timeout: 240_000,
 }, async (t: TestContext) => {
-  if (!(await dockerAvailable(t))) return;
+  if (!(await dockerAvailable(t)) || !(await localImagesBuildable(t, BUSYBOX))) return;
   await ensureLocalImage(DOCKER_SOCKET, BUSYBOX);
   const f = await startGatewayFixture(t);
   const dataDir = tempDir(t);

@@ -8,7 +8,7 @@ import { GatewayError } from '../../gateway/errors.js';
 import type { ChatRelay } from '../../gateway/chat/relay.js';
 import { NamespaceRelay, NamespaceRestorer } from '../../gateway/responses/namespace-relay.js';
 import { prepareResponsesBody, withDroppedTools } from '../../gateway/responses/request.js';
-import { planTools, type ToolPlan } from '../../gateway/responses/tools.js';
+import { planTools, UniqueNames, type ToolPlan } from '../../gateway/responses/tools.js';
 import type { HeaderLines } from '../../lib/relay/http-pool.js';
 
 const fn = (name: string, description = `does ${name}`) => ({ type: 'function', name, description, parameters: { type: 'object', properties: {} } });
@@ -72,6 +72,29 @@ test('flat names never collide: with a plain function, with each other, with odd
     x_y__z_w: { namespace: 'x.y', name: 'z w' },
     x_y__z_w_2: { namespace: 'x_y', name: 'z_w' },
   });
+});
+
+test('20,000 functions of one name in one namespace: distinct flat names, made in a number of tries linear in their count', () => {
+  const N = 20_000;
+  const functions = Array.from({ length: N }, () => fn('f'));
+  // Plain functions already hold some of the names the suffixes would give.
+  const o: Record<string, unknown> = { tools: [fn('n__f_3'), fn('n__f_7'), ns('n', ...functions)] };
+  const p = plan(o);
+  const names = (o.tools as { name: string }[]).map((t) => t.name);
+  assert.equal(names.length, N + 2);
+  assert.equal(new Set(names).size, N + 2, 'every name distinct');
+  assert.deepEqual(names.slice(0, 6), ['n__f_3', 'n__f_7', 'n__f', 'n__f_2', 'n__f_4', 'n__f_5']);
+  assert.equal(names.at(-1), `n__f_${N + 2}`);
+  assert.equal(p.names!.byFlat.size, N);
+
+  // The count of tries: one per name plus one per name already taken (the old search tried
+  // `_2`, `_3`... again for every function: N²/2, 200 million here).
+  const u = new UniqueNames();
+  u.reserve('g_3');
+  for (let i = 0; i < N; i++) u.take('g');
+  for (let i = 0; i < N; i++) u.take(`g_${i}`); // bases that are earlier names: each collides at most once more
+  assert.equal(u.size, 2 * N + 1);
+  assert.ok(u.probes <= 2 * N + 2 * (N + 1), `${u.probes} tries for ${2 * N} names`);
 });
 
 test('every known non-function type is left out and named once; a custom tool in a namespace too', () => {

@@ -1,7 +1,7 @@
 // Upstreams and admission: sticky routing, backend down, backend errors passed on (chat shape), stalls,
 // the in-flight limit and the gate seam.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { modelEntrySchema } from '../../lib/config.js';
@@ -120,8 +120,58 @@ describe('gateway upstreams', () => {
     }
   });
 
-  it('a backend that stalls before answering gets 502 after the headers timeout', async () => {
-    const f = await startFixture({ upstream: { headersTimeoutMs: 300 } });
+  it('waits for a busy backend past the head and idle limits, and a slow answer never takes it out', async () => {
+    // Limits of 150 ms against a first token after 800 ms: a non-stream answer's head and a
+    // stream's first event (the sim sends a stream's head at once) come after 5 limits. The sim
+    // answers /health, so the gateway waits; one failure would take the backend out.
+    const f = await startFixture({
+      sims: [{ ttftMs: 800, tokensPerSecond: 200 }],
+      upstream: { headersTimeoutMs: 150, idleTimeoutMs: 150, failuresToEject: 1 },
+    });
+    try {
+      const c = await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 3 });
+      assert.equal(c.object, 'chat.completion');
+      const stream = (await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 3, stream: true })) as unknown as Stream;
+      let chunks = 0;
+      for await (const _ of stream) chunks++;
+      assert.ok(chunks > 0);
+      const up = f.gateway.context.upstreams.all()[0]!;
+      assert.equal(up.ejectedUntil, 0, 'the slow backend is still in rotation');
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('a backend that accepts and never answers, its /health neither, gets 502 upstream_timeout and is taken out', async () => {
+    const sockets = new Set<Socket>();
+    const silent = createServer((s) => {
+      sockets.add(s);
+      s.on('error', () => {});
+    });
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
+    const f = await startFixture({
+      sims: [],
+      models: () => [modelEntrySchema.parse({ name: 'm', upstreams: [url], maxContext: 4096, fitMaxTokens: false })],
+      upstream: { headersTimeoutMs: 150, failuresToEject: 1 },
+    });
+    try {
+      const r = await post(`${f.gateway.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: HELLO, max_tokens: 5 }), {
+        authorization: `Bearer ${f.key}`,
+      });
+      assert.equal(r.status, 502);
+      assert.equal(r.json.error.code, 'upstream_timeout');
+      assert.ok(f.gateway.context.upstreams.all()[0]!.ejectedUntil > 0, 'the dead backend is out');
+      await waitFor(() => f.gateway.context.admission.inflight === 0);
+    } finally {
+      await f.close();
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => silent.close(r));
+    }
+  });
+
+  it('a live backend that never answers a request gets 502 upstream_timeout at the total limit, and stays in', async () => {
+    const f = await startFixture({ upstream: { headersTimeoutMs: 150, requestTimeoutMs: 800, failuresToEject: 1 } });
     try {
       f.sims[0]!.setFault({ kind: 'stall-before' });
       await assert.rejects(f.client.chat.completions.create({ model: 'm', messages: HELLO }), (e: unknown) => {
@@ -130,6 +180,7 @@ describe('gateway upstreams', () => {
         assert.equal(e.code, 'upstream_timeout');
         return true;
       });
+      assert.equal(f.gateway.context.upstreams.all()[0]!.ejectedUntil, 0, 'a slow answer does not take the backend out');
       await waitFor(() => f.gateway.context.admission.inflight === 0);
     } finally {
       await f.close();
@@ -137,7 +188,8 @@ describe('gateway upstreams', () => {
   });
 
   it('a backend that stalls mid-stream ends the stream with an error, it does not hang', async () => {
-    const f = await startFixture({ sims: [{ ttftMs: 0, tokensPerSecond: 200 }], upstream: { idleTimeoutMs: 300 } });
+    // The sim answers /health: its silence is waited for until the total limit.
+    const f = await startFixture({ sims: [{ ttftMs: 0, tokensPerSecond: 200 }], upstream: { idleTimeoutMs: 300, requestTimeoutMs: 1000 } });
     try {
       f.sims[0]!.setFault({ kind: 'stall-during', afterChunks: 3 });
       const stream = (await f.client.chat.completions.create({
@@ -172,6 +224,45 @@ describe('gateway upstreams', () => {
       }, OpenAI.APIError);
     } finally {
       await f.close();
+    }
+  });
+
+  it('relays a backend that leaves Nagle on, stream after stream', async () => {
+    // As Python's http.server writes: the head in one write, then each SSE event a small write of
+    // its own, TCP_NODELAY off (bench/first-token.ts times this; here, only that it all arrives).
+    const event = (delta: string, finish: string) =>
+      `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":${delta},"finish_reason":${finish}}]}\n\n`;
+    const backend = createServer((socket) => {
+      socket.setNoDelay(false);
+      socket.on('error', () => {});
+      let pending = '';
+      socket.on('data', (d: Buffer) => {
+        pending += d.toString('latin1');
+        const end = pending.indexOf('\r\n\r\n');
+        const length = Number(/content-length: *(\d+)/i.exec(pending)?.[1] ?? 0);
+        if (end < 0 || pending.length < end + 4 + length) return;
+        pending = pending.slice(end + 4 + length);
+        socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n');
+        for (const e of [...['a', 'b', 'c'].map((t) => event(`{"content":"${t}"}`, 'null')), event('{}', '"stop"'), 'data: [DONE]\n\n']) {
+          socket.write(`${Buffer.byteLength(e).toString(16)}\r\n${e}\r\n`);
+        }
+        socket.write('0\r\n\r\n');
+      });
+    });
+    await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(backend.address() as { port: number }).port}`;
+    const f = await startFixture({ sims: [], models: () => [modelEntrySchema.parse({ name: 'm', upstreams: [url], maxContext: 4096, fitMaxTokens: false })] });
+    try {
+      for (let i = 0; i < 5; i++) {
+        const stream = (await f.client.chat.completions.create({ model: 'm', messages: HELLO, max_tokens: 5, stream: true })) as unknown as Stream;
+        let text = '';
+        for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
+        assert.equal(text, 'abc');
+      }
+      await waitFor(() => f.gateway.context.admission.inflight === 0);
+    } finally {
+      await f.close();
+      await new Promise((r) => backend.close(r));
     }
   });
 

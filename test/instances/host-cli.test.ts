@@ -14,7 +14,7 @@ test('rc host without a running platform: the registry in the database; usage er
   const tokenFile = join(dir, 'agent-token');
   writeFileSync(tokenFile, 'x'.repeat(32) + '\n');
 
-  const added = await rc(dir, ['add', '--name', 'gpu-1', '--address', '10.213.0.2:7070', '--token-file', tokenFile]);
+  const added = await rc(dir, ['add', '--name', 'gpu-1', '--address', '10.213.0.2:7070', '--token-file', tokenFile, '--init']);
   assert.equal(added.code, 0, added.stderr);
   assert.equal(added.json.state, 'unknown');
   assert.equal(added.json.address, '10.213.0.2:7070');
@@ -43,7 +43,7 @@ test('rc host without a running platform: the registry in the database; usage er
   assert.equal(unknown.code, 1);
   assert.match(unknown.stderr, /No host named nope/);
   const badAddress = await rc(dir, ['add', '--name', 'x', '--address', 'nowhere', '--token', 'y'.repeat(20)]);
-  assert.equal(badAddress.code, 1);
+  assert.equal(badAddress.code, 2, 'a value the operation refuses is a usage error');
   assert.match(badAddress.stderr, /address must be host:port/);
 });
 

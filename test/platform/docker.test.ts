@@ -16,14 +16,14 @@ import { Client } from 'undici';
 import { startPlatform } from '../../bin/platform.js';
 import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
-import { DOCKER_SOCKET, dockerAvailable, waitFor, platformTestEnv } from '../helpers.js';
+import { DOCKER_SOCKET, dockerAvailable, localImagesBuildable, waitFor, platformTestEnv } from '../helpers.js';
 import { removeAgentContainers, removeTestFirewall, TEST_NET_PREFIX } from '../agent/docker-isolation-harness.js';
 import { tunnelFetch } from '../dedicated/fixture.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
 test('npm start with an engine: seeded templates as containers, the demo endpoint, rc-tunnel through the broker', { timeout: 600_000 }, async (t) => {
-  if (!(await dockerAvailable(t))) return;
+  if (!(await dockerAvailable(t)) || !(await localImagesBuildable(t, 'rc/vllm-sim:latest', 'rc/gradio:latest', 'rc/jupyter-pytorch:latest'))) return;
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-start-docker-'));
   const env = {
     ...platformTestEnv(dataDir),

@@ -24,7 +24,8 @@ test('non-stream: vLLM shape, model echo, usage matches the chat template', asyn
   assert.equal(typeof c.message.content, 'string');
   assert.ok(c.message.content!.length > 0);
   assert.deepEqual(c.message.tool_calls, []);
-  assert.equal((c.message as any).reasoning_content, null, 'a non-reasoning model has no reasoning');
+  assert.equal((c.message as any).reasoning, null, 'a non-reasoning model has no reasoning');
+  assert.ok(!('reasoning_content' in c.message), 'current vLLM writes `reasoning` only (PR #33402)');
   assert.equal(r.usage!.prompt_tokens, countChatTokens(messages));
   assert.equal(r.usage!.completion_tokens, countTokens(c.message.content!));
   assert.equal(r.usage!.total_tokens, r.usage!.prompt_tokens + r.usage!.completion_tokens);
@@ -181,18 +182,19 @@ test('GET /health and /v1/models', async () => {
 test('prompt over max_model_len: vLLM 400; max_tokens beyond the room: 400', async () => {
   const long = 'word '.repeat(5000);
   await assert.rejects(client.chat.completions.create({ model: 'sim-test', messages: [user(long)] }), (err: any) => {
-    // vLLM's flat error body has no `error` key, so the client cannot show its message.
+    // vLLM's nested error body (since 0.10.1): the client shows its message.
     assert.ok(err instanceof OpenAI.BadRequestError);
     assert.equal(err.status, 400);
+    assert.match(err.message, /maximum context length/);
     return true;
   });
   const raw = await postJson(`${sim.url}/v1/chat/completions`, { model: 'sim-test', messages: [user(long)] });
   assert.equal(raw.status, 400);
   assert.ok(isVllmError(raw.body, 400));
-  assert.match(raw.body.message, /maximum context length is 4096 tokens\. However, your request has \d+ input tokens/);
+  assert.match(raw.body.error.message, /maximum context length is 4096 tokens\. However, your request has \d+ input tokens/);
   const tooMany = await postJson(`${sim.url}/v1/chat/completions`, { model: 'sim-test', messages: [user('x')], max_tokens: 5000 });
   assert.equal(tooMany.status, 400);
-  assert.match(tooMany.body.message, /'max_tokens' or 'max_completion_tokens' is too large: 5000/);
+  assert.match(tooMany.body.error.message, /'max_tokens' or 'max_completion_tokens' is too large: 5000/);
 });
 
 test('unknown model: vLLM 404 body', async () => {
@@ -200,7 +202,7 @@ test('unknown model: vLLM 404 body', async () => {
   const raw = await postJson(`${sim.url}/v1/chat/completions`, { model: 'nope', messages: [user('x')] });
   assert.equal(raw.status, 404);
   assert.ok(isVllmError(raw.body, 404));
-  assert.equal(raw.body.message, 'The model `nope` does not exist.');
+  assert.equal(raw.body.error.message, 'The model `nope` does not exist.');
 });
 
 test('bad JSON and bad fields: vLLM 400 bodies naming the field', async () => {
@@ -226,7 +228,7 @@ test('bad JSON and bad fields: vLLM 400 bodies naming the field', async () => {
     const r = await postJson(url, body);
     assert.equal(r.status, 400, JSON.stringify(body));
     assert.ok(isVllmError(r.body, 400), JSON.stringify(r.body));
-    assert.equal(r.body.param, param, JSON.stringify(body));
+    assert.equal(r.body.error.param, param, JSON.stringify(body));
   }
 });
 
@@ -235,8 +237,7 @@ test('body over the size limit: 413 in vLLM shape', async () => {
   try {
     const r = await postJson(`${small.sim.url}/v1/chat/completions`, { messages: [user('x'.repeat(2000))] });
     assert.equal(r.status, 413);
-    assert.equal(r.body.object, 'error');
-    assert.equal(r.body.code, 413);
+    assert.equal(r.body.error.code, 413);
     assert.equal(small.sim.stats.inFlight, 0);
   } finally {
     await small.sim.close();
@@ -268,7 +269,7 @@ test('startCatalogSims: one sim per model without upstreams, with its served nam
       const r = await postJson(`${replicas[0]!.url}/v1/chat/completions`, { model: m.name, messages: [user('x')], max_tokens: 40 });
       assert.equal(r.status, 200);
       assert.equal(r.body.model, m.name);
-      assert.equal(r.body.choices[0].message.reasoning_content !== null, m.reasoning);
+      assert.equal(r.body.choices[0].message.reasoning !== null, m.reasoning);
     }
   } finally {
     await Promise.all([...sims.values()].flat().map((s) => s.close()));

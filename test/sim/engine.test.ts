@@ -18,7 +18,7 @@ test('Pace: the first token after ttftMs + uncached / prefillTokensPerSecond, th
 });
 
 test('the prefill delay comes from the uncached prompt tokens: a repeated prompt prefills only its last block', async () => {
-  const sim = await startSim({ model: 'sim-test', ttftMs: 5, tokensPerSecond: 1e6, prefillTokensPerSecond: 4000 });
+  const sim = await startSim({ model: 'sim-test', ttftMs: 5, tokensPerSecond: 1e6, prefillTokensPerSecond: 4000, promptTokensDetails: true });
   try {
     const messages = [user('A long shared prefix. '.repeat(40))];
     const n = countChatTokens(messages);

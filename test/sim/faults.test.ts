@@ -133,7 +133,7 @@ test('an unknown x-sim-fault value: 400', async () => {
   const r = await postJson(`${sim.url}/v1/chat/completions`, body(), { 'x-sim-fault': 'explode' });
   assert.equal(r.status, 400);
   assert.ok(isVllmError(r.body, 400));
-  assert.equal(r.body.param, 'x-sim-fault');
+  assert.equal(r.body.error.param, 'x-sim-fault');
 });
 
 test('paced mode: streams every token; a client abort mid-stream stops it; close() cuts stalled requests', async () => {

@@ -1,5 +1,6 @@
 // The sim's model of vLLM's automatic prefix caching: a repeated prompt prefix is reported as
-// usage.prompt_tokens_details.cached_tokens, in whole blocks of 16 tokens, never the last token.
+// usage.prompt_tokens_details.cached_tokens, in whole blocks of 16 tokens, never the last token,
+// with the report on (vLLM's --enable-prompt-tokens-details: `promptTokensDetails`).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type OpenAI from 'openai';
@@ -13,8 +14,8 @@ let client: OpenAI;
 let plainSim: SimServer;
 let plainClient: OpenAI;
 before(async () => {
-  ({ sim, client } = await simWithClient({ model: 'sim-test' }));
-  ({ sim: plainSim, client: plainClient } = await simWithClient({ model: 'sim-test', prefixCaching: false }));
+  ({ sim, client } = await simWithClient({ model: 'sim-test', promptTokensDetails: true }));
+  ({ sim: plainSim, client: plainClient } = await simWithClient({ model: 'sim-test', prefixCaching: false, promptTokensDetails: true }));
 });
 after(async () => {
   await sim.close();
@@ -56,7 +57,7 @@ test("a repeated prompt reports cached_tokens (non-stream, and in the stream's f
   assert.equal(usages.at(-1).prompt_tokens_details.cached_tokens, Math.floor((n - 1) / 16) * 16);
   assert.ok(
     usages.slice(0, -1).every((u) => u.prompt_tokens_details === undefined),
-    'continuous usage carries no details',
+    'continuous usage carries no prompt details',
   );
 
   // A longer conversation with the same start: the shared blocks are cached.
@@ -64,6 +65,19 @@ test("a repeated prompt reports cached_tokens (non-stream, and in the stream's f
   const third = await client.chat.completions.create({ model: 'sim-test', messages: longer });
   const cached = third.usage!.prompt_tokens_details?.cached_tokens ?? 0;
   assert.ok(cached >= Math.floor((n - 8) / 16) * 16 && cached % 16 === 0 && cached < countChatTokens(longer), String(cached));
+});
+
+test('without --enable-prompt-tokens-details (the default) nothing is reported, cached or not', async () => {
+  const { sim: quiet, client: quietClient } = await simWithClient({ model: 'sim-test' });
+  try {
+    const messages = [user('Repeat me quietly. '.repeat(30))];
+    await quietClient.chat.completions.create({ model: 'sim-test', messages });
+    const again = await quietClient.chat.completions.create({ model: 'sim-test', messages });
+    assert.equal(again.usage!.prompt_tokens_details, null);
+    assert.ok(quiet.stats.prefixCacheHits > 0, 'the cache served them all the same');
+  } finally {
+    await quiet.close();
+  }
 });
 
 test('prefixCaching: false reports nothing cached', async () => {

@@ -25,14 +25,18 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
   return { status: r.status, headers: r.headers, body: parsed };
 }
 
-/** The fields of vLLM's error body, checked loosely enough to survive message wording changes. */
+/**
+ * The fields of vLLM's error body (nested since 0.10.1: `{error: {message, type, param, code}}`),
+ * checked loosely enough to survive message wording changes.
+ */
 export function isVllmError(body: any, code: number): boolean {
+  const e = body?.error;
   return (
-    body?.object === 'error' &&
-    body.code === code &&
-    typeof body.message === 'string' &&
-    body.message.length > 0 &&
-    body.type === (code === 404 ? 'NotFoundError' : code === 429 ? 'RateLimitError' : code >= 500 ? 'InternalServerError' : 'BadRequestError')
+    e?.code === code &&
+    typeof e.message === 'string' &&
+    e.message.length > 0 &&
+    'param' in e &&
+    e.type === (code === 404 ? 'NotFoundError' : code === 429 ? 'RateLimitError' : code >= 500 ? 'InternalServerError' : 'BadRequestError')
   );
 }
 

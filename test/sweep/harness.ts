@@ -40,9 +40,11 @@ export async function startSweepPlatform(extraEnv: Record<string, string> = {}):
     ...platformTestEnv(dataDir),
     RC_AGENT_GPU_DETECT: 'configured',
     // The sweep sends thousands of requests from one address: the sign-in limits are tested apart
-    // (test/control-plane/sign-in-attacks.test.ts).
+    // (test/control-plane/sign-in-attacks.test.ts), the coupon limits too (coupon-guessing.test.ts).
     RC_LOGIN_PER_ADDRESS_PER_MINUTE: '1000000',
     RC_SIGNUP_PER_ADDRESS_PER_HOUR: '1000000',
+    RC_COUPON_ATTEMPTS_PER_ACCOUNT_PER_HOUR: '1000000',
+    RC_COUPON_ATTEMPTS_PER_ADDRESS_PER_HOUR: '1000000',
     ...extraEnv,
   });
   const platform = await startPlatform(config, createLogger());

@@ -171,6 +171,11 @@ function authPage(kind) {
     e.preventDefault();
     act(submit, err, async () => {
       const s = await api('POST', signup ? '/api/auth/signup' : '/api/auth/login', { email: email.value, password: password.value });
+      // E-mail verification on: no session yet, the same answer for a new and a known address.
+      if (s.email_verification === 'sent') {
+        err.textContent = s.detail;
+        return;
+      }
       setSession(s);
       go(s.account.verified ? '/instance' : '/review');
     });

@@ -85,6 +85,34 @@ test('a frozen Redis: the request waits at most the timeout, and a late admissio
   });
 });
 
+test('one slow script call marks Redis down; the next call answered in time marks it up again, with no reconnect', async (t) => {
+  const server = await PrivateRedis.start(t);
+  if (!server) return;
+  const redis = await connectRedis(server.url);
+  t.after(() => redis.disconnect());
+  const config = gateConfig({ rpm: BIG, tpm: BIG, daily: BIG }, { gateRedisTimeoutMs: 100 });
+  const gate = createGate(config, { redis });
+  t.after(() => gate.close());
+  await waitFor(() => gate.onRedis);
+  t.after(() => server.pause(false));
+  let readies = 0;
+  redis.on('ready', () => readies++);
+
+  server.pause(true);
+  admitted(await gate.admit(req(1, 10))); // timed out: decided in memory
+  assert.match(gateMetrics(), /^rc_gate_redis_up 0$/m);
+  server.pause(false);
+  // Past the back-off, a call goes to Redis again and is answered in time.
+  const timeouts = counters.redisTimeouts;
+  await waitFor(async () => {
+    admitted(await gate.admit(req(1, 10)));
+    return gateMetrics().includes('\nrc_gate_redis_up 1\n');
+  }, 15_000);
+  assert.equal(counters.redisTimeouts, timeouts, 'no more timeouts');
+  assert.equal(readies, 0, 'the connection never went away: the answer, not a reconnect, marked it up');
+  assert.equal(gate.onRedis, true);
+});
+
 test('a reply that came while the loop was busy past the deadline is not a timeout', async (t) => {
   // The timer fires in the loop's timers phase, before the poll phase reads the reply waiting in
   // the socket: the deadlines are judged after that read, so a busy process does not blame Redis.

@@ -2,7 +2,7 @@
 // servers write exactly the bytes each case needs (split heads, chunk extensions, trailers,
 // early closes, garbage), so every framing and failure path is exercised for real.
 import { createServer as createHttpsServer } from 'node:https';
-import type { Socket } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { HttpPool, PoolError, type HttpPoolOptions, type ResponseHandler } from '../../../lib/relay/http-pool.js';
@@ -44,7 +44,15 @@ function fetchVia(pool: HttpPool, body: Buffer | string = '{"x":1}', path = '/v1
   });
 }
 
-const OPTIONS: HttpPoolOptions = { connections: 8, connectTimeoutMs: 2000, headersTimeoutMs: 5000, bodyTimeoutMs: 5000, keepAliveTimeoutMs: 30_000 };
+// reuseAfterMs 0: these cases count connections, and reuse one at once (the rest before reuse has its own case).
+const OPTIONS: HttpPoolOptions = {
+  connections: 8,
+  connectTimeoutMs: 2000,
+  headersTimeoutMs: 5000,
+  bodyTimeoutMs: 5000,
+  keepAliveTimeoutMs: 30_000,
+  reuseAfterMs: 0,
+};
 const pools: HttpPool[] = [];
 function poolFor(url: string, o: Partial<HttpPoolOptions> = {}): HttpPool {
   const p = new HttpPool(url, { ...OPTIONS, ...o });
@@ -450,6 +458,172 @@ describe('gateway http-pool', () => {
       await assert.rejects(fetchVia(poolFor(`https://localhost:${port}`)), (e: unknown) => e instanceof PoolError && e.failure === 'connect');
     } finally {
       server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});
+
+const later = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const isProbe = (r: { head: string }) => r.head.startsWith('GET /health ');
+
+describe('gateway http-pool: a busy backend is waited for, a dead one is not', () => {
+  // Limits of 150 ms; the backends answer after several of them.
+  const LIMITS: Partial<HttpPoolOptions> = { headersTimeoutMs: 150, bodyTimeoutMs: 150, probePath: '/health' };
+
+  it('waits past the head and body limits for a backend that answers its probe', async () => {
+    const srv = await rawServer((r) => {
+      if (isProbe(r)) return void r.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n');
+      // A non-stream answer after 5 limits; a stream queued after its head for 4.
+      void later(750).then(() => {
+        if (r.body.toString() !== '"stream"') return void r.socket.write(ok('{"slow":true}'));
+        r.socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n');
+        void later(600).then(() => r.socket.write('6\r\ndata:1\r\n0\r\n\r\n'));
+      });
+    });
+    try {
+      const pool = poolFor(srv.url, LIMITS);
+      const slow = await fetchVia(pool);
+      assert.equal(slow.body.toString(), '{"slow":true}');
+      const queued = await fetchVia(pool, '"stream"');
+      assert.equal(queued.body.toString(), 'data:1');
+      assert.ok(srv.requests.some(isProbe), 'the silent backend was asked whether it lives');
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('waits for a slow head while other responses from the backend progress, with no probe', async () => {
+    const srv = await rawServer((r) => {
+      if (r.body.toString() === '"slow"') return void later(800).then(() => r.socket.write(ok('"done"')));
+      // A stream that writes an event every 20 ms for 1 s: the backend is busy, and alive.
+      r.socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n');
+      let n = 0;
+      const t = setInterval(() => {
+        if (++n === 50) {
+          clearInterval(t);
+          r.socket.write('0\r\n\r\n');
+        } else r.socket.write('1\r\n.\r\n');
+      }, 20);
+    });
+    try {
+      const pool = poolFor(srv.url, { headersTimeoutMs: 200, bodyTimeoutMs: 200 });
+      const stream = fetchVia(pool, '"stream"');
+      await waitFor(() => srv.requests.length === 1);
+      const slow = await fetchVia(pool, '"slow"');
+      assert.equal(slow.body.toString(), '"done"');
+      assert.equal((await stream).body.length, 49);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('fails a request to a backend that accepts and never answers, probe included, with the idle-head error', async () => {
+    const srv = await rawServer(() => {});
+    try {
+      const pool = poolFor(srv.url, LIMITS);
+      await assert.rejects(
+        fetchVia(pool),
+        (e: unknown) => e instanceof PoolError && e.failure === 'headers-timeout' && e.code === 'RC_ERR_POOL_HEADERS_TIMEOUT' && /GET \/health/.test(e.message),
+      );
+      assert.ok(srv.requests.some(isProbe), 'the probe was sent');
+      // A head, then silence: the body's error.
+      const half = await rawServer((r) => {
+        if (!isProbe(r)) r.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc');
+      });
+      try {
+        await assert.rejects(fetchVia(poolFor(half.url, LIMITS)), (e: unknown) => e instanceof PoolError && e.failure === 'body-timeout');
+      } finally {
+        await half.close();
+      }
+      assert.equal(pool.stats.running, 0);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('takes a 5xx answer to the probe for a dead backend', async () => {
+    const srv = await rawServer((r) => {
+      if (isProbe(r)) r.socket.write('HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n');
+    });
+    try {
+      await assert.rejects(
+        fetchVia(poolFor(srv.url, LIMITS)),
+        (e: unknown) => e instanceof PoolError && e.failure === 'headers-timeout' && /answered 503/.test(e.message),
+      );
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('ends a request at the total limit, however alive the backend', async () => {
+    const srv = await rawServer((r) => {
+      if (isProbe(r)) r.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n');
+      else r.socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\n.\r\n'); // and never ends
+    });
+    try {
+      const pool = poolFor(srv.url, { ...LIMITS, requestTimeoutMs: 400 });
+      await assert.rejects(
+        fetchVia(pool),
+        (e: unknown) => e instanceof PoolError && e.failure === 'request-timeout' && e.code === 'RC_ERR_POOL_REQUEST_TIMEOUT',
+      );
+      assert.equal(pool.stats.running, 0);
+    } finally {
+      await srv.close();
+    }
+  });
+});
+
+describe('gateway http-pool: connections rest before reuse', () => {
+  it('opens a new connection rather than reuse one at once, and reuses one that has rested', async () => {
+    const srv = await rawServer((r) => r.socket.write(ok('{}')));
+    try {
+      const pool = poolFor(srv.url, { reuseAfterMs: 500 });
+      await fetchVia(pool);
+      await fetchVia(pool);
+      assert.equal(srv.connections(), 2, 'the first connection had not rested');
+      await later(600);
+      await fetchVia(pool);
+      assert.equal(srv.connections(), 2, 'a rested connection was reused');
+      // At its connection limit the pool reuses one at once rather than queue.
+      const one = poolFor(srv.url, { reuseAfterMs: 500, connections: 1 });
+      await fetchVia(one);
+      await fetchVia(one);
+      assert.equal(srv.connections(), 3);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('relays a backend that leaves Nagle on (head and each chunk in writes of their own), over and over', async () => {
+    // A node:net backend with TCP_NODELAY off, writing like Python's http.server: the head in one
+    // write, then each SSE event a small write of its own.
+    const server = createServer((socket) => {
+      socket.setNoDelay(false);
+      let pending = '';
+      socket.on('data', (d: Buffer) => {
+        pending += d.toString('latin1');
+        const end = pending.indexOf('\r\n\r\n');
+        const length = Number(/content-length: *(\d+)/i.exec(pending)?.[1] ?? 0);
+        if (end < 0 || pending.length < end + 4 + length) return;
+        pending = pending.slice(end + 4 + length);
+        socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n');
+        for (let i = 0; i < 5; i++) {
+          const e = `data: {"n":${i}}\n\n`;
+          socket.write(`${e.length.toString(16)}\r\n${e}\r\n`);
+        }
+        socket.write('0\r\n\r\n');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const pool = poolFor(`http://127.0.0.1:${(server.address() as { port: number }).port}`, { reuseAfterMs: 100 });
+    try {
+      for (let i = 0; i < 10; i++) {
+        const res = await fetchVia(pool);
+        assert.equal(res.body.toString(), [0, 1, 2, 3, 4].map((n) => `data: {"n":${n}}\n\n`).join(''));
+      }
+      assert.equal(pool.stats.running, 0);
+    } finally {
+      await pool.destroy();
       await new Promise((r) => server.close(r));
     }
   });

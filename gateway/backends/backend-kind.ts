@@ -1,0 +1,173 @@
+// What the gateway knows of the server behind each upstream: which kind it is (vLLM, SGLang,
+// llama.cpp: they count prompts differently, admission/tokenize.ts) and its context window.
+// Learned once per upstream and served name, on the first request that needs it (fitting, a
+// count), from the server's own GET /v1/models (read in the servers' source):
+//
+// - vLLM: `{"object": "list", "data": [{"id", "owned_by": "vllm", "max_model_len", ...}]}`
+//   (vllm/entrypoints/openai/protocol.py ModelCard);
+// - SGLang: `{"data": [{"id", "owned_by": "sglang", "max_model_len", ...}]}`, the server's context
+//   (python/sglang/srt/entrypoints/openai/protocol.py ModelCard); its /tokenize's max_model_len is
+//   the tokenizer's limit (often 131072), not the server's;
+// - llama.cpp: `{"models": [...], "object": "list", "data": [{"id", "owned_by": "llamacpp",
+//   "meta": {"n_ctx", "n_ctx_train", ...}}]}` (tools/server/server-context.cpp): `meta.n_ctx` is
+//   one slot's context (older servers lack it: then GET /props
+//   `default_generation_settings.n_ctx`, the same slot context).
+//
+// The catalog entry's `server` names the kind when set (lib/config.ts), and its `maxContext` wins
+// over the learned context (admission/context-fit.ts). A /tokenize answer in llama.cpp's shape
+// also tells the kind (admission/tokenize.ts noteKind). The facts are kept per Upstream object,
+// which outlives catalog reloads (the registry keeps it while a model uses its URL). A backend
+// that cannot be reached is asked again after RETRY_MS; one that answers without these fields is
+// not asked again.
+import type { ModelState } from './model-catalog.js';
+import type { Upstream } from './upstreams.js';
+
+export type ServerKind = 'vllm' | 'sglang' | 'llama.cpp';
+
+/** The `owned_by` each server writes on its /v1/models entries. */
+const OWNED_BY: Record<string, ServerKind> = { vllm: 'vllm', sglang: 'sglang', llamacpp: 'llama.cpp' };
+
+/** A probe that failed (unreachable, an error status) is tried again after this long. */
+const RETRY_MS = 30_000;
+const PROBE_TIMEOUT_MS = 5_000;
+
+interface Facts {
+  kind: ServerKind | undefined;
+  context: number | undefined;
+  /** Epoch ms of the last finished probe; 0: none yet. */
+  probedAt: number;
+  /** The probe failed: asked again after RETRY_MS. */
+  failed: boolean;
+  pending: Promise<void> | undefined;
+}
+
+const factsOf = new WeakMap<Upstream, Map<string, Facts>>();
+
+function facts(u: Upstream, served: string): Facts {
+  let m = factsOf.get(u);
+  if (!m) factsOf.set(u, (m = new Map()));
+  let f = m.get(served);
+  if (!f) m.set(served, (f = { kind: undefined, context: undefined, probedAt: 0, failed: false, pending: undefined }));
+  return f;
+}
+
+const servedName = (model: ModelState): string => model.servedName ?? model.name;
+
+/** Whether `u` must be probed now. */
+function due(f: Facts, now: number): boolean {
+  return f.pending === undefined && (f.probedAt === 0 || (f.failed && now - f.probedAt >= RETRY_MS));
+}
+
+/** Whether everything there is to learn of `model`'s backends is known (no probe due or under way). */
+export function backendLearned(model: ModelState): boolean {
+  const now = Date.now();
+  const served = servedName(model);
+  for (const u of model.upstreams) {
+    const f = facts(u, served);
+    if (f.pending !== undefined || due(f, now)) return false;
+  }
+  return true;
+}
+
+/** Probes the backends of `model` not known yet; resolves once every probe ended (never rejects). */
+export function learnBackend(model: ModelState): Promise<void> {
+  const now = Date.now();
+  const served = servedName(model);
+  const waits: Promise<void>[] = [];
+  for (const u of model.upstreams) {
+    const f = facts(u, served);
+    if (due(f, now)) f.pending = probe(u, served, f);
+    if (f.pending) waits.push(f.pending);
+  }
+  return Promise.all(waits).then(() => undefined);
+}
+
+/** The server kind of `model`: the catalog's `server`, else what its backends said. */
+export function serverKind(model: ModelState): ServerKind | undefined {
+  const named = model.entry.server;
+  if (named !== undefined) return named;
+  const served = servedName(model);
+  for (const u of model.upstreams) {
+    const k = factsOf.get(u)?.get(served)?.kind;
+    if (k !== undefined) return k;
+  }
+  return undefined;
+}
+
+/** Records what a backend's answer showed of its kind (a /tokenize reply in llama.cpp's shape). */
+export function noteKind(model: ModelState, kind: ServerKind): void {
+  const served = servedName(model);
+  for (const u of model.upstreams) {
+    const f = facts(u, served);
+    f.kind ??= kind;
+  }
+}
+
+/** The context window the backends of `model` report (the smallest over its upstreams), when known. */
+export function backendContext(model: ModelState): number | undefined {
+  const served = servedName(model);
+  let min: number | undefined;
+  for (const u of model.upstreams) {
+    const c = factsOf.get(u)?.get(served)?.context;
+    if (c !== undefined && (min === undefined || c < min)) min = c;
+  }
+  return min;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const positiveInt = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined);
+
+/** Kind and context from a /v1/models body (the entry of `served`, else the first), or undefined when it is not such a list. */
+export function readModelList(body: unknown, served: string): { kind: ServerKind | undefined; context: number | undefined } | undefined {
+  if (!isRecord(body) || !Array.isArray(body.data)) return undefined;
+  const items = body.data.filter(isRecord);
+  const item = items.find((d) => d.id === served) ?? items[0];
+  if (!item) return undefined;
+  const kind = typeof item.owned_by === 'string' ? OWNED_BY[item.owned_by] : undefined;
+  const context = positiveInt(item.max_model_len) ?? (isRecord(item.meta) ? positiveInt(item.meta.n_ctx) : undefined);
+  return { kind, context };
+}
+
+/** The slot context of a llama.cpp /props body. */
+export function readPropsContext(body: unknown): number | undefined {
+  if (!isRecord(body) || !isRecord(body.default_generation_settings)) return undefined;
+  return positiveInt(body.default_generation_settings.n_ctx);
+}
+
+async function getJson(u: Upstream, path: string): Promise<unknown> {
+  const res = await fetch(`${new URL(u.url).origin}${u.basePath}${path}`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw new Error(`HTTP ${res.status}`);
+  }
+  return (await res.json()) as unknown;
+}
+
+async function probe(u: Upstream, served: string, f: Facts): Promise<void> {
+  let failed = false;
+  try {
+    let read: ReturnType<typeof readModelList>;
+    try {
+      read = readModelList(await getJson(u, '/v1/models'), served);
+    } catch (err) {
+      // Unreachable or an error status: asked again later. A 200 that is not JSON: nothing to learn.
+      failed = !(err instanceof SyntaxError);
+      read = undefined;
+    }
+    if (read) {
+      f.kind ??= read.kind;
+      f.context = read.context;
+      if (read.context === undefined && f.kind === 'llama.cpp') {
+        try {
+          f.context = readPropsContext(await getJson(u, '/props'));
+        } catch {
+          // No /props: the context stays unknown (the catalog's maxContext, or the backend judges).
+        }
+      }
+    }
+  } finally {
+    f.failed = failed;
+    f.probedAt = Date.now();
+    f.pending = undefined;
+  }
+}
