@@ -59,6 +59,7 @@ export function agentOptionsFromConfig(config: Config, logger: Logger): AgentOpt
     tokenFile,
     dataDir: dir,
     gpus: { detect: config.agentGpuDetect, count: config.agentGpus, model: config.agentGpuModel, memoryMb: config.agentGpuMemoryMb },
+    gpuSampleMs: config.agentGpuSampleMs,
     advertiseHost: config.agentAdvertiseHost || undefined,
     readyTimeoutMs: config.agentReadyTimeoutMs,
     servingReadyTimeoutMs: config.agentServingReadyTimeoutMs,

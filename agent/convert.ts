@@ -113,7 +113,15 @@ export function eventFromPb(m: pb.InstanceEvent): t.InstanceEvent {
 }
 
 export function hostToPb(h: t.HostInfo): pb.HostInfo {
-  return create(pb.HostInfoSchema, { ...h, gpus: h.gpus.map((g) => create(pb.GpuSchema, g)) });
+  return create(pb.HostInfoSchema, {
+    ...h,
+    gpus: h.gpus.map((g) =>
+      create(pb.GpuSchema, {
+        ...g,
+        usage: g.usage ? create(pb.GpuUsageSchema, { ...g.usage, sampledAtMs: BigInt(g.usage.sampledAtMs) }) : undefined,
+      }),
+    ),
+  });
 }
 
 export function hostFromPb(m: pb.HostInfo): t.HostInfo {
@@ -122,7 +130,13 @@ export function hostFromPb(m: pb.HostInfo): t.HostInfo {
     hostname: m.hostname,
     runtime: m.runtime === 'docker' ? 'docker' : 'process',
     advertiseHost: m.advertiseHost,
-    gpus: m.gpus.map((g) => ({ index: g.index, model: g.model, memoryMb: g.memoryMb, instanceId: g.instanceId })),
+    gpus: m.gpus.map((g) => ({
+      index: g.index,
+      model: g.model,
+      memoryMb: g.memoryMb,
+      instanceId: g.instanceId,
+      ...(g.usage ? { usage: { utilizationPct: g.usage.utilizationPct, memoryUsedMb: g.usage.memoryUsedMb, sampledAtMs: Number(g.usage.sampledAtMs) } } : {}),
+    })),
     freeGpus: m.freeGpus,
     gpuSource: m.gpuSource === 'nvidia-smi' ? 'nvidia-smi' : 'configured',
   };

@@ -21,6 +21,7 @@ import type { Logger } from '../lib/log.js';
 import { parseBrokers, TunnelRelay } from './broker-relay.js';
 import * as api from './docker-api.js';
 import { FailureReason, RuntimeError } from './errors.js';
+import { engineGpuSupport, type EngineGpuSupport } from './gpu-support.js';
 import { IsolationFirewall, privateNameservers } from './firewall.js';
 import { freeSubnet, hostRoutes, INSTANCE_PREFIX_LENGTH, parseCidr, subnetAddresses, type Cidr } from './subnets.js';
 import { StartFailure, type ExitInfo, type Runtime, type StartContext } from './runtime.js';
@@ -94,6 +95,8 @@ export class DockerRuntime implements Runtime {
   private version = api.MIN_API_VERSION;
   private diskQuota = false;
   private bridgeGateway: string | undefined;
+  /** Whether the engine can give containers NVIDIA GPUs (from GET /info at init; gpu-support.ts). */
+  gpuSupport: EngineGpuSupport | undefined;
   /** The tunnel relay (created once the bridge's address is known): containers' only way to the broker. */
   private relay: TunnelRelay | undefined;
   /** Container id -> instance id, to forget an instance's tunnel token when its container is removed. */
@@ -181,6 +184,7 @@ export class DockerRuntime implements Runtime {
     if (!version) throw new RuntimeError(`The Docker engine speaks API ${String(server)}; the oldest supported is ${api.MIN_API_VERSION}`);
     this.version = version;
     const info = await this.call(api.infoRequest());
+    this.gpuSupport = engineGpuSupport(info.json);
     const driver = (info.json as { Driver?: string }).Driver ?? '';
     const status = (info.json as { DriverStatus?: [string, string][] }).DriverStatus ?? [];
     const backing = status.find(([k]) => k === 'Backing Filesystem')?.[1] ?? '';

@@ -104,6 +104,8 @@ export const FailureReason = {
   readyTimeout: 'ready_timeout',
   /** Fewer free GPUs than requested. */
   gpusUnavailable: 'gpus_unavailable',
+  /** Real GPUs, and a docker engine that cannot give them to containers (no NVIDIA Container Toolkit). */
+  gpuRuntimeMissing: 'gpu_runtime_missing',
   /** The image could not be pulled. */
   pullFailed: 'pull_failed',
   /** The runtime refused to create or start the instance. */

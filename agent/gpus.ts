@@ -17,6 +17,8 @@ export interface GpuConfig {
   count: number;
   model: string;
   memoryMb: number;
+  /** The nvidia-smi to run (default `nvidia-smi`, looked up on PATH). */
+  command?: string;
 }
 
 export interface GpuInventory {
@@ -43,7 +45,7 @@ export function parseNvidiaSmi(output: string): GpuDevice[] {
 export function detectGpus(config: GpuConfig): GpuInventory {
   if (config.detect === 'auto') {
     try {
-      const out = execFileSync('nvidia-smi', ['--query-gpu=index,uuid,name,memory.total', '--format=csv,noheader,nounits'], {
+      const out = execFileSync(config.command ?? 'nvidia-smi', ['--query-gpu=index,uuid,name,memory.total', '--format=csv,noheader,nounits'], {
         encoding: 'utf8',
         timeout: 10_000,
         stdio: ['ignore', 'pipe', 'ignore'],
@@ -56,6 +58,30 @@ export function detectGpus(config: GpuConfig): GpuInventory {
   }
   const devices = Array.from({ length: config.count }, (_, index) => ({ index, model: config.model, memoryMb: config.memoryMb }));
   return { devices, source: 'configured' };
+}
+
+/**
+ * The GPU variables of an instance's environment (they override the spec's).
+ *
+ * Process runtime: the host's indexes. The instance shares the host's numbering (it sees every
+ * GPU of the host), so CUDA_VISIBLE_DEVICES is what confines it to its own.
+ *
+ * Docker runtime: the engine's device request (by UUID) puts only the assigned GPUs into the
+ * container, where CUDA numbers them from 0. A host index there is wrong: on a host with GPUs
+ * 0-3, an instance on GPUs 2 and 3 sees two devices, 0 and 1, and `CUDA_VISIBLE_DEVICES=2,3`
+ * leaves it none (PyTorch saw 0 devices with `CUDA_VISIBLE_DEVICES=1`, issue 41). So
+ * CUDA_VISIBLE_DEVICES is left unset: every GPU the container has is its own, and setting 0..n-1
+ * would only repeat that while claiming devices that may not be there (simulated GPUs have
+ * none). NVIDIA_VISIBLE_DEVICES is set to what the engine's request names (the UUIDs; the engine
+ * appends the same value, daemon/nvidia_linux.go in moby/moby), or `void` without a request: it
+ * replaces an image's own `ENV NVIDIA_VISIBLE_DEVICES=all` (the nvidia/cuda images have one) and
+ * a template's value, which on a host whose default runtime is nvidia would hand the container
+ * every GPU of the host.
+ */
+export function instanceGpuEnv(runtime: 'process' | 'docker', indexes: number[], deviceIds: string[] | undefined): Record<string, string> {
+  if (runtime === 'docker') return { NVIDIA_VISIBLE_DEVICES: deviceIds?.length ? deviceIds.join(',') : 'void' };
+  const list = indexes.join(',');
+  return { CUDA_VISIBLE_DEVICES: list, NVIDIA_VISIBLE_DEVICES: list || 'void' };
 }
 
 export class GpuAllocator {

@@ -1,4 +1,5 @@
 // The seam between the supervisor and the ways an instance can run (local process, container).
+import type { EngineGpuSupport } from './gpu-support.js';
 import type { LaunchSpec, RuntimeKind } from './types.js';
 import type { RuntimeRef } from './state.js';
 
@@ -46,6 +47,8 @@ export interface Runtime {
   readonly kind: RuntimeKind;
   /** The host address instance ports are published on (host ports are allocated there). */
   readonly checkHost: string;
+  /** Containers: whether the engine can give them NVIDIA GPUs (known after init); undefined: no check (host processes use the host's driver). */
+  readonly gpuSupport?: EngineGpuSupport;
   /** Connects to what the runtime needs (the engine); called once before anything else. */
   init?(): Promise<void>;
   /** After an agent restart, before an adopted instance is watched again (e.g. the broker relay). */

@@ -15,6 +15,7 @@ import { ControlPlaneWatchdog } from './control-plane-watchdog.js';
 import { lockDataDir, prepareAgentDirs } from './data-dir.js';
 import { AgentInvalidArgumentError } from './errors.js';
 import { detectGpus, GpuAllocator, type GpuConfig } from './gpus.js';
+import { GpuSampler } from './gpu-telemetry.js';
 import { GrpcListener } from './grpc-listener.js';
 import { AgentGrpcService } from './grpc-service.js';
 import { createRuntime, type RuntimeSettings } from './runtime-setup.js';
@@ -35,6 +36,8 @@ export interface AgentOptions extends RuntimeSettings {
   runtime?: RuntimeKind;
   /** GPU inventory: nvidia-smi when present (detect 'auto'), else `count` simulated GPUs. */
   gpus?: Partial<GpuConfig>;
+  /** GPU telemetry: one nvidia-smi call for all GPUs this often (GPUs found by nvidia-smi only); 0: off. */
+  gpuSampleMs?: number;
   /** Where instance host ports are reachable; default: `host` (127.0.0.1 when binding all interfaces). */
   advertiseHost?: string;
   readyTimeoutMs?: number;
@@ -70,6 +73,7 @@ export const AGENT_DEFAULTS = {
   lostControlPlaneGraceMs: 600_000,
   heartbeatMs: 5_000,
   gpus: { detect: 'auto', count: 4, model: 'Simulated GPU', memoryMb: 81_920 } satisfies GpuConfig,
+  gpuSampleMs: 5_000,
 } as const;
 
 export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
@@ -84,11 +88,19 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
   const runtimeKind = options.runtime ?? 'process';
   const advertiseHost = options.advertiseHost ?? (host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host);
   const runtime = createRuntime(runtimeKind, options, { agentId, host, advertiseHost, dirs, logger: log });
-  const gpus = new GpuAllocator(detectGpus({ ...AGENT_DEFAULTS.gpus, ...options.gpus }));
+  const gpuConfig: GpuConfig = { ...AGENT_DEFAULTS.gpus, ...options.gpus };
+  const gpus = new GpuAllocator(detectGpus(gpuConfig));
+  const sampleMs = options.gpuSampleMs ?? AGENT_DEFAULTS.gpuSampleMs;
+  // Real GPUs only: simulated ones report nothing rather than made-up numbers.
+  const sampler =
+    gpus.inventory.source === 'nvidia-smi' && sampleMs > 0
+      ? new GpuSampler({ command: gpuConfig.command ?? 'nvidia-smi', intervalMs: sampleMs, clock, logger: log, onChange: () => supervisor.notifyHost() })
+      : undefined;
   const supervisor = new Supervisor({
     store,
     runtime,
     gpus,
+    gpuUsage: sampler && ((index) => sampler.usage(index)),
     logger: log,
     clock,
     advertiseHost,
@@ -99,6 +111,7 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
     instancesRoot: dirs.instancesRoot,
   });
   const release = () => {
+    sampler?.stop();
     supervisor.close();
     unlock();
   };
@@ -117,6 +130,7 @@ export async function startAgent(options: AgentOptions): Promise<AgentHandle> {
     throw err;
   }
   watchdog.start();
+  sampler?.start();
   log.info('agent listening', { address: listener.address, runtime: runtimeKind, agentId, gpus: gpus.total, gpuSource: gpus.inventory.source });
 
   let closing: Promise<void> | undefined;

@@ -1,24 +1,36 @@
 // The supervisor: the lifecycle of every instance on this host. It owns the state file, the GPU
 // and port accounting, readiness, exit detection, logs, events, and reconciliation after a restart.
+// Apart from it: what is written for an instance before it starts (instance-files.ts), the host
+// status and its watchers (host-status.ts), the GPU variables and the engine's GPU support
+// (gpus.ts, gpu-support.ts).
 //
 // pending ("starting" | "pulling image" | "waiting for port") -> ready -> stopping -> stopped
 //    \-> failed (reason, detail)          ready -> failed (exited)        any -> removed (event only)
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { hostname } from 'node:os';
-import { dirname, join } from 'node:path';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import { AgentClosingError, AgentInstanceNotFoundError, AgentSpecMismatchError, FailureReason } from './errors.js';
 import { EventHub, type EventListener } from './events.js';
-import type { GpuAllocator } from './gpus.js';
+import { gpuLaunchRefusal } from './gpu-support.js';
+import { instanceGpuEnv, type GpuAllocator } from './gpus.js';
 import { DEFAULT_LOG_CAP, type LogCap } from './log-file.js';
 import { LogWatcher, readKeptLines, readLastLines, type LogFollower } from './logs.js';
+import { HostStatus } from './host-status.js';
+import { InstanceFiles } from './instance-files.js';
 import { HostPorts } from './ports.js';
 import { SERVING_TYPES, waitReady } from './readiness.js';
 import { StartFailure, type ExitInfo, type Runtime } from './runtime.js';
 import { redactSpec, specHash, validateSpec } from './spec.js';
 import type { InstanceRecord, RuntimeRef, StateStore } from './state.js';
-import { ACTIVE_STATES, type HostInfo, type InstanceEvent, type InstanceInfo, type InstanceState, type LaunchSpec, type ReconcileResult } from './types.js';
+import {
+  ACTIVE_STATES,
+  type GpuUsage,
+  type HostInfo,
+  type InstanceEvent,
+  type InstanceInfo,
+  type InstanceState,
+  type LaunchSpec,
+  type ReconcileResult,
+} from './types.js';
 
 export interface SupervisorOptions {
   store: StateStore;
@@ -39,6 +51,8 @@ export interface SupervisorOptions {
   instancesRoot: string;
   /** Bytes of output kept per instance (log-file.ts; DEFAULT_LOG_CAP when absent). */
   logCap?: LogCap;
+  /** The last telemetry sample of a GPU, reported with the host status (gpu-telemetry.ts); absent: none. */
+  gpuUsage?: (index: number) => GpuUsage | undefined;
   logger: Logger;
   clock: Clock;
 }
@@ -65,7 +79,8 @@ export class Supervisor {
   private readonly ports: HostPorts;
   private readonly hub = new EventHub();
   private readonly live = new Map<string, Live>();
-  private readonly hostListeners = new Set<() => void>();
+  private readonly hostStatus: HostStatus;
+  private readonly files: InstanceFiles;
   private readonly log: Logger;
   private closed = false;
 
@@ -75,6 +90,14 @@ export class Supervisor {
     this.gpus = opts.gpus;
     this.ports = new HostPorts(opts.runtime.checkHost);
     this.log = opts.logger;
+    this.files = new InstanceFiles(opts.store.dir, opts.instancesRoot);
+    this.hostStatus = new HostStatus({
+      agentId: () => this.agentId,
+      runtime: opts.runtime.kind,
+      advertiseHost: opts.advertiseHost,
+      gpus: opts.gpus,
+      usage: opts.gpuUsage,
+    });
   }
 
   get agentId(): string {
@@ -89,17 +112,8 @@ export class Supervisor {
     return this.store.state.instances;
   }
 
-  private instanceDir(id: string): string {
-    return join(this.store.dir, 'instances', id);
-  }
-
-  /** The instance's working directory and the root of its files (outside the data dir). */
-  private homeDir(id: string): string {
-    return join(this.opts.instancesRoot, 'homes', id);
-  }
-
   private logFile(id: string): string {
-    return join(this.instanceDir(id), 'instance.log');
+    return this.files.logFile(id);
   }
 
   // ---- restart: adopt what still runs, fail what is gone, kill orphans -----------------------
@@ -107,6 +121,8 @@ export class Supervisor {
   /** Takes over the instances recorded in the state file. Call once, before serving. */
   async adopt(): Promise<void> {
     await this.runtime.init?.();
+    const refusal = this.gpuRefusal(1);
+    if (refusal) this.log.warn('GPU launches will be refused', { detail: refusal });
     // What the runtime runs for this agent, by instance id (labels or the environment say which).
     const found = await this.runtime.discover();
     for (const rec of Object.values(this.records)) {
@@ -190,6 +206,11 @@ export class Supervisor {
       },
     };
     this.records[spec.instanceId] = rec;
+    const refusal = this.gpuRefusal(spec.gpuCount);
+    if (refusal) {
+      this.transition(rec, 'failed', 'GPUs cannot be used in containers on this host', FailureReason.gpuRuntimeMissing, refusal);
+      return { info: rec.info, created: true };
+    }
     const gpus = this.gpus.allocate(spec.instanceId, spec.gpuCount);
     if (!gpus) {
       this.transition(
@@ -207,6 +228,14 @@ export class Supervisor {
     const live = this.newLive(spec.instanceId);
     live.launching = this.launch(rec, spec, live);
     return { info: rec.info, created: true };
+  }
+
+  /**
+   * Why a launch of `gpuCount` real GPUs cannot work here (the engine cannot give containers GPUs),
+   * or undefined. Simulated GPUs are never requested from the engine, so they need nothing.
+   */
+  private gpuRefusal(gpuCount: number): string | undefined {
+    return gpuLaunchRefusal(gpuCount, this.gpus.inventory.source, this.runtime.gpuSupport);
   }
 
   private newLive(id: string): Live {
@@ -229,30 +258,13 @@ export class Supervisor {
       const hostPorts = new Map<number, number>();
       for (const port of spec.ports) hostPorts.set(port, await this.ports.allocate());
       rec.info.endpoints = spec.ports.map((port) => ({ port, host: this.opts.advertiseHost, hostPort: hostPorts.get(port)! }));
-      const instanceDir = this.instanceDir(id);
-      const homeDir = this.homeDir(id);
-      mkdirSync(instanceDir, { recursive: true });
-      mkdirSync(homeDir, { recursive: true, mode: 0o700 });
-      for (const [path, content] of Object.entries(spec.files)) {
-        const target = join(homeDir, path);
-        mkdirSync(dirname(target), { recursive: true });
-        writeFileSync(target, content, { mode: 0o600 });
-      }
-      if (spec.sshPublicKey) {
-        mkdirSync(join(homeDir, '.ssh'), { recursive: true, mode: 0o700 });
-        writeFileSync(join(homeDir, '.ssh', 'authorized_keys'), spec.sshPublicKey + '\n', { mode: 0o600 });
-      }
-      let volumePath: string | undefined;
-      if (spec.volume) {
-        volumePath = spec.volume.startsWith('/') ? spec.volume : join(this.opts.instancesRoot, 'volumes', spec.volume);
-        if (this.runtime.kind === 'process' || spec.volume.startsWith('/')) mkdirSync(volumePath, { recursive: true });
-      }
+      const { instanceDir, homeDir, volumePath } = this.files.provision(spec, this.runtime.kind);
       if (live.abort.signal.aborted) return;
-      const gpuList = rec.info.gpus.join(',');
+      const gpuDeviceIds = this.gpus.deviceIds(rec.info.gpus);
       const ref = await this.runtime.start({
         spec,
         gpus: rec.info.gpus,
-        gpuDeviceIds: this.gpus.deviceIds(rec.info.gpus),
+        gpuDeviceIds,
         hostPorts,
         instanceDir,
         homeDir,
@@ -260,8 +272,7 @@ export class Supervisor {
         volumePath,
         agentEnv: {
           RC_INSTANCE_ID: id,
-          CUDA_VISIBLE_DEVICES: gpuList,
-          NVIDIA_VISIBLE_DEVICES: gpuList || 'void',
+          ...instanceGpuEnv(this.runtime.kind, rec.info.gpus, gpuDeviceIds),
           ...(spec.sshPublicKey ? { SSH_PUBLIC_KEY: spec.sshPublicKey } : {}),
         },
         onProgress: (message) => {
@@ -421,8 +432,7 @@ export class Supervisor {
     delete this.records[id];
     this.transition(rec, 'removed', 'removed', '', '', false);
     this.store.save();
-    rmSync(this.instanceDir(id), { recursive: true, force: true });
-    rmSync(this.homeDir(id), { recursive: true, force: true });
+    this.files.remove(id);
     return true;
   }
 
@@ -461,25 +471,17 @@ export class Supervisor {
   }
 
   host(): HostInfo {
-    return {
-      agentId: this.agentId,
-      hostname: hostname(),
-      runtime: this.runtime.kind,
-      advertiseHost: this.opts.advertiseHost,
-      gpus: this.gpus.snapshot(),
-      freeGpus: this.gpus.free,
-      gpuSource: this.gpus.inventory.source,
-    };
+    return this.hostStatus.info();
   }
 
-  /** Calls `listener` whenever GPU assignment changes. */
+  /** Calls `listener` whenever the host status changes (GPU assignment, telemetry). */
   onHostChange(listener: () => void): () => void {
-    this.hostListeners.add(listener);
-    return () => this.hostListeners.delete(listener);
+    return this.hostStatus.onChange(listener);
   }
 
-  private notifyHost(): void {
-    for (const l of this.hostListeners) l();
+  /** Tells the host's watchers that its status changed (a new telemetry sample). */
+  notifyHost(): void {
+    this.hostStatus.changed();
   }
 
   /**

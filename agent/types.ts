@@ -72,12 +72,22 @@ export interface InstanceEvent {
   timeMs: number;
 }
 
+/** One GPU's telemetry sample (agent/gpu-telemetry.ts). */
+export interface GpuUsage {
+  /** nvidia-smi's utilization.gpu: percent of the last sample period a kernel ran. */
+  utilizationPct: number;
+  memoryUsedMb: number;
+  sampledAtMs: number;
+}
+
 export interface Gpu {
   index: number;
   model: string;
   memoryMb: number;
   /** Empty when free. */
   instanceId: string;
+  /** The last telemetry sample; absent for simulated GPUs, with sampling off, or when the last call failed. */
+  usage?: GpuUsage;
 }
 
 export interface HostInfo {

@@ -191,6 +191,16 @@ export const API_ERRORS = {
 
   // Instances (instances/errors.ts gives the launch rules' helpers).
   gpuCountInvalid: failure({ code: 'RC_ERR_GPU_COUNT_INVALID', status: 400, publicCode: 'gpu_count_invalid', message: 'GPU count must be 1, 2, or 4' }),
+  gpuCountTooLarge: failure({
+    code: 'RC_ERR_GPU_COUNT_TOO_LARGE',
+    status: 400,
+    publicCode: 'gpu_count_too_large',
+    /** `fits`: the largest allowed gpu_count some host can hold (0: none). */
+    message: (gpus: number, fits: number) =>
+      fits
+        ? `No host can hold ${gpus} GPUs; the largest launch that fits is ${fits} GPU${fits === 1 ? '' : 's'}`
+        : `No host can hold ${gpus} GPUs; no host takes GPU launches`,
+  }),
   oneActiveInstance: failure({
     code: 'RC_ERR_INSTANCE_EXISTS',
     status: 400,

@@ -268,6 +268,12 @@ export const SETTINGS = {
   agentGpus: setting('RC_AGENT_GPUS', z.coerce.number().int().min(0).max(64), 4, 'Simulated GPUs when nvidia-smi is absent'),
   agentGpuModel: setting('RC_AGENT_GPU_MODEL', z.string().min(1), 'Simulated GPU', 'Model name of the simulated GPUs'),
   agentGpuMemoryMb: setting('RC_AGENT_GPU_MEMORY_MB', positiveInt, 81920, 'Memory of each simulated GPU (MiB)'),
+  agentGpuSampleMs: setting(
+    'RC_AGENT_GPU_SAMPLE_MS',
+    z.coerce.number().int().min(0),
+    5000,
+    'GPU telemetry: one nvidia-smi call for every GPU this often (utilization, memory); 0: off. Simulated GPUs are never sampled',
+  ),
   agentReadyTimeoutMs: setting('RC_AGENT_READY_TIMEOUT_MS', ms, 120_000, 'Readiness deadline of an instance (port open)'),
   agentServingReadyTimeoutMs: setting(
     'RC_AGENT_SERVING_READY_TIMEOUT_MS',
@@ -379,6 +385,13 @@ export const SETTINGS = {
     'Maximum lifetime of an instance, from placement on a host (destroyed after)',
   ),
   instanceIdleTimeoutSec: setting('RC_INSTANCE_IDLE_TIMEOUT_SEC', positiveInt, 3_600, 'A ready instance with no visible activity for this long is destroyed'),
+  instanceGpuBusyPct: setting(
+    'RC_INSTANCE_GPU_BUSY_PCT',
+    z.coerce.number().min(0).max(100),
+    1,
+    'An instance whose GPU averages at least this utilization (%) over the busy window is active (idle GPUs read 0 %, a Python-bound decode loop 0-5 %); 0: GPUs never count',
+  ),
+  instanceGpuBusyWindowSec: setting('RC_INSTANCE_GPU_BUSY_WINDOW_SEC', positiveInt, 300, 'The window the GPU utilization is averaged over for the idle rule'),
   instanceLaunchRate: setting(
     'RC_INSTANCE_LAUNCH_RATE',
     z.string().regex(/^\d+:\d+(,\d+:\d+)*$/, 'windows as seconds:count,seconds:count,...'),

@@ -13,6 +13,8 @@ export const NO_INSTANCE = API_ERRORS.noInstance.message;
 export const NO_ACTIVE_INSTANCE = API_ERRORS.noActiveInstance.message;
 
 export const gpuCountInvalid = API_ERRORS.gpuCountInvalid;
+/** 400: no host of the fleet (drained ones left out) has that many GPUs at all; names the largest that fits. */
+export const gpuCountTooLarge = API_ERRORS.gpuCountTooLarge;
 export const oneActiveInstance = API_ERRORS.oneActiveInstance;
 export const insufficientCredits = API_ERRORS.insufficientCredits;
 export const launchVerificationRequired = API_ERRORS.launchVerificationRequired;

@@ -4,6 +4,7 @@
 // Without one (StoredFleet: the rc CLI on the database) only the registry changes, and the next
 // control-plane start acts on it.
 import { API_ERRORS } from '../errors.js';
+import type { Gpu } from '../../agent/types.js';
 import type { AgentConnection } from './agents.js';
 import type { Store } from '../store.js';
 import type { HostRecord, HostStore } from './host-store.js';
@@ -25,10 +26,37 @@ export interface HostView {
   gpus_total: number | null;
   gpus_free: number | null;
   gpu_model: string | null;
+  /**
+   * Every GPU as the host last reported it (null: never reported), with its holder and its last
+   * telemetry sample (utilization %, memory in use; null for simulated GPUs, with sampling off,
+   * or while the host's nvidia-smi fails: agent/README.md "GPU telemetry").
+   */
+  gpus: HostGpuView[] | null;
   /** Since when the control plane has not heard from the host (ISO time); null while connected. */
   unreachable_since: string | null;
   instances: { instance_id: string; account_id: number; state: string; message: string; gpu_count: number }[];
 }
+
+export interface HostGpuView {
+  index: number;
+  model: string;
+  memory_mb: number;
+  instance_id: string | null;
+  utilization_pct: number | null;
+  memory_used_mb: number | null;
+  sampled_at: string | null;
+}
+
+const gpuViews = (gpus: Gpu[]): HostGpuView[] =>
+  gpus.map((g) => ({
+    index: g.index,
+    model: g.model,
+    memory_mb: g.memoryMb,
+    instance_id: g.instanceId || null,
+    utilization_pct: g.usage?.utilizationPct ?? null,
+    memory_used_mb: g.usage?.memoryUsedMb ?? null,
+    sampled_at: g.usage ? new Date(g.usage.sampledAtMs).toISOString() : null,
+  }));
 
 export interface HostInput {
   name: string;
@@ -78,6 +106,7 @@ export class LiveFleet implements FleetControl {
       gpus_total: gpus ? gpus.length : null,
       gpus_free: gpus ? Math.max(0, this.service.freeGpus(conn)) : null,
       gpu_model: gpus?.[0]?.model ?? null,
+      gpus: gpus ? gpuViews(gpus) : null,
       unreachable_since: conn.connected ? null : new Date(conn.downSince).toISOString(),
       instances: instancesOf(rows),
     };
@@ -136,6 +165,7 @@ export class StoredFleet implements FleetControl {
       gpus_total: null,
       gpus_free: null,
       gpu_model: null,
+      gpus: null,
       unreachable_since: null,
       instances: instancesOf(this.instances.onAgent(h.name)),
     };

@@ -10,6 +10,7 @@ import type { InstanceContext } from './context.js';
 import {
   diskTooLarge,
   gpuCountInvalid,
+  gpuCountTooLarge,
   insufficientCredits,
   launchRateLimited,
   launchTokenInvalid,
@@ -69,7 +70,7 @@ export class Launcher {
 
   /**
    * Launches `templateId` for `account`. Checks in this order: verified (403), template visible
-   * (404), gpu_count (400), launch verification token present (403), then in one transaction:
+   * (404), gpu_count (400), gpu_count that no host can hold (400), launch verification token present (403), then in one transaction:
    * token valid (403), image enabled (400), disk ceiling (400), no active instance (400),
    * credits (400), launch rate (429). Nothing is written unless every check passes.
    * Returns the new instance as it is after the queue was scheduled.
@@ -98,6 +99,9 @@ export class Launcher {
     if (!template || (!template.enabled && owner !== account.id)) throw API_ERRORS.templateNotFound();
     const gpus = input.gpu_count ?? 1;
     if (typeof gpus !== 'number' || !GPU_COUNTS.includes(gpus)) throw gpuCountInvalid();
+    // A launch no host can ever hold would wait forever, holding the account's one slot.
+    const largest = this.placement.largestHost();
+    if (largest !== undefined && gpus > largest) throw gpuCountTooLarge(gpus, Math.max(0, ...GPU_COUNTS.filter((n) => n <= largest)));
     const token = input.launch_verification_token;
     if (token !== undefined && token !== null && (typeof token !== 'string' || token.length > 256)) {
       throw API_ERRORS.validation('launch_verification_token must be a string');

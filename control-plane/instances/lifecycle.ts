@@ -18,6 +18,8 @@ export const EndReason = {
   startRejected: 'start_rejected',
   stoppedByHost: 'stopped_by_host',
   hostRemoved: 'host_removed',
+  /** Queued, and no host of the fleet has that many GPUs any more (the one it waited for was drained or removed). */
+  noHostFits: 'no_host_fits',
 } as const;
 
 /** First wait before a failed removal on a connected host is tried again; it doubles up to REMOVE_RETRY_MAX_MS. */

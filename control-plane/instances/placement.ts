@@ -39,10 +39,39 @@ export class Placement {
     return conn.host.gpus.length - used;
   }
 
+  /**
+   * The most GPUs one host of the fleet can ever give an instance: the largest GPU total among the
+   * hosts not draining (their inventory as last reported; it stays known while a host is
+   * unreachable). Undefined while the platform cannot tell: a host not draining has not reported
+   * since this control plane started (after a restart the hosts connect one by one, and queued
+   * instances must not be ended for want of the host that answers last), or every host drains.
+   */
+  largestHost(): number | undefined {
+    let largest: number | undefined;
+    for (const conn of this.ctx.agents.values()) {
+      if (conn.draining) continue;
+      if (!conn.host) return undefined;
+      largest = Math.max(largest ?? 0, conn.host.gpus.length);
+    }
+    return largest;
+  }
+
   /** Places waiting instances, first come first served: the head of the queue blocks the rest until it fits. */
   schedule(): void {
     if (this.closed) return;
+    const largest = this.largestHost();
     for (const r of this.ctx.store.instances.queue()) {
+      if (largest !== undefined && r.gpu_count > largest) {
+        // It can never fit (the host it waited for was drained or removed): ending it unblocks
+        // the queue behind it; fail() schedules the queue again.
+        this.lifecycle.fail(
+          r,
+          'No host can hold this instance',
+          EndReason.noHostFits,
+          `No host of the fleet has ${r.gpu_count} GPUs (the largest has ${largest})`,
+        );
+        return;
+      }
       const conn = this.pickHost(r);
       if (!conn) return;
       this.place(r, conn);

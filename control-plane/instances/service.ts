@@ -7,6 +7,7 @@
 //   agent-reports.ts   the agents' reports folded into the database
 //   reconciliation.ts  database and agents brought back in line after a restart of either side
 //   tick.ts            the periodic checks: billing, credits, lifetime, idle, silent hosts
+//   gpu-activity.ts    the GPU side of the idle rule: a busy GPU (its telemetry) is activity
 //   lifecycle.ts       every state change (route cache, bus), failing and destroying
 //   connections.ts     the connections to the host agents
 //
@@ -27,6 +28,7 @@ import { Launcher, type LaunchInput } from './launch.js';
 import { InstanceLifecycle } from './lifecycle.js';
 import { LiveRoutes, type InstanceRoute } from './live-routes.js';
 import type { LogTails } from './log-tails.js';
+import { GpuActivity } from './gpu-activity.js';
 import { Placement, type Provisioner } from './placement.js';
 import { Reconciliation } from './reconciliation.js';
 import { publicUrls, resolveInstanceSettings, type InstanceSettings, type PublicUrls } from './settings.js';
@@ -34,7 +36,7 @@ import type { InstanceRow, InstanceStore } from './store.js';
 import { InstanceTicker } from './tick.js';
 import { UsageBilling } from './usage-billing.js';
 import { ACTIVE } from './states.js';
-import { toStatus, type InstanceStatus } from './views.js';
+import { instanceGpuUsage, queuedMessage, toStatus, type InstanceStatus } from './views.js';
 
 export type { InstanceRoute } from './live-routes.js';
 export type { LaunchInput } from './launch.js';
@@ -74,6 +76,7 @@ export class InstanceService {
   private readonly reconciliation: Reconciliation;
   private readonly launcher: Launcher;
   private readonly ticker: InstanceTicker;
+  private readonly gpuActivity: GpuActivity;
 
   constructor(o: InstanceServiceOptions) {
     const { store } = o;
@@ -84,10 +87,16 @@ export class InstanceService {
     this.instances = store.instances;
     this.logTails = store.logTails;
     this.hosts = store.hosts;
+    this.gpuActivity = new GpuActivity({ busyPct: this.settings.instanceGpuBusyPct, windowMs: this.settings.instanceGpuBusyWindowSec * 1000 }, (id, at) =>
+      this.routes.recordActivity(id, at),
+    );
     this.connections = new AgentConnections(this.clock, log, this.settings.instanceHostStallMs, {
       onConnect: (c) => this.reconciliation.reconcile(c),
       onEvent: (c, e) => this.reports.onEvent(c, e),
-      onHost: () => this.placement.schedule(),
+      onHost: (c) => {
+        if (c.host) this.gpuActivity.record(c.id, c.host, this.clock.now());
+        this.placement.schedule();
+      },
     });
     this.agents = this.connections.all;
     const ctx: InstanceContext = { store, settings: this.settings, clock: this.clock, log, agents: this.agents };
@@ -111,6 +120,7 @@ export class InstanceService {
 
   /** Closes the connection to a host and forgets it (its instances must have ended: see endOnHost). */
   detachHost(id: string): Promise<void> {
+    this.gpuActivity.forget(id);
     return this.connections.detach(id);
   }
 
@@ -139,7 +149,18 @@ export class InstanceService {
   // ---- the API -------------------------------------------------------------------------------
 
   view(r: InstanceRow): InstanceStatus {
-    return toStatus(r, this.clock.now(), this.urls, this.settings.instanceIdleTimeoutSec * 1000);
+    const status = toStatus(r, this.clock.now(), this.urls, this.settings.instanceIdleTimeoutSec * 1000);
+    const position = this.queuePosition(r);
+    if (position !== null) return { ...status, message: queuedMessage(position) };
+    if (r.agent_id === null || (r.state !== 'ready' && r.state !== 'pending')) return status;
+    return { ...status, gpus: instanceGpuUsage(this.agents.get(r.agent_id)?.host, r.id) };
+  }
+
+  /** 1-based place of a queued (pending, unplaced) instance in the queue; null otherwise. */
+  queuePosition(r: InstanceRow): number | null {
+    if (r.state !== 'pending' || r.agent_id !== null) return null;
+    const i = this.instances.queue().findIndex((q) => q.id === r.id);
+    return i < 0 ? null : i + 1;
   }
 
   /** The account's most recent instance (any state); 404 when it never had one. */

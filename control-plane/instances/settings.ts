@@ -9,6 +9,8 @@ const KEYS = [
   'instanceBillingPeriodSec',
   'instanceMaxLifetimeSec',
   'instanceIdleTimeoutSec',
+  'instanceGpuBusyPct',
+  'instanceGpuBusyWindowSec',
   'instanceLaunchRate',
   'instanceSchedule',
   'instanceTickMs',

@@ -99,12 +99,7 @@ async function pipeLogs(service: InstanceService, bus: Bus, first: InstanceRow, 
 
 /** The status object plus the queue position (1-based) of a queued instance. */
 export function statusEvent(service: InstanceService, r: InstanceRow): StatusEvent {
-  let queue_position: number | null = null;
-  if (r.state === 'pending' && r.agent_id === null) {
-    const i = service.instances.queue().findIndex((q) => q.id === r.id);
-    queue_position = i < 0 ? null : i + 1;
-  }
-  return { ...service.view(r), queue_position };
+  return { ...service.view(r), queue_position: service.queuePosition(r) };
 }
 
 function followStatus(service: InstanceService, bus: Bus, accountId: number, sse: Sse): void {

@@ -1,5 +1,6 @@
 // The status object of SPEC ("at least status, message, and on failure reason and detail"),
 // with what a client needs besides. Times are ISO strings; credits are numbers.
+import type { HostInfo } from '../../agent/types.js';
 import { accruedMicros, MICROS_PER_CREDIT } from './billing.js';
 import { mainPort } from './launch-spec.js';
 import type { PublicUrls } from './settings.js';
@@ -33,6 +34,46 @@ export interface InstanceStatus {
   credits_per_hour: number;
   credits_spent: number;
   host: string | null;
+  /**
+   * The instance's GPUs as its host last sampled them (issue 41: utilization %, memory in use);
+   * null unless it holds GPUs on a host that samples them (real GPUs; simulated ones report nothing).
+   */
+  gpus: InstanceGpuUsage[] | null;
+}
+
+export interface InstanceGpuUsage {
+  /** The host's GPU index. */
+  index: number;
+  model: string;
+  memory_mb: number;
+  utilization_pct: number;
+  memory_used_mb: number;
+  sampled_at: string;
+}
+
+/** The telemetry of the GPUs `instanceId` holds on a host, from the host's last status; null when there is none. */
+export function instanceGpuUsage(host: HostInfo | undefined, instanceId: string): InstanceGpuUsage[] | null {
+  const out: InstanceGpuUsage[] = [];
+  for (const g of host?.gpus ?? []) {
+    if (g.instanceId !== instanceId || !g.usage) continue;
+    out.push({
+      index: g.index,
+      model: g.model,
+      memory_mb: g.memoryMb,
+      utilization_pct: g.usage.utilizationPct,
+      memory_used_mb: g.usage.memoryUsedMb,
+      sampled_at: new Date(g.usage.sampledAtMs).toISOString(),
+    });
+  }
+  return out.length ? out : null;
+}
+
+/**
+ * The message of a queued instance: it fits some host but none has the GPUs free now, and where it
+ * stands (1 = placed next; first come first served, so the head waits for the GPUs it needs).
+ */
+export function queuedMessage(position: number): string {
+  return `waiting for capacity (position ${position} in the queue)`;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -81,5 +122,6 @@ export function toStatus(r: InstanceRow, now: number, urls: PublicUrls, idleTime
     credits_per_hour: r.micros_per_hour / MICROS_PER_CREDIT,
     credits_spent: spentMicros / MICROS_PER_CREDIT,
     host: r.agent_id,
+    gpus: null,
   };
 }

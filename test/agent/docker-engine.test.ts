@@ -110,7 +110,8 @@ test('launch to ready: API version negotiated, ports on 127.0.0.1 only, limits, 
   );
   assert.equal(c.Config.Labels['rc.agent-id'], agent.agentId);
   assert.equal(c.Config.Labels['rc.instance-id'], id);
-  assert.ok((c.Config.Env as string[]).includes('CUDA_VISIBLE_DEVICES=0,1'));
+  assert.ok(!(c.Config.Env as string[]).some((e) => e.startsWith('CUDA_VISIBLE_DEVICES=')), 'containers: no host GPU index (CUDA numbers their GPUs from 0)');
+  assert.ok((c.Config.Env as string[]).includes('NVIDIA_VISIBLE_DEVICES=void'), 'simulated GPUs: no device');
 
   assert.match(await logsOf(client, id), new RegExp(`hello from ${id}`));
 

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as api from '../../agent/docker-api.js';
+import { instanceGpuEnv } from '../../agent/gpus.js';
 import { normalizeSpec } from '../../agent/convert.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -75,7 +76,7 @@ test('create: GPU device requests by UUID, labels with the instance id, port bin
     authorizedKeysFile: undefined,
     toolbox: { dir: '/d/toolbox', dist: '/p/dist', nodeModules: '/p/node_modules' },
     imagePath: '/usr/bin:/bin',
-    agentEnv: { RC_INSTANCE_ID: 'inst-1', CUDA_VISIBLE_DEVICES: '2,3' },
+    agentEnv: { RC_INSTANCE_ID: 'inst-1', ...instanceGpuEnv('docker', [2, 3], ['GPU-aa', 'GPU-bb']) },
     limits,
     diskQuotaGb: undefined,
     network: 'rc-net-inst-1',
@@ -88,7 +89,8 @@ test('create: GPU device requests by UUID, labels with the instance id, port bin
   assert.deepEqual(body.Cmd, ['vllm serve m --host 0.0.0.0 --port 8000']);
   assert.ok(body.Env.includes('PORT=8000'), 'PORT is the routed port inside the container');
   assert.ok(body.Env.includes('HF_TOKEN=hf'));
-  assert.ok(body.Env.includes('CUDA_VISIBLE_DEVICES=2,3'));
+  assert.ok(body.Env.includes('NVIDIA_VISIBLE_DEVICES=GPU-aa,GPU-bb'), 'the GPUs the engine request names');
+  assert.ok(!body.Env.some((e: string) => e.startsWith('CUDA_VISIBLE_DEVICES=')), 'no host index: CUDA numbers the container GPUs from 0');
   assert.ok(body.Env.includes('RC_VOLUME_DIR=/workspace'));
   assert.equal(body.Env.filter((e: string) => e.startsWith('PORT=')).length, 1);
   assert.deepEqual(body.Labels, { 'rc.agent-id': 'agent_x', 'rc.instance-id': 'inst-1', 'rc.instance-type': 'vllm', 'rc.disk-gb': '150' });

@@ -3,7 +3,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { GpuAllocator, parseNvidiaSmi } from '../../agent/gpus.js';
 import { waitFor } from '../helpers.js';
-import { startTestAgent, waitForState } from './harness.js';
+import { startTestAgent, tempDir, waitForState } from './harness.js';
+import { FOUR_H100, NvidiaSmiStandIn } from './nvidia-smi-stand-in.js';
+import { join } from 'node:path';
+import { instanceGpuEnv } from '../../agent/gpus.js';
 
 test('concurrent starts on 4 GPUs: no GPU assigned twice, the rest fail with gpus_unavailable, CUDA_VISIBLE_DEVICES matches', async (t) => {
   const { client } = await startTestAgent(t, { stopGraceMs: 500 });
@@ -59,4 +62,30 @@ test('nvidia-smi output parsing and the allocator', () => {
   a.release('x');
   assert.deepEqual(a.allocate('y', 2), [0, 1]);
   assert.equal(a.free, 0);
+});
+
+test('process runtime with GPUs from nvidia-smi: the instance keeps the host indexes (it shares the host numbering)', async (t) => {
+  const smi = new NvidiaSmiStandIn(join(tempDir(t, 'rc-smi-'), 'smi'));
+  smi.setGpus(FOUR_H100);
+  const { client } = await startTestAgent(t, { stopGraceMs: 500, gpus: { detect: 'auto', command: smi.command } });
+  assert.equal((await client.getHost()).gpuSource, 'nvidia-smi');
+  const cmd = 'echo "cuda=$CUDA_VISIBLE_DEVICES nvidia=$NVIDIA_VISIBLE_DEVICES"; exec sleep 30';
+  await client.start({ instanceId: 'p1', gpuCount: 2, startCommand: cmd });
+  const { instance } = await client.start({ instanceId: 'p2', gpuCount: 2, startCommand: cmd });
+  assert.deepEqual(instance.gpus, [2, 3]);
+  await waitForState(client, 'p2', 'ready');
+  const lines = await waitFor(async () => {
+    const out: string[] = [];
+    for await (const l of client.logs('p2', { tail: 5 })) out.push(l);
+    return out.length ? out : undefined;
+  });
+  assert.deepEqual(lines, ['cuda=2,3 nvidia=2,3']);
+});
+
+test('the GPU variables per runtime: host indexes for processes; for containers only the engine request (UUIDs) or void', () => {
+  assert.deepEqual(instanceGpuEnv('process', [2, 3], ['GPU-a', 'GPU-b']), { CUDA_VISIBLE_DEVICES: '2,3', NVIDIA_VISIBLE_DEVICES: '2,3' });
+  assert.deepEqual(instanceGpuEnv('process', [], undefined), { CUDA_VISIBLE_DEVICES: '', NVIDIA_VISIBLE_DEVICES: 'void' });
+  assert.deepEqual(instanceGpuEnv('docker', [2, 3], ['GPU-a', 'GPU-b']), { NVIDIA_VISIBLE_DEVICES: 'GPU-a,GPU-b' });
+  assert.deepEqual(instanceGpuEnv('docker', [2, 3], undefined), { NVIDIA_VISIBLE_DEVICES: 'void' }, 'simulated GPUs: no device, no index');
+  assert.deepEqual(instanceGpuEnv('docker', [], undefined), { NVIDIA_VISIBLE_DEVICES: 'void' });
 });

@@ -33,8 +33,10 @@ export const newToken = () => randomBytes(24).toString('base64url');
 export function tempDir(t: TestContext, prefix = 'rc-agent-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   t.after(() => {
-    rmSync(dir, { recursive: true, force: true });
-    rmSync(`${dir}-instances`, { recursive: true, force: true }); // an agent's instance homes
+    // Retried: a part still running while the hooks run (an agent's nvidia-smi stand-in logging a
+    // call) may add a file between the listing and the rmdir (ENOTEMPTY).
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    rmSync(`${dir}-instances`, { recursive: true, force: true, maxRetries: 5 }); // an agent's instance homes
   });
   return dir;
 }

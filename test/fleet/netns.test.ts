@@ -194,7 +194,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
   assert.equal(drained.state, 'draining');
   await launch(three, 1);
   await new Promise((r) => setTimeout(r, 1000));
-  assert.equal((await status(three)).message, 'waiting for capacity'); // s1's host is full, s2's is draining
+  assert.equal((await status(three)).message, 'waiting for capacity (position 1 in the queue)'); // s1's host is full, s2's is draining
   assert.equal((await call(`${api}/api/notebook/current`, { method: 'DELETE', key: one.key })).status, 200);
   const s3 = await ready(three);
   assert.equal(s3.host, s1.host);

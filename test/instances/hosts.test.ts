@@ -86,7 +86,7 @@ test('hosts join while the platform runs; launches that do not fit on one land o
   const three = await launch(p, 'three@example.com', 1);
   await new Promise((r) => setTimeout(r, 500)); // several ticks: nothing may place it
   const waiting = (await p.call('GET', '/api/notebook/status', { key: three.key })).body;
-  assert.equal(waiting.message, 'waiting for capacity');
+  assert.equal(waiting.message, 'waiting for capacity (position 1 in the queue)');
   assert.equal((await p.call('GET', '/api/notebook/status', { key: two.key })).body.status, 'ready');
   await admin(p, 'host.resume', { name: 'b' });
   assert.equal((await waitStatus(p, three.key, 'ready')).host, 'b');

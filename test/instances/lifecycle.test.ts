@@ -121,18 +121,18 @@ test('no free GPUs: pending until capacity frees, then placed (FIFO)', async (t)
   await waitStatus(p, a.key, 'ready');
   const rb = await p.call('POST', `/api/templates/${p.template(b.id).id}/launch`, { key: b.key, body: { gpu_count: 1 } });
   assert.equal(rb.body.status, 'pending');
-  assert.equal(rb.body.message, 'waiting for capacity');
+  assert.equal(rb.body.message, 'waiting for capacity (position 1 in the queue)');
   const rc = await p.call('POST', `/api/templates/${p.template(c.id).id}/launch`, { key: c.key, body: { gpu_count: 2 } });
-  assert.equal(rc.body.message, 'waiting for capacity');
+  assert.equal(rc.body.message, 'waiting for capacity (position 2 in the queue)');
   await p.instances.service.tick();
-  assert.equal((await p.call('GET', '/api/notebook/status', { key: b.key })).body.message, 'waiting for capacity');
+  assert.equal((await p.call('GET', '/api/notebook/status', { key: b.key })).body.message, 'waiting for capacity (position 1 in the queue)');
 
   await p.call('DELETE', '/api/notebook/current', { key: a.key });
   // b (first in line, 1 GPU) is placed; c (2 GPUs) waits: only 1 GPU is left.
   const bReady = await waitStatus(p, b.key, 'ready');
   assert.equal(bReady.host, 'host-a');
   await p.instances.service.tick();
-  assert.equal((await p.call('GET', '/api/notebook/status', { key: c.key })).body.message, 'waiting for capacity');
+  assert.equal((await p.call('GET', '/api/notebook/status', { key: c.key })).body.message, 'waiting for capacity (position 1 in the queue)', 'c moved up');
   await p.call('DELETE', '/api/notebook/current', { key: b.key });
   await waitStatus(p, c.key, 'ready');
 });

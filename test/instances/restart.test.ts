@@ -121,7 +121,7 @@ test('agent gone longer than instanceHostLostMs: failed host_lost; leftovers rem
   assert.ok(failed.ended_at);
   // Billing stopped, and the account may launch again (it waits for capacity: no host answers).
   const relaunch = await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} });
-  assert.equal(relaunch.body.message, 'waiting for capacity');
+  assert.equal(relaunch.body.message, 'waiting for capacity (position 1 in the queue)');
 
   a = await spawnAgent(t, dataDir, token, port);
   await waitFor(() => instanceGroups(a.agentId, id).length === 0, 15_000); // the lost instance is removed

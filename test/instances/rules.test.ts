@@ -73,7 +73,7 @@ test('launch errors: SPEC status and message for each rule', async (t) => {
   const ok = await launch({ gpu_count: 2 });
   assert.equal(ok.status, 200);
   assert.equal(ok.body.status, 'pending');
-  assert.equal(ok.body.message, 'waiting for capacity');
+  assert.equal(ok.body.message, 'waiting for capacity (position 1 in the queue)', 'no host has reported yet: it waits');
   assert.equal(ok.body.gpu_count, 2);
   const again = await launch({});
   assert.equal(again.status, 400);
@@ -263,8 +263,8 @@ test('no host: pending "waiting for capacity", first come first served', async (
   const b = await p.account('b@example.com');
   const ra = await p.call('POST', `/api/templates/${p.template(a.id).id}/launch`, { key: a.key, body: {} });
   const rb = await p.call('POST', `/api/templates/${p.template(b.id).id}/launch`, { key: b.key, body: {} });
-  assert.equal(ra.body.message, 'waiting for capacity');
-  assert.equal(rb.body.message, 'waiting for capacity');
+  assert.equal(ra.body.message, 'waiting for capacity (position 1 in the queue)');
+  assert.equal(rb.body.message, 'waiting for capacity (position 2 in the queue)');
   assert.deepEqual(
     p.instances.service.instances.queue().map((r) => r.id),
     [ra.body.instance_id, rb.body.instance_id],

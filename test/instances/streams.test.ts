@@ -91,7 +91,7 @@ test('events: the status object on every change, with the queue position while w
   const queued = JSON.parse((await eb.next(() => true)).data);
   assert.equal(queued.status, 'pending');
   assert.equal(queued.queue_position, 1);
-  assert.equal(queued.message, 'waiting for capacity');
+  assert.equal(queued.message, 'waiting for capacity (position 1 in the queue)');
   // a's stream hears nothing of b.
   assert.equal(
     ea.events.some((e) => e.data.includes(queued.instance_id)),
