@@ -3,7 +3,12 @@
 // warning we do not print).
 import { z } from 'zod';
 import { MAX_JSON_DEPTH } from '../lib/http.js';
-import type { ErrorAnswer } from './flavours/flavour.js';
+
+/** An error answer in a server's own words: status and body (each flavour writes its own). */
+export interface ErrorAnswer {
+  status: number;
+  body: string;
+}
 
 /**
  * A request the sim refuses, with its HTTP status; the body is the flavour's (Flavour.error), or

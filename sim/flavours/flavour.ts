@@ -4,6 +4,9 @@
 // sim/README.md "Flavours" has the table of what differs and the source each row was read from.
 import type { Plan } from '../plan.js';
 import type { SimFlavour } from '../options.js';
+import type { ErrorAnswer } from '../request.js';
+
+export type { ErrorAnswer };
 
 /** How the request chose its tool: `none` also stands for "no tools". */
 export type ToolChoiceKind = 'none' | 'auto' | 'required' | 'named';
@@ -42,12 +45,6 @@ export interface ChatEvents {
   token(i: number): string;
   /** Everything after the last token: the finish chunk, the usage chunk when asked for, `data: [DONE]`. */
   tail(): string;
-}
-
-/** An error answer: status and body. */
-export interface ErrorAnswer {
-  status: number;
-  body: string;
 }
 
 /** A request the server refuses for its context window, in the server's words. */
