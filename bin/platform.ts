@@ -92,6 +92,9 @@ async function startSims(config: Config, logger: Logger, closers: Closers): Prom
     tokensPerSecond: config.simTokensPerSecond,
     fast: config.simFast,
     replicas: config.simReplicas,
+    flavour: config.simFlavour,
+    // As README "Model backends" says to start a server: cached tokens reported.
+    promptTokensDetails: true,
     logger,
   }).catch(namingSetting('RC_SIM_PORT_BASE'));
   const sims = [...simsByModel.values()].flat();

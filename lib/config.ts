@@ -108,6 +108,13 @@ export const SETTINGS = {
     1,
     'Embedded simulated backends per default model (more than 1 shows the routing among backends)',
   ),
+  simFlavour: setting(
+    'RC_SIM_FLAVOUR',
+    // sim/options.ts SIM_FLAVOURS (lib/ does not import a part; test/lib/config.test.ts keeps them equal).
+    z.enum(['vllm-0.10.1', 'vllm-0.11.1', 'vllm', 'sglang-0.5', 'sglang', 'llama.cpp']),
+    'vllm',
+    'Embedded simulated backends: the server they speak as, byte for byte (sim/README.md "Flavours"); they report cached tokens as a server started with its flag does',
+  ),
   dataDir: setting('RC_DATA_DIR', z.string().min(1), './data', 'Directory for SQLite, state and logs'),
   redisUrl: setting('REDIS_URL', z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]), '', 'Redis for gates and events; empty: in memory'),
   logLevel: setting('RC_LOG_LEVEL', z.enum(['silent', 'error', 'warn', 'info', 'debug']), 'info', 'Log level'),

@@ -60,3 +60,10 @@ for (const [name, env, msg] of bad) {
     );
   });
 }
+
+test('RC_SIM_FLAVOUR takes exactly the flavours the sim speaks (sim/options.ts SIM_FLAVOURS)', async () => {
+  const { SIM_FLAVOURS } = await import('../../sim/options.js');
+  for (const f of SIM_FLAVOURS) assert.equal(loadConfig({ RC_SIM_FLAVOUR: f }).simFlavour, f);
+  assert.equal(loadConfig({}).simFlavour, 'vllm');
+  assert.throws(() => loadConfig({ RC_SIM_FLAVOUR: 'tgi' }), ConfigError);
+});
