@@ -43,8 +43,8 @@ import { canCount, countWithBackend } from './tokenize.js';
 export type FitResult =
   /** Forward as it is. `promptTokens`: the exact count, when one was made. */
   | { kind: 'fits'; promptTokens?: number | undefined }
-  /** Forward with max_tokens lowered to `maxTokens`. */
-  | { kind: 'lowered'; maxTokens: number; promptTokens: number; maxContext: number }
+  /** Forward with max_tokens lowered to `maxTokens` (`promptTokens`: the count it was fitted to; absent: fitted to the bound). */
+  | { kind: 'lowered'; maxTokens: number; promptTokens?: number | undefined; maxContext: number }
   /** Refuse: the prompt alone leaves no room for one output token. */
   | { kind: 'too-long'; promptTokens: number; maximum: number };
 
@@ -80,7 +80,8 @@ export function promptTooLongMessage(r: { promptTokens: number; maximum: number 
 /**
  * Fits `r.maxTokens` into the context of `r.model`: `done` gets the result, at once when the
  * bound shows it fits (no promise, abort signal or closure), else after the count, which a client
- * that goes away aborts. A count that fails gives `fits` (the backend then judges). `r.prompt` is
+ * that goes away aborts. Without a count (none possible, or it failed) max tokens are fitted to the
+ * bound (fitUncounted). `r.prompt` is
  * built only when needed; undefined: the request cannot be counted (the backend judges).
  * A client that left during the count: `done` is not called, the request finishes as
  * client-closed (below, "A count the client left").
@@ -97,20 +98,25 @@ export function fitPrompt<E extends ProtocolError>(r: ModelRequest<E>, done: (r:
   }
   const known = contextWindow(model);
   const wanted = r.maxTokens ?? 1;
-  if ((known !== undefined && inputBound(r.bodyBytes) + wanted <= known) || !canCount(model)) {
+  if (known !== undefined && inputBound(r.bodyBytes) + wanted <= known) {
     done(r, FITS);
+    return;
+  }
+  const uncounted = () => fitUncounted(model, r.bodyBytes, r.maxTokens);
+  if (!canCount(model)) {
+    done(r, uncounted());
     return;
   }
   const parts = r.prompt();
   if (parts === undefined) {
-    done(r, FITS);
+    done(r, uncounted());
     return;
   }
   let body: string;
   try {
     body = JSON.stringify(parts);
   } catch {
-    done(r, FITS); // nests deeper than the stack allows: the backend judges
+    done(r, uncounted()); // nests deeper than the stack allows: no count
     return;
   }
   if (known !== undefined && Buffer.byteLength(body) + wanted + TEMPLATE_MARGIN <= known) {
@@ -120,14 +126,27 @@ export function fitPrompt<E extends ProtocolError>(r: ModelRequest<E>, done: (r:
   const ctx = r.ctx;
   // The count holds a slot of its own, released when it ends (the request takes its own at admission).
   if (!ctx.admission.tryEnter()) {
-    done(r, FITS);
+    done(r, uncounted());
     return;
   }
   countJson(r, body, (count) => {
     ctx.admission.leave();
     if (r.res.aborted) r.finish(CLIENT_CLOSED, undefined);
-    else done(r, fitCounted(model, count, r.maxTokens));
+    else done(r, count === undefined ? uncounted() : fitCounted(model, count, r.maxTokens));
   });
+}
+
+/**
+ * Fitting without a count (the backend cannot count, as SGLang 0.5, or the count failed): max
+ * tokens lowered to the context less the prompt's bound, a strict upper bound of its tokens, so the
+ * backend never refuses the request for max tokens; when the bound alone fills the context (a long
+ * prompt), nothing is lowered and the backend judges.
+ */
+export function fitUncounted(model: ModelState, bodyBytes: number, maxTokens: number | undefined): FitResult {
+  const maxContext = contextWindow(model);
+  if (maxContext === undefined || maxTokens === undefined) return FITS;
+  const room = maxContext - inputBound(bodyBytes);
+  return room > 0 && maxTokens > room ? { kind: 'lowered', maxTokens: room, maxContext } : FITS;
 }
 
 /** The fitting of a counted prompt (undefined: no count, the backend judges). */

@@ -29,11 +29,12 @@ export const TOKENIZE_PATH = '/tokenize';
 export const APPLY_TEMPLATE_PATH = '/apply-template';
 
 /**
- * SGLang 0.5's answer to a chat body on /tokenize: FastAPI's validation error for the missing
- * `prompt` field (`'loc': ('body', 'prompt')` in SGLang's 400 message, or FastAPI's own 422
- * detail `"loc":["body","prompt"]`).
+ * SGLang 0.5's answer to a chat body on /tokenize: the validation error for its missing `prompt`
+ * field, in whichever of the forms its releases write (`'loc': ('body', 'prompt')` in SGLang's 400
+ * message, FastAPI's own 422 detail `"loc":["body","prompt"]`, or the short `prompt: Field
+ * required` of SGLang's error response, which the sim's sglang-0.5 flavour writes).
  */
-const PROMPT_REQUIRED = /\(\s*'body',\s*'prompt'\s*\)|"loc":\s*\[\s*"body",\s*"prompt"\s*\]/;
+const PROMPT_REQUIRED = /\(\s*'body',\s*'prompt'\s*\)|"loc":\s*\[\s*"body",\s*"prompt"\s*\]|\bprompt: Field required\b/;
 
 /** Upstreams that showed they cannot count a chat prompt. */
 const cannot = new WeakSet<Upstream>();
