@@ -3,14 +3,15 @@
 // (whole and streamed, relayed and metered), messages (whole and streamed, text, thinking, a named
 // and an auto tool call ending in tool_use), count_tokens (exact where the backend counts, the
 // estimate on SGLang 0.5), responses, max tokens fitted into the context the backend reports,
-// max tokens of 0 refused, a prompt over the context in the messages protocol's words, and a
-// backend's 429 with its Retry-After.
+// max tokens of 0 refused, a prompt over the context in the messages protocol's words, a
+// backend's 429 with its Retry-After, and the queue routing reads from each server's metrics.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { memoryKeySource } from '../../gateway/auth/keys.js';
 import { messagesRoutes } from '../../gateway/messages/routes.js';
+import { waitingRequests } from '../../gateway/backends/load-scraper.js';
 import { createGateway, type Gateway } from '../../gateway/server.js';
 import { modelEntrySchema } from '../../lib/config.js';
 import { generateKey, hashKey } from '../../lib/keys.js';
@@ -184,6 +185,34 @@ for (const flavour of SIM_FLAVOURS) {
       assert.equal(messages.json.type, 'error');
       assert.equal(messages.json.error.type, 'rate_limit_error');
     });
+  });
+}
+
+// Routing on load reads each server's queue from its /metrics (SGLang and llama.cpp only publish
+// them when started with --enable-metrics / --metrics, README "Model backends").
+for (const flavour of SIM_FLAVOURS) {
+  test(`on ${flavour}: the load reader finds the queue in the server's own metrics`, async (t) => {
+    const sim = await startSim({ model: 'm', flavour, metrics: true, maxNumSeqs: 1, ttftMs: 60_000, logger: createLogger('silent') });
+    t.after(() => sim.close());
+    const held = Array.from({ length: 3 }, () => new AbortController());
+    const requests = held.map((ac) =>
+      fetch(`${sim.url}/v1/chat/completions`, {
+        method: 'POST',
+        signal: ac.signal,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', messages: ASK, max_tokens: 4 }),
+      }).catch(() => undefined),
+    );
+    t.after(async () => {
+      for (const ac of held) ac.abort();
+      await Promise.all(requests);
+    });
+    let waiting: number | undefined;
+    for (let i = 0; i < 100 && !(waiting && waiting >= 2); i++) {
+      waiting = waitingRequests(await (await fetch(`${sim.url}/metrics`)).text());
+      if (!(waiting && waiting >= 2)) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(waiting, 2, `${flavour}: one runs, two wait`);
   });
 }
 
