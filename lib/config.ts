@@ -392,6 +392,12 @@ export const SETTINGS = {
     'Maximum lifetime of an instance, from placement on a host (destroyed after)',
   ),
   instanceIdleTimeoutSec: setting('RC_INSTANCE_IDLE_TIMEOUT_SEC', positiveInt, 3_600, 'A ready instance with no visible activity for this long is destroyed'),
+  instanceStopWarningSec: setting(
+    'RC_INSTANCE_STOP_WARNING_SEC',
+    z.coerce.number().int().min(0),
+    600,
+    "How long before an idle or lifetime stop the owner is warned (status stop_warning, pushed to the console's status stream); 0: no warning",
+  ),
   instanceGpuBusyPct: setting(
     'RC_INSTANCE_GPU_BUSY_PCT',
     z.coerce.number().min(0).max(100),

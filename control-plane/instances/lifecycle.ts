@@ -20,6 +20,10 @@ export const EndReason = {
   hostRemoved: 'host_removed',
   /** Queued, and no host of the fleet has that many GPUs any more (the one it waited for was drained or removed). */
   noHostFits: 'no_host_fits',
+  /** An operator destroyed it; the operator's words are its `detail` (operator/instance-ops.ts). */
+  operator: 'destroyed_by_operator',
+  /** Its account was disabled by an operator (operator/account-ops.ts). */
+  accountDisabled: 'account_disabled',
 } as const;
 
 /** First wait before a failed removal on a connected host is tried again; it doubles up to REMOVE_RETRY_MAX_MS. */

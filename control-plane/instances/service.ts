@@ -149,7 +149,7 @@ export class InstanceService {
   // ---- the API -------------------------------------------------------------------------------
 
   view(r: InstanceRow): InstanceStatus {
-    const status = toStatus(r, this.clock.now(), this.urls, this.settings.instanceIdleTimeoutSec * 1000);
+    const status = toStatus(r, this.clock.now(), this.urls, this.settings.instanceIdleTimeoutSec * 1000, this.settings.instanceStopWarningSec * 1000);
     const position = this.queuePosition(r);
     if (position !== null) return { ...status, message: queuedMessage(position) };
     if (r.agent_id === null || (r.state !== 'ready' && r.state !== 'pending')) return status;

@@ -9,6 +9,7 @@ const KEYS = [
   'instanceBillingPeriodSec',
   'instanceMaxLifetimeSec',
   'instanceIdleTimeoutSec',
+  'instanceStopWarningSec',
   'instanceGpuBusyPct',
   'instanceGpuBusyWindowSec',
   'instanceLaunchRate',

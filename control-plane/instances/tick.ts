@@ -8,11 +8,14 @@ import type { LiveRoutes } from './live-routes.js';
 import type { Placement } from './placement.js';
 import type { InstanceRow } from './store.js';
 import type { UsageBilling } from './usage-billing.js';
+import { stopWarning, type StopWarning } from './views.js';
 
 /** The message of a live instance whose host is silent (its state stays). */
 export const HOST_UNREACHABLE = 'host unreachable';
 
 export class InstanceTicker {
+  /** Live instances under a stop warning, and which (the status streams were told when it began or ended). */
+  private readonly warned = new Map<string, StopWarning['reason']>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private closed = false;
@@ -63,13 +66,18 @@ export class InstanceTicker {
     this.flushActivity();
     const now = this.ctx.clock.now();
     const ends: Promise<void>[] = [];
+    const live = new Set<string>();
     for (const r0 of this.ctx.store.instances.live()) {
       if (r0.state === 'stopping') continue;
+      live.add(r0.id);
       const r = this.billing.billCompletePeriods(r0, now);
       if (r.placed_at === null) continue;
       const end = this.enforceLimits(r, now);
       if (end) ends.push(end);
+      else this.announceStopWarning(r, now);
     }
+    // Ended instances leave the warned map with the tick that finds them gone.
+    for (const id of this.warned.keys()) if (!live.has(id)) this.warned.delete(id);
     await Promise.all(ends);
     // Destroyed instances a connected host failed to remove: tried again until it confirms (not
     // awaited: a hung host must not hold up billing).
@@ -91,6 +99,19 @@ export class InstanceTicker {
       return this.lifecycle.destroy(r, EndReason.idle, `No activity for ${s.instanceIdleTimeoutSec} s`);
     }
     return undefined;
+  }
+
+  /**
+   * Tells the status streams (an instance.changed event) when a stop warning begins, changes kind or
+   * ends (activity came): the status object carries it (views.ts stopWarning), the console shows it.
+   */
+  private announceStopWarning(r: InstanceRow, now: number): void {
+    const s = this.ctx.settings;
+    const warning = stopWarning(r, now, s.instanceIdleTimeoutSec * 1000, s.instanceStopWarningSec * 1000)?.reason;
+    if (warning === this.warned.get(r.id)) return;
+    if (warning) this.warned.set(r.id, warning);
+    else this.warned.delete(r.id);
+    this.lifecycle.changed(r);
   }
 
   /** Hosts that stopped answering: first a message, then (after instanceHostLostMs) their instances fail. */

@@ -3,6 +3,7 @@
 import type { HostInfo } from '../../agent/types.js';
 import { accruedMicros, MICROS_PER_CREDIT } from './billing.js';
 import { mainPort } from './launch-spec.js';
+import { EndReason } from './lifecycle.js';
 import type { PublicUrls } from './settings.js';
 import { snapshotOf, type InstanceRow, type TemplateSnapshot } from './store.js';
 
@@ -39,6 +40,56 @@ export interface InstanceStatus {
    * null unless it holds GPUs on a host that samples them (real GPUs; simulated ones report nothing).
    */
   gpus: InstanceGpuUsage[] | null;
+  /**
+   * The platform is about to stop this instance (issue 41): the sooner of its idle timeout and its
+   * lifetime, once it is within RC_INSTANCE_STOP_WARNING_SEC; null otherwise. Activity clears an
+   * idle warning.
+   */
+  stop_warning: StopWarning | null;
+  /** Why it ended, in one word (its `reason` grouped); null while it runs. */
+  stopped_by: StoppedBy | null;
+}
+
+export interface StopWarning {
+  reason: 'idle' | 'lifetime';
+  stops_at: string;
+  seconds_left: number;
+}
+
+/** Who or what ended an instance: its owner, the idle timeout, the lifetime, the credits, an operator, its host, or a failure. */
+export type StoppedBy = 'owner' | 'idle' | 'lifetime' | 'credits' | 'operator' | 'host' | 'failure';
+
+const STOPPED_BY: Readonly<Record<string, StoppedBy>> = {
+  [EndReason.idle]: 'idle',
+  [EndReason.lifetime]: 'lifetime',
+  [EndReason.credits]: 'credits',
+  [EndReason.operator]: 'operator',
+  [EndReason.accountDisabled]: 'operator',
+  [EndReason.hostLost]: 'host',
+  [EndReason.hostRemoved]: 'host',
+  [EndReason.stoppedByHost]: 'host',
+  [EndReason.lost]: 'host',
+};
+
+/** `stopped_by` of a row: null while it runs; the owner's destroy has no reason; anything unlisted ended in a failure. */
+export function stoppedBy(r: Pick<InstanceRow, 'state' | 'reason'>): StoppedBy | null {
+  if (r.state !== 'stopping' && r.state !== 'stopped' && r.state !== 'failed') return null;
+  if (r.reason === null) return r.state === 'failed' ? 'failure' : 'owner';
+  return STOPPED_BY[r.reason] ?? 'failure';
+}
+
+/**
+ * The coming stop of a live instance, when it is within `warningMs`: the idle timeout (ready
+ * instances, from their last activity) or the lifetime, whichever comes first. undefined otherwise.
+ */
+export function stopWarning(r: InstanceRow, now: number, idleTimeoutMs: number, warningMs: number): StopWarning | undefined {
+  if (warningMs <= 0 || (r.state !== 'ready' && r.state !== 'pending')) return undefined;
+  const idleFrom = r.last_activity_at ?? r.ready_at;
+  const idleAt = r.state === 'ready' && idleFrom !== null ? idleFrom + idleTimeoutMs : Number.POSITIVE_INFINITY;
+  const lifeAt = r.expires_at ?? Number.POSITIVE_INFINITY;
+  const at = Math.min(idleAt, lifeAt);
+  if (!Number.isFinite(at) || at - now > warningMs) return undefined;
+  return { reason: idleAt <= lifeAt ? 'idle' : 'lifetime', stops_at: new Date(at).toISOString(), seconds_left: Math.max(0, Math.ceil((at - now) / 1000)) };
 }
 
 export interface InstanceGpuUsage {
@@ -93,7 +144,7 @@ export function dedicatedBaseUrl(urls: PublicUrls, id: string, t: TemplateSnapsh
   return `${urls.gateway}/dedicated/${id}/${mainPort(t)}/v1`;
 }
 
-export function toStatus(r: InstanceRow, now: number, urls: PublicUrls, idleTimeoutMs: number): InstanceStatus {
+export function toStatus(r: InstanceRow, now: number, urls: PublicUrls, idleTimeoutMs: number, stopWarningMs = 0): InstanceStatus {
   const t = snapshotOf(r);
   const spentMicros = r.ready_at === null ? 0 : accruedMicros(r.micros_per_hour, (r.ended_at ?? now) - r.ready_at);
   const idleFrom = r.last_activity_at ?? r.ready_at;
@@ -123,5 +174,7 @@ export function toStatus(r: InstanceRow, now: number, urls: PublicUrls, idleTime
     credits_spent: spentMicros / MICROS_PER_CREDIT,
     host: r.agent_id,
     gpus: null,
+    stop_warning: stopWarning(r, now, idleTimeoutMs, stopWarningMs) ?? null,
+    stopped_by: stoppedBy(r),
   };
 }

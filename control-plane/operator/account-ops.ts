@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { accountByEmail, email, issueKey, op, type AdminContext } from '../admin-op.js';
 import { API_ERRORS } from '../errors.js';
+import { EndReason } from '../instances/lifecycle.js';
 import { resolveInstanceSettings } from '../instances/settings.js';
 import { operatorAccount } from './views.js';
 
@@ -27,7 +28,7 @@ async function setDisabled(ctx: AdminContext, accountId: number, disabled: boole
 }
 
 /** Status `reason` of an instance ended because its account was disabled. */
-export const ACCOUNT_DISABLED_REASON = 'account_disabled';
+export const ACCOUNT_DISABLED_REASON = EndReason.accountDisabled;
 
 export const ACCOUNT_OPS = {
   'account.set-operator': op(z.strictObject({ email, operator: z.boolean() }), async (ctx, i) => {

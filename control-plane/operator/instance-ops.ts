@@ -3,10 +3,11 @@
 import { z } from 'zod';
 import { op } from '../admin-op.js';
 import { API_ERRORS } from '../errors.js';
+import { EndReason } from '../instances/lifecycle.js';
 import { liveInstances } from './instance-views.js';
 
 /** Status `reason` of an instance an operator destroyed; the operator's words are its `detail`. */
-export const DESTROYED_BY_OPERATOR = 'destroyed_by_operator';
+export const DESTROYED_BY_OPERATOR = EndReason.operator;
 
 export const INSTANCE_OPS = {
   'instance.list': op(z.strictObject({}), (ctx) => ({ instances: liveInstances(ctx.store) })),
