@@ -110,7 +110,7 @@ export const JSON_INT = '(?:0|[1-9][0-9]*)';
  * none of the counts' (`cached_tokens` included), so the first occurrence of each count's name
  * (usageAt's general scan) is the one the pattern captured.
  */
-const DETAILS_MEMBER = String.raw`"(?!(?:prompt|completion|cached|input|output)_tokens")[a-z_]+":(?:null|${JSON_INT})`;
+const DETAILS_MEMBER = `"(?!(?:prompt|completion|cached|input|output)_tokens")[a-z_]+":(?:null|${JSON_INT})`;
 const USAGE_EXTRAS = String.raw`(?:,"reasoning_tokens":${JSON_INT})?(?:,"completion_tokens_details":(?:null|\{(?:${DETAILS_MEMBER}(?:,${DETAILS_MEMBER})*)?\}))?`;
 
 /**

@@ -40,9 +40,9 @@ const CONTENT = String.raw`(?:null|"(?:(${PLAIN})"|((?:[^"\\\x00-\x1f]|\\.)*)"))
 const OTHER = String.raw`(?:"(?:role|reasoning_content|reasoning|tool_calls)":null|"role":"assistant"|"tool_calls":\[\])`;
 const DELTA = String.raw`\{(?:(?:${OTHER},)*"content":${CONTENT}(?:,${OTHER})*|(?:${OTHER}(?:,${OTHER})*)?)\}`;
 /** Group 3: the finish reason (none when null). */
-const FINISH = String.raw`"finish_reason":(?:null|"([a-z_]+)")`;
+const FINISH = `"finish_reason":(?:null|"([a-z_]+)")`;
 /** What follows a vLLM or SGLang choice's finish reason: vLLM's stop_reason or SGLang's matched_stop, then vLLM's token_ids. */
-const STOP = String.raw`(?:,"(?:stop_reason|matched_stop)":(?:null|${INT}|"${PLAIN}"))?(?:,"token_ids":null)?`;
+const STOP = `(?:,"(?:stop_reason|matched_stop)":(?:null|${INT}|"${PLAIN}"))?(?:,"token_ids":null)?`;
 /**
  * The usage member's value, group 4 set when there is a usage object (`()` before it: a mark
  * that costs no string); `classic`: group 5 set when it is vLLM 0.10's own shape (counts, then

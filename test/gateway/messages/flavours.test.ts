@@ -244,7 +244,8 @@ test('chunks read in place say whether they carry usage, as JSON.parse finds it'
 
 test('adversarial chunks of the new shapes: what is not exactly a plain chunk goes to JSON.parse', () => {
   const sg = streamChunks('sglang', textPlan(1, { continuousUsage: true }))[1]!;
-  const ll = streamChunks('llama.cpp', textPlan(1, { finish: 'stop' })).at(-1)!;
+  const ll = streamChunks('llama.cpp', textPlan(1, { finish: 'stop' })).at(-1)!; // the usage chunk
+  const llFinish = streamChunks('llama.cpp', textPlan(1, { finish: 'stop' })).at(-2)!;
   const vl = streamChunks('vllm-0.11.1', textPlan(1))[1]!;
   const other = [
     // A second content, or reasoning beside the text: not a null member.
@@ -256,7 +257,7 @@ test('adversarial chunks of the new shapes: what is not exactly a plain chunk go
     sg.replace('"matched_stop":null', '"matched_stop":null,"hidden_states":[1]'),
     sg.replace('"reasoning_tokens":0', '"reasoning_tokens":0,"cached_tokens":3'),
     sg.replace('"prompt_tokens_details":null', '"prompt_tokens_details":{"cached_tokens":3,"image_tokens":1}'),
-    ll.replace('"finish_reason":"stop","index":0', '"index":0,"finish_reason":"stop"'),
+    llFinish.replace('"finish_reason":"stop","index":0', '"index":0,"finish_reason":"stop"'),
     ll.replace('"total_tokens"', '"extra":1,"total_tokens"'),
     ll.replace('"timings":{', '"timings":{"x":"y",'),
     // Two choices.

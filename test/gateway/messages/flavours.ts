@@ -29,8 +29,9 @@
 //   UsageInfo with `"reasoning_tokens"`.
 // - llama.cpp: tools/server/server-task.cpp (to_json_oaicompat_chat_stream, usage_json_oaicompat):
 //   nlohmann::json objects, whose keys are kept sorted: choices, created, id, model, object,
-//   system_fingerprint, timings, usage; a choice delta, finish_reason, index; the finish chunk
-//   `"delta":{}` with the usage (no continuous usage), then `[DONE]`.
+//   system_fingerprint, timings, usage; a choice delta, finish_reason, index; a finish chunk of its
+//   own (`"delta":{}`), then, with include_usage, a usage chunk with empty choices (no continuous
+//   usage), then `[DONE]`.
 // The details that could not be read exactly (a build's fingerprint, the timings' numbers, which
 // delta vLLM's tool-call finish carries) are written as the servers write their kind.
 
@@ -54,7 +55,7 @@ export interface StreamPlan {
   tool?: { id: string; name: string; args: readonly string[] } | undefined;
   /** stop (an EOS: a chunk of its own, one more completion token), length (on the last piece's chunk), tool_calls. */
   finish: 'stop' | 'length' | 'tool_calls';
-  /** stream_options.include_usage: the usage-only chunk before [DONE] (llama.cpp: the usage on its finish chunk). */
+  /** stream_options.include_usage: the usage-only chunk before [DONE]. */
   includeUsage: boolean;
   /** stream_options.continuous_usage_stats: usage on every chunk (vLLM, SGLang; llama.cpp has none). */
   continuousUsage: boolean;
@@ -97,12 +98,18 @@ function vllm(version: '0.10.1' | '0.10.2' | '0.11.1' | 'main'): Writer {
     chunk: (p, choice, usage) =>
       `{"id":${j(p.id)},"object":"chat.completion.chunk","created":${p.created},"model":${j(p.model)},"choices":[${choice ?? ''}]` +
       `${usage ? `,"usage":${vllmUsage(usage, version === 'main' ? ',"completion_tokens_details":{"reasoning_tokens":0}' : '')}` : ''}}`,
-    choice: (delta, finish) => `{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finish === null ? 'null' : `${j(finish)},"stop_reason":null`}${tokenIds}}`,
+    choice: (delta, finish) =>
+      `{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finish === null ? 'null' : `${j(finish)},"stop_reason":null`}${tokenIds}}`,
     role: `{"role":"assistant","content":""${rc}}`,
     content: (t) => `{"content":${j(t)}${rc}}`,
     reasoning: (t) =>
-      version === '0.10.1' || version === '0.10.2' ? `{"reasoning_content":${j(t)}}` : version === '0.11.1' ? `{"reasoning_content":${j(t)},"reasoning":${j(t)}}` : `{"reasoning":${j(t)}}`,
-    toolStart: (id, name) => `{${rc.slice(1)}${rc ? ',' : ''}"tool_calls":[{"id":${j(id)},"type":"function","index":0,"function":{"name":${j(name)},"arguments":""}}]}`,
+      version === '0.10.1' || version === '0.10.2'
+        ? `{"reasoning_content":${j(t)}}`
+        : version === '0.11.1'
+          ? `{"reasoning_content":${j(t)},"reasoning":${j(t)}}`
+          : `{"reasoning":${j(t)}}`,
+    toolStart: (id, name) =>
+      `{${rc.slice(1)}${rc ? ',' : ''}"tool_calls":[{"id":${j(id)},"type":"function","index":0,"function":{"name":${j(name)},"arguments":""}}]}`,
     toolArgs: (a) => `{${rc.slice(1)}${rc ? ',' : ''}"tool_calls":[{"index":0,"function":{"arguments":${j(a)}}}]}`,
     finishDelta: `{"content":""${rc}}`,
   };
@@ -116,13 +123,15 @@ const sglangUsage = (u: Usage, reasoningTokens: boolean): string =>
 const SGLANG_05: Writer = {
   chunk: (p, choice, usage) =>
     `{"id":${j(p.id)},"object":"chat.completion.chunk","created":${p.created},"model":${j(p.model)},"choices":[${choice ?? ''}],"usage":${usage ? sglangUsage(usage, false) : 'null'}}`,
-  choice: (delta, finish) => `{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finish === null ? 'null' : j(finish)},"matched_stop":${finish === 'stop' ? '151645' : 'null'}}`,
+  choice: (delta, finish) =>
+    `{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finish === null ? 'null' : j(finish)},"matched_stop":${finish === 'stop' ? '151645' : 'null'}}`,
   role: '{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null}',
   content: (t) => `{"role":null,"content":${j(t)},"reasoning_content":null,"tool_calls":null}`,
   reasoning: (t) => `{"role":null,"content":null,"reasoning_content":${j(t)},"tool_calls":null}`,
   toolStart: (id, name) =>
     `{"role":null,"content":null,"reasoning_content":null,"tool_calls":[{"id":${j(id)},"index":0,"type":"function","function":{"name":${j(name)},"arguments":""}}]}`,
-  toolArgs: (a) => `{"role":null,"content":null,"reasoning_content":null,"tool_calls":[{"id":null,"index":0,"type":"function","function":{"name":null,"arguments":${j(a)}}}]}`,
+  toolArgs: (a) =>
+    `{"role":null,"content":null,"reasoning_content":null,"tool_calls":[{"id":null,"index":0,"type":"function","function":{"name":null,"arguments":${j(a)}}}]}`,
   finishDelta: '{"role":null,"content":null,"reasoning_content":null,"tool_calls":null}',
 };
 
@@ -143,7 +152,7 @@ const SGLANG: Writer = {
 const TIMINGS =
   '{"cache_n":0,"predicted_ms":210.5,"predicted_n":20,"predicted_per_second":95.01,"predicted_per_token_ms":10.525,"prompt_ms":18.2,"prompt_n":21,"prompt_per_second":1153.84,"prompt_per_token_ms":0.866}';
 
-/** llama.cpp: keys sorted; timings on every chunk, the usage on the finish chunk. */
+/** llama.cpp: keys sorted; timings on every chunk. */
 const LLAMA: Writer = {
   chunk: (p, choice, usage) =>
     `{"choices":[${choice ?? ''}],"created":${p.created},"id":${j(p.id)},"model":${j(p.model)},"object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}` +
@@ -176,16 +185,17 @@ export function streamChunks(f: Flavour, plan: StreamPlan): string[] {
   if (plan.tool) pieces.push(w.toolStart(plan.tool.id, plan.tool.name), ...plan.tool.args.map((a) => w.toolArgs(a)));
   const running = (completion: number): Usage | undefined => (continuous ? { prompt: plan.promptTokens, completion, final: false } : undefined);
   const out = [w.chunk(plan, w.choice(w.role, null), running(0))];
-  const ownFinish = plan.finish !== 'length' || pieces.length === 0;
+  // llama.cpp ends every stream with a finish chunk of its own (an empty delta); vLLM and SGLang
+  // put a length finish on the last token's chunk.
+  const ownFinish = llama || plan.finish !== 'length' || pieces.length === 0;
   pieces.forEach((delta, i) => {
     const last = i === pieces.length - 1 && !ownFinish;
     out.push(w.chunk(plan, w.choice(delta, last ? plan.finish : null), running(i + 1)));
   });
   const completion = pieces.length + (plan.finish === 'stop' ? 1 : 0);
   const final: Usage = { prompt: plan.promptTokens, completion, cached: plan.cachedTokens > 0 ? plan.cachedTokens : undefined, final: true };
-  if (ownFinish) out.push(w.chunk(plan, w.choice(w.finishDelta, plan.finish), llama ? (plan.includeUsage ? final : undefined) : running(completion)));
-  else if (llama && plan.includeUsage) out.push(w.chunk(plan, undefined, final));
-  if (plan.includeUsage && !llama) out.push(w.chunk(plan, undefined, final));
+  if (ownFinish) out.push(w.chunk(plan, w.choice(w.finishDelta, plan.finish), running(completion)));
+  if (plan.includeUsage) out.push(w.chunk(plan, undefined, final));
   return out;
 }
 
@@ -210,7 +220,12 @@ export function completionBody(f: Flavour, plan: StreamPlan): string {
       return `{"id":${j(plan.id)},"object":"chat.completion","created":${plan.created},"model":${j(plan.model)},"choices":[{"index":0,"message":{"role":"assistant","content":${text},"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":${finish},"matched_stop":null}],"usage":${sglangUsage({ prompt: p, completion: c, final: true }, f === 'sglang')},"metadata":{"weight_version":"default"}}`;
     default: {
       const extra = f === 'vllm' ? ',"completion_tokens_details":{"reasoning_tokens":0}' : '';
-      const reasoning = f === 'vllm-0.10.1' || f === 'vllm-0.10.2' ? '"reasoning_content":null' : f === 'vllm-0.11.1' ? '"reasoning_content":null,"reasoning":null' : '"reasoning":null';
+      const reasoning =
+        f === 'vllm-0.10.1' || f === 'vllm-0.10.2'
+          ? '"reasoning_content":null'
+          : f === 'vllm-0.11.1'
+            ? '"reasoning_content":null,"reasoning":null'
+            : '"reasoning":null';
       return `{"id":${j(plan.id)},"object":"chat.completion","created":${plan.created},"model":${j(plan.model)},"choices":[{"index":0,"message":{"role":"assistant","content":${text},"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],${reasoning}},"logprobs":null,"finish_reason":${finish},"stop_reason":null${f === 'vllm-0.10.1' ? '' : ',"token_ids":null'}}],"service_tier":null,"system_fingerprint":null,"usage":${vllmUsage({ prompt: p, completion: c, final: true }, extra)},"prompt_logprobs":null,"prompt_token_ids":null,"kv_transfer_params":null}`;
     }
   }
@@ -310,13 +325,35 @@ export const GOLDEN: Record<Flavour, readonly string[]> = {
     `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"","name":"get_weather"},"id":"call_7","index":0,"type":"function"}]},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
     `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\\"city\\":"},"index":0}]},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
     `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":" \\"Paris\\"}"},"index":0}]},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
-    `{"choices":[{"delta":{},"finish_reason":"tool_calls","index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS},"usage":{"completion_tokens":6,"prompt_tokens":31,"prompt_tokens_details":{"cached_tokens":16},"total_tokens":37}}`,
+    `{"choices":[{"delta":{},"finish_reason":"tool_calls","index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
+    `{"choices":[],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS},"usage":{"completion_tokens":6,"prompt_tokens":31,"prompt_tokens_details":{"cached_tokens":16},"total_tokens":37}}`,
   ],
 };
 
 /** A plan of `n` English text tokens (the benchmark's answer: 20 tokens cut by max_tokens). */
 export function textPlan(n: number, over: Partial<StreamPlan> = {}): StreamPlan {
-  const words = ['Hello', ' there', ',', ' how', ' can', ' I', ' help', ' you', ' today', '?', ' I', ' am', ' a', ' model', ' that', ' writes', ' text', ' token', ' by', ' token'];
+  const words = [
+    'Hello',
+    ' there',
+    ',',
+    ' how',
+    ' can',
+    ' I',
+    ' help',
+    ' you',
+    ' today',
+    '?',
+    ' I',
+    ' am',
+    ' a',
+    ' model',
+    ' that',
+    ' writes',
+    ' text',
+    ' token',
+    ' by',
+    ' token',
+  ];
   return {
     id: 'chatcmpl-b3a1c0d4e5f60718293a4b5c6d7e8f90',
     created: 1795679366,
