@@ -18,7 +18,7 @@
 // - llama.cpp (nlohmann::json: keys sorted) writes choices, created, id, model, object,
 //   system_fingerprint, timings, usage; a choice: delta, finish_reason, index.
 // The two orders are told apart by the first key, so each event is tried against one regex only.
-import { COMPACT_USAGE_AT, compactUsagePattern, countsOf, JSON_INT as INT } from '../usage.js';
+import { COMPACT_USAGE_AT, compactUsageExtras, compactUsagePattern, countsOf, JSON_INT as INT } from '../usage.js';
 import type { ChatUsage } from './translate-response.js';
 
 // A JSON string body without escapes or control characters; the content may hold escapes
@@ -26,52 +26,51 @@ import type { ChatUsage } from './translate-response.js';
 const PLAIN = String.raw`[^"\\\x00-\x1f]*`;
 /** Any JSON number (llama.cpp's timings). */
 const NUM = String.raw`-?${INT}(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?`;
-// The content: null, or a run without escapes first (one greedy loop over a class: the usual
-// token); at a backslash that branch fails and the second reads the content with its escapes.
+// The content: a run without escapes first (one greedy loop over a class: the usual token); at a
+// backslash that branch fails and the second reads the content with its escapes; or null.
 // Which group is set tells whether there are escapes, without a search of the content for a
 // backslash. Groups: 1 content without escapes, 2 content with escapes (neither: null, or no
 // content or choice at all).
-const CONTENT = String.raw`(?:null|"(?:(${PLAIN})"|((?:[^"\\\x00-\x1f]|\\.)*)"))`;
+const CONTENT = String.raw`(?:"(?:(${PLAIN})"|((?:[^"\\\x00-\x1f]|\\.)*)")|null)`;
+// Every optional part and alternative costs the regex a backtracking entry (about 90 instructions
+// under callgrind, each time it is tried), so the rare ones are nested inside one optional group
+// that fails at its first character on the common chunk.
 /**
- * A delta's members other than its content that change nothing the translator reads (JSON.parse
- * of them gives no reasoning and no tool call): the role, and the null (or empty) members each
- * server writes. `content` is not among them, so it occurs once.
+ * A delta: the content with the members around it that change nothing the translator reads
+ * (JSON.parse of them gives no reasoning and no tool call): a role before it (SGLang 0.5's null,
+ * or the first chunk's assistant), null members after it (vLLM 0.11.1-0.15's reasoning_content,
+ * SGLang 0.5's reasoning_content and tool_calls), llama.cpp's role after it (keys sorted); or an
+ * empty delta. `content` occurs once.
  */
-const OTHER = String.raw`(?:"(?:role|reasoning_content|reasoning|tool_calls)":null|"role":"assistant"|"tool_calls":\[\])`;
-const DELTA = String.raw`\{(?:(?:${OTHER},)*"content":${CONTENT}(?:,${OTHER})*|(?:${OTHER}(?:,${OTHER})*)?)\}`;
+const AFTER = String.raw`(?:,(?:"reasoning_content":null(?:,"reasoning":null)?(?:,"tool_calls":null)?|"reasoning":null|"tool_calls":null|"role":"assistant"))?`;
+const DELTA = String.raw`\{(?:(?:"role":(?:null|"assistant"),)?"content":${CONTENT}${AFTER})?\}`;
 /** Group 3: the finish reason (none when null). */
 const FINISH = `"finish_reason":(?:null|"([a-z_]+)")`;
 /** What follows a vLLM or SGLang choice's finish reason: vLLM's stop_reason or SGLang's matched_stop, then vLLM's token_ids. */
-const STOP = `(?:,"(?:stop_reason|matched_stop)":(?:null|${INT}|"${PLAIN}"))?(?:,"token_ids":null)?`;
+const STOP = `(?:,"(?:(?:stop_reason|matched_stop)":(?:null|${INT}|"${PLAIN}")(?:,"token_ids":null)?|token_ids":null))?`;
 /**
  * The usage member's value, group 4 set when there is a usage object (`()` before it: a mark
- * that costs no string); `classic`: group 5 set when it is vLLM 0.10's own shape (counts, then
- * null or cached details, nothing more), which usageOf reads backwards from the event's end.
+ * that costs no string). vLLM's key order (vLLM, SGLang) is matched once, its extras after its
+ * counts (compactUsagePattern's, in one optional group); llama.cpp's its own.
  */
-const usage = (classic: boolean): string => {
-  if (!classic) return `(?:null|()${compactUsagePattern(false)})`;
-  const counts = String.raw`\{"prompt_tokens":${INT},"total_tokens":${INT},"completion_tokens":${INT}(?:,"prompt_tokens_details":(?:null|\{"cached_tokens":${INT}\}))?\}`;
-  // The classic shape first, marked; any other compact usage after it, unmarked.
-  return `(?:null|()(?:${counts}()|${compactUsagePattern(false)}))`;
-};
+const USAGE_VLLM = String.raw`(?:()\{"prompt_tokens":${INT},"total_tokens":${INT},"completion_tokens":${INT}(?:,"prompt_tokens_details":(?:null|\{"cached_tokens":${INT}\}))?${compactUsageExtras()}\}|null)`;
+const USAGE_LLAMA = `(?:()${compactUsagePattern(false)}|null)`;
 
 /** vLLM and SGLang: id, object, created, model, choices, usage. */
 const BODY_VLLM =
   String.raw`\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
-  String.raw`"choices":\[(?:\{"index":0,"delta":${DELTA},"logprobs":null,${FINISH}${STOP}\})?\](?:,"usage":${usage(true)})?\}`;
+  String.raw`"choices":\[(?:\{"index":0,"delta":${DELTA},"logprobs":null,${FINISH}${STOP}\})?\](?:,"usage":${USAGE_VLLM})?\}`;
 /** llama.cpp: its keys sorted. */
 const BODY_LLAMA =
   String.raw`\{"choices":\[(?:\{"delta":${DELTA},${FINISH},"index":0\})?\],"created":${INT},"id":"${PLAIN}","model":"${PLAIN}",` +
   String.raw`"object":"chat\.completion\.chunk"(?:,"system_fingerprint":"${PLAIN}")?` +
-  String.raw`(?:,"timings":\{(?:"[a-z_]+":${NUM}(?:,"[a-z_]+":${NUM})*)?\})?(?:,"usage":${usage(false)})?\}`;
+  String.raw`(?:,"timings":\{(?:"[a-z_]+":${NUM}(?:,"[a-z_]+":${NUM})*)?\})?(?:,"usage":${USAGE_LLAMA})?\}`;
 
-/** How a matched chunk's usage is read (ChunkFields.usage). */
+/** Whether a matched chunk has a usage object (ChunkFields.usage). */
 export const NO_USAGE = 0;
-/** vLLM 0.10's shape: read backwards from the event's end (usageOf). */
-export const CLASSIC_USAGE = 1;
-/** Any other compact usage: found from the event's end, read by one sticky regex (usageOf). */
-export const COMPACT_USAGE = 2;
-export type UsageKind = typeof NO_USAGE | typeof CLASSIC_USAGE | typeof COMPACT_USAGE;
+/** A compact usage object closes the chunk: usageOf reads it. */
+export const HAS_USAGE = 1;
+export type UsageKind = typeof NO_USAGE | typeof HAS_USAGE;
 
 /** One key order: its chunk regexes and how many groups one event has. */
 interface Shape {
@@ -81,9 +80,10 @@ interface Shape {
   one: RegExp;
   /** One to EVENTS_AT_ONCE events in a row, sticky. */
   row: RegExp;
-  /** Groups per event: the whole event, plain content, escaped content, finish, usage[, classic usage]. */
-  groups: number;
 }
+
+/** Groups per event: the whole event, plain content, escaped content, finish, usage. */
+const EVENT_GROUPS = 5;
 
 /**
  * How many events in a row a row regex matches at most. One exec for several events: the exec's
@@ -92,7 +92,7 @@ interface Shape {
  */
 const EVENTS_AT_ONCE = 4;
 
-function shape(body: string, groups: number): Shape {
+function shape(body: string): Shape {
   // Each event in a group of its own (its length tells where the event ends).
   const event = `(data: ${body}\n\n)`;
   return {
@@ -103,12 +103,11 @@ function shape(body: string, groups: number): Shape {
       Array.from({ length: EVENTS_AT_ONCE - 1 }).reduce<string>((inner) => `${event}(?:${inner})?`, event),
       'y',
     ),
-    groups,
   };
 }
 
-const VLLM = shape(BODY_VLLM, 6);
-const LLAMA = shape(BODY_LLAMA, 5);
+const VLLM = shape(BODY_VLLM);
+const LLAMA = shape(BODY_LLAMA);
 
 /**
  * Below this much text left in a read, one event is matched at a time: a read of a paced stream
@@ -147,14 +146,7 @@ export function textChunk(data: string): TextChunk | undefined {
   const content = contentOf(m[1], m[2]);
   if (content === false) return undefined;
   // usageOf reads from an event's end: the data's end plus its blank line.
-  const kind = usageKind(m, 0, sh.groups);
-  return { content, finish: m[3] ?? null, usage: kind === NO_USAGE ? undefined : usageOf(data, data.length + 2, kind) };
-}
-
-/** The usage kind of the chunk whose event is group `g` (0 for textChunk's match: the chunk's groups are the event's less the event). */
-function usageKind(m: RegExpExecArray, g: number, groups: number): UsageKind {
-  if (m[g + 4] === undefined) return NO_USAGE;
-  return groups === 6 && m[g + 5] !== undefined ? CLASSIC_USAGE : COMPACT_USAGE;
+  return { content, finish: m[3] ?? null, usage: m[4] === undefined ? undefined : usageOf(data, data.length + 2) };
 }
 
 /**
@@ -173,16 +165,15 @@ export function textChunksAt(s: string, from: number, onChunk: (c: ChunkFields, 
   re.lastIndex = from;
   const m = re.exec(s);
   if (m === null) return -1;
-  const groups = sh.groups;
   let end = from;
-  for (let g = 1; g < m.length; g += groups) {
+  for (let g = 1; g < m.length; g += EVENT_GROUPS) {
     const event = m[g];
     if (event === undefined) break;
     const escaped = m[g + 2];
     const content = contentOf(m[g + 1], escaped);
     if (content === false) break;
     end += event.length;
-    onChunk({ content, finish: m[g + 3] ?? null, text: s, end, usage: usageKind(m, g, groups) }, escaped === undefined);
+    onChunk({ content, finish: m[g + 3] ?? null, text: s, end, usage: m[g + 4] === undefined ? NO_USAGE : HAS_USAGE }, escaped === undefined);
   }
   return end === from ? -1 : end;
 }
@@ -198,55 +189,60 @@ export interface ChunkFields {
   /** The read's text and where the chunk's event ends in it. */
   text: string;
   end: number;
-  /** Whether the chunk has a usage object, and how usageOf reads it. */
+  /** Whether the chunk has a usage object (usageOf reads it). */
   usage: UsageKind;
 }
 
 // The usage object's keys between its numbers, read backwards from the event's end (usageOf).
-const CACHED_KEY = ',"prompt_tokens_details":{"cached_tokens":'.length;
-const NULL_DETAILS = ',"prompt_tokens_details":null'.length;
-const COMPLETION_KEY = ',"completion_tokens":'.length;
-const TOTAL_KEY = ',"total_tokens":'.length;
+const CACHED_KEY = ',"prompt_tokens_details":{"cached_tokens":';
+const NULL_DETAILS = ',"prompt_tokens_details":null';
+const COMPLETION_KEY = ',"completion_tokens":';
+const TOTAL_KEY = ',"total_tokens":';
 const USAGE_KEY = '"usage":{';
 
 /**
- * The usage of a chunk textChunksAt read (`s` its read's text, `end` its event's end, `kind` how:
- * ChunkFields). CLASSIC_USAGE: read backwards from the end of its event: the event regex matched
- * the event whole, so the usage object closes it (`}}\n\n`) and holds, from its end, either
- * nothing, `null` or `{"cached_tokens":N}` as details, then the completion, total and prompt
- * counts, each after its fixed key. Only digits are scanned (a lastIndexOf of the key and a regex
- * over the object cost about 2k instructions a call under callgrind). COMPACT_USAGE: the last
- * `"usage":{` before the end (the usage is the chunk's last member in every shape, and a string
- * cannot hold the key's bytes: its quotes are escaped), read by one sticky regex.
+ * The usage of a chunk with one (textChunksAt: `s` its read's text, `end` its event's end), read
+ * backwards from the end of its event: the event regex matched the event whole, so a compact
+ * usage object closes it (`}}\n\n`). vLLM 0.10's own shape (and the sim's) holds, from its end,
+ * either nothing, `null` or `{"cached_tokens":N}` as details, then the completion, total and
+ * prompt counts, each after its fixed key: only digits are scanned and the keys checked where
+ * they must be (a lastIndexOf of the key and a regex over the object cost about 2k instructions
+ * a call under callgrind). Any other shape (SGLang's and current vLLM's extras, llama.cpp's key
+ * order) fails a check: the last `"usage":{` before the end is read by one sticky regex (the
+ * usage is the chunk's last member in every shape, and a string cannot hold the key's bytes: its
+ * quotes are escaped).
  */
-export function usageOf(s: string, end: number, kind: UsageKind = CLASSIC_USAGE): ChatUsage {
-  if (kind === COMPACT_USAGE) return compactUsageOf(s, end);
+export function usageOf(s: string, end: number): ChatUsage {
   let last = end - 5; // the usage object's last character before its `}`
   let details: ChatUsage['prompt_tokens_details'];
   const ch = s.charCodeAt(last);
   if (ch === 0x7d) {
     // `{"cached_tokens":N}`
     const from = digitsFrom(s, last - 1);
+    if (!s.startsWith(CACHED_KEY, from - CACHED_KEY.length)) return compactUsageOf(s, end);
     details = { cached_tokens: intIn(s, from, last) };
-    last = from - CACHED_KEY - 1;
+    last = from - CACHED_KEY.length - 1;
   } else if (ch === 0x6c) {
     // `null`
+    if (!s.startsWith(NULL_DETAILS, last - NULL_DETAILS.length + 1)) return compactUsageOf(s, end);
     details = null;
-    last -= NULL_DETAILS;
+    last -= NULL_DETAILS.length;
   }
   const completionFrom = digitsFrom(s, last);
-  const completion = intIn(s, completionFrom, last + 1);
-  const totalFrom = digitsFrom(s, completionFrom - COMPLETION_KEY - 1);
-  const promptEnd = totalFrom - TOTAL_KEY;
-  const usage: ChatUsage = { prompt_tokens: intIn(s, digitsFrom(s, promptEnd - 1), promptEnd), completion_tokens: completion };
+  const totalEnd = completionFrom - COMPLETION_KEY.length;
+  if (!s.startsWith(COMPLETION_KEY, totalEnd)) return compactUsageOf(s, end);
+  const totalFrom = digitsFrom(s, totalEnd - 1);
+  const promptEnd = totalFrom - TOTAL_KEY.length;
+  if (!s.startsWith(TOTAL_KEY, promptEnd)) return compactUsageOf(s, end);
+  const usage: ChatUsage = { prompt_tokens: intIn(s, digitsFrom(s, promptEnd - 1), promptEnd), completion_tokens: intIn(s, completionFrom, last + 1) };
   if (details !== undefined) usage.prompt_tokens_details = details;
   return usage;
 }
 
+/** usageOf of any compact usage: the last `"usage":{` before `end`, read by one sticky regex. */
 function compactUsageOf(s: string, end: number): ChatUsage {
   COMPACT_USAGE_AT.lastIndex = s.lastIndexOf(USAGE_KEY, end);
-  const m = COMPACT_USAGE_AT.exec(s)!;
-  const c = countsOf(m);
+  const c = countsOf(COMPACT_USAGE_AT.exec(s)!);
   const usage: ChatUsage = { prompt_tokens: c.prompt, completion_tokens: c.completion };
   if (c.cached >= 0) usage.prompt_tokens_details = { cached_tokens: c.cached };
   else if (c.cached === -2) usage.prompt_tokens_details = null;

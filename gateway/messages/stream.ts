@@ -7,7 +7,7 @@
 // then message_stop. Blocks open only when they have content; indices are contiguous.
 // A backend error ends the stream with an `error` event.
 import { randomFillSync, type Hmac } from 'node:crypto';
-import { type ChunkFields, NO_USAGE, textChunk, type TextChunk, type UsageKind, usageOf } from './chunk-parse.js';
+import { type ChunkFields, NO_USAGE, textChunk, type TextChunk, usageOf } from './chunk-parse.js';
 import { randomId } from '../../lib/ids.js';
 import { errorTypeForStatus, type MessagesErrorType } from './errors.js';
 import type { ThinkingSigner } from './signature.js';
@@ -91,7 +91,6 @@ export class StreamTranslator {
    */
   private usageText = '';
   private usageEnd = -1;
-  private usageKind: UsageKind = NO_USAGE;
   private finish: string | null | undefined;
   private nextIndex = 0;
   private open = Block.None;
@@ -139,7 +138,6 @@ export class StreamTranslator {
     if (c.usage !== NO_USAGE) {
       if (this.usageText !== c.text) this.usageText = c.text;
       this.usageEnd = c.end;
-      this.usageKind = c.usage;
     }
     return this.pushFields(c.content, c.finish, plain);
   }
@@ -147,7 +145,7 @@ export class StreamTranslator {
   /** The usage reported last: a chunk's usage read once asked for. */
   private currentUsage(): ChatUsage | undefined {
     if (this.usageEnd >= 0) {
-      this.usage = usageOf(this.usageText, this.usageEnd, this.usageKind);
+      this.usage = usageOf(this.usageText, this.usageEnd);
       this.usageEnd = -1;
       this.usageText = '';
     }

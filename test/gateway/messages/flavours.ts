@@ -31,7 +31,8 @@
 //   nlohmann::json objects, whose keys are kept sorted: choices, created, id, model, object,
 //   system_fingerprint, timings, usage; a choice delta, finish_reason, index; a finish chunk of its
 //   own (`"delta":{}`), then, with include_usage, a usage chunk with empty choices (no continuous
-//   usage), then `[DONE]`.
+//   usage), then `[DONE]`; the timings on the last chunk only (server-context.cpp: a partial
+//   result carries them only with the request's timings_per_token).
 // The details that could not be read exactly (a build's fingerprint, the timings' numbers, which
 // delta vLLM's tool-call finish carries) are written as the servers write their kind.
 
@@ -73,8 +74,8 @@ interface Usage {
 
 /** How one flavour writes each part of a chunk. */
 interface Writer {
-  /** The chunk around one choice (`choice` undefined: `"choices":[]`) and its usage (undefined: none). */
-  chunk(p: StreamPlan, choice: string | undefined, usage: Usage | undefined): string;
+  /** The chunk around one choice (`choice` undefined: `"choices":[]`) and its usage (undefined: none); `last`: the stream's last chunk. */
+  chunk(p: StreamPlan, choice: string | undefined, usage: Usage | undefined, last: boolean): string;
   /** A choice with its delta and finish reason (null while the stream goes on). */
   choice(delta: string, finish: string | null): string;
   role: string;
@@ -152,10 +153,14 @@ const SGLANG: Writer = {
 const TIMINGS =
   '{"cache_n":0,"predicted_ms":210.5,"predicted_n":20,"predicted_per_second":95.01,"predicted_per_token_ms":10.525,"prompt_ms":18.2,"prompt_n":21,"prompt_per_second":1153.84,"prompt_per_token_ms":0.866}';
 
-/** llama.cpp: keys sorted; timings on every chunk. */
+/**
+ * llama.cpp: keys sorted; the timings on the last chunk only (server-context.cpp: a partial
+ * result has them with the request's timings_per_token only; the final result puts them on its
+ * last chunk).
+ */
 const LLAMA: Writer = {
-  chunk: (p, choice, usage) =>
-    `{"choices":[${choice ?? ''}],"created":${p.created},"id":${j(p.id)},"model":${j(p.model)},"object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}` +
+  chunk: (p, choice, usage, last) =>
+    `{"choices":[${choice ?? ''}],"created":${p.created},"id":${j(p.id)},"model":${j(p.model)},"object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c"${last ? `,"timings":${TIMINGS}` : ''}` +
     `${usage ? `,"usage":{"completion_tokens":${usage.completion},"prompt_tokens":${usage.prompt}${usage.cached !== undefined ? `,"prompt_tokens_details":{"cached_tokens":${usage.cached}}` : ''},"total_tokens":${usage.prompt + usage.completion}}` : ''}}`,
   choice: (delta, finish) => `{"delta":${delta},"finish_reason":${finish === null ? 'null' : j(finish)},"index":0}`,
   role: '{"content":null,"role":"assistant"}',
@@ -184,19 +189,20 @@ export function streamChunks(f: Flavour, plan: StreamPlan): string[] {
   const pieces: string[] = [...plan.reasoning.map((t) => w.reasoning(t)), ...plan.text.map((t) => w.content(t))];
   if (plan.tool) pieces.push(w.toolStart(plan.tool.id, plan.tool.name), ...plan.tool.args.map((a) => w.toolArgs(a)));
   const running = (completion: number): Usage | undefined => (continuous ? { prompt: plan.promptTokens, completion, final: false } : undefined);
-  const out = [w.chunk(plan, w.choice(w.role, null), running(0))];
+  // The chunks as [choice, usage], rendered once the last one is known.
+  const parts: [string | undefined, Usage | undefined][] = [[w.choice(w.role, null), running(0)]];
   // llama.cpp ends every stream with a finish chunk of its own (an empty delta); vLLM and SGLang
   // put a length finish on the last token's chunk.
   const ownFinish = llama || plan.finish !== 'length' || pieces.length === 0;
   pieces.forEach((delta, i) => {
     const last = i === pieces.length - 1 && !ownFinish;
-    out.push(w.chunk(plan, w.choice(delta, last ? plan.finish : null), running(i + 1)));
+    parts.push([w.choice(delta, last ? plan.finish : null), running(i + 1)]);
   });
   const completion = pieces.length + (plan.finish === 'stop' ? 1 : 0);
   const final: Usage = { prompt: plan.promptTokens, completion, cached: plan.cachedTokens > 0 ? plan.cachedTokens : undefined, final: true };
-  if (ownFinish) out.push(w.chunk(plan, w.choice(w.finishDelta, plan.finish), running(completion)));
-  if (plan.includeUsage) out.push(w.chunk(plan, undefined, final));
-  return out;
+  if (ownFinish) parts.push([w.choice(w.finishDelta, plan.finish), running(completion)]);
+  if (plan.includeUsage) parts.push([undefined, final]);
+  return parts.map(([choice, usage], i) => w.chunk(plan, choice, usage, i === parts.length - 1));
 }
 
 /** The whole SSE body of the stream: each chunk as one `data: ` event, then `data: [DONE]`. */
@@ -318,14 +324,14 @@ export const GOLDEN: Record<Flavour, readonly string[]> = {
     '{"id":"chatcmpl-9f2c","object":"chat.completion.chunk","created":1795679366,"model":"qwen3","choices":[],"usage":{"prompt_tokens":31,"total_tokens":37,"completion_tokens":6,"prompt_tokens_details":{"cached_tokens":16},"reasoning_tokens":0}}',
   ],
   'llama.cpp': [
-    `{"choices":[{"delta":{"content":null,"role":"assistant"},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
-    `{"choices":[{"delta":{"reasoning_content":"Check"},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
-    `{"choices":[{"delta":{"content":"Sure"},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
-    `{"choices":[{"delta":{"content":". \\"Paris\\""},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
-    `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"","name":"get_weather"},"id":"call_7","index":0,"type":"function"}]},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
-    `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\\"city\\":"},"index":0}]},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
-    `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":" \\"Paris\\"}"},"index":0}]},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
-    `{"choices":[{"delta":{},"finish_reason":"tool_calls","index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS}}`,
+    `{"choices":[{"delta":{"content":null,"role":"assistant"},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c"}`,
+    `{"choices":[{"delta":{"reasoning_content":"Check"},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c"}`,
+    `{"choices":[{"delta":{"content":"Sure"},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c"}`,
+    `{"choices":[{"delta":{"content":". \\"Paris\\""},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c"}`,
+    `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"","name":"get_weather"},"id":"call_7","index":0,"type":"function"}]},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c"}`,
+    `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\\"city\\":"},"index":0}]},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c"}`,
+    `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":" \\"Paris\\"}"},"index":0}]},"finish_reason":null,"index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c"}`,
+    `{"choices":[{"delta":{},"finish_reason":"tool_calls","index":0}],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c"}`,
     `{"choices":[],"created":1795679366,"id":"chatcmpl-9f2c","model":"qwen3","object":"chat.completion.chunk","system_fingerprint":"b6715-0f8d3a4c","timings":${TIMINGS},"usage":{"completion_tokens":6,"prompt_tokens":31,"prompt_tokens_details":{"cached_tokens":16},"total_tokens":37}}`,
   ],
 };
