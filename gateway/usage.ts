@@ -113,7 +113,7 @@ export const JSON_INT = '(?:0|[1-9][0-9]*)';
 const DETAILS_MEMBER = `"(?!(?:prompt|completion|cached|input|output)_tokens")[a-z_]+":(?:null|${JSON_INT})`;
 const DETAILS = String.raw`"completion_tokens_details":(?:null|\{(?:${DETAILS_MEMBER}(?:,${DETAILS_MEMBER})*)?\})`;
 /** The extras, in one optional group (each optional part tried costs a regex about 90 instructions under callgrind). */
-const USAGE_EXTRAS = String.raw`(?:,(?:"reasoning_tokens":${JSON_INT}(?:,${DETAILS})?|${DETAILS}))?`;
+const USAGE_EXTRAS = `(?:,(?:"reasoning_tokens":${JSON_INT}(?:,${DETAILS})?|${DETAILS}))?`;
 
 /** USAGE_EXTRAS as a regex source (messages/chunk-parse.ts). */
 export function compactUsageExtras(): string {

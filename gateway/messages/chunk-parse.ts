@@ -42,7 +42,7 @@ const CONTENT = String.raw`(?:"(?:(${PLAIN})"|((?:[^"\\\x00-\x1f]|\\.)*)")|null)
  * SGLang 0.5's reasoning_content and tool_calls), llama.cpp's role after it (keys sorted); or an
  * empty delta. `content` occurs once.
  */
-const AFTER = String.raw`(?:,(?:"reasoning_content":null(?:,"reasoning":null)?(?:,"tool_calls":null)?|"reasoning":null|"tool_calls":null|"role":"assistant"))?`;
+const AFTER = `(?:,(?:"reasoning_content":null(?:,"reasoning":null)?(?:,"tool_calls":null)?|"reasoning":null|"tool_calls":null|"role":"assistant"))?`;
 const DELTA = String.raw`\{(?:(?:"role":(?:null|"assistant"),)?"content":${CONTENT}${AFTER})?\}`;
 /** Group 3: the finish reason (none when null). */
 const FINISH = `"finish_reason":(?:null|"([a-z_]+)")`;
