@@ -104,24 +104,67 @@ function countAt(s: string, i: number): number {
 export const JSON_INT = '(?:0|[1-9][0-9]*)';
 
 /**
- * The usage object as vLLM (and the sim) write it, compact and in this order, as a regex source
- * (`"usage":{` to its `}`). `capture`: four groups of its own: the prompt and completion tokens,
- * a `null` details, the cached tokens. Read here (usageAt) and in every chunk of a translated
- * stream (messages/chunk-parse.ts), one definition of the shape for both.
+ * The members a usage object may carry besides its counts, which no reader here reads: SGLang's
+ * `"reasoning_tokens":N` (protocol.py UsageInfo, every version) and vLLM's
+ * `completion_tokens_details` (current main: a flat object of counts, or null). Their names are
+ * none of the counts' (`cached_tokens` included), so the first occurrence of each count's name
+ * (usageAt's general scan) is the one the pattern captured.
+ */
+const DETAILS_MEMBER = `"(?!(?:prompt|completion|cached|input|output)_tokens")[a-z_]+":(?:null|${JSON_INT})`;
+const DETAILS = String.raw`"completion_tokens_details":(?:null|\{(?:${DETAILS_MEMBER}(?:,${DETAILS_MEMBER})*)?\})`;
+/** The extras, in one optional group (each optional part tried costs a regex about 90 instructions under callgrind). */
+const USAGE_EXTRAS = `(?:,(?:"reasoning_tokens":${JSON_INT}(?:,${DETAILS})?|${DETAILS}))?`;
+
+/** USAGE_EXTRAS as a regex source (messages/chunk-parse.ts). */
+export function compactUsageExtras(): string {
+  return USAGE_EXTRAS;
+}
+
+/**
+ * The usage object as the backends write it, compact, as a regex source (`"usage":` excluded,
+ * `{` to its `}`), in its two key orders:
+ * - vLLM (every version; protocol.py / engine/protocol.py UsageInfo, pydantic, field order) and
+ *   SGLang (protocol.py UsageInfo; msgspec or pydantic, the same order) and the sim:
+ *   `{"prompt_tokens":P,"total_tokens":T,"completion_tokens":C}`, then `prompt_tokens_details`
+ *   (null or `{"cached_tokens":N}`) when the server reports it, then the extras above;
+ * - llama.cpp (tools/server/server-task.cpp usage_json_oaicompat, nlohmann::json, whose objects
+ *   keep their keys sorted): `{"completion_tokens":C,"prompt_tokens":P,"prompt_tokens_details":{"cached_tokens":N},"total_tokens":T}`,
+ *   the details in newer builds only.
+ * `capture`: groups of its own, vLLM order: (1) prompt, (2) completion, (3) `null` details,
+ * (4) cached; llama.cpp order: (5) completion, (6) prompt, (7) cached.
+ * Read here (usageAt) and in every chunk of a translated stream (messages/chunk-parse.ts), one
+ * definition of the shape for both.
  */
 export function compactUsagePattern(capture: boolean): string {
   const n = capture ? `(${JSON_INT})` : JSON_INT;
   return (
-    String.raw`"usage":\{"prompt_tokens":${n},"total_tokens":${JSON_INT},"completion_tokens":${n}` +
-    String.raw`(?:,"prompt_tokens_details":(?:${capture ? '(null)' : 'null'}|\{"cached_tokens":${n}\}))?\}`
+    String.raw`\{(?:"prompt_tokens":${n},"total_tokens":${JSON_INT},"completion_tokens":${n}` +
+    String.raw`(?:,"prompt_tokens_details":(?:${capture ? '(null)' : 'null'}|\{"cached_tokens":${n}\}))?${USAGE_EXTRAS}` +
+    String.raw`|"completion_tokens":${n},"prompt_tokens":${n}(?:,"prompt_tokens_details":\{"cached_tokens":${n}\})?,"total_tokens":${JSON_INT})\}`
   );
 }
 
+/** The counts a compact usage object holds (countsOf). */
+export interface UsageCounts {
+  prompt: number;
+  completion: number;
+  /** -1: no details; -2: `null` details; else the cached tokens. */
+  cached: number;
+}
+
 /**
- * compactUsagePattern anchored: one regex, about half the cost of the scan of names below (the
- * general case, which gives the same counts for it).
+ * compactUsagePattern anchored after the key: one regex, about half the cost of the scan of
+ * names below (the general case, which gives the same counts for it).
  */
-const COMPACT_USAGE = new RegExp(`^${compactUsagePattern(true)}`);
+const COMPACT_USAGE = new RegExp(`^"usage":${compactUsagePattern(true)}`);
+/** The same, sticky: read where lastIndex says (messages/chunk-parse.ts). */
+export const COMPACT_USAGE_AT = new RegExp(`"usage":${compactUsagePattern(true)}`, 'y');
+
+/** The counts of a COMPACT_USAGE(_AT) match. */
+export function countsOf(m: RegExpExecArray): UsageCounts {
+  if (m[1] !== undefined) return { prompt: intOf(m[1]), completion: intOf(m[2]!), cached: m[4] !== undefined ? intOf(m[4]) : m[3] !== undefined ? -2 : -1 };
+  return { prompt: intOf(m[6]!), completion: intOf(m[5]!), cached: m[7] !== undefined ? intOf(m[7]) : -1 };
+}
 
 /**
  * The value of a regex-matched JSON integer. Number() of a string computes the string's hash on
@@ -162,7 +205,10 @@ export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage |
   if (stop <= pos + USAGE_KEY.length) return undefined;
   const s = buf.toString('latin1', pos, stop);
   const m = COMPACT_USAGE.exec(s);
-  if (m !== null) return usageOf(intOf(m[1]!), intOf(m[2]!), m[4] === undefined ? 0 : intOf(m[4]));
+  if (m !== null) {
+    const c = countsOf(m);
+    return usageOf(c.prompt, c.completion, c.cached < 0 ? 0 : c.cached);
+  }
   let prompt = -1;
   let completion = -1;
   let input = -1;

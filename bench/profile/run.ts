@@ -14,20 +14,27 @@
 // (gateway: the target whose functions are listed), RC_PROFILE_INCLUSIVE (1: the list counts what
 // each function calls too), RC_PROFILE_PACED (1: the backend paces its chunks 2 ms apart; use few
 // connections and requests, a stream then takes 40 ms), RC_PROFILE_KEEP (1: keep the callgrind
-// files and JIT maps, for callgrind_annotate --tree=caller and the like).
+// files and JIT maps, for callgrind_annotate --tree=caller and the like), RC_PROFILE_FLAVOUR
+// (sim: the default; or a comma-separated list of vllm-0.10.1, vllm-0.10.2, vllm-0.11.1, vllm,
+// sglang-0.5, sglang, llama.cpp: the backend replays that server's bytes,
+// bench/profile/replay-backend.ts, and every target is profiled once per flavour; not paced).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { generateKey } from '../../lib/keys.js';
 import { randomId } from '../../lib/ids.js';
-import { FLOOR_RELAY, RC_CLI, spawnRc, UWS_FRONT, type LoadRequest } from '../load.js';
+import { FLOOR_RELAY, RC_CLI, spawnNode, spawnRc, UWS_FRONT, type LoadRequest } from '../load.js';
 import { findNginx, nginxCommand } from '../nginx.js';
 import { completion, gatewayCommand, messagesStream, MODEL } from '../scenarios/gateway.js';
 import { startUnderCallgrind, type CallgrindTarget, type Counts, type FunctionCost } from './callgrind.js';
 import { sendExactly } from './exact-client.js';
+import { FLAVOURS, isFlavour } from '../../test/gateway/messages/flavours.js';
 
 const env = process.env;
+/** replay-backend.ts, compiled next to this file. */
+const REPLAY_BACKEND = fileURLToPath(new URL('./replay-backend.js', import.meta.url));
 const requests = Number(env.RC_PROFILE_REQUESTS) || 3000;
 const warmup = Number(env.RC_PROFILE_WARMUP) || 10_000;
 const connections = Number(env.RC_PROFILE_CONNECTIONS) || 8;
@@ -41,6 +48,8 @@ const targets = (env.RC_PROFILE_TARGETS ?? 'gateway,floor,nginx').split(',');
 const REDIS_URL = env.REDIS_URL || 'redis://127.0.0.1:6379';
 const redisPrefix = `rcprofile:${randomId('', 8)}:`;
 const workloads = (env.RC_PROFILE_WORKLOADS ?? 'chat,sdk-chat,stream,messages').split(',');
+/** The backends' bytes: `sim` (rc sim) or a real server's (replay-backend.ts). */
+const flavours = (env.RC_PROFILE_FLAVOUR || 'sim').split(',');
 
 /** The headers the official openai SDK (JS, 5.x) adds to a request: 15 in all with ours, where wrk sends 4. */
 const SDK_HEADERS: Record<string, string> = {
@@ -69,6 +78,7 @@ const WORKLOADS: Record<string, { gateway: (key: string) => LoadRequest; relay: 
 };
 
 interface Row {
+  flavour: string;
   workload: string;
   target: string;
   counts: Counts;
@@ -123,7 +133,7 @@ async function deleteKeys(url: string, pattern: string): Promise<void> {
   }
 }
 
-async function profile(name: string, backend: string): Promise<{ rows: Row[]; top: Map<string, FunctionCost[]> }> {
+async function profile(name: string, backend: string, flavour: string): Promise<{ rows: Row[]; top: Map<string, FunctionCost[]> }> {
   const dir = mkdtempSync(join(tmpdir(), `rc-profile-${name}-`));
   const key = generateKey();
   const rows: Row[] = [];
@@ -137,11 +147,11 @@ async function profile(name: string, backend: string): Promise<{ rows: Row[]; to
         const r = await sendExactly(target.url, request, n, connections);
         if (r.failed > 0) throw new Error(`${target.label}, ${w}: ${r.failed} of ${n} responses failed; the first: ${r.firstFailure}`);
       };
-      process.stdout.write(`  ${target.label}: ${w}, ${warmup} warm-up then ${requests} counted requests\n`);
+      process.stdout.write(`  ${target.label}: ${w} (${flavour}), ${warmup} warm-up then ${requests} counted requests\n`);
       await send(warmup);
       const counts = await target.measure(() => send(requests), requests);
-      rows.push({ workload: w, target: target.label, counts });
-      if (name === topOf && top > 0) tops.set(w, await target.topFunctions(top, inclusive));
+      rows.push({ flavour, workload: w, target: target.label, counts });
+      if (name === topOf && top > 0) tops.set(flavours.length > 1 ? `${w} (${flavour})` : w, await target.topFunctions(top, inclusive));
     }
   } finally {
     await target.stop(keep);
@@ -155,32 +165,50 @@ async function profile(name: string, backend: string): Promise<{ rows: Row[]; to
 const TARGETS = ['gateway', 'gateway-redis', 'gateway-prefix4', 'floor', 'front', 'nginx'];
 for (const t of targets) if (!TARGETS.includes(t)) throw new Error(`Unknown target ${t}: ${TARGETS.join(', ')}`);
 for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`Unknown workload ${w}: ${Object.keys(WORKLOADS).join(', ')}`);
+for (const f of flavours) if (f !== 'sim' && !isFlavour(f)) throw new Error(`Unknown flavour ${f}: sim, ${FLAVOURS.join(', ')}`);
+if (paced && flavours.some((f) => f !== 'sim')) throw new Error('RC_PROFILE_PACED needs the sim (RC_PROFILE_FLAVOUR=sim): the replayed flavours are not paced');
 
-// Paced: 20 chunks 2 ms apart, the first at once, as a GPU streams tokens (one backend read per chunk).
-const pacing = paced ? ['--ttft-ms', '0', '--tokens-per-second', '500'] : ['--fast'];
-const sim = await spawnRc('sim', ['sim', ...pacing, '--port', '0', '--model', MODEL], { cpu: 1 });
+/** The backend of one flavour: the sim, or the replay of a server's bytes. */
+function startBackend(flavour: string): Promise<{ url: string; stop(): Promise<void> }> {
+  if (flavour !== 'sim') return spawnNode(`replay ${flavour}`, REPLAY_BACKEND, ['--flavour', flavour, '--port', '0'], { cpu: 1 });
+  // Paced: 20 chunks 2 ms apart, the first at once, as a GPU streams tokens (one backend read per chunk).
+  const pacing = paced ? ['--ttft-ms', '0', '--tokens-per-second', '500'] : ['--fast'];
+  return spawnRc('sim', ['sim', ...pacing, '--port', '0', '--model', MODEL], { cpu: 1 });
+}
+
 const rows: Row[] = [];
 const tops = new Map<string, FunctionCost[]>();
 try {
-  for (const name of targets) {
-    process.stdout.write(`profiling ${name} under callgrind ...\n`);
-    const r = await profile(name, sim.url);
-    rows.push(...r.rows);
-    for (const [w, list] of r.top) tops.set(w, list);
+  for (const flavour of flavours) {
+    const backend = await startBackend(flavour);
+    try {
+      for (const name of targets) {
+        process.stdout.write(`profiling ${name} under callgrind (backend: ${flavour}) ...\n`);
+        const r = await profile(name, backend.url, flavour);
+        rows.push(...r.rows);
+        for (const [w, list] of r.top) tops.set(w, list);
+      }
+    } finally {
+      await backend.stop();
+    }
   }
 } finally {
-  await sim.stop();
   if (targets.includes('gateway-redis')) await deleteKeys(REDIS_URL, `${redisPrefix}*`);
 }
 
 const k = (n: number): string => `${(n / 1000).toFixed(1)}k`;
 process.stdout.write(`\ninstructions per request (callgrind, user space only; ${requests} requests, ${connections} connections)\n`);
-process.stdout.write(`${'workload'.padEnd(10)}${'target'.padEnd(28)}${'main thread'.padStart(12)}${'all threads'.padStart(13)}${'x nginx'.padStart(9)}\n`);
+process.stdout.write(
+  `${'backend'.padEnd(13)}${'workload'.padEnd(10)}${'target'.padEnd(28)}${'main thread'.padStart(12)}${'all threads'.padStart(13)}${'x nginx'.padStart(9)}${'x floor'.padStart(9)}\n`,
+);
 for (const r of rows) {
-  const base = rows.find((b) => b.workload === r.workload && b.target.startsWith('nginx'));
-  const ratio = base ? `${(r.counts.allPerRequest / base.counts.allPerRequest).toFixed(2)}x` : '-';
+  const same = (b: Row) => b.flavour === r.flavour && b.workload === r.workload;
+  const nginx = rows.find((b) => same(b) && b.target.startsWith('nginx'));
+  const floor = rows.find((b) => same(b) && b.target.startsWith('floor'));
+  const xNginx = nginx ? `${(r.counts.allPerRequest / nginx.counts.allPerRequest).toFixed(2)}x` : '-';
+  const xFloor = floor ? `${(r.counts.mainPerRequest / floor.counts.mainPerRequest).toFixed(2)}x` : '-';
   process.stdout.write(
-    `${r.workload.padEnd(10)}${r.target.padEnd(28)}${k(r.counts.mainPerRequest).padStart(12)}${k(r.counts.allPerRequest).padStart(13)}${ratio.padStart(9)}\n`,
+    `${r.flavour.padEnd(13)}${r.workload.padEnd(10)}${r.target.padEnd(28)}${k(r.counts.mainPerRequest).padStart(12)}${k(r.counts.allPerRequest).padStart(13)}${xNginx.padStart(9)}${xFloor.padStart(9)}\n`,
   );
 }
 for (const [w, list] of tops) {

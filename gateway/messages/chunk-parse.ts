@@ -1,68 +1,135 @@
-// Parsing one upstream stream chunk. JSON.parse of a vLLM chunk (~300 bytes with continuous
+// Parsing one upstream stream chunk. JSON.parse of a backend chunk (~300 bytes with continuous
 // usage) is most of the translation's CPU; the chunks of a plain text answer always have the same
-// few shapes, so they are matched by one anchored regex (several times cheaper), and what the
-// translator reads of them (text, finish reason, usage; not id, created, model or total_tokens)
-// is taken from its groups. The shapes: a text token, the first chunk (role and empty content),
-// the last token with its finish reason (and vLLM's stop_reason), and the usage-only chunk (no
-// choices, cached-token details). Anything else (reasoning, tool calls, errors, other key orders
-// or extra fields) goes through JSON.parse: the result is the same either way
-// (test/gateway/messages/chunk-parse.test.ts).
-import { compactUsagePattern, intOf, JSON_INT as INT } from '../usage.js';
+// few shapes, so they are matched by one anchored regex per key order (several times cheaper),
+// and what the translator reads of them (text, finish reason, usage; not id, created, model or
+// total_tokens) is taken from its groups. Anything else (reasoning, tool calls, errors, other key
+// orders or fields) goes through JSON.parse: the result is the same either way
+// (test/gateway/messages/chunk-parse.test.ts, flavours.test.ts).
+//
+// The shapes, read from each server's source (test/gateway/messages/flavours.ts has one stream of
+// each, byte for byte, with the file it was read from):
+// - vLLM (pydantic, `model_dump_json(exclude_unset=True)`: field order, only the fields set) and
+//   SGLang (pydantic before its msgspec encoder, msgspec after: struct field order) write
+//   id, object, created, model, choices, usage. A choice: index, delta, logprobs, finish_reason,
+//   then vLLM's stop_reason (the finish chunk) or SGLang's matched_stop (every chunk), then vLLM
+//   0.10.2+'s `"token_ids":null`. A delta: its content, with null members around it (vLLM
+//   0.11.1-0.15's `"reasoning_content":null`, SGLang 0.5's `"role":null` before and
+//   `"reasoning_content":null,"tool_calls":null` after), or none (an empty finish delta).
+// - llama.cpp (nlohmann::json: keys sorted) writes choices, created, id, model, object,
+//   system_fingerprint, timings, usage; a choice: delta, finish_reason, index.
+// The two orders are told apart by the first key, so each event is tried against one regex only.
+import { COMPACT_USAGE_AT, compactUsageExtras, compactUsagePattern, countsOf, JSON_INT as INT } from '../usage.js';
 import type { ChatUsage } from './translate-response.js';
 
 // A JSON string body without escapes or control characters; the content may hold escapes
 // (validated below by JSON.parse of the literal). Numbers in JSON's own grammar.
 const PLAIN = String.raw`[^"\\\x00-\x1f]*`;
-// Groups: 1 content without escapes, 2 content with escapes (one of the two is set when there is
-// a choice), 3 finish reason (none when null), 4 prompt tokens, 5 completion tokens, 6 `null`
-// details, 7 cached tokens. No choice at all leaves 1 to 3 undefined.
-/** The usage object (usage.ts), then the chunk's closing brace; `c`: its numbers and `null` captured (groups 1-4 of its own). */
-const usage = (c: boolean) => `${compactUsagePattern(c)}\\}`;
+/** Any JSON number (llama.cpp's timings). */
+const NUM = String.raw`-?${INT}(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?`;
 // The content: a run without escapes first (one greedy loop over a class: the usual token); at a
-// backslash that branch fails and the second reads the content with its escapes. Which group is
-// set tells whether there are escapes, without a search of the content for a backslash.
-const CONTENT = String.raw`"(?:(${PLAIN})"|((?:[^"\\\x00-\x1f]|\\.)*)")`;
-const BODY =
-  String.raw`\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
-  String.raw`"choices":\[(?:\{"index":0,"delta":\{(?:"role":"assistant",)?"content":${CONTENT}\},"logprobs":null,` +
-  String.raw`"finish_reason":(?:null|"([a-z_]+)")(?:,"stop_reason":(?:null|${INT}|"${PLAIN}"))?\})?\],`;
-const CHUNK = new RegExp(`^${BODY}${usage(true)}$`);
+// backslash that branch fails and the second reads the content with its escapes; or null.
+// Which group is set tells whether there are escapes, without a search of the content for a
+// backslash. Groups: 1 content without escapes, 2 content with escapes (neither: null, or no
+// content or choice at all).
+const CONTENT = String.raw`(?:"(?:(${PLAIN})"|((?:[^"\\\x00-\x1f]|\\.)*)")|null)`;
+// Every optional part and alternative costs the regex a backtracking entry (about 90 instructions
+// under callgrind, each time it is tried), so the rare ones are nested inside one optional group
+// that fails at its first character on the common chunk.
 /**
- * The same chunk as a whole SSE event in a read's text, `data: ` to the blank line, in a group of
- * its own (its length tells where the event ends). Only the content and the finish reason are
- * captured besides (each capture is a string made on every match); the usage is read again from
- * the event's text when it is asked for (usageOf).
+ * A delta: the content with the members around it that change nothing the translator reads
+ * (JSON.parse of them gives no reasoning and no tool call): a role before it (SGLang 0.5's null,
+ * or the first chunk's assistant), null members after it (vLLM 0.11.1-0.15's reasoning_content,
+ * SGLang 0.5's reasoning_content and tool_calls), llama.cpp's role after it (keys sorted); or an
+ * empty delta. `content` occurs once.
  */
-const EVENT = `(data: ${BODY}${usage(false)}\n\n)`;
-/** The groups of one EVENT: the whole event, plain content, escaped content, finish reason. */
-const EVENT_GROUPS = 4;
+const AFTER = `(?:,(?:"reasoning_content":null(?:,"reasoning":null)?(?:,"tool_calls":null)?|"reasoning":null|"tool_calls":null|"role":"assistant"))?`;
+const DELTA = String.raw`\{(?:(?:"role":(?:null|"assistant"),)?"content":${CONTENT}${AFTER})?\}`;
+/** Group 3: the finish reason (none when null). */
+const FINISH = `"finish_reason":(?:null|"([a-z_]+)")`;
+/** What follows a vLLM or SGLang choice's finish reason: vLLM's stop_reason or SGLang's matched_stop, then vLLM's token_ids. */
+const STOP = `(?:,"(?:(?:stop_reason|matched_stop)":(?:null|${INT}|"${PLAIN}")(?:,"token_ids":null)?|token_ids":null))?`;
 /**
- * How many events in a row EVENTS matches at most. One exec for several events: the exec's own
- * cost (its result array and captures, about 450 instructions under callgrind) was a quarter of
- * a token's cost beyond the match itself.
+ * The usage member's value, group 4 set when there is a usage object (`()` before it: a mark
+ * that costs no string). vLLM's key order (vLLM, SGLang) is matched once, its extras after its
+ * counts (compactUsagePattern's, in one optional group); llama.cpp's its own.
+ */
+const USAGE_VLLM = String.raw`(?:()\{"prompt_tokens":${INT},"total_tokens":${INT},"completion_tokens":${INT}(?:,"prompt_tokens_details":(?:null|\{"cached_tokens":${INT}\}))?${compactUsageExtras()}\}|null)`;
+const USAGE_LLAMA = `(?:()${compactUsagePattern(false)}|null)`;
+
+/** vLLM and SGLang: id, object, created, model, choices, usage. */
+const BODY_VLLM =
+  String.raw`\{"id":"${PLAIN}","object":"chat\.completion\.chunk","created":${INT},"model":"${PLAIN}",` +
+  String.raw`"choices":\[(?:\{"index":0,"delta":${DELTA},"logprobs":null,${FINISH}${STOP}\})?\](?:,"usage":${USAGE_VLLM})?\}`;
+/** llama.cpp: its keys sorted. */
+const BODY_LLAMA =
+  String.raw`\{"choices":\[(?:\{"delta":${DELTA},${FINISH},"index":0\})?\],"created":${INT},"id":"${PLAIN}","model":"${PLAIN}",` +
+  String.raw`"object":"chat\.completion\.chunk"(?:,"system_fingerprint":"${PLAIN}")?` +
+  String.raw`(?:,"timings":\{(?:"[a-z_]+":${NUM}(?:,"[a-z_]+":${NUM})*)?\})?(?:,"usage":${USAGE_LLAMA})?\}`;
+
+/** Whether a matched chunk has a usage object (ChunkFields.usage). */
+export const NO_USAGE = 0;
+/** A compact usage object closes the chunk: usageOf reads it. */
+export const HAS_USAGE = 1;
+export type UsageKind = typeof NO_USAGE | typeof HAS_USAGE;
+
+/** One key order: its chunk regexes and how many groups one event has. */
+interface Shape {
+  /** The data alone, anchored. */
+  chunk: RegExp;
+  /** One event (`data: ` to the blank line), sticky. */
+  one: RegExp;
+  /** One to EVENTS_AT_ONCE events in a row, sticky. */
+  row: RegExp;
+}
+
+/** Groups per event: the whole event, plain content, escaped content, finish, usage. */
+const EVENT_GROUPS = 5;
+
+/**
+ * How many events in a row a row regex matches at most. One exec for several events: the exec's
+ * own cost (its result array and captures, about 450 instructions under callgrind) was a quarter
+ * of a token's cost beyond the match itself.
  */
 const EVENTS_AT_ONCE = 4;
-/** One to EVENTS_AT_ONCE events in a row, matched where lastIndex says (sticky): `E(?:E(?:E(?:E)?)?)?`. */
-const EVENTS = new RegExp(
-  Array.from({ length: EVENTS_AT_ONCE - 1 }).reduce<string>((inner) => `${EVENT}(?:${inner})?`, EVENT),
-  'y',
-);
-/** One event (the same groups as the first of EVENTS). */
-const ONE_EVENT = new RegExp(EVENT, 'y');
+
+function shape(body: string): Shape {
+  // Each event in a group of its own (its length tells where the event ends).
+  const event = `(data: ${body}\n\n)`;
+  return {
+    chunk: new RegExp(`^${body}$`),
+    one: new RegExp(event, 'y'),
+    // `E(?:E(?:E(?:E)?)?)?`
+    row: new RegExp(
+      Array.from({ length: EVENTS_AT_ONCE - 1 }).reduce<string>((inner) => `${event}(?:${inner})?`, event),
+      'y',
+    ),
+  };
+}
+
+const VLLM = shape(BODY_VLLM);
+const LLAMA = shape(BODY_LLAMA);
+
 /**
  * Below this much text left in a read, one event is matched at a time: a read of a paced stream
- * holds one event (vLLM's are about 300 bytes), and EVENTS' exec costs more there (a result of 17
- * entries, and a try at a second event) than ONE_EVENT's. Only the cost depends on the choice.
+ * holds one event (vLLM's are about 300 bytes), and a row's exec costs more there (a result of 17
+ * entries or more, and a try at a second event) than one event's. Only the cost depends on the choice.
  */
 const ROW_MIN_TEXT = 512;
 
+/** The shape whose first key starts at `at` in `s` (`i`: id, vLLM and SGLang; `c`: choices, llama.cpp), or undefined. */
+function shapeAt(s: string, at: number): Shape | undefined {
+  const c = s.charCodeAt(at);
+  return c === 0x69 ? VLLM : c === 0x63 ? LLAMA : undefined;
+}
+
 /** What the translator reads of a plain text-token chunk (or of a usage-only one). */
 export interface TextChunk {
-  /** The text, unescaped; undefined for a chunk without a choice (usage only). */
+  /** The text, unescaped; undefined for a chunk without text (null or no content, or no choice). */
   content: string | undefined;
   /** The finish reason, null while the text goes on. */
   finish: string | null;
-  usage: ChatUsage;
+  /** undefined when the chunk has none (no usage member, or null). */
+  usage: ChatUsage | undefined;
 }
 
 /**
@@ -71,7 +138,15 @@ export interface TextChunk {
  * too: JSON.parse then throws on it.
  */
 export function textChunk(data: string): TextChunk | undefined {
-  return chunkOf(CHUNK.exec(data));
+  const sh = shapeAt(data, 2);
+  if (sh === undefined) return undefined;
+  const m = sh.chunk.exec(data);
+  if (m === null) return undefined;
+  // The groups are the event's, less the event's own.
+  const content = contentOf(m[1], m[2]);
+  if (content === false) return undefined;
+  // usageOf reads from an event's end: the data's end plus its blank line.
+  return { content, finish: m[3] ?? null, usage: m[4] === undefined ? undefined : usageOf(data, data.length + 2) };
 }
 
 /**
@@ -83,7 +158,10 @@ export function textChunk(data: string): TextChunk | undefined {
  * line, it is one textChunk leaves to JSON.parse too.
  */
 export function textChunksAt(s: string, from: number, onChunk: (c: ChunkFields, plain: boolean) => void): number {
-  const re = s.length - from < ROW_MIN_TEXT ? ONE_EVENT : EVENTS;
+  // `data: {"` then the first key.
+  const sh = shapeAt(s, from + 8);
+  if (sh === undefined) return -1;
+  const re = s.length - from < ROW_MIN_TEXT ? sh.one : sh.row;
   re.lastIndex = from;
   const m = re.exec(s);
   if (m === null) return -1;
@@ -95,7 +173,7 @@ export function textChunksAt(s: string, from: number, onChunk: (c: ChunkFields, 
     const content = contentOf(m[g + 1], escaped);
     if (content === false) break;
     end += event.length;
-    onChunk({ content, finish: m[g + 3] ?? null, text: s, end }, escaped === undefined);
+    onChunk({ content, finish: m[g + 3] ?? null, text: s, end, usage: m[g + 4] === undefined ? NO_USAGE : HAS_USAGE }, escaped === undefined);
   }
   return end === from ? -1 : end;
 }
@@ -111,20 +189,28 @@ export interface ChunkFields {
   /** The read's text and where the chunk's event ends in it. */
   text: string;
   end: number;
+  /** Whether the chunk has a usage object (usageOf reads it). */
+  usage: UsageKind;
 }
 
 // The usage object's keys between its numbers, read backwards from the event's end (usageOf).
-const CACHED_KEY = ',"prompt_tokens_details":{"cached_tokens":'.length;
-const NULL_DETAILS = ',"prompt_tokens_details":null'.length;
-const COMPLETION_KEY = ',"completion_tokens":'.length;
-const TOTAL_KEY = ',"total_tokens":'.length;
+const CACHED_KEY = ',"prompt_tokens_details":{"cached_tokens":';
+const NULL_DETAILS = ',"prompt_tokens_details":null';
+const COMPLETION_KEY = ',"completion_tokens":';
+const TOTAL_KEY = ',"total_tokens":';
+const USAGE_KEY = '"usage":{';
 
 /**
- * The usage of a chunk textChunksAt read (`s` its read's text, `end` its event's end, ChunkFields),
- * read backwards from the end of its event: EVENT matched the event whole, so the usage object
- * closes it (`}}\n\n`) and holds, from its end, either nothing, `null` or `{"cached_tokens":N}`
- * as details, then the completion, total and prompt counts, each after its fixed key. Only digits are scanned (a lastIndexOf of the key and a regex
- * over the object cost about 2k instructions a call under callgrind).
+ * The usage of a chunk with one (textChunksAt: `s` its read's text, `end` its event's end), read
+ * backwards from the end of its event: the event regex matched the event whole, so a compact
+ * usage object closes it (`}}\n\n`). vLLM 0.10's own shape (and the sim's) holds, from its end,
+ * either nothing, `null` or `{"cached_tokens":N}` as details, then the completion, total and
+ * prompt counts, each after its fixed key: only digits are scanned and the keys checked where
+ * they must be (a lastIndexOf of the key and a regex over the object cost about 2k instructions
+ * a call under callgrind). Any other shape (SGLang's and current vLLM's extras, llama.cpp's key
+ * order) fails a check: the last `"usage":{` before the end is read by one sticky regex (the
+ * usage is the chunk's last member in every shape, and a string cannot hold the key's bytes: its
+ * quotes are escaped).
  */
 export function usageOf(s: string, end: number): ChatUsage {
   let last = end - 5; // the usage object's last character before its `}`
@@ -133,19 +219,33 @@ export function usageOf(s: string, end: number): ChatUsage {
   if (ch === 0x7d) {
     // `{"cached_tokens":N}`
     const from = digitsFrom(s, last - 1);
+    if (!s.startsWith(CACHED_KEY, from - CACHED_KEY.length)) return compactUsageOf(s, end);
     details = { cached_tokens: intIn(s, from, last) };
-    last = from - CACHED_KEY - 1;
+    last = from - CACHED_KEY.length - 1;
   } else if (ch === 0x6c) {
     // `null`
+    if (!s.startsWith(NULL_DETAILS, last - NULL_DETAILS.length + 1)) return compactUsageOf(s, end);
     details = null;
-    last -= NULL_DETAILS;
+    last -= NULL_DETAILS.length;
   }
   const completionFrom = digitsFrom(s, last);
-  const completion = intIn(s, completionFrom, last + 1);
-  const totalFrom = digitsFrom(s, completionFrom - COMPLETION_KEY - 1);
-  const promptEnd = totalFrom - TOTAL_KEY;
-  const usage: ChatUsage = { prompt_tokens: intIn(s, digitsFrom(s, promptEnd - 1), promptEnd), completion_tokens: completion };
+  const totalEnd = completionFrom - COMPLETION_KEY.length;
+  if (!s.startsWith(COMPLETION_KEY, totalEnd)) return compactUsageOf(s, end);
+  const totalFrom = digitsFrom(s, totalEnd - 1);
+  const promptEnd = totalFrom - TOTAL_KEY.length;
+  if (!s.startsWith(TOTAL_KEY, promptEnd)) return compactUsageOf(s, end);
+  const usage: ChatUsage = { prompt_tokens: intIn(s, digitsFrom(s, promptEnd - 1), promptEnd), completion_tokens: intIn(s, completionFrom, last + 1) };
   if (details !== undefined) usage.prompt_tokens_details = details;
+  return usage;
+}
+
+/** usageOf of any compact usage: the last `"usage":{` before `end`, read by one sticky regex. */
+function compactUsageOf(s: string, end: number): ChatUsage {
+  COMPACT_USAGE_AT.lastIndex = s.lastIndexOf(USAGE_KEY, end);
+  const c = countsOf(COMPACT_USAGE_AT.exec(s)!);
+  const usage: ChatUsage = { prompt_tokens: c.prompt, completion_tokens: c.completion };
+  if (c.cached >= 0) usage.prompt_tokens_details = { cached_tokens: c.cached };
+  else if (c.cached === -2) usage.prompt_tokens_details = null;
   return usage;
 }
 
@@ -164,15 +264,7 @@ function intIn(s: string, from: number, end: number): number {
   return n;
 }
 
-/** The usage in the groups of a match, from group `g` on: prompt, completion, `null` details, cached. */
-function usageFrom(m: RegExpExecArray, g: number): ChatUsage {
-  const usage: ChatUsage = { prompt_tokens: intOf(m[g]!), completion_tokens: intOf(m[g + 1]!) };
-  if (m[g + 3] !== undefined) usage.prompt_tokens_details = { cached_tokens: intOf(m[g + 3]!) };
-  else if (m[g + 2] !== undefined) usage.prompt_tokens_details = null;
-  return usage;
-}
-
-/** The content of the groups `plain` or `escaped` (decoded by JSON.parse), undefined with no choice; false for a bad escape (JSON.parse throws on the chunk). */
+/** The content of the groups `plain` or `escaped` (decoded by JSON.parse), undefined with neither; false for a bad escape (JSON.parse throws on the chunk). */
 function contentOf(plain: string | undefined, escaped: string | undefined): string | undefined | false {
   if (escaped === undefined) return plain;
   try {
@@ -180,11 +272,4 @@ function contentOf(plain: string | undefined, escaped: string | undefined): stri
   } catch {
     return false;
   }
-}
-
-function chunkOf(m: RegExpExecArray | null): TextChunk | undefined {
-  if (m === null) return undefined;
-  const content = contentOf(m[1], m[2]);
-  if (content === false) return undefined;
-  return { content, finish: m[3] ?? null, usage: usageFrom(m, 4) };
 }

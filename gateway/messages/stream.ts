@@ -7,7 +7,7 @@
 // then message_stop. Blocks open only when they have content; indices are contiguous.
 // A backend error ends the stream with an `error` event.
 import { randomFillSync, type Hmac } from 'node:crypto';
-import { type ChunkFields, textChunk, type TextChunk, usageOf } from './chunk-parse.js';
+import { type ChunkFields, NO_USAGE, textChunk, type TextChunk, usageOf } from './chunk-parse.js';
 import { randomId } from '../../lib/ids.js';
 import { errorTypeForStatus, type MessagesErrorType } from './errors.js';
 import type { ThinkingSigner } from './signature.js';
@@ -135,8 +135,10 @@ export class StreamTranslator {
    */
   pushChunk(c: ChunkFields, plain = false): string {
     if (this.done) return '';
-    if (this.usageText !== c.text) this.usageText = c.text;
-    this.usageEnd = c.end;
+    if (c.usage !== NO_USAGE) {
+      if (this.usageText !== c.text) this.usageText = c.text;
+      this.usageEnd = c.end;
+    }
     return this.pushFields(c.content, c.finish, plain);
   }
 
@@ -165,8 +167,10 @@ export class StreamTranslator {
    * text (no reasoning, tool calls or error can be in this shape), then the finish reason.
    */
   private pushText(c: TextChunk): string {
-    this.usage = c.usage;
-    this.usageEnd = -1;
+    if (c.usage !== undefined) {
+      this.usage = c.usage;
+      this.usageEnd = -1;
+    }
     return this.pushFields(c.content, c.finish, false);
   }
 
@@ -174,12 +178,22 @@ export class StreamTranslator {
   private pushFields(content: string | undefined, finish: string | null, plain: boolean): string {
     if (finish) this.finish = finish; // read only at the end: setting it before the text changes nothing
     if (!content) return this.started ? '' : this.startOnceCounted();
-    // Most chunks: one token into the open text block: held (mergeText), else one event and no
-    // concatenation around it.
-    if (this.open === Block.Text && this.mergeText) {
+    return this.pushContent(content, plain);
+  }
+
+  /**
+   * A text token, on every path (plain chunks and parsed ones alike, so the tokens of one read
+   * merge whatever their chunks' shapes). Most chunks: one token into the open text block: held
+   * (mergeText), else one event and no concatenation around it.
+   */
+  private pushContent(content: string, plain: boolean): string {
+    if (this.mergeText) {
+      // The block opens at once; its first token is held too, so a read's tokens are one event.
+      let out = '';
+      if (this.open !== Block.Text) out = (this.started ? '' : this.start()) + this.openBlock(Block.Text, '{"type":"text","text":""}');
       this.heldText += content;
       if (!plain) this.heldMayEscape = true;
-      return '';
+      return out;
     }
     if (this.started) return this.textDelta(content);
     const out = this.start();
@@ -209,11 +223,14 @@ export class StreamTranslator {
       if (choice?.finish_reason) this.finish = choice.finish_reason;
       return ''; // message_start waits for the prompt's count (startOnceCounted)
     }
-    let out = this.started ? this.takeText() : this.start();
+    // Held text stays held while only text follows (below); what else this chunk holds, opens or ends gives it out first.
+    let out = this.started ? '' : this.start();
     if (!choice) return out;
     const delta = choice.delta;
     if (delta) {
       const reasoning = delta.reasoning_content ?? delta.reasoning;
+      // Anything but text gives the held text out first, in its order.
+      if ((reasoning && this.thinking) || delta.tool_calls) out += this.takeText();
       if (reasoning && this.thinking) {
         if (this.open !== Block.Thinking) {
           out += this.openBlock(Block.Thinking, '{"type":"thinking","thinking":"","signature":""}');
@@ -222,7 +239,7 @@ export class StreamTranslator {
         this.hmac!.update(reasoning, 'utf8');
         out += `event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.openIndex},"delta":{"type":"thinking_delta","thinking":${jsonString(reasoning)}}}\n\n`;
       }
-      if (delta.content) out += this.textDelta(delta.content);
+      if (delta.content) out += this.pushContent(delta.content, false);
       if (delta.tool_calls) for (const tc of delta.tool_calls) out += this.toolFragment(tc);
     }
     if (choice.finish_reason) this.finish = choice.finish_reason;

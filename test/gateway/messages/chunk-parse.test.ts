@@ -53,6 +53,8 @@ test('the first, finish and usage-only chunks of vLLM read the same as JSON.pars
   const head = '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m",';
   const shapes = [
     `${head}"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":21,"total_tokens":21,"completion_tokens":0}}`,
+    // A null content (llama.cpp's and SGLang's first delta) is no text, as JSON.parse reads it.
+    `${head}"choices":[{"index":0,"delta":{"role":"assistant","content":null},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":21,"total_tokens":21,"completion_tokens":0}}`,
     `${head}"choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
     `${head}"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
     `${head}"choices":[{"index":0,"delta":{"content":"\\n"},"logprobs":null,"finish_reason":"stop","stop_reason":128001}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}`,
@@ -74,7 +76,6 @@ test('the first, finish and usage-only chunks of vLLM read the same as JSON.pars
 
 test('other shapes go through JSON.parse and read the same', () => {
   const other = [
-    '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":null},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":21,"total_tokens":21,"completion_tokens":0}}',
     '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning_content":"hm"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}',
     '{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":""}}]},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":2,"total_tokens":3,"completion_tokens":1}}',
     '{"error":{"message":"boom","code":503}}',

@@ -179,9 +179,9 @@ test('mergeText: the text tokens of one read in one event, everything else as wi
       for (const r of perRead) assert.ok(r === '' || r.endsWith('\n\n'));
     }
   }
-  // All in one read: the tokens held after the first of each text block are one event each.
+  // All in one read: the tokens of each text block (the first included) are one event each.
   const one = merged([datas]).out;
-  assert.equal(one.match(/"text_delta"/g)?.length, 4, one);
+  assert.equal(one.match(/"text_delta"/g)?.length, 2, one);
 });
 
 test('mergeText: held text comes before an error event and before the end', () => {
