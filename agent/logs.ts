@@ -6,7 +6,7 @@
 // finds it past `fileBytes`, after reading what it holds.
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
-import { droppedBytes, droppedLine, rotate, rotatedPath, type LogCap } from './log-file.js';
+import { droppedBytes, droppedLine, rotate, rotatedPath, type LogCap, type Rotated } from './log-file.js';
 
 /** Longest line kept; longer lines are split. */
 const MAX_LINE = 16 * 1024;
@@ -216,10 +216,10 @@ export class LogWatcher {
     }
   }
 
-  /** Reads `fd` from the offset up to `until`, into `lines`. */
-  private readFrom(fd: number, lines: string[], until: number): void {
+  /** Reads `fd` from the offset up to `until`, into `lines`; `base`: the offset the file's first byte stands for (a rotated copy's). */
+  private readFrom(fd: number, lines: string[], until: number, base = 0): void {
     while (this.offset < until) {
-      const r = readSync(fd, this.buf, 0, Math.min(this.buf.length, until - this.offset), this.offset);
+      const r = readSync(fd, this.buf, 0, Math.min(this.buf.length, until - this.offset), this.offset - base);
       if (r <= 0) break;
       this.offset += r;
       this.pending = splitLines(this.pending, this.decoder.write(this.buf.subarray(0, r)), lines);
@@ -232,26 +232,26 @@ export class LogWatcher {
    * Returns the bytes spanned.
    */
   private rotate(lines: string[]): number {
-    const cap = this.cap!;
-    let copied: number;
+    let kept: Rotated;
     try {
-      copied = rotate(this.path, cap);
+      kept = rotate(this.path, this.cap!);
     } catch {
       return 0; // the disk refused (full, gone): the next poll tries again
     }
+    const { size: copied, base } = kept;
     const unread = copied - this.offset;
     if (unread > 0) {
-      if (unread > cap.fileBytes) {
-        const skipped = unread - cap.fileBytes;
-        lines.push(`[output skipped here: ${skipped} bytes, written faster than the agent reads]`);
-        this.offset = copied - cap.fileBytes;
+      if (this.offset < base) {
+        // The copy keeps the file's last fileBytes only: what was unread before them is gone.
+        lines.push(`[output skipped here: ${base - this.offset} bytes, written faster than the agent reads]`);
+        this.offset = base;
         this.pending = '';
         this.decoder.end();
       }
       try {
         const fd = openSync(rotatedPath(this.path, 1), 'r');
         try {
-          this.readFrom(fd, lines, copied);
+          this.readFrom(fd, lines, copied, base);
         } finally {
           closeSync(fd);
         }

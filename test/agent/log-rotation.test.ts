@@ -91,3 +91,19 @@ test('process runtime: a flood is rotated within the cap and the logs API says w
   assert.equal(tail.at(-1), 'quiet');
   if (lines.length <= 10_000) assert.equal(tail[0], lines[0]);
 });
+
+test('a poll that comes late (the file far past its cap) keeps only its last fileBytes, from a line start, and counts the rest', (t) => {
+  const dir = tempDir(t);
+  const file = join(dir, 'instance.log');
+  const cap = { fileBytes: 10_000, files: 2 };
+  const w = new LogWatcher(file, cap, 50, 1_000_000);
+  t.after(() => w.close());
+  // 50,050 bytes before the watcher looks at all: 5 caps and a half line over.
+  appendFileSync(file, block(0, 500) + 'x'.repeat(49) + '\n');
+  w.poll();
+  const copy = readFileSync(`${file}.1`, 'utf8');
+  assert.ok(copy.length <= cap.fileBytes, `the copy holds ${copy.length} bytes`);
+  assert.match(copy, /^line \d{8} x{85}\n/, 'the copy starts with a whole line');
+  assert.equal(droppedBytes(file) + copy.length, 50_050, 'every byte is kept or counted as dropped');
+  assert.equal(readKeptLines(file, 1000, cap)[0], droppedLine(droppedBytes(file)));
+});
