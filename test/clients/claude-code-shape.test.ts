@@ -27,8 +27,8 @@ let gate: LimitGate;
 before(async () => {
   const logger = createLogger('silent');
   sims = {
-    'sim-chat': await startSim({ model: 'sim-chat', fast: true, logger, maxModelLen: CONTEXT }),
-    'sim-reasoner': await startSim({ model: 'sim-reasoner', reasoning: true, fast: true, logger, maxModelLen: CONTEXT }),
+    'sim-chat': await startSim({ model: 'sim-chat', fast: true, logger, maxModelLen: CONTEXT, promptTokensDetails: true }),
+    'sim-reasoner': await startSim({ model: 'sim-reasoner', reasoning: true, fast: true, logger, maxModelLen: CONTEXT, promptTokensDetails: true }),
   };
   gate = createGate(
     { modelRpm: 1000, modelTpm: 100_000_000, modelDailyTokens: 1_000_000_000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'cc-shape:' },

@@ -317,7 +317,10 @@ export function shapeProblem(shape: Shape, body: string): string | undefined {
       return undefined;
     }
     case 'vllm': {
+      // vLLM 0.10.0's flat body, or the nested one of 0.10.1 and later (the sim's default speaks current vLLM).
       if (v.object === 'error' && isText(v.message) && isText(v.type)) return undefined;
+      const e = v.error as Record<string, unknown> | undefined;
+      if (e && typeof e === 'object' && isText(e.message) && isText(e.type) && typeof e.code === 'number') return undefined;
       if (isText(v.detail)) return undefined; // FastAPI's 404/405
       return 'not a vLLM error body';
     }
