@@ -213,7 +213,7 @@ const ROUTED_PORTS = [[7860, 'gradio'], [8501, 'streamlit'], [8188, 'comfyui'], 
 async function templatesPage() {
   const err = alertBox();
   page('Templates', err, h('p', { class: 'muted' }, 'Loading…'));
-  const [mine, pub] = await Promise.all([api('GET', '/api/profile/templates'), api('GET', '/api/templates')]);
+  const [mine, pub, quote] = await Promise.all([api('GET', '/api/profile/templates'), api('GET', '/api/templates'), api('GET', '/api/launch-quote')]);
   const cell = (label, ...c) => h('td', { 'data-label': label }, c);
   const rows = mine.templates.map((t) => h('tr', {},
     cell('Title', t.title), cell('Image', h('code', {}, t.image)), cell('Type', t.instance_type),
@@ -228,7 +228,7 @@ async function templatesPage() {
   const publicCards = pub.templates.filter((t) => !t.owned).map((t) => h('article', { class: 'card' },
     h('h3', {}, t.title), h('p', { class: 'muted' }, t.description || `${t.instance_type} · ${t.image}`),
     h('a', { class: 'button', href: `/launch/${t.id}`, 'aria-label': `Launch ${t.title}` }, 'Launch')));
-  page('Templates', err,
+  page('Templates', err, priceSummary(quote),
     h('div', { class: 'row' }, h('a', { class: 'button', href: '/templates/new' }, 'New template')),
     h('h2', {}, 'Your templates'),
     rows.length
@@ -236,6 +236,17 @@ async function templatesPage() {
       : h('p', { class: 'muted' }, 'None yet.'),
     h('h2', {}, 'Public templates'),
     publicCards.length ? h('div', { class: 'grid' }, publicCards) : h('p', { class: 'muted' }, 'None published.'));
+}
+
+/** Price per GPU count, the balance and how long it lasts, free GPUs, launches left: above every template list. */
+function priceSummary(q) {
+  const cap = q.capacity;
+  const prices = q.options.map((o) => `${o.gpu_count} GPU${o.gpu_count > 1 ? 's' : ''}: ${fmtCredits(o.credits_per_hour)}/h (${o.affordable ? fmtHours(o.hours_affordable) : 'not enough credits'})`);
+  return h('section', { class: 'card', id: 'price-summary', 'aria-label': 'Prices and capacity' },
+    h('p', { class: 'price' }, h('strong', {}, 'Balance '), `${fmtCredits(q.balance)} credits · `, h('a', { href: '/credits' }, 'Credits')),
+    h('p', { class: 'price' }, h('strong', {}, 'Credits per hour '), prices.join(' · ')),
+    h('p', { class: 'price' }, h('strong', {}, 'Free GPUs '), `${cap.free_gpus}${cap.gpu_model ? ` × ${cap.gpu_model}` : ''}, at most ${cap.largest_free} on one host`, cap.queued ? `; ${cap.queued} waiting` : ''),
+    launchRateNote(q.launch_rate));
 }
 
 async function templateFormPage(id) {
@@ -294,14 +305,53 @@ async function templateFormPage(id) {
   page(editing ? 'Edit template' : 'New template', form);
 }
 
+/** "12 h 30 min", "45 min", "under 1 min": how long a balance lasts. */
+function fmtHours(h) {
+  if (h === null) return 'unlimited (free)';
+  const min = Math.floor(h * 60);
+  if (min < 1) return 'under 1 min';
+  const hrs = Math.floor(min / 60);
+  return hrs ? `${hrs.toLocaleString()} h${min % 60 ? ` ${min % 60} min` : ''}` : `${min} min`;
+}
+
+const fmtWindow = (sec) => (sec % 3600 === 0 ? (sec === 3600 ? 'hour' : `${sec / 3600} hours`) : sec % 60 === 0 ? (sec === 60 ? 'minute' : `${sec / 60} minutes`) : `${sec} seconds`);
+
+/** The launch rate windows as one sentence, and a warning once a window is used up (GET /api/launch-quote). */
+function launchRateNote(rate) {
+  const parts = rate.windows.map((w) => `${w.remaining} of ${w.max} per ${fmtWindow(w.seconds)}`);
+  const text = `Launches left: ${parts.join(', ')}.`;
+  if (!rate.retry_after_seconds) return h('p', { class: 'hint', id: 'launch-rate' }, text);
+  const min = Math.ceil(rate.retry_after_seconds / 60);
+  return h('p', { class: 'notice', id: 'launch-rate' }, `${text} The next launch is possible in ${rate.retry_after_seconds < 60 ? `${rate.retry_after_seconds} s` : `about ${min} min`}.`);
+}
+
+/** One GPU-count choice: price per hour, how long the balance lasts, free hosts of that size. */
+function gpuOption(o, balance, checked) {
+  const plural = o.gpu_count > 1 ? 's' : '';
+  const room = o.hosts_with_room ? `free now on ${o.hosts_with_room} host${o.hosts_with_room > 1 ? 's' : ''}` : 'no host free now: waits in the queue';
+  const lasts = o.affordable ? `your balance lasts ${fmtHours(o.hours_affordable)}` : `needs a balance of ${fmtCredits(o.min_balance)} (you have ${fmtCredits(balance)})`;
+  const input = h('input', { type: 'radio', name: 'gpu_count', value: String(o.gpu_count), checked, 'aria-describedby': `gpu-${o.gpu_count}-d` });
+  return h('label', { class: 'option' }, input,
+    h('span', {}, h('strong', {}, `${o.gpu_count} GPU${plural}`), ` · ${fmtCredits(o.credits_per_hour)} credits per hour`,
+      h('span', { class: 'hint', id: `gpu-${o.gpu_count}-d` }, `${lasts}; ${room}.`)));
+}
+
+/** "Insufficient credits" with the figures and the way to Credits. */
+function insufficientCredits(box, quote, gpus) {
+  box.replaceChildren(`Insufficient credits: ${gpus} GPU${gpus > 1 ? 's need' : ' needs'} a balance of at least ${fmtCredits(gpus)} credits and you have ${fmtCredits(quote.balance)}. `,
+    h('a', { href: '/credits' }, 'Add credits'), '.');
+}
+
 async function launchPage(id) {
   page('Launch', h('p', { class: 'muted' }, 'Loading…'));
-  const { templates } = await api('GET', '/api/templates');
+  const [{ templates }, quote] = await Promise.all([api('GET', '/api/templates'), api('GET', '/api/launch-quote')]);
   const t = templates.find((x) => String(x.id) === id);
   if (!t) return page('Launch', h('p', { class: 'alert' }, 'Template not found.'), h('a', { href: '/templates' }, 'Back to templates'));
   const err = alertBox();
-  const radios = [1, 2, 4].map((n) => h('label', { class: 'row' }, h('input', { type: 'radio', name: 'gpu_count', value: String(n), checked: n === 1 }), `${n} GPU${n > 1 ? 's' : ''}`));
+  const first = quote.options.find((o) => o.affordable) || quote.options[0];
+  const radios = quote.options.map((o) => gpuOption(o, quote.balance, o === first));
   const submit = h('button', { type: 'submit' }, 'Launch');
+  const cap = quote.capacity;
   const form = h('form', { class: 'card', onsubmit: (e) => {
     e.preventDefault();
     const gpu_count = Number(form.querySelector('input[name=gpu_count]:checked').value);
@@ -309,6 +359,7 @@ async function launchPage(id) {
       try {
         await api('POST', `/api/templates/${t.id}/launch`, { gpu_count });
       } catch (e2) {
+        if (e2.status === 400 && e2.message === 'Insufficient credits') return insufficientCredits(err, await api('GET', '/api/launch-quote'), gpu_count);
         // Launch verification: this browser session may get a single-use token, then retry once.
         if (e2.status !== 403 || !/launch verification/i.test(e2.message)) throw e2;
         const { launch_verification_token } = await api('POST', '/api/profile/launch-verification-token', {});
@@ -319,9 +370,13 @@ async function launchPage(id) {
   } },
   err,
   h('dl', { class: 'facts' }, h('dt', {}, 'Image'), h('dd', {}, t.image), h('dt', {}, 'Type'), h('dd', {}, t.instance_type),
-    h('dt', {}, 'Disk'), h('dd', {}, `${t.disk_gb} GB${t.persistent_storage ? ', persistent' : ''}`)),
+    h('dt', {}, 'Disk'), h('dd', {}, `${t.disk_gb} GB${t.persistent_storage ? ', persistent' : ''}`),
+    h('dt', {}, 'Balance'), h('dd', { id: 'balance' }, `${fmtCredits(quote.balance)} credits · `, h('a', { href: '/credits' }, 'Credits')),
+    h('dt', {}, 'Free GPUs'), h('dd', { id: 'capacity' }, `${cap.free_gpus}${cap.gpu_model ? ` × ${cap.gpu_model}` : ''} (at most ${cap.largest_free} on one host)`,
+      cap.queued ? `; ${cap.queued} launch${cap.queued > 1 ? 'es' : ''} waiting` : '')),
   h('fieldset', {}, h('legend', {}, 'GPUs'), radios),
-  h('p', { class: 'hint' }, 'Credits are spent per GPU-hour while the instance exists, idle or not.'),
+  h('p', { class: 'hint' }, `Credits are spent per GPU-hour (${fmtCredits(quote.credits_per_gpu_hour)} per GPU) while the instance exists, idle or not.`),
+  launchRateNote(quote.launch_rate),
   submit);
   page(`Launch ${t.title}`, form);
 }
