@@ -159,3 +159,70 @@ test('launch surfaces: price per GPU count, balance and hours, free GPUs, launch
   await page.waitForURL(`${api}/credits`);
   assert.deepEqual(errors, []);
 });
+
+test('template form: defaults agree, errors are sentences next to their fields (checked here and by the API)', { timeout: 120_000 }, async (t) => {
+  if (!browserAvailable(t)) return;
+  mkdirSync(SHOTS, { recursive: true });
+  const { api, rc } = await startConsolePlatform(t, 'rc-console-form-');
+  await rc('account', 'create', '--email', EMAIL, '--password', PASSWORD, '--verified');
+  const context = await launchBrowser(t, { width: 1440, height: 900 });
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (err) => errors.push(String(err)));
+  await page.goto(`${api}/signin`);
+  await page.getByLabel('E-mail').fill(EMAIL);
+  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(`${api}/instance`);
+  await page.goto(`${api}/templates/new`);
+  await page.getByRole('heading', { name: 'New template', level: 1 }).waitFor();
+  const image = page.getByLabel('Image');
+  const type = page.getByLabel('Instance type');
+  /** The error slot next to a field (`<input id>-error`, also in its aria-describedby). */
+  const error = (label: string) =>
+    page
+      .getByLabel(label, { exact: true })
+      .evaluate((el) =>
+        el.getAttribute('aria-describedby')?.includes(`${el.id}-error`) ? el.ownerDocument.getElementById(`${el.id}-error`)?.textContent : 'not described',
+      );
+
+  // Three mistakes at once: no title, vllm without a start command, a disk over 200 GB.
+  await type.selectOption('vllm');
+  await page.getByLabel('Disk size (GB)').fill('250');
+  await page.getByRole('button', { name: 'Create template' }).click();
+  if (SHOTS_ONLY) {
+    await page.getByRole('alert').filter({ hasText: /\S/ }).first().waitFor();
+    return shots(page, 'template-form');
+  }
+  await page.getByText('A vLLM template needs a start command: the command that serves the model on $PORT.').waitFor();
+  assert.equal(await error('Title'), 'Give the template a title.');
+  assert.equal(await error('Disk size (GB)'), 'The disk size is a whole number of GB from 100 to 200.');
+  assert.equal(await page.getByLabel('Title').getAttribute('aria-invalid'), 'true');
+  assert.equal(await page.getByLabel('Image').getAttribute('aria-invalid'), null);
+  // Not zod's text at the top of the form.
+  assert.equal(await page.getByText(/Too big|expected number/).count(), 0);
+  await shots(page, 'template-form');
+
+  // A mistake only the API catches (a description over 10,000 characters): its message goes to the field too.
+  await page.getByLabel('Title').fill('Form check');
+  await type.selectOption('gradio');
+  await page.getByLabel('Disk size (GB)').fill('100');
+  await page.getByLabel('Description').fill('x'.repeat(10_001));
+  await page.getByRole('button', { name: 'Create template' }).click();
+  await page.getByText('The description can have at most 10,000 characters.').waitFor();
+  assert.equal(await error('Title'), '');
+  assert.equal(await error('Description'), 'The description can have at most 10,000 characters.');
+
+  // Defaults agree: a fresh form has the first image and its type; picking the Gradio image picks gradio.
+  await page.goto(`${api}/templates/new`);
+  await page.getByRole('heading', { name: 'New template', level: 1 }).waitFor();
+  assert.equal(await image.inputValue(), 'rc/jupyter-pytorch:latest');
+  assert.equal(await type.inputValue(), 'jupyter');
+  await image.selectOption('rc/gradio:latest');
+  assert.equal(await type.inputValue(), 'gradio');
+  // Once the type is picked by hand, the image no longer changes it.
+  await type.selectOption('custom');
+  await image.selectOption('rc/streamlit:latest');
+  assert.equal(await type.inputValue(), 'custom');
+  assert.deepEqual(errors, []);
+});

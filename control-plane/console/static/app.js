@@ -39,15 +39,20 @@ function append(el, children) {
 }
 
 let idSeq = 0;
-/** A labelled form field; `input` gets an id and, with a hint, aria-describedby. */
-export function field(label, input, hint) {
+/** A labelled form field; `input` gets an id and, with a hint, aria-describedby. `error`: its error slot (fieldError). */
+export function field(label, input, hint, error) {
   const id = input.id || `f${++idSeq}`;
   input.id = id;
   const hintEl = hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null;
-  if (hintEl) input.setAttribute('aria-describedby', hintEl.id);
-  if (input.type === 'checkbox') return h('div', { class: 'field check' }, input, h('label', { for: id }, label), hintEl);
-  return h('div', { class: 'field' }, h('label', { for: id }, label), input, hintEl);
+  if (error) error.id = `${id}-error`;
+  const described = [hintEl && hintEl.id, error && error.id].filter(Boolean).join(' ');
+  if (described) input.setAttribute('aria-describedby', described);
+  if (input.type === 'checkbox') return h('div', { class: 'field check' }, input, h('label', { for: id }, label), hintEl, error);
+  return h('div', { class: 'field' }, h('label', { for: id }, label), input, error, hintEl);
 }
+
+/** An error slot shown next to its field (empty: hidden); announced when set. */
+const fieldError = () => h('span', { class: 'field-error', role: 'alert' });
 
 /** Replaces the page with a heading (focused, for screen readers) and `children`. */
 export function page(title, ...children) {
@@ -249,6 +254,51 @@ function priceSummary(q) {
     launchRateNote(q.launch_rate));
 }
 
+const TYPE_LABEL = { vllm: 'vLLM', sglang: 'SGLang' };
+
+/**
+ * The template API's validation messages ("disk_gb: Too big: ...", "title must not be empty",
+ * "Invalid image selected"; several joined by "; ") as sentences for the fields they name, in the
+ * form's words. Anything not about a field of this form stays a message for the whole form.
+ */
+function templateFieldErrors(message, type) {
+  const out = {};
+  const rest = [];
+  for (const part of message.split('; ')) {
+    const m = /^(title|image|instance_type|app_port|start_command|description|disk_gb)\b/.exec(part);
+    const name = m ? m[1] : part === 'Invalid image selected' ? 'image' : null;
+    if (!name) rest.push(part);
+    else out[name] = templateSentence(name, part, type);
+  }
+  return { fields: out, rest: rest.join(' ') };
+}
+
+function templateSentence(name, raw, type) {
+  switch (name) {
+    case 'title': return /empty|required/.test(raw) ? 'Give the template a title.' : 'The title can have at most 200 characters.';
+    case 'image': return 'Pick an image from the catalog: this one is not available.';
+    case 'instance_type': return 'Pick one of the instance types.';
+    case 'app_port': return 'Pick one of the routed ports, or the instance type\'s default.';
+    case 'start_command': return /required/.test(raw)
+      ? `A ${TYPE_LABEL[type] || type} template needs a start command: the command that serves the model on $PORT.`
+      : 'The start command can have at most 8192 characters.';
+    case 'description': return 'The description can have at most 10,000 characters.';
+    default: return 'The disk size is a whole number of GB from 100 to 200.';
+  }
+}
+
+/** The same rules checked before sending, so the common mistakes get their sentence at once. */
+function checkTemplate(body) {
+  const f = {};
+  if (!body.title.trim()) f.title = templateSentence('title', 'empty');
+  if ((body.instance_type === 'vllm' || body.instance_type === 'sglang') && !body.start_command) f.start_command = templateSentence('start_command', 'required', body.instance_type);
+  if (!Number.isInteger(body.disk_gb) || body.disk_gb < 100 || body.disk_gb > 200) f.disk_gb = templateSentence('disk_gb', '');
+  return f;
+}
+
+/** The instance type an image is made for, from its name (rc/gradio:latest → gradio); null when none. */
+const typeOfImage = (image) => INSTANCE_TYPES.find((x) => new RegExp(`(^|/)${x}([-:]|$)`).test(image)) || null;
+
 async function templateFormPage(id) {
   const editing = id !== undefined;
   page(editing ? 'Edit template' : 'New template', h('p', { class: 'muted' }, 'Loading…'));
@@ -256,13 +306,20 @@ async function templateFormPage(id) {
     api('GET', '/api/profile/templates'),
     editing ? api('GET', `/api/profile/templates/${id}`) : Promise.resolve(null),
   ]);
-  const v = t || { title: '', image: images[0] ? images[0].image : '', instance_type: 'gradio', app_port: null, start_command: '', ssh_enabled: false, persistent_storage: false, disk_gb: 100, enabled: false, description: '', slug: null, branch: 'main', tags: [], sort_order: 0 };
+  // A new template's defaults agree: the first catalog image and the type it is made for (the API's default type is jupyter).
+  const firstImage = images[0] ? images[0].image : '';
+  const v = t || { title: '', image: firstImage, instance_type: typeOfImage(firstImage) || 'jupyter', app_port: null, start_command: '', ssh_enabled: false, persistent_storage: false, disk_gb: 100, enabled: false, description: '', slug: null, branch: 'main', tags: [], sort_order: 0 };
   const err = alertBox();
+  const errs = Object.fromEntries(['title', 'image', 'instance_type', 'app_port', 'start_command', 'description', 'disk_gb'].map((k) => [k, fieldError()]));
   const opt = (value, label, selected) => h('option', { value, selected }, label);
   const title = h('input', { name: 'title', required: true, value: v.title, maxlength: '200' });
-  const image = h('select', { name: 'image' }, images.map((i) => opt(i.image, `${i.name} (${i.image})`, i.image === v.image)));
-  if (t && !images.some((i) => i.image === t.image)) image.prepend(opt(t.image, `${t.image} (disabled: pick another)`, true));
   const type = h('select', { name: 'instance_type' }, INSTANCE_TYPES.map((x) => opt(x, x, x === v.instance_type)));
+  let typeTouched = editing;
+  type.addEventListener('change', () => { typeTouched = true; });
+  // Until the type is picked by hand, it follows the image (the Gradio image is a gradio template).
+  const image = h('select', { name: 'image', onchange: () => { const x = typeOfImage(image.value); if (!typeTouched && x) type.value = x; } },
+    images.map((i) => opt(i.image, `${i.name} (${i.image})`, i.image === v.image)));
+  if (t && !images.some((i) => i.image === t.image)) image.prepend(opt(t.image, `${t.image} (disabled: pick another)`, true));
   const port = h('select', { name: 'app_port' }, opt('', 'Default of the instance type', v.app_port === null), ROUTED_PORTS.map(([p, n]) => opt(String(p), `${p} (${n})`, p === v.app_port)));
   const command = h('textarea', { name: 'start_command', rows: '3' });
   command.value = v.start_command || '';
@@ -272,6 +329,16 @@ async function templateFormPage(id) {
   const persistent = h('input', { type: 'checkbox', name: 'persistent_storage', checked: v.persistent_storage });
   const disk = h('input', { type: 'number', name: 'disk_gb', min: '100', max: '200', step: '1', value: String(v.disk_gb), inputmode: 'numeric' });
   const enabled = h('input', { type: 'checkbox', name: 'enabled', checked: v.enabled });
+  const inputs = { title, image, instance_type: type, app_port: port, start_command: command, description, disk_gb: disk };
+  const showErrors = (fields) => {
+    for (const [k, el] of Object.entries(errs)) {
+      el.textContent = fields[k] || '';
+      if (fields[k]) inputs[k].setAttribute('aria-invalid', 'true');
+      else inputs[k].removeAttribute('aria-invalid');
+    }
+    const firstBad = Object.keys(errs).find((k) => fields[k]);
+    if (firstBad) inputs[firstBad].focus();
+  };
   const submit = h('button', { type: 'submit' }, editing ? 'Save' : 'Create template');
   const form = h('form', { class: 'card', novalidate: true, onsubmit: (e) => {
     e.preventDefault();
@@ -286,20 +353,31 @@ async function templateFormPage(id) {
         notebook_path: v.notebook_path || null, cover_url: v.cover_url || null, sort_order: v.sort_order || 0,
       };
       if (session.account.is_editor) body.enabled = enabled.checked;
-      await api(editing ? 'PUT' : 'POST', editing ? `/api/profile/templates/${id}` : '/api/profile/templates', body);
+      const local = checkTemplate(body);
+      showErrors(local);
+      if (Object.keys(local).length) return;
+      try {
+        await api(editing ? 'PUT' : 'POST', editing ? `/api/profile/templates/${id}` : '/api/profile/templates', body);
+      } catch (e2) {
+        if (e2.status !== 400) throw e2;
+        const { fields, rest } = templateFieldErrors(e2.message, type.value);
+        showErrors(fields);
+        if (rest) throw new Error(rest);
+        return;
+      }
       go('/templates');
     });
   } },
   err,
-  field('Title', title),
-  field('Image', image, 'From the image catalog.'),
-  field('Instance type', type),
-  field('App port', port, 'Only routed ports are reachable through the instance proxy.'),
-  field('Start command', command, 'Required for vllm and sglang. The routed port is in $PORT.'),
-  field('Description', description),
+  field('Title', title, null, errs.title),
+  field('Image', image, 'From the image catalog.', errs.image),
+  field('Instance type', type, null, errs.instance_type),
+  field('App port', port, 'Only routed ports are reachable through the instance proxy.', errs.app_port),
+  field('Start command', command, 'Required for vllm and sglang. The routed port is in $PORT.', errs.start_command),
+  field('Description', description, null, errs.description),
   field('SSH access', ssh, 'Cannot be added to a running instance.'),
   field('Persistent storage', persistent, 'Files survive destroy and relaunch only with this on.'),
-  field('Disk size (GB)', disk, '100 to 200: up to 100 GB for 1 GPU, 150 for 2, 200 for 4.'),
+  field('Disk size (GB)', disk, '100 to 200: up to 100 GB for 1 GPU, 150 for 2, 200 for 4.', errs.disk_gb),
   session.account.is_editor ? field('Publish publicly', enabled) : null,
   h('div', { class: 'row' }, submit, h('a', { href: '/templates' }, 'Cancel')));
   page(editing ? 'Edit template' : 'New template', form);
