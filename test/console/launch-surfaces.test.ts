@@ -82,28 +82,6 @@ test('launch surfaces: price per GPU count, balance and hours, free GPUs, launch
   );
   assert.equal((await fetch(`${api}/api/launch-quote`)).status, 401);
 
-  // A template, and one launch destroyed at once: the 10-minute window is used up.
-  const tpl = await call('POST', '/api/profile/templates', {
-    title: 'Quote app',
-    image: 'rc/gradio:latest',
-    instance_type: 'gradio',
-    start_command: 'sleep 600',
-  });
-  assert.equal(tpl.status, 200, JSON.stringify(tpl.body));
-  const id = tpl.body.id;
-  assert.equal((await call('POST', `/api/templates/${id}/launch`, { gpu_count: 1 })).status, 200);
-  assert.equal((await call('DELETE', '/api/notebook/current')).status, 200);
-  await waitFor(async () => ['stopped', 'failed'].includes((await call('GET', '/api/notebook/status')).body.status));
-  const used = (await call('GET', '/api/launch-quote')).body;
-  assert.deepEqual(
-    used.launch_rate.windows.map((w: any) => [w.used, w.remaining]), // eslint-disable-line @typescript-eslint/no-explicit-any
-    [
-      [1, 0],
-      [1, 4],
-    ],
-  );
-  assert.ok(used.launch_rate.retry_after_seconds > 0 && used.launch_rate.retry_after_seconds <= 600);
-
   const context = await launchBrowser(t, { width: 1440, height: 900 });
   const page = await context.newPage();
   const errors: string[] = [];
@@ -113,6 +91,45 @@ test('launch surfaces: price per GPU count, balance and hours, free GPUs, launch
   await page.getByLabel('Password').fill(PASSWORD);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.waitForURL(`${api}/instance`);
+
+  // A template whose command never serves its port: the launch stays pending (starting, waiting
+  // for the port) while the instance page shows its stage, the time so far and empty logs.
+  const tpl = await call('POST', '/api/profile/templates', {
+    title: 'Quote app',
+    image: 'rc/gradio:latest',
+    instance_type: 'gradio',
+    start_command: 'sleep 600',
+  });
+  assert.equal(tpl.status, 200, JSON.stringify(tpl.body));
+  const id = tpl.body.id;
+  assert.equal((await call('POST', `/api/templates/${id}/launch`, { gpu_count: 1 })).status, 200);
+  await page.goto(`${api}/instance`);
+  await page.locator('#stage', { hasText: 'starting: waiting for the app to answer on its port' }).waitFor({ timeout: 30_000 });
+  const first = await page.locator('#elapsed').innerText();
+  assert.match(first, /^\d+ s$|^\d+ min \d\d s$/);
+  await page.locator('#elapsed').filter({ hasNotText: first }).waitFor(); // it ticks
+  assert.equal(await page.locator('#logs').innerText(), '');
+  assert.equal(await page.locator('#logs').getAttribute('data-empty'), 'No log lines yet: the instance has written nothing so far.');
+  await shots(page, 'instance-pending');
+  // Destroyed: no SSH command, no stage, and "Launch again" launches this template again.
+  await page.getByRole('button', { name: 'Destroy' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Destroy' }).click();
+  await page.locator('#status', { hasText: /stopped|failed/ }).waitFor({ timeout: 30_000 });
+  assert.equal(await page.locator('#ssh').count(), 0);
+  assert.equal(await page.locator('#stage').count(), 0);
+  assert.equal(await page.getByRole('link', { name: 'Launch again' }).getAttribute('href'), `/launch/${id}`);
+  await shots(page, 'instance-stopped');
+
+  // That launch used up the 10-minute window.
+  const used = (await call('GET', '/api/launch-quote')).body;
+  assert.deepEqual(
+    used.launch_rate.windows.map((w: any) => [w.used, w.remaining]), // eslint-disable-line @typescript-eslint/no-explicit-any
+    [
+      [1, 0],
+      [1, 4],
+    ],
+  );
+  assert.ok(used.launch_rate.retry_after_seconds > 0 && used.launch_rate.retry_after_seconds <= 600);
 
   // The template list: prices, balance, free GPUs, launches left.
   await page.goto(`${api}/templates`);

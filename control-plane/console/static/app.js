@@ -461,10 +461,32 @@ async function launchPage(id) {
 
 // -- the instance
 
+/** "2 min 05 s", "1 h 03 min": time since `iso`. */
+function fmtElapsed(iso) {
+  const s = Math.max(0, Math.floor((Date.now() - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} min`;
+}
+
+/** The stage of a pending instance, from where it is and its agent's message. */
+function launchStage(st) {
+  if (st.queue_position || !st.placed_at) return 'waiting for free GPUs';
+  const m = st.message || '';
+  if (/build/i.test(m)) return 'building the image';
+  if (/pull|layers/i.test(m)) return 'pulling the image';
+  if (/weight|download|model/i.test(m)) return 'loading the weights';
+  if (/port|health|ready|start/i.test(m)) return 'starting: waiting for the app to answer on its port';
+  return m || 'starting';
+}
+
 function instancePage() {
   const err = alertBox();
+  // Whether the account has an SSH key (the command needs one): read once, the Account page changes it.
+  let hasKey = null;
+  api('GET', '/api/me').then((me) => { hasKey = Boolean(me.ssh_public_key); if (current) render(current); }).catch(() => {});
   const statusBox = h('section', { class: 'card', 'aria-labelledby': 'st-h' }, h('p', { class: 'muted' }, 'Connecting…'));
-  const logs = h('pre', { id: 'logs', role: 'log', 'aria-label': 'Instance logs', tabindex: '0' });
+  const logs = h('pre', { id: 'logs', role: 'log', 'aria-label': 'Instance logs', tabindex: '0', 'data-empty': 'No logs: no instance yet.' });
   const logsNote = h('p', { class: 'hint', 'aria-live': 'polite' });
   page('Instance', err, statusBox, h('h2', {}, 'Logs'), logsNote, logs);
 
@@ -477,20 +499,27 @@ function instancePage() {
     if (logStream) logStream.close();
     logsFor = id;
     logs.textContent = '';
+    logs.dataset.empty = 'No log lines yet: the instance has written nothing so far.';
     logsNote.textContent = 'Following…';
     logStream = new EventSource('/api/notebook/logs?tail=200&follow=1');
     logStream.addEventListener('log', (e) => {
       const atEnd = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
+      delete logs.dataset.empty;
       logs.append(e.data + '\n');
       if (atEnd) logs.scrollTop = logs.scrollHeight;
     });
-    logStream.addEventListener('end', (e) => { logsNote.textContent = `Instance ${JSON.parse(e.data).status}; end of logs.`; logStream.close(); });
+    logStream.addEventListener('end', (e) => {
+      if (logs.dataset.empty) logs.dataset.empty = 'The instance wrote no log lines.';
+      logsNote.textContent = `Instance ${JSON.parse(e.data).status}; end of logs.`;
+      logStream.close();
+    });
     logStream.addEventListener('stream_error', (e) => { logsNote.textContent = JSON.parse(e.data).detail; logStream.close(); });
   }
 
   function spentNow() {
     if (!current) return 0;
-    const live = (current.status === 'pending' || current.status === 'ready') && current.placed_at && !current.ended_at;
+    // Billing starts when the instance is ready (views.ts: spent counts from ready_at), not at placement.
+    const live = current.status === 'ready' && current.ready_at && !current.ended_at;
     return current.credits_spent + (live ? ((Date.now() - received) / 3600000) * current.credits_per_hour : 0);
   }
 
@@ -503,6 +532,8 @@ function instancePage() {
     const facts = [];
     const fact = (k, ...v) => facts.push(h('dt', {}, k), h('dd', {}, v));
     fact('Status', h('span', { id: 'status', class: `badge s-${st.status}` }, st.status), st.message !== st.status ? ` ${st.message}` : '');
+    // A launch's stage and how long it has taken so far (ticks every second; see the timer below).
+    if (st.status === 'pending') fact('Launching', h('span', { id: 'stage' }, launchStage(st)), ' · ', h('span', { id: 'elapsed', 'data-since': st.created_at }, fmtElapsed(st.created_at)), ' so far');
     if (st.queue_position) fact('Queue', `position ${st.queue_position} (waiting for free GPUs)`);
     const pull = /(\d+)\/(\d+) layers/.exec(st.status === 'pending' ? st.message : '');
     if (pull) fact('Pulling', h('progress', { value: pull[1], max: pull[2], 'aria-label': 'Image layers pulled' }), ` ${pull[1]} of ${pull[2]} layers`);
@@ -514,7 +545,9 @@ function instancePage() {
     fact('Credits', h('span', { id: 'spent' }, fmtCredits(spentNow())), ` spent · ${fmtCredits(st.credits_per_hour)} per hour`);
     if (live && st.expires_at) fact('Lifetime ends', fmtTime(st.expires_at), ` (${fmtIn(st.expires_at)})`);
     if (live && st.idle_expires_at) fact('Idle stop', fmtTime(st.idle_expires_at), ` (${fmtIn(st.idle_expires_at)}, unless used)`);
-    if (st.ssh) fact('SSH', h('code', {}, `ssh -p ${st.ssh.port} root@${st.ssh.host}`));
+    // SSH only while the instance lives, and only with a key: without one nothing can log in.
+    if (live && st.ssh && hasKey === false) fact('SSH', h('span', { id: 'ssh' }, 'No SSH key saved: add one on ', h('a', { href: '/account' }, 'Account'), ', then launch again (a key applies to instances launched afterwards).'));
+    else if (live && st.ssh) fact('SSH', h('code', { id: 'ssh' }, `ssh -p ${st.ssh.port} root@${st.ssh.host}`), h('span', { class: 'hint' }, ' answers only if the image runs an SSH server'));
     const parts = [h('h2', { id: 'st-h' }, st.template_title), h('dl', { class: 'facts' }, facts)];
     if (st.dedicated_base_url) {
       parts.push(h('h3', {}, 'Dedicated endpoint'), snippet(
@@ -528,7 +561,7 @@ function instancePage() {
       } }, 'Destroy');
       parts.push(h('div', { class: 'row' }, destroy));
     } else {
-      parts.push(h('p', {}, h('a', { href: '/templates' }, 'Launch again')));
+      parts.push(h('p', {}, h('a', { href: st.template_id ? `/launch/${st.template_id}` : '/templates' }, 'Launch again')));
     }
     statusBox.replaceChildren(...parts);
   }
@@ -545,6 +578,8 @@ function instancePage() {
   const tick = setInterval(() => {
     const el = document.getElementById('spent');
     if (el) el.textContent = fmtCredits(spentNow());
+    const since = document.getElementById('elapsed');
+    if (since) since.textContent = fmtElapsed(since.dataset.since);
   }, 1000);
   cleanups.push(() => events.close(), () => logStream && logStream.close(), () => clearInterval(tick));
 }
