@@ -207,7 +207,16 @@ function reviewPage() {
     h('ul', {},
       h('li', {}, 'The shared model APIs are free and work from this browser session: see ', h('a', { href: '/models' }, 'Model APIs'), '.'),
       h('li', {}, 'Add your SSH key on the ', h('a', { href: '/account' }, 'Account'), ' page, and redeem coupons on ', h('a', { href: '/credits' }, 'Credits'), '.')),
+    h('p', { class: 'hint', 'aria-live': 'polite' }, 'This page checks every 10 seconds and opens your instance page once you are verified.'),
     err, check);
+  // Someone else (an operator) decides: look again on our own; the session carries `verified`.
+  const poll = setInterval(async () => {
+    try {
+      const s = await api('GET', '/api/auth/session');
+      if (s.account && s.account.verified) { setSession(s); go('/instance'); }
+    } catch { /* signed out or offline: the button still works */ }
+  }, 10_000);
+  onLeave(() => clearInterval(poll));
 }
 
 // -- templates
@@ -675,6 +684,27 @@ export function hourChart(byHour) {
       h('tbody', {}, used.flatMap((hr) => Object.entries(hr.by_model).map(([m, u]) => h('tr', {}, h('td', {}, hh(hr.hour)), h('td', {}, m), h('td', {}, u.tokens.toLocaleString()), h('td', {}, u.requests)))))));
 }
 
+/** Ready-to-paste settings for curl and the four coding agents the README lists (the settings its slow suite runs). */
+function agentSnippets(openai, anthropic, key, model, names) {
+  const models = JSON.stringify(Object.fromEntries(names.map((n) => [n, {}])));
+  return [
+    h('h3', {}, 'curl'),
+    snippet(`curl ${openai}/chat/completions -H "Authorization: Bearer ${key}" \\\n  -H 'content-type: application/json' \\\n  -d '{"model":"${model}","messages":[{"role":"user","content":"hi"}]}'`, 'curl'),
+    h('h3', {}, 'Claude Code'),
+    snippet(`ANTHROPIC_BASE_URL=${anthropic} ANTHROPIC_API_KEY=${key} ANTHROPIC_MODEL=${model} claude`, 'Claude Code'),
+    h('h3', {}, 'Qwen Code'),
+    snippet(`OPENAI_BASE_URL=${openai} OPENAI_API_KEY=${key} OPENAI_MODEL=${model} qwen`, 'Qwen Code'),
+    h('h3', {}, 'Codex CLI'),
+    h('p', { class: 'hint' }, 'In ~/.codex/config.toml, then run it with the key in RC_API_KEY:'),
+    snippet(`model_provider = "rc"\n[model_providers.rc]\nname = "rc"\nbase_url = "${openai}"\nenv_key = "RC_API_KEY"\nwire_api = "responses"`, 'Codex CLI configuration'),
+    snippet(`RC_API_KEY=${key} codex -m ${model}`, 'Codex CLI'),
+    h('h3', {}, 'opencode'),
+    h('p', { class: 'hint' }, 'In ~/.config/opencode/opencode.json, then run it with the key in RC_API_KEY:'),
+    snippet(`{ "provider": { "rc": { "npm": "@ai-sdk/openai-compatible",\n  "options": { "baseURL": "${openai}", "apiKey": "{env:RC_API_KEY}" },\n  "models": ${models} } } }`, 'opencode configuration'),
+    snippet(`RC_API_KEY=${key} opencode --model rc/${model}`, 'opencode'),
+  ];
+}
+
 async function modelsPage() {
   page('Model APIs', h('p', { class: 'muted' }, 'Loading…'));
   const [cat, usage] = await Promise.all([api('GET', '/api/models'), api('GET', '/api/profile/model-usage')]);
@@ -684,6 +714,10 @@ async function modelsPage() {
   const first = cat.models[0] ? cat.models[0].name : 'MODEL';
   const pct = (n) => `${Math.min(100, (100 * n) / Math.max(1, usage.daily_cap)).toFixed(1)}%`;
   const byModel = Object.entries(usage.by_model || {});
+  // Per-model bars against the busiest model today, not the daily cap (against 10 M they look empty).
+  const busiest = Math.max(1, ...byModel.map(([, u]) => u.input_tokens + u.output_tokens));
+  const share = (n) => `${((100 * n) / busiest).toFixed(1)}%`;
+  const names = cat.models.map((m) => m.name);
   page('Model APIs',
     h('p', {}, 'Free shared models with a daily token cap, separate from credits.'),
     h('h2', {}, 'Today'),
@@ -691,7 +725,7 @@ async function modelsPage() {
     h('div', { class: 'bar', role: 'meter', 'aria-label': 'Daily tokens used', 'aria-valuemin': '0', 'aria-valuemax': String(usage.daily_cap), 'aria-valuenow': String(usage.tokens_used) }, h('span', { 'data-w': pct(usage.tokens_used) })),
     usage.by_hour && usage.by_hour.some((hr) => hr.requests > 0) ? [h('h3', {}, 'By hour'), hourChart(usage.by_hour), h('h3', {}, 'By model')] : null,
     byModel.length ? h('div', { class: 'chart', role: 'list', 'aria-label': 'Tokens by model today' }, byModel.map(([m, u]) => [
-      h('span', { role: 'listitem' }, m), h('div', { class: 'bar', 'aria-hidden': 'true' }, h('span', { 'data-w': pct(u.input_tokens + u.output_tokens) })),
+      h('span', { role: 'listitem' }, m), h('div', { class: 'bar', 'aria-hidden': 'true' }, h('span', { 'data-w': share(u.input_tokens + u.output_tokens) })),
       h('span', { class: 'num' }, `${(u.input_tokens + u.output_tokens).toLocaleString()} tokens, ${u.requests} req.`)])) : h('p', { class: 'muted' }, 'No requests today.'),
     h('h2', {}, 'Catalog'),
     h('div', { class: 'table' }, h('table', {}, h('thead', {}, h('tr', {}, ['Model', 'Tools', 'Reasoning', 'Context'].map((c) => h('th', { scope: 'col' }, c)))),
@@ -702,7 +736,8 @@ async function modelsPage() {
     h('h3', {}, 'openai'),
     snippet(`from openai import OpenAI\nclient = OpenAI(base_url="${openai}", api_key="${key}")\nr = client.chat.completions.create(model="${first}", messages=[{"role": "user", "content": "hi"}])\nprint(r.choices[0].message.content)`, 'openai client'),
     h('h3', {}, 'Anthropic'),
-    snippet(`from anthropic import Anthropic\nclient = Anthropic(base_url="${anthropic}", api_key="${key}")\nr = client.messages.create(model="${first}", max_tokens=256, messages=[{"role": "user", "content": "hi"}])\nprint(r.content[0].text)`, 'Anthropic client'));
+    snippet(`from anthropic import Anthropic\nclient = Anthropic(base_url="${anthropic}", api_key="${key}")\nr = client.messages.create(model="${first}", max_tokens=256, messages=[{"role": "user", "content": "hi"}])\nprint(r.content[0].text)`, 'Anthropic client'),
+    agentSnippets(openai, anthropic, key, first, names));
   // Widths set from script (the CSP allows no inline styles).
   for (const el of main.querySelectorAll('[data-w]')) el.style.width = el.dataset.w;
 }
