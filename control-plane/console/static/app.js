@@ -561,7 +561,8 @@ function instancePage() {
     if (st.dedicated_base_url) {
       parts.push(h('h3', {}, 'Dedicated endpoint'), snippet(
         `from openai import OpenAI\nclient = OpenAI(base_url="${st.dedicated_base_url}", api_key="YOUR_API_KEY")\n` +
-        `print(client.chat.completions.create(model="<served model>", messages=[{"role": "user", "content": "hi"}]))`, 'Dedicated endpoint client'));
+        `print(client.chat.completions.create(model="${st.served_model || 'THE_SERVED_MODEL_NAME'}", messages=[{"role": "user", "content": "hi"}]))`, 'Dedicated endpoint client'),
+        st.served_model ? null : h('p', { class: 'hint' }, 'The model name could not be read from the start command: use the name your server was started with (its --served-model-name).'));
     }
     if (live) {
       const destroy = h('button', { type: 'button', class: 'danger', onclick: async () => {
