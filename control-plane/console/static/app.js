@@ -605,6 +605,11 @@ async function creditsPage() {
   const tbody = h('tbody');
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Older entries');
   let before = null;
+  // An instance's entries name its template (and GPUs), the instance id stays for support.
+  const ledgerRef = (ref, instances) => {
+    const i = ref && instances && instances[ref];
+    return i ? [h('span', {}, `${i.template_title} · ${i.gpu_count} GPU${i.gpu_count > 1 ? 's' : ''} `), h('span', { class: 'hint' }, ref)] : ref || '';
+  };
   async function refreshBalance() { balance.textContent = fmtCredits((await api('GET', '/api/me')).credits); }
   async function loadLedger(reset) {
     if (reset) { tbody.replaceChildren(); before = null; }
@@ -612,7 +617,7 @@ async function creditsPage() {
     const pageData = await api('GET', `/api/credits/ledger${q}`);
     for (const e of pageData.entries) {
       tbody.append(h('tr', {}, h('td', { 'data-label': 'When' }, fmtTime(e.created_at)), h('td', { 'data-label': 'Kind' }, e.kind.replace('_', ' ')),
-        h('td', { 'data-label': 'Reference' }, e.ref || ''), h('td', { class: 'num', 'data-label': 'Credits' }, (e.credits > 0 ? '+' : '') + fmtCredits(e.credits))));
+        h('td', { 'data-label': 'Reference' }, ledgerRef(e.ref, pageData.instances)), h('td', { class: 'num', 'data-label': 'Credits' }, (e.credits > 0 ? '+' : '') + fmtCredits(e.credits))));
     }
     before = pageData.next_before;
     more.hidden = before === null;
