@@ -98,5 +98,12 @@ test('review updates itself on verification; Model APIs: bars to scale, curl and
   );
   assert.equal(await text('opencode'), `RC_API_KEY=YOUR_API_KEY opencode --model rc/${model}`);
   await shots(page, 'models');
+
+  // An unknown path: the console's own page, not the API's JSON.
+  const miss = await page.goto(`${api}/no/such/page`);
+  assert.equal(miss?.status(), 404);
+  await page.getByRole('heading', { name: 'Not found', level: 1 }).waitFor();
+  await page.getByRole('link', { name: 'Home' }).waitFor();
+  await shots(page, 'not-found');
   assert.deepEqual(errors, []);
 });
