@@ -27,6 +27,10 @@ export interface HostView {
   gpu_model: string | null;
   /** Since when the control plane has not heard from the host (ISO time); null while connected. */
   unreachable_since: string | null;
+  /** Why it is not connected, in words (the last dial or stream failure); null while connected or not known yet. */
+  unreachable_reason: string | null;
+  /** The last time the host answered (ISO); null when it never did. */
+  last_contact_at: string | null;
   instances: { instance_id: string; account_id: number; state: string; message: string; gpu_count: number }[];
 }
 
@@ -79,6 +83,8 @@ export class LiveFleet implements FleetControl {
       gpus_free: gpus ? Math.max(0, this.service.freeGpus(conn)) : null,
       gpu_model: gpus?.[0]?.model ?? null,
       unreachable_since: conn.connected ? null : new Date(conn.downSince).toISOString(),
+      unreachable_reason: conn.connected ? null : conn.downReason,
+      last_contact_at: conn.lastContactAt === null ? null : new Date(conn.lastContactAt).toISOString(),
       instances: instancesOf(rows),
     };
   }
@@ -137,6 +143,8 @@ export class StoredFleet implements FleetControl {
       gpus_free: null,
       gpu_model: null,
       unreachable_since: null,
+      unreachable_reason: null,
+      last_contact_at: null,
       instances: instancesOf(this.instances.onAgent(h.name)),
     };
   }

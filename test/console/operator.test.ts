@@ -147,6 +147,18 @@ async function tenantIsRefused(tenant: Page, api: string): Promise<void> {
 async function hostsAndInstances(op: Page, tenant: Page, api: string, second: { address: string; token: string }): Promise<void> {
   await op.getByRole('link', { name: 'Hosts' }).click();
   await h1(op, 'Hosts').waitFor();
+  // A host that never answers says why (issue 42), and "never" for its last contact; removed (confirmed).
+  await op.getByLabel('Name').fill('nowhere');
+  await op.getByLabel('Agent address').fill('127.0.0.1:1');
+  await op.getByLabel('Agent token').fill('no-such-token-0123456789');
+  await op.getByRole('button', { name: 'Add host' }).click();
+  const nowhere = op.getByRole('row').filter({ has: op.getByRole('cell', { name: 'nowhere', exact: true }) });
+  await nowhere.locator('.host-reason').filter({ hasText: /\S/ }).waitFor({ timeout: 30_000 });
+  await nowhere.getByRole('cell', { name: 'never', exact: true }).waitFor();
+  await check(op, '03-hosts-unreachable');
+  await op.getByRole('button', { name: 'Remove nowhere' }).click();
+  await op.getByRole('dialog').getByRole('button', { name: 'Remove' }).click();
+  await nowhere.waitFor({ state: 'detached' });
   await op.getByLabel('Name').fill('second');
   await op.getByLabel('Agent address').fill(second.address);
   await op.getByLabel('Agent token').fill(second.token);
@@ -221,5 +233,13 @@ async function accountsUsageAudit(op: Page): Promise<void> {
   for (const action of ['account.verify', 'coupon.create', 'host.add', 'host.drain', 'instance.destroy', 'account.grant-credits']) {
     await op.getByRole('row').filter({ hasText: action }).filter({ hasText: OPERATOR }).first().waitFor();
   }
+  // Inputs whole (indented, wrapped), and a filter over the loaded entries.
+  assert.ok((await op.locator('pre.audit-input').count()) > 0);
+  await op.getByLabel('Filter').fill('host.drain');
+  await op.getByText(/^\d+ of \d+ loaded entries match\.$/).waitFor();
+  assert.equal(await op.getByRole('row').filter({ hasText: 'coupon.create' }).count(), 0);
+  await op.getByRole('row').filter({ hasText: 'host.drain' }).first().waitFor();
+  await check(op, '09-audit-filtered');
+  await op.getByLabel('Filter').fill('');
   await check(op, '09-audit');
 }
