@@ -230,6 +230,13 @@ test('template form: defaults agree, errors are sentences next to their fields (
   assert.equal(await error('Title'), '');
   assert.equal(await error('Description'), 'The description can have at most 10,000 characters.');
 
+  // SSH switched on without a saved key: the form says so, with the way to Account.
+  assert.equal(await page.locator('#ssh-key-note').isVisible(), false);
+  await page.getByLabel('SSH access').check();
+  assert.match(await page.locator('#ssh-key-note').innerText(), /^No SSH key saved: add one on Account before launching/);
+  await page.getByLabel('SSH access').uncheck();
+  assert.equal(await page.locator('#ssh-key-note').isVisible(), false);
+
   // Defaults agree: a fresh form has the first image and its type; picking the Gradio image picks gradio.
   await page.goto(`${api}/templates/new`);
   await page.getByRole('heading', { name: 'New template', level: 1 }).waitFor();

@@ -311,9 +311,10 @@ const typeOfImage = (image) => INSTANCE_TYPES.find((x) => new RegExp(`(^|/)${x}(
 async function templateFormPage(id) {
   const editing = id !== undefined;
   page(editing ? 'Edit template' : 'New template', h('p', { class: 'muted' }, 'Loading…'));
-  const [{ images }, t] = await Promise.all([
+  const [{ images }, t, me] = await Promise.all([
     api('GET', '/api/profile/templates'),
     editing ? api('GET', `/api/profile/templates/${id}`) : Promise.resolve(null),
+    api('GET', '/api/me'),
   ]);
   // A new template's defaults agree: the first catalog image and the type it is made for (the API's default type is jupyter).
   const firstImage = images[0] ? images[0].image : '';
@@ -334,7 +335,11 @@ async function templateFormPage(id) {
   command.value = v.start_command || '';
   const description = h('textarea', { name: 'description', rows: '2' });
   description.value = v.description || '';
-  const ssh = h('input', { type: 'checkbox', name: 'ssh_enabled', checked: v.ssh_enabled });
+  // SSH needs a key saved before the launch (it is copied then): say so where SSH is switched on.
+  const sshNote = h('p', { class: 'warning', id: 'ssh-key-note', role: 'status', hidden: true }, 'No SSH key saved: add one on ', h('a', { href: '/account' }, 'Account'),
+    ' before launching, or nobody can log in. SSH also needs an image that runs an SSH server.');
+  const ssh = h('input', { type: 'checkbox', name: 'ssh_enabled', checked: v.ssh_enabled, onchange: () => { sshNote.hidden = !(ssh.checked && !me.ssh_public_key); } });
+  sshNote.hidden = !(v.ssh_enabled && !me.ssh_public_key);
   const persistent = h('input', { type: 'checkbox', name: 'persistent_storage', checked: v.persistent_storage });
   const disk = h('input', { type: 'number', name: 'disk_gb', min: '100', max: '200', step: '1', value: String(v.disk_gb), inputmode: 'numeric' });
   const enabled = h('input', { type: 'checkbox', name: 'enabled', checked: v.enabled });
@@ -384,7 +389,7 @@ async function templateFormPage(id) {
   field('App port', port, 'Only routed ports are reachable through the instance proxy.', errs.app_port),
   field('Start command', command, 'Required for vllm and sglang. The routed port is in $PORT.', errs.start_command),
   field('Description', description, null, errs.description),
-  field('SSH access', ssh, 'Cannot be added to a running instance.'),
+  field('SSH access', ssh, 'Cannot be added to a running instance.'), sshNote,
   field('Persistent storage', persistent, 'Files survive destroy and relaunch only with this on.'),
   field('Disk size (GB)', disk, '100 to 200: up to 100 GB for 1 GPU, 150 for 2, 200 for 4.', errs.disk_gb),
   session.account.is_editor ? field('Publish publicly', enabled) : null,
@@ -431,7 +436,7 @@ function insufficientCredits(box, quote, gpus) {
 
 async function launchPage(id) {
   page('Launch', h('p', { class: 'muted' }, 'Loading…'));
-  const [{ templates }, quote] = await Promise.all([api('GET', '/api/templates'), api('GET', '/api/launch-quote')]);
+  const [{ templates }, quote, me] = await Promise.all([api('GET', '/api/templates'), api('GET', '/api/launch-quote'), api('GET', '/api/me')]);
   const t = templates.find((x) => String(x.id) === id);
   if (!t) return page('Launch', h('p', { class: 'alert' }, 'Template not found.'), h('a', { href: '/templates' }, 'Back to templates'));
   const err = alertBox();
@@ -461,6 +466,7 @@ async function launchPage(id) {
     h('dt', {}, 'Balance'), h('dd', { id: 'balance' }, `${fmtCredits(quote.balance)} credits · `, h('a', { href: '/credits' }, 'Credits')),
     h('dt', {}, 'Free GPUs'), h('dd', { id: 'capacity' }, `${cap.free_gpus}${cap.gpu_model ? ` × ${cap.gpu_model}` : ''} (at most ${cap.largest_free} on one host)`,
       cap.queued ? `; ${cap.queued} launch${cap.queued > 1 ? 'es' : ''} waiting` : '')),
+  t.ssh_enabled && !me.ssh_public_key ? h('p', { class: 'warning', id: 'ssh-key-note' }, 'This template has SSH on but no SSH key is saved: add one on ', h('a', { href: '/account' }, 'Account'), ' first, or nobody can log in.') : null,
   h('fieldset', {}, h('legend', {}, 'GPUs'), radios),
   h('p', { class: 'hint' }, `Credits are spent per GPU-hour (${fmtCredits(quote.credits_per_gpu_hour)} per GPU) while the instance exists, idle or not.`),
   launchRateNote(quote.launch_rate),
