@@ -83,6 +83,8 @@ function reviewPage() {
         h('button', { type: 'button', 'aria-label': `Verify ${a.email}`, onclick: (e) => decide('account.verify', [a.email], e.target) }, 'Verify'),
         h('button', { type: 'button', class: 'secondary', 'aria-label': `Reject ${a.email}`, onclick: (e) => decide('account.reject', [a.email], e.target) }, 'Reject')),
     ]);
+    // Nothing to select: the bulk buttons go too.
+    bulk.hidden = accounts.length === 0;
     list.replaceChildren(table('Accounts waiting for review, newest first', ['Select', 'E-mail', 'Signed up', 'E-mail address', 'Decide'], rows, 'Nobody is waiting for review.'));
   }
   const pick = (op, label, cls) => h('button', { type: 'button', class: cls, onclick: (e) => {
@@ -90,7 +92,8 @@ function reviewPage() {
     if (!emails.length) { err.textContent = 'Select accounts first.'; return; }
     decide(op, emails, e.target);
   } }, label);
-  page('Review queue', opNav('review'), err, done, h('div', { class: 'row' }, pick('account.verify', 'Verify selected'), pick('account.reject', 'Reject selected', 'secondary')), list);
+  const bulk = h('div', { class: 'row', hidden: true }, pick('account.verify', 'Verify selected'), pick('account.reject', 'Reject selected', 'secondary'));
+  page('Review queue', opNav('review'), err, done, bulk, list);
   follow('review', (d) => { accounts = d.accounts; draw(); }, err);
 }
 
@@ -197,7 +200,10 @@ async function couponsPage() {
   const submit = h('button', { type: 'submit' }, 'Create coupon');
   const form = h('form', { class: 'card', onsubmit: (e) => { e.preventDefault(); act(submit, err, async () => {
     const c = await operate('coupon.create', { credits: Number(credits.value), ...(email.value.trim() ? { email: email.value.trim() } : {}) });
-    created.replaceChildren(h('p', { class: 'notice' }, 'Code (shown once): ', h('code', { id: 'coupon-code' }, c.code), ` for ${fmtCredits(c.credits)} credits.`));
+    const copy = h('button', { type: 'button', class: 'secondary', onclick: async () => {
+      try { await navigator.clipboard.writeText(c.code); copy.textContent = 'Copied'; } catch { copy.textContent = 'Select and copy'; }
+    } }, 'Copy code');
+    created.replaceChildren(h('p', { class: 'notice' }, 'Code (shown once): ', h('code', { id: 'coupon-code' }, c.code), ` for ${fmtCredits(c.credits)} credits. `, copy));
     await load();
   }); } }, field('Credits', credits), field('Only for the account (e-mail)', email, 'Optional; empty: anyone may redeem it.'), submit);
   page('Coupons', opNav('coupons'), err, h('h2', {}, 'Redemption'), switchBox, h('h2', {}, 'New coupon'), form, created, h('h2', {}, 'Coupons'), list);
