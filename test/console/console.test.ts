@@ -212,7 +212,10 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   await page.getByRole('link', { name: 'Credits' }).click();
   await page.getByRole('cell', { name: 'instance usage' }).first().waitFor();
   // An instance's entries name the template it was launched from (issue 42), the id beside it.
-  await page.getByRole('cell', { name: /^Console app · 1 GPU inst-[0-9a-f]{24}$/ }).first().waitFor();
+  await page
+    .getByRole('cell', { name: /^Console app · 1 GPU inst-[0-9a-f]{24}$/ })
+    .first()
+    .waitFor();
 
   // Model APIs: the catalog, today's usage (after a chat completion on each model with the
   // account's key through the platform's gateway: a chart by hour with an accessible name) and

@@ -17,6 +17,8 @@ const EMAIL = 'pages@example.com';
 const PASSWORD = 'pages password 1';
 const SHOTS = fileURLToPath(new URL('../../../test-output/console/pages/', import.meta.url));
 const PREFIX = process.env.RC_SHOT_PREFIX || 'after';
+/** RC_SHOTS_ONLY=1: screenshots only, no assertions on the pages (run against an older console). */
+const SHOTS_ONLY = process.env.RC_SHOTS_ONLY === '1';
 
 async function shots(page: Page, name: string): Promise<void> {
   for (const width of [1440, 390]) {
@@ -25,6 +27,21 @@ async function shots(page: Page, name: string): Promise<void> {
     assert.ok(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), `${name} fits ${width} px`);
   }
   await page.setViewportSize({ width: 1440, height: 900 });
+}
+
+/** The same pages of an older console, for the before/after comparison (no assertions on them). */
+async function olderConsoleShots(page: Page, api: string, rc: (...args: string[]) => Promise<unknown>): Promise<void> {
+  await page.getByRole('button', { name: 'Check again' }).waitFor();
+  await shots(page, 'review');
+  await rc('account', 'verify', '--email', EMAIL);
+  await page.getByRole('button', { name: 'Check again' }).click();
+  await page.waitForURL(`${api}/instance`);
+  await page.goto(`${api}/models`);
+  await page.getByRole('heading', { name: 'Catalog' }).waitFor();
+  await shots(page, 'models');
+  await page.goto(`${api}/no/such/page`);
+  await page.waitForLoadState();
+  await shots(page, 'not-found');
 }
 
 test('review updates itself on verification; Model APIs: bars to scale, curl and coding-agent settings', { timeout: 120_000 }, async (t) => {
@@ -42,6 +59,7 @@ test('review updates itself on verification; Model APIs: bars to scale, curl and
   await page.getByLabel('Password').fill(PASSWORD);
   await page.getByRole('button', { name: 'Create account' }).click();
   await page.waitForURL(`${api}/review`);
+  if (SHOTS_ONLY) return olderConsoleShots(page, api, rc);
   await page.getByText('This page checks every 10 seconds').waitFor();
   await shots(page, 'review');
   const verified = await rc('account', 'verify', '--email', EMAIL);
