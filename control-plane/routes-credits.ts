@@ -2,6 +2,8 @@
 import { z } from 'zod';
 import type { Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
+import { snapshotOf } from './instances/store.js';
+import type { Store } from './store.js';
 import { route, type Route } from './router.js';
 
 export const LEDGER_DEFAULT_LIMIT = 50;
@@ -22,6 +24,19 @@ export const ledgerQuery = z.object({
   before: intParam('before', 1, Number.MAX_SAFE_INTEGER).optional(),
 });
 
+/**
+ * What the page's instance references are (the template each was launched from), so a ledger
+ * names templates, not bare instance ids: only the caller's own instances.
+ */
+function instanceLabels(store: Store, accountId: number, refs: (string | null)[]): Record<string, { template_title: string; gpu_count: number }> {
+  const out: Record<string, { template_title: string; gpu_count: number }> = {};
+  for (const ref of new Set(refs)) {
+    const r = ref ? store.instances.get(ref) : undefined;
+    if (r && r.account_id === accountId) out[r.id] = { template_title: snapshotOf(r).title, gpu_count: r.gpu_count };
+  }
+  return out;
+}
+
 export function creditRoutes(deps: ApiDeps): Route[] {
   const { store } = deps;
   return [
@@ -40,6 +55,11 @@ export function creditRoutes(deps: ApiDeps): Route[] {
           body: {
             entries: page.map((e) => ({ id: e.id, kind: e.kind, credits: e.credits, ref: e.ref, created_at: new Date(e.createdAt).toISOString() })),
             next_before: rows.length > limit ? page[page.length - 1]!.id : null,
+            instances: instanceLabels(
+              store,
+              caller.account.id,
+              page.map((e) => e.ref),
+            ),
           },
         };
       },

@@ -95,14 +95,14 @@ export function loadAssets(dir = staticDir()): Map<string, Asset> {
   return out;
 }
 
-function serve(res: HttpResponse, req: HttpRequest, asset: Asset | undefined): void {
+function serve(res: HttpResponse, req: HttpRequest, asset: Asset | undefined, status = 200): void {
   if (!asset) {
     const missing = API_ERRORS.notFound;
     res.writeStatus(statusLine(missing.status)).writeHeader('content-type', 'text/plain; charset=utf-8').end(missing.message);
     return;
   }
   const headers = { ...SECURITY_HEADERS, 'cache-control': 'no-cache', etag: asset.etag, vary: 'accept-encoding' };
-  if (req.getHeader('if-none-match') === asset.etag) {
+  if (status === 200 && req.getHeader('if-none-match') === asset.etag) {
     res.writeStatus(statusLine(304));
     for (const k in headers) res.writeHeader(k, headers[k as keyof typeof headers]);
     res.endWithoutBody();
@@ -110,7 +110,7 @@ function serve(res: HttpResponse, req: HttpRequest, asset: Asset | undefined): v
   }
   const accept = req.getHeader('accept-encoding');
   const [body, encoding] = /\bbr\b/.test(accept) ? [asset.br, 'br'] : /\bgzip\b/.test(accept) ? [asset.gzip, 'gzip'] : [asset.raw, ''];
-  res.writeStatus(statusLine(200)).writeHeader('content-type', asset.type);
+  res.writeStatus(statusLine(status)).writeHeader('content-type', asset.type);
   if (encoding) res.writeHeader('content-encoding', encoding);
   for (const k in headers) res.writeHeader(k, headers[k as keyof typeof headers]);
   res.end(body);
@@ -123,4 +123,14 @@ export function registerConsole(app: TemplatedApp, assets = loadAssets()): void 
     app.get(path, (res, req) => serve(res, req, page));
   }
   app.get(`${ASSET_PREFIX}*`, (res, req) => serve(res, req, assets.get(req.getUrl().slice(ASSET_PREFIX.length))));
+  // Any other page path: the console's own "Not found" page with a 404 (the script shows it), not
+  // the API's JSON. API paths yield to the API's catch-all (its JSON 404 and 405s stay as they are).
+  app.get('/*', (res, req) => {
+    const url = req.getUrl();
+    if (url === '/api' || url.startsWith('/api/')) {
+      req.setYield(true);
+      return;
+    }
+    serve(res, req, page, 404);
+  });
 }

@@ -39,6 +39,13 @@ const MAX_BACKOFF_MS = 2_000;
  */
 const DIAL_TIMEOUT_MS = 3_000;
 
+/** A failed dial or stream in words for the operator's hosts page (read-only; see watchLoop). */
+function downReason(err: unknown, stalled: boolean): string {
+  if (stalled) return 'no heartbeat: the stream went silent and was redialled';
+  // gRPC's message ends in an empty "Resolution note:" for an address that resolved.
+  return (err instanceof Error ? err.message : String(err)).replace(/\s*Resolution note:\s*$/, '').slice(0, 300);
+}
+
 export class AgentConnection {
   readonly id: string;
   readonly address: string;
@@ -50,6 +57,10 @@ export class AgentConnection {
   reconciling = false;
   /** Service-clock time since when the host has not answered (set before the first connection). */
   downSince: number;
+  /** Why the host is not connected (the last dial or stream failure, in words); null while connected or before the first try ends. */
+  downReason: string | null = null;
+  /** Service-clock time of the last item from the host; null when it never answered. */
+  lastContactAt: number | null = null;
   private lastItemAt = 0;
   /** Set when checkStall tore the stream down: the host has been silent since lastItemAt. */
   private stalled = false;
@@ -121,6 +132,8 @@ export class AgentConnection {
         for await (const item of this.client.watch({ signal: stream.signal })) {
           answered = true;
           this.lastItemAt = Date.now();
+          this.lastContactAt = this.clock.now();
+          this.downReason = null;
           if (item.kind === 'host') {
             this.host = item.host;
             if (!this.connected) {
@@ -138,8 +151,13 @@ export class AgentConnection {
         }
       } catch (err) {
         if (!this.closed && this.connected) this.log.warn('agent stream ended', { agent: this.id, err });
+        if (!this.closed) this.downReason = downReason(err, this.stalled);
       } finally {
         clearTimeout(dialTimer);
+      }
+      // An aborted stream ends without an error (client-calls.ts): the dial timer gave up on it.
+      if (!answered && !this.closed && stream.signal.aborted) {
+        this.downReason = `no answer within ${DIAL_TIMEOUT_MS / 1000} s (address unreachable, or not an agent)`;
       }
       if (!answered && !this.closed) {
         const old = this.current;
@@ -148,6 +166,7 @@ export class AgentConnection {
       }
       if (this.connected) {
         this.connected = false;
+        this.downReason ??= 'the host ended the stream';
         // A stalled stream (a cut link sends no reset) went silent at its last item, not now.
         this.downSince = this.clock.now() - (this.stalled ? Date.now() - this.lastItemAt : 0);
       }

@@ -34,6 +34,10 @@ export interface HostView {
   gpus: HostGpuView[] | null;
   /** Since when the control plane has not heard from the host (ISO time); null while connected. */
   unreachable_since: string | null;
+  /** Why it is not connected, in words (the last dial or stream failure); null while connected or not known yet. */
+  unreachable_reason: string | null;
+  /** The last time the host answered (ISO); null when it never did. */
+  last_contact_at: string | null;
   instances: { instance_id: string; account_id: number; state: string; message: string; gpu_count: number }[];
 }
 
@@ -108,6 +112,8 @@ export class LiveFleet implements FleetControl {
       gpu_model: gpus?.[0]?.model ?? null,
       gpus: gpus ? gpuViews(gpus) : null,
       unreachable_since: conn.connected ? null : new Date(conn.downSince).toISOString(),
+      unreachable_reason: conn.connected ? null : conn.downReason,
+      last_contact_at: conn.lastContactAt === null ? null : new Date(conn.lastContactAt).toISOString(),
       instances: instancesOf(rows),
     };
   }
@@ -167,6 +173,8 @@ export class StoredFleet implements FleetControl {
       gpu_model: null,
       gpus: null,
       unreachable_since: null,
+      unreachable_reason: null,
+      last_contact_at: null,
       instances: instancesOf(this.instances.onAgent(h.name)),
     };
   }

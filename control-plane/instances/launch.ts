@@ -58,7 +58,7 @@ function templateSnapshot(template: Template, account: Account): TemplateSnapsho
 }
 
 export class Launcher {
-  private readonly windows: RateWindow[];
+  readonly windows: RateWindow[];
 
   constructor(
     private readonly ctx: InstanceContext,

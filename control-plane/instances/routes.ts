@@ -61,6 +61,15 @@ function launchRoutes(service: InstanceService): Route[] {
       handle: (_req, caller: Caller) => ({ body: service.status(caller.account.id) }),
     }),
     route({
+      // Read-only, for launch surfaces: what a launch costs, whether it can start now, and how
+      // many launches the rate windows leave (so the 429 never comes as a surprise).
+      method: 'get',
+      path: '/api/launch-quote',
+      summary: 'Price per GPU count, balance and the hours it buys, free GPUs, launches left in the rate windows',
+      access: 'required',
+      handle: (_req, caller: Caller) => ({ body: service.launchQuote(caller.account.id) }),
+    }),
+    route({
       method: 'del',
       path: '/api/notebook/current',
       summary: "Destroy the caller's active instance; billing stops now",

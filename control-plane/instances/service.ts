@@ -25,6 +25,7 @@ import type { InstanceContext } from './context.js';
 import { NO_ACTIVE_INSTANCE, noInstance } from './errors.js';
 import type { HostStore } from './host-store.js';
 import { Launcher, type LaunchInput } from './launch.js';
+import { launchQuote, type LaunchQuote } from './launch-quote.js';
 import { InstanceLifecycle } from './lifecycle.js';
 import { LiveRoutes, type InstanceRoute } from './live-routes.js';
 import type { LogTails } from './log-tails.js';
@@ -77,6 +78,7 @@ export class InstanceService {
   private readonly launcher: Launcher;
   private readonly ticker: InstanceTicker;
   private readonly gpuActivity: GpuActivity;
+  private readonly ctx: InstanceContext;
 
   constructor(o: InstanceServiceOptions) {
     const { store } = o;
@@ -100,6 +102,7 @@ export class InstanceService {
     });
     this.agents = this.connections.all;
     const ctx: InstanceContext = { store, settings: this.settings, clock: this.clock, log, agents: this.agents };
+    this.ctx = ctx;
     const billing = new UsageBilling(store);
     this.lifecycle = new InstanceLifecycle(ctx, this.routes, o.bus, billing, () => this.placement.schedule());
     this.reports = new AgentReports(ctx, this.lifecycle);
@@ -178,6 +181,12 @@ export class InstanceService {
   /** How long (ms) until the account may launch again; 0 when it may now. The longest wait of every full window. */
   launchWait(accountId: number, now: number): number {
     return this.launcher.launchWait(accountId, now);
+  }
+
+  /** Price per GPU count, balance and the hours it buys, free GPUs, launch rate left (launch-quote.ts). */
+  launchQuote(accountId: number): LaunchQuote {
+    const wait = this.launcher.launchWait(accountId, this.clock.now());
+    return launchQuote(this.ctx, accountId, this.launcher.windows, (c) => this.placement.freeGpus(c), wait);
   }
 
   /** Destroys the account's active instance; 404 when there is none. Billing stops now. */

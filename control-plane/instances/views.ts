@@ -31,6 +31,8 @@ export interface InstanceStatus {
   base_url: string;
   /** vllm and sglang: the OpenAI-compatible base URL of the dedicated endpoint. */
   dedicated_base_url: string | null;
+  /** vllm and sglang: the model name the server answers to, read from the start command (null when it cannot be told). */
+  served_model: string | null;
   ssh: { host: string; port: number } | null;
   credits_per_hour: number;
   credits_spent: number;
@@ -144,6 +146,19 @@ export function dedicatedBaseUrl(urls: PublicUrls, id: string, t: TemplateSnapsh
   return `${urls.gateway}/dedicated/${id}/${mainPort(t)}/v1`;
 }
 
+/**
+ * The model name a vllm or sglang start command serves: the first `--served-model-name` (vLLM
+ * answers to each of several and reports the first, vllm-project/vllm#2894), else `--model`,
+ * `--model-path` (SGLang) or `vllm serve <model>`, which both servers use as the name by default.
+ * Read-only and best effort: a command built in a script is not parsed, and gives null.
+ */
+export function servedModel(t: TemplateSnapshot): string | null {
+  if ((t.instance_type !== 'vllm' && t.instance_type !== 'sglang') || !t.start_command) return null;
+  const cmd = t.start_command;
+  const flag = (name: string) => new RegExp(`(?:^|\\s)--${name}(?:=|\\s+)["']?([^\\s"';&|]+)`).exec(cmd)?.[1];
+  return flag('served-model-name') ?? flag('model') ?? flag('model-path') ?? /\bvllm\s+serve\s+["']?([^\s"'-][^\s"';&|]*)/.exec(cmd)?.[1] ?? null;
+}
+
 export function toStatus(r: InstanceRow, now: number, urls: PublicUrls, idleTimeoutMs: number, stopWarningMs = 0): InstanceStatus {
   const t = snapshotOf(r);
   const spentMicros = r.ready_at === null ? 0 : accruedMicros(r.micros_per_hour, (r.ended_at ?? now) - r.ready_at);
@@ -169,6 +184,7 @@ export function toStatus(r: InstanceRow, now: number, urls: PublicUrls, idleTime
     idle_expires_at: r.state === 'ready' && idleFrom !== null ? iso(idleFrom + idleTimeoutMs) : null,
     base_url: instanceBaseUrl(urls, r.id),
     dedicated_base_url: dedicatedBaseUrl(urls, r.id, t),
+    served_model: servedModel(t),
     ssh: t.ssh_enabled && r.endpoint_host && r.ssh_port ? { host: r.endpoint_host, port: r.ssh_port } : null,
     credits_per_hour: r.micros_per_hour / MICROS_PER_CREDIT,
     credits_spent: spentMicros / MICROS_PER_CREDIT,

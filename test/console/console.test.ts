@@ -119,7 +119,7 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   await page.getByRole('link', { name: 'New template' }).click();
   await h1(page, 'New template').waitFor();
   await page.getByRole('button', { name: 'Create template' }).click();
-  assert.match(await page.getByRole('alert').first().innerText(), /title must not be empty/);
+  assert.equal(await page.getByRole('alert').first().innerText(), 'Give the template a title.');
   await page.getByLabel('Title').fill('Console app');
   await page.getByLabel('Image').selectOption('rc/gradio:latest');
   await page.getByLabel('Instance type').selectOption('gradio');
@@ -211,6 +211,11 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   // The ledger now holds the usage.
   await page.getByRole('link', { name: 'Credits' }).click();
   await page.getByRole('cell', { name: 'instance usage' }).first().waitFor();
+  // An instance's entries name the template it was launched from (issue 42), the id beside it.
+  await page
+    .getByRole('cell', { name: /^Console app · 1 GPU inst-[0-9a-f]{24}$/ })
+    .first()
+    .waitFor();
 
   // Model APIs: the catalog, today's usage (after a chat completion on each model with the
   // account's key through the platform's gateway: a chart by hour with an accessible name) and

@@ -25,9 +25,10 @@ export interface ConsolePlatform {
   rc(...args: string[]): Promise<any>;
 }
 
-export async function startConsolePlatform(t: TestContext, prefix: string): Promise<ConsolePlatform> {
+/** `extra`: more settings (they win over these defaults). */
+export async function startConsolePlatform(t: TestContext, prefix: string, extra: Record<string, string> = {}): Promise<ConsolePlatform> {
   const dataDir = mkdtempSync(join(tmpdir(), prefix));
-  const env = { ...platformTestEnv(dataDir), RC_AGENT_GPU_DETECT: 'configured', RC_INSTANCE_LAUNCH_RATE: '1:100', RC_LOG_LEVEL: 'silent' };
+  const env = { ...platformTestEnv(dataDir), RC_AGENT_GPU_DETECT: 'configured', RC_INSTANCE_LAUNCH_RATE: '1:100', RC_LOG_LEVEL: 'silent', ...extra };
   const platform = await startPlatform(loadConfig(env), createLogger('silent'));
   t.after(async () => {
     await platform.close();

@@ -44,6 +44,11 @@ test('console pages and assets: HTML for every page, compressed assets, ETag, CS
   assert.equal((await get('/console/nope.js')).status, 404);
   assert.equal((await get('/console/../package.json')).status, 404);
   assert.equal((await get('/console/%2e%2e%2fpackage.json')).status, 404);
+  // Any other page path: the console's page (its script shows "Not found") with a 404, not the API's JSON.
+  const pageMiss = await get('/no/such/page');
+  assert.equal(pageMiss.status, 404);
+  assert.equal(pageMiss.headers['content-type'], 'text/html; charset=utf-8');
+  assert.deepEqual(pageMiss.body, html);
   const apiMiss = await get('/api/nope');
   assert.equal(apiMiss.status, 404);
   assert.deepEqual(JSON.parse(apiMiss.body.toString()), { detail: 'Not Found' });

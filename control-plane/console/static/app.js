@@ -39,15 +39,20 @@ function append(el, children) {
 }
 
 let idSeq = 0;
-/** A labelled form field; `input` gets an id and, with a hint, aria-describedby. */
-export function field(label, input, hint) {
+/** A labelled form field; `input` gets an id and, with a hint, aria-describedby. `error`: its error slot (fieldError). */
+export function field(label, input, hint, error) {
   const id = input.id || `f${++idSeq}`;
   input.id = id;
   const hintEl = hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null;
-  if (hintEl) input.setAttribute('aria-describedby', hintEl.id);
-  if (input.type === 'checkbox') return h('div', { class: 'field check' }, input, h('label', { for: id }, label), hintEl);
-  return h('div', { class: 'field' }, h('label', { for: id }, label), input, hintEl);
+  if (error) error.id = `${id}-error`;
+  const described = [hintEl && hintEl.id, error && error.id].filter(Boolean).join(' ');
+  if (described) input.setAttribute('aria-describedby', described);
+  if (input.type === 'checkbox') return h('div', { class: 'field check' }, input, h('label', { for: id }, label), hintEl, error);
+  return h('div', { class: 'field' }, h('label', { for: id }, label), input, error, hintEl);
 }
+
+/** An error slot shown next to its field (empty: hidden); announced when set. */
+const fieldError = () => h('span', { class: 'field-error', role: 'alert' });
 
 /** Replaces the page with a heading (focused, for screen readers) and `children`. */
 export function page(title, ...children) {
@@ -202,7 +207,16 @@ function reviewPage() {
     h('ul', {},
       h('li', {}, 'The shared model APIs are free and work from this browser session: see ', h('a', { href: '/models' }, 'Model APIs'), '.'),
       h('li', {}, 'Add your SSH key on the ', h('a', { href: '/account' }, 'Account'), ' page, and redeem coupons on ', h('a', { href: '/credits' }, 'Credits'), '.')),
+    h('p', { class: 'hint', 'aria-live': 'polite' }, 'This page checks every 10 seconds and opens your instance page once you are verified.'),
     err, check);
+  // Someone else (an operator) decides: look again on our own; the session carries `verified`.
+  const poll = setInterval(async () => {
+    try {
+      const s = await api('GET', '/api/auth/session');
+      if (s.account && s.account.verified) { setSession(s); go('/instance'); }
+    } catch { /* signed out or offline: the button still works */ }
+  }, 10_000);
+  onLeave(() => clearInterval(poll));
 }
 
 // -- templates
@@ -213,7 +227,7 @@ const ROUTED_PORTS = [[7860, 'gradio'], [8501, 'streamlit'], [8188, 'comfyui'], 
 async function templatesPage() {
   const err = alertBox();
   page('Templates', err, h('p', { class: 'muted' }, 'Loading…'));
-  const [mine, pub] = await Promise.all([api('GET', '/api/profile/templates'), api('GET', '/api/templates')]);
+  const [mine, pub, quote] = await Promise.all([api('GET', '/api/profile/templates'), api('GET', '/api/templates'), api('GET', '/api/launch-quote')]);
   const cell = (label, ...c) => h('td', { 'data-label': label }, c);
   const rows = mine.templates.map((t) => h('tr', {},
     cell('Title', t.title), cell('Image', h('code', {}, t.image)), cell('Type', t.instance_type),
@@ -228,7 +242,7 @@ async function templatesPage() {
   const publicCards = pub.templates.filter((t) => !t.owned).map((t) => h('article', { class: 'card' },
     h('h3', {}, t.title), h('p', { class: 'muted' }, t.description || `${t.instance_type} · ${t.image}`),
     h('a', { class: 'button', href: `/launch/${t.id}`, 'aria-label': `Launch ${t.title}` }, 'Launch')));
-  page('Templates', err,
+  page('Templates', err, priceSummary(quote),
     h('div', { class: 'row' }, h('a', { class: 'button', href: '/templates/new' }, 'New template')),
     h('h2', {}, 'Your templates'),
     rows.length
@@ -238,29 +252,107 @@ async function templatesPage() {
     publicCards.length ? h('div', { class: 'grid' }, publicCards) : h('p', { class: 'muted' }, 'None published.'));
 }
 
+/** Price per GPU count, the balance and how long it lasts, free GPUs, launches left: above every template list. */
+function priceSummary(q) {
+  const cap = q.capacity;
+  const prices = q.options.map((o) => `${o.gpu_count} GPU${o.gpu_count > 1 ? 's' : ''}: ${fmtCredits(o.credits_per_hour)}/h (${o.affordable ? fmtHours(o.hours_affordable) : 'not enough credits'})`);
+  return h('section', { class: 'card', id: 'price-summary', 'aria-label': 'Prices and capacity' },
+    h('p', { class: 'price' }, h('strong', {}, 'Balance '), `${fmtCredits(q.balance)} credits · `, h('a', { href: '/credits' }, 'Credits')),
+    h('p', { class: 'price' }, h('strong', {}, 'Credits per hour '), prices.join(' · ')),
+    h('p', { class: 'price' }, h('strong', {}, 'Free GPUs '), `${cap.free_gpus}${cap.gpu_model ? ` × ${cap.gpu_model}` : ''}, at most ${cap.largest_free} on one host`, cap.queued ? `; ${cap.queued} waiting` : ''),
+    launchRateNote(q.launch_rate));
+}
+
+const TYPE_LABEL = { vllm: 'vLLM', sglang: 'SGLang' };
+
+/**
+ * The template API's validation messages ("disk_gb: Too big: ...", "title must not be empty",
+ * "Invalid image selected"; several joined by "; ") as sentences for the fields they name, in the
+ * form's words. Anything not about a field of this form stays a message for the whole form.
+ */
+function templateFieldErrors(message, type) {
+  const out = {};
+  const rest = [];
+  for (const part of message.split('; ')) {
+    const m = /^(title|image|instance_type|app_port|start_command|description|disk_gb)\b/.exec(part);
+    const name = m ? m[1] : part === 'Invalid image selected' ? 'image' : null;
+    if (!name) rest.push(part);
+    else out[name] = templateSentence(name, part, type);
+  }
+  return { fields: out, rest: rest.join(' ') };
+}
+
+function templateSentence(name, raw, type) {
+  switch (name) {
+    case 'title': return /empty|required/.test(raw) ? 'Give the template a title.' : 'The title can have at most 200 characters.';
+    case 'image': return 'Pick an image from the catalog: this one is not available.';
+    case 'instance_type': return 'Pick one of the instance types.';
+    case 'app_port': return 'Pick one of the routed ports, or the instance type\'s default.';
+    case 'start_command': return /required/.test(raw)
+      ? `A ${TYPE_LABEL[type] || type} template needs a start command: the command that serves the model on $PORT.`
+      : 'The start command can have at most 8192 characters.';
+    case 'description': return 'The description can have at most 10,000 characters.';
+    default: return 'The disk size is a whole number of GB from 100 to 200.';
+  }
+}
+
+/** The same rules checked before sending, so the common mistakes get their sentence at once. */
+function checkTemplate(body) {
+  const f = {};
+  if (!body.title.trim()) f.title = templateSentence('title', 'empty');
+  if ((body.instance_type === 'vllm' || body.instance_type === 'sglang') && !body.start_command) f.start_command = templateSentence('start_command', 'required', body.instance_type);
+  if (!Number.isInteger(body.disk_gb) || body.disk_gb < 100 || body.disk_gb > 200) f.disk_gb = templateSentence('disk_gb', '');
+  return f;
+}
+
+/** The instance type an image is made for, from its name (rc/gradio:latest → gradio); null when none. */
+const typeOfImage = (image) => INSTANCE_TYPES.find((x) => new RegExp(`(^|/)${x}([-:]|$)`).test(image)) || null;
+
 async function templateFormPage(id) {
   const editing = id !== undefined;
   page(editing ? 'Edit template' : 'New template', h('p', { class: 'muted' }, 'Loading…'));
-  const [{ images }, t] = await Promise.all([
+  const [{ images }, t, me] = await Promise.all([
     api('GET', '/api/profile/templates'),
     editing ? api('GET', `/api/profile/templates/${id}`) : Promise.resolve(null),
+    api('GET', '/api/me'),
   ]);
-  const v = t || { title: '', image: images[0] ? images[0].image : '', instance_type: 'gradio', app_port: null, start_command: '', ssh_enabled: false, persistent_storage: false, disk_gb: 100, enabled: false, description: '', slug: null, branch: 'main', tags: [], sort_order: 0 };
+  // A new template's defaults agree: the first catalog image and the type it is made for (the API's default type is jupyter).
+  const firstImage = images[0] ? images[0].image : '';
+  const v = t || { title: '', image: firstImage, instance_type: typeOfImage(firstImage) || 'jupyter', app_port: null, start_command: '', ssh_enabled: false, persistent_storage: false, disk_gb: 100, enabled: false, description: '', slug: null, branch: 'main', tags: [], sort_order: 0 };
   const err = alertBox();
+  const errs = Object.fromEntries(['title', 'image', 'instance_type', 'app_port', 'start_command', 'description', 'disk_gb'].map((k) => [k, fieldError()]));
   const opt = (value, label, selected) => h('option', { value, selected }, label);
   const title = h('input', { name: 'title', required: true, value: v.title, maxlength: '200' });
-  const image = h('select', { name: 'image' }, images.map((i) => opt(i.image, `${i.name} (${i.image})`, i.image === v.image)));
-  if (t && !images.some((i) => i.image === t.image)) image.prepend(opt(t.image, `${t.image} (disabled: pick another)`, true));
   const type = h('select', { name: 'instance_type' }, INSTANCE_TYPES.map((x) => opt(x, x, x === v.instance_type)));
+  let typeTouched = editing;
+  type.addEventListener('change', () => { typeTouched = true; });
+  // Until the type is picked by hand, it follows the image (the Gradio image is a gradio template).
+  const image = h('select', { name: 'image', onchange: () => { const x = typeOfImage(image.value); if (!typeTouched && x) type.value = x; } },
+    images.map((i) => opt(i.image, `${i.name} (${i.image})`, i.image === v.image)));
+  if (t && !images.some((i) => i.image === t.image)) image.prepend(opt(t.image, `${t.image} (disabled: pick another)`, true));
   const port = h('select', { name: 'app_port' }, opt('', 'Default of the instance type', v.app_port === null), ROUTED_PORTS.map(([p, n]) => opt(String(p), `${p} (${n})`, p === v.app_port)));
   const command = h('textarea', { name: 'start_command', rows: '3' });
   command.value = v.start_command || '';
   const description = h('textarea', { name: 'description', rows: '2' });
   description.value = v.description || '';
-  const ssh = h('input', { type: 'checkbox', name: 'ssh_enabled', checked: v.ssh_enabled });
+  // SSH needs a key saved before the launch (it is copied then): say so where SSH is switched on.
+  const sshNote = h('p', { class: 'warning', id: 'ssh-key-note', role: 'status', hidden: true }, 'No SSH key saved: add one on ', h('a', { href: '/account' }, 'Account'),
+    ' before launching, or nobody can log in. SSH also needs an image that runs an SSH server.');
+  const ssh = h('input', { type: 'checkbox', name: 'ssh_enabled', checked: v.ssh_enabled, onchange: () => { sshNote.hidden = !(ssh.checked && !me.ssh_public_key); } });
+  sshNote.hidden = !(v.ssh_enabled && !me.ssh_public_key);
   const persistent = h('input', { type: 'checkbox', name: 'persistent_storage', checked: v.persistent_storage });
   const disk = h('input', { type: 'number', name: 'disk_gb', min: '100', max: '200', step: '1', value: String(v.disk_gb), inputmode: 'numeric' });
   const enabled = h('input', { type: 'checkbox', name: 'enabled', checked: v.enabled });
+  const inputs = { title, image, instance_type: type, app_port: port, start_command: command, description, disk_gb: disk };
+  const showErrors = (fields) => {
+    for (const [k, el] of Object.entries(errs)) {
+      el.textContent = fields[k] || '';
+      if (fields[k]) inputs[k].setAttribute('aria-invalid', 'true');
+      else inputs[k].removeAttribute('aria-invalid');
+    }
+    const firstBad = Object.keys(errs).find((k) => fields[k]);
+    if (firstBad) inputs[firstBad].focus();
+  };
   const submit = h('button', { type: 'submit' }, editing ? 'Save' : 'Create template');
   const form = h('form', { class: 'card', novalidate: true, onsubmit: (e) => {
     e.preventDefault();
@@ -275,33 +367,83 @@ async function templateFormPage(id) {
         notebook_path: v.notebook_path || null, cover_url: v.cover_url || null, sort_order: v.sort_order || 0,
       };
       if (session.account.is_editor) body.enabled = enabled.checked;
-      await api(editing ? 'PUT' : 'POST', editing ? `/api/profile/templates/${id}` : '/api/profile/templates', body);
+      const local = checkTemplate(body);
+      showErrors(local);
+      if (Object.keys(local).length) return;
+      try {
+        await api(editing ? 'PUT' : 'POST', editing ? `/api/profile/templates/${id}` : '/api/profile/templates', body);
+      } catch (e2) {
+        if (e2.status !== 400) throw e2;
+        const { fields, rest } = templateFieldErrors(e2.message, type.value);
+        showErrors(fields);
+        if (rest) throw new Error(rest);
+        return;
+      }
       go('/templates');
     });
   } },
   err,
-  field('Title', title),
-  field('Image', image, 'From the image catalog.'),
-  field('Instance type', type),
-  field('App port', port, 'Only routed ports are reachable through the instance proxy.'),
-  field('Start command', command, 'Required for vllm and sglang. The routed port is in $PORT.'),
-  field('Description', description),
-  field('SSH access', ssh, 'Cannot be added to a running instance.'),
+  field('Title', title, null, errs.title),
+  field('Image', image, 'From the image catalog.', errs.image),
+  field('Instance type', type, null, errs.instance_type),
+  field('App port', port, 'Only routed ports are reachable through the instance proxy.', errs.app_port),
+  field('Start command', command, 'Required for vllm and sglang. The routed port is in $PORT.', errs.start_command),
+  field('Description', description, null, errs.description),
+  field('SSH access', ssh, 'Cannot be added to a running instance.'), sshNote,
   field('Persistent storage', persistent, 'Files survive destroy and relaunch only with this on.'),
-  field('Disk size (GB)', disk, '100 to 200: up to 100 GB for 1 GPU, 150 for 2, 200 for 4.'),
+  field('Disk size (GB)', disk, '100 to 200: up to 100 GB for 1 GPU, 150 for 2, 200 for 4.', errs.disk_gb),
   session.account.is_editor ? field('Publish publicly', enabled) : null,
   h('div', { class: 'row' }, submit, h('a', { href: '/templates' }, 'Cancel')));
   page(editing ? 'Edit template' : 'New template', form);
 }
 
+/** "12 h 30 min", "45 min", "under 1 min": how long a balance lasts. */
+function fmtHours(h) {
+  if (h === null) return 'unlimited (free)';
+  const min = Math.floor(h * 60);
+  if (min < 1) return 'under 1 min';
+  const hrs = Math.floor(min / 60);
+  return hrs ? `${hrs.toLocaleString()} h${min % 60 ? ` ${min % 60} min` : ''}` : `${min} min`;
+}
+
+const fmtWindow = (sec) => (sec % 3600 === 0 ? (sec === 3600 ? 'hour' : `${sec / 3600} hours`) : sec % 60 === 0 ? (sec === 60 ? 'minute' : `${sec / 60} minutes`) : `${sec} seconds`);
+
+/** The launch rate windows as one sentence, and a warning once a window is used up (GET /api/launch-quote). */
+function launchRateNote(rate) {
+  const parts = rate.windows.map((w) => `${w.remaining} of ${w.max} per ${fmtWindow(w.seconds)}`);
+  const text = `Launches left: ${parts.join(', ')}.`;
+  if (!rate.retry_after_seconds) return h('p', { class: 'hint', id: 'launch-rate' }, text);
+  const min = Math.ceil(rate.retry_after_seconds / 60);
+  return h('p', { class: 'notice', id: 'launch-rate' }, `${text} The next launch is possible in ${rate.retry_after_seconds < 60 ? `${rate.retry_after_seconds} s` : `about ${min} min`}.`);
+}
+
+/** One GPU-count choice: price per hour, how long the balance lasts, free hosts of that size. */
+function gpuOption(o, balance, checked) {
+  const plural = o.gpu_count > 1 ? 's' : '';
+  const room = o.hosts_with_room ? `free now on ${o.hosts_with_room} host${o.hosts_with_room > 1 ? 's' : ''}` : 'no host free now: waits in the queue';
+  const lasts = o.affordable ? `your balance lasts ${fmtHours(o.hours_affordable)}` : `needs a balance of ${fmtCredits(o.min_balance)} (you have ${fmtCredits(balance)})`;
+  const input = h('input', { type: 'radio', name: 'gpu_count', value: String(o.gpu_count), checked, 'aria-describedby': `gpu-${o.gpu_count}-d` });
+  return h('label', { class: 'option' }, input,
+    h('span', {}, h('strong', {}, `${o.gpu_count} GPU${plural}`), ` · ${fmtCredits(o.credits_per_hour)} credits per hour`,
+      h('span', { class: 'hint', id: `gpu-${o.gpu_count}-d` }, `${lasts}; ${room}.`)));
+}
+
+/** "Insufficient credits" with the figures and the way to Credits. */
+function insufficientCredits(box, quote, gpus) {
+  box.replaceChildren(`Insufficient credits: ${gpus} GPU${gpus > 1 ? 's need' : ' needs'} a balance of at least ${fmtCredits(gpus)} credits and you have ${fmtCredits(quote.balance)}. `,
+    h('a', { href: '/credits' }, 'Add credits'), '.');
+}
+
 async function launchPage(id) {
   page('Launch', h('p', { class: 'muted' }, 'Loading…'));
-  const { templates } = await api('GET', '/api/templates');
+  const [{ templates }, quote, me] = await Promise.all([api('GET', '/api/templates'), api('GET', '/api/launch-quote'), api('GET', '/api/me')]);
   const t = templates.find((x) => String(x.id) === id);
   if (!t) return page('Launch', h('p', { class: 'alert' }, 'Template not found.'), h('a', { href: '/templates' }, 'Back to templates'));
   const err = alertBox();
-  const radios = [1, 2, 4].map((n) => h('label', { class: 'row' }, h('input', { type: 'radio', name: 'gpu_count', value: String(n), checked: n === 1 }), `${n} GPU${n > 1 ? 's' : ''}`));
+  const first = quote.options.find((o) => o.affordable) || quote.options[0];
+  const radios = quote.options.map((o) => gpuOption(o, quote.balance, o === first));
   const submit = h('button', { type: 'submit' }, 'Launch');
+  const cap = quote.capacity;
   const form = h('form', { class: 'card', onsubmit: (e) => {
     e.preventDefault();
     const gpu_count = Number(form.querySelector('input[name=gpu_count]:checked').value);
@@ -309,6 +451,7 @@ async function launchPage(id) {
       try {
         await api('POST', `/api/templates/${t.id}/launch`, { gpu_count });
       } catch (e2) {
+        if (e2.status === 400 && e2.message === 'Insufficient credits') return insufficientCredits(err, await api('GET', '/api/launch-quote'), gpu_count);
         // Launch verification: this browser session may get a single-use token, then retry once.
         if (e2.status !== 403 || !/launch verification/i.test(e2.message)) throw e2;
         const { launch_verification_token } = await api('POST', '/api/profile/launch-verification-token', {});
@@ -319,19 +462,46 @@ async function launchPage(id) {
   } },
   err,
   h('dl', { class: 'facts' }, h('dt', {}, 'Image'), h('dd', {}, t.image), h('dt', {}, 'Type'), h('dd', {}, t.instance_type),
-    h('dt', {}, 'Disk'), h('dd', {}, `${t.disk_gb} GB${t.persistent_storage ? ', persistent' : ''}`)),
+    h('dt', {}, 'Disk'), h('dd', {}, `${t.disk_gb} GB${t.persistent_storage ? ', persistent' : ''}`),
+    h('dt', {}, 'Balance'), h('dd', { id: 'balance' }, `${fmtCredits(quote.balance)} credits · `, h('a', { href: '/credits' }, 'Credits')),
+    h('dt', {}, 'Free GPUs'), h('dd', { id: 'capacity' }, `${cap.free_gpus}${cap.gpu_model ? ` × ${cap.gpu_model}` : ''} (at most ${cap.largest_free} on one host)`,
+      cap.queued ? `; ${cap.queued} launch${cap.queued > 1 ? 'es' : ''} waiting` : '')),
+  t.ssh_enabled && !me.ssh_public_key ? h('p', { class: 'warning', id: 'ssh-key-note' }, 'This template has SSH on but no SSH key is saved: add one on ', h('a', { href: '/account' }, 'Account'), ' first, or nobody can log in.') : null,
   h('fieldset', {}, h('legend', {}, 'GPUs'), radios),
-  h('p', { class: 'hint' }, 'Credits are spent per GPU-hour while the instance exists, idle or not.'),
+  h('p', { class: 'hint' }, `Credits are spent per GPU-hour (${fmtCredits(quote.credits_per_gpu_hour)} per GPU) while the instance exists, idle or not.`),
+  launchRateNote(quote.launch_rate),
   submit);
   page(`Launch ${t.title}`, form);
 }
 
 // -- the instance
 
+/** "2 min 05 s", "1 h 03 min": time since `iso`. */
+function fmtElapsed(iso) {
+  const s = Math.max(0, Math.floor((Date.now() - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} min`;
+}
+
+/** The stage of a pending instance, from where it is and its agent's message. */
+function launchStage(st) {
+  if (st.queue_position || !st.placed_at) return 'waiting for free GPUs';
+  const m = st.message || '';
+  if (/build/i.test(m)) return 'building the image';
+  if (/pull|layers/i.test(m)) return 'pulling the image';
+  if (/weight|download|model/i.test(m)) return 'loading the weights';
+  if (/port|health|ready|start/i.test(m)) return 'starting: waiting for the app to answer on its port';
+  return m || 'starting';
+}
+
 function instancePage() {
   const err = alertBox();
+  // Whether the account has an SSH key (the command needs one): read once, the Account page changes it.
+  let hasKey = null;
+  api('GET', '/api/me').then((me) => { hasKey = Boolean(me.ssh_public_key); if (current) render(current); }).catch(() => {});
   const statusBox = h('section', { class: 'card', 'aria-labelledby': 'st-h' }, h('p', { class: 'muted' }, 'Connecting…'));
-  const logs = h('pre', { id: 'logs', role: 'log', 'aria-label': 'Instance logs', tabindex: '0' });
+  const logs = h('pre', { id: 'logs', role: 'log', 'aria-label': 'Instance logs', tabindex: '0', 'data-empty': 'No logs: no instance yet.' });
   const logsNote = h('p', { class: 'hint', 'aria-live': 'polite' });
   page('Instance', err, statusBox, h('h2', {}, 'Logs'), logsNote, logs);
 
@@ -344,20 +514,27 @@ function instancePage() {
     if (logStream) logStream.close();
     logsFor = id;
     logs.textContent = '';
+    logs.dataset.empty = 'No log lines yet: the instance has written nothing so far.';
     logsNote.textContent = 'Following…';
     logStream = new EventSource('/api/notebook/logs?tail=200&follow=1');
     logStream.addEventListener('log', (e) => {
       const atEnd = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
+      delete logs.dataset.empty;
       logs.append(e.data + '\n');
       if (atEnd) logs.scrollTop = logs.scrollHeight;
     });
-    logStream.addEventListener('end', (e) => { logsNote.textContent = `Instance ${JSON.parse(e.data).status}; end of logs.`; logStream.close(); });
+    logStream.addEventListener('end', (e) => {
+      if (logs.dataset.empty) logs.dataset.empty = 'The instance wrote no log lines.';
+      logsNote.textContent = `Instance ${JSON.parse(e.data).status}; end of logs.`;
+      logStream.close();
+    });
     logStream.addEventListener('stream_error', (e) => { logsNote.textContent = JSON.parse(e.data).detail; logStream.close(); });
   }
 
   function spentNow() {
     if (!current) return 0;
-    const live = (current.status === 'pending' || current.status === 'ready') && current.placed_at && !current.ended_at;
+    // Billing starts when the instance is ready (views.ts: spent counts from ready_at), not at placement.
+    const live = current.status === 'ready' && current.ready_at && !current.ended_at;
     return current.credits_spent + (live ? ((Date.now() - received) / 3600000) * current.credits_per_hour : 0);
   }
 
@@ -370,6 +547,8 @@ function instancePage() {
     const facts = [];
     const fact = (k, ...v) => facts.push(h('dt', {}, k), h('dd', {}, v));
     fact('Status', h('span', { id: 'status', class: `badge s-${st.status}` }, st.status), st.message !== st.status ? ` ${st.message}` : '');
+    // A launch's stage and how long it has taken so far (ticks every second; see the timer below).
+    if (st.status === 'pending') fact('Launching', h('span', { id: 'stage' }, launchStage(st)), ' · ', h('span', { id: 'elapsed', 'data-since': st.created_at }, fmtElapsed(st.created_at)), ' so far');
     if (st.queue_position) fact('Queue', `position ${st.queue_position} (waiting for free GPUs)`);
     const pull = /(\d+)\/(\d+) layers/.exec(st.status === 'pending' ? st.message : '');
     if (pull) fact('Pulling', h('progress', { value: pull[1], max: pull[2], 'aria-label': 'Image layers pulled' }), ` ${pull[1]} of ${pull[2]} layers`);
@@ -381,12 +560,15 @@ function instancePage() {
     fact('Credits', h('span', { id: 'spent' }, fmtCredits(spentNow())), ` spent · ${fmtCredits(st.credits_per_hour)} per hour`);
     if (live && st.expires_at) fact('Lifetime ends', fmtTime(st.expires_at), ` (${fmtIn(st.expires_at)})`);
     if (live && st.idle_expires_at) fact('Idle stop', fmtTime(st.idle_expires_at), ` (${fmtIn(st.idle_expires_at)}, unless used)`);
-    if (st.ssh) fact('SSH', h('code', {}, `ssh -p ${st.ssh.port} root@${st.ssh.host}`));
+    // SSH only while the instance lives, and only with a key: without one nothing can log in.
+    if (live && st.ssh && hasKey === false) fact('SSH', h('span', { id: 'ssh' }, 'No SSH key saved: add one on ', h('a', { href: '/account' }, 'Account'), ', then launch again (a key applies to instances launched afterwards).'));
+    else if (live && st.ssh) fact('SSH', h('code', { id: 'ssh' }, `ssh -p ${st.ssh.port} root@${st.ssh.host}`), h('span', { class: 'hint' }, ' answers only if the image runs an SSH server'));
     const parts = [h('h2', { id: 'st-h' }, st.template_title), h('dl', { class: 'facts' }, facts)];
     if (st.dedicated_base_url) {
       parts.push(h('h3', {}, 'Dedicated endpoint'), snippet(
         `from openai import OpenAI\nclient = OpenAI(base_url="${st.dedicated_base_url}", api_key="YOUR_API_KEY")\n` +
-        `print(client.chat.completions.create(model="<served model>", messages=[{"role": "user", "content": "hi"}]))`, 'Dedicated endpoint client'));
+        `print(client.chat.completions.create(model="${st.served_model || 'THE_SERVED_MODEL_NAME'}", messages=[{"role": "user", "content": "hi"}]))`, 'Dedicated endpoint client'),
+        st.served_model ? null : h('p', { class: 'hint' }, 'The model name could not be read from the start command: use the name your server was started with (its --served-model-name).'));
     }
     if (live) {
       const destroy = h('button', { type: 'button', class: 'danger', onclick: async () => {
@@ -395,7 +577,7 @@ function instancePage() {
       } }, 'Destroy');
       parts.push(h('div', { class: 'row' }, destroy));
     } else {
-      parts.push(h('p', {}, h('a', { href: '/templates' }, 'Launch again')));
+      parts.push(h('p', {}, h('a', { href: st.template_id ? `/launch/${st.template_id}` : '/templates' }, 'Launch again')));
     }
     statusBox.replaceChildren(...parts);
   }
@@ -412,6 +594,8 @@ function instancePage() {
   const tick = setInterval(() => {
     const el = document.getElementById('spent');
     if (el) el.textContent = fmtCredits(spentNow());
+    const since = document.getElementById('elapsed');
+    if (since) since.textContent = fmtElapsed(since.dataset.since);
   }, 1000);
   cleanups.push(() => events.close(), () => logStream && logStream.close(), () => clearInterval(tick));
 }
@@ -427,6 +611,11 @@ async function creditsPage() {
   const tbody = h('tbody');
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Older entries');
   let before = null;
+  // An instance's entries name its template (and GPUs), the instance id stays for support.
+  const ledgerRef = (ref, instances) => {
+    const i = ref && instances && instances[ref];
+    return i ? [h('span', {}, `${i.template_title} · ${i.gpu_count} GPU${i.gpu_count > 1 ? 's' : ''} `), h('span', { class: 'hint' }, ref)] : ref || '';
+  };
   async function refreshBalance() { balance.textContent = fmtCredits((await api('GET', '/api/me')).credits); }
   async function loadLedger(reset) {
     if (reset) { tbody.replaceChildren(); before = null; }
@@ -434,7 +623,7 @@ async function creditsPage() {
     const pageData = await api('GET', `/api/credits/ledger${q}`);
     for (const e of pageData.entries) {
       tbody.append(h('tr', {}, h('td', { 'data-label': 'When' }, fmtTime(e.created_at)), h('td', { 'data-label': 'Kind' }, e.kind.replace('_', ' ')),
-        h('td', { 'data-label': 'Reference' }, e.ref || ''), h('td', { class: 'num', 'data-label': 'Credits' }, (e.credits > 0 ? '+' : '') + fmtCredits(e.credits))));
+        h('td', { 'data-label': 'Reference' }, ledgerRef(e.ref, pageData.instances)), h('td', { class: 'num', 'data-label': 'Credits' }, (e.credits > 0 ? '+' : '') + fmtCredits(e.credits))));
     }
     before = pageData.next_before;
     more.hidden = before === null;
@@ -507,6 +696,27 @@ export function hourChart(byHour) {
       h('tbody', {}, used.flatMap((hr) => Object.entries(hr.by_model).map(([m, u]) => h('tr', {}, h('td', {}, hh(hr.hour)), h('td', {}, m), h('td', {}, u.tokens.toLocaleString()), h('td', {}, u.requests)))))));
 }
 
+/** Ready-to-paste settings for curl and the four coding agents the README lists (the settings its slow suite runs). */
+function agentSnippets(openai, anthropic, key, model, names) {
+  const models = JSON.stringify(Object.fromEntries(names.map((n) => [n, {}])));
+  return [
+    h('h3', {}, 'curl'),
+    snippet(`curl ${openai}/chat/completions -H "Authorization: Bearer ${key}" \\\n  -H 'content-type: application/json' \\\n  -d '{"model":"${model}","messages":[{"role":"user","content":"hi"}]}'`, 'curl'),
+    h('h3', {}, 'Claude Code'),
+    snippet(`ANTHROPIC_BASE_URL=${anthropic} ANTHROPIC_API_KEY=${key} ANTHROPIC_MODEL=${model} claude`, 'Claude Code'),
+    h('h3', {}, 'Qwen Code'),
+    snippet(`OPENAI_BASE_URL=${openai} OPENAI_API_KEY=${key} OPENAI_MODEL=${model} qwen`, 'Qwen Code'),
+    h('h3', {}, 'Codex CLI'),
+    h('p', { class: 'hint' }, 'In ~/.codex/config.toml, then run it with the key in RC_API_KEY:'),
+    snippet(`model_provider = "rc"\n[model_providers.rc]\nname = "rc"\nbase_url = "${openai}"\nenv_key = "RC_API_KEY"\nwire_api = "responses"`, 'Codex CLI configuration'),
+    snippet(`RC_API_KEY=${key} codex -m ${model}`, 'Codex CLI'),
+    h('h3', {}, 'opencode'),
+    h('p', { class: 'hint' }, 'In ~/.config/opencode/opencode.json, then run it with the key in RC_API_KEY:'),
+    snippet(`{ "provider": { "rc": { "npm": "@ai-sdk/openai-compatible",\n  "options": { "baseURL": "${openai}", "apiKey": "{env:RC_API_KEY}" },\n  "models": ${models} } } }`, 'opencode configuration'),
+    snippet(`RC_API_KEY=${key} opencode --model rc/${model}`, 'opencode'),
+  ];
+}
+
 async function modelsPage() {
   page('Model APIs', h('p', { class: 'muted' }, 'Loading…'));
   const [cat, usage] = await Promise.all([api('GET', '/api/models'), api('GET', '/api/profile/model-usage')]);
@@ -516,6 +726,10 @@ async function modelsPage() {
   const first = cat.models[0] ? cat.models[0].name : 'MODEL';
   const pct = (n) => `${Math.min(100, (100 * n) / Math.max(1, usage.daily_cap)).toFixed(1)}%`;
   const byModel = Object.entries(usage.by_model || {});
+  // Per-model bars against the busiest model today, not the daily cap (against 10 M they look empty).
+  const busiest = Math.max(1, ...byModel.map(([, u]) => u.input_tokens + u.output_tokens));
+  const share = (n) => `${((100 * n) / busiest).toFixed(1)}%`;
+  const names = cat.models.map((m) => m.name);
   page('Model APIs',
     h('p', {}, 'Free shared models with a daily token cap, separate from credits.'),
     h('h2', {}, 'Today'),
@@ -523,7 +737,7 @@ async function modelsPage() {
     h('div', { class: 'bar', role: 'meter', 'aria-label': 'Daily tokens used', 'aria-valuemin': '0', 'aria-valuemax': String(usage.daily_cap), 'aria-valuenow': String(usage.tokens_used) }, h('span', { 'data-w': pct(usage.tokens_used) })),
     usage.by_hour && usage.by_hour.some((hr) => hr.requests > 0) ? [h('h3', {}, 'By hour'), hourChart(usage.by_hour), h('h3', {}, 'By model')] : null,
     byModel.length ? h('div', { class: 'chart', role: 'list', 'aria-label': 'Tokens by model today' }, byModel.map(([m, u]) => [
-      h('span', { role: 'listitem' }, m), h('div', { class: 'bar', 'aria-hidden': 'true' }, h('span', { 'data-w': pct(u.input_tokens + u.output_tokens) })),
+      h('span', { role: 'listitem' }, m), h('div', { class: 'bar', 'aria-hidden': 'true' }, h('span', { 'data-w': share(u.input_tokens + u.output_tokens) })),
       h('span', { class: 'num' }, `${(u.input_tokens + u.output_tokens).toLocaleString()} tokens, ${u.requests} req.`)])) : h('p', { class: 'muted' }, 'No requests today.'),
     h('h2', {}, 'Catalog'),
     h('div', { class: 'table' }, h('table', {}, h('thead', {}, h('tr', {}, ['Model', 'Tools', 'Reasoning', 'Context'].map((c) => h('th', { scope: 'col' }, c)))),
@@ -534,7 +748,8 @@ async function modelsPage() {
     h('h3', {}, 'openai'),
     snippet(`from openai import OpenAI\nclient = OpenAI(base_url="${openai}", api_key="${key}")\nr = client.chat.completions.create(model="${first}", messages=[{"role": "user", "content": "hi"}])\nprint(r.choices[0].message.content)`, 'openai client'),
     h('h3', {}, 'Anthropic'),
-    snippet(`from anthropic import Anthropic\nclient = Anthropic(base_url="${anthropic}", api_key="${key}")\nr = client.messages.create(model="${first}", max_tokens=256, messages=[{"role": "user", "content": "hi"}])\nprint(r.content[0].text)`, 'Anthropic client'));
+    snippet(`from anthropic import Anthropic\nclient = Anthropic(base_url="${anthropic}", api_key="${key}")\nr = client.messages.create(model="${first}", max_tokens=256, messages=[{"role": "user", "content": "hi"}])\nprint(r.content[0].text)`, 'Anthropic client'),
+    agentSnippets(openai, anthropic, key, first, names));
   // Widths set from script (the CSP allows no inline styles).
   for (const el of main.querySelectorAll('[data-w]')) el.style.width = el.dataset.w;
 }

@@ -83,6 +83,8 @@ function reviewPage() {
         h('button', { type: 'button', 'aria-label': `Verify ${a.email}`, onclick: (e) => decide('account.verify', [a.email], e.target) }, 'Verify'),
         h('button', { type: 'button', class: 'secondary', 'aria-label': `Reject ${a.email}`, onclick: (e) => decide('account.reject', [a.email], e.target) }, 'Reject')),
     ]);
+    // Nothing to select: the bulk buttons go too.
+    bulk.hidden = accounts.length === 0;
     list.replaceChildren(table('Accounts waiting for review, newest first', ['Select', 'E-mail', 'Signed up', 'E-mail address', 'Decide'], rows, 'Nobody is waiting for review.'));
   }
   const pick = (op, label, cls) => h('button', { type: 'button', class: cls, onclick: (e) => {
@@ -90,7 +92,8 @@ function reviewPage() {
     if (!emails.length) { err.textContent = 'Select accounts first.'; return; }
     decide(op, emails, e.target);
   } }, label);
-  page('Review queue', opNav('review'), err, done, h('div', { class: 'row' }, pick('account.verify', 'Verify selected'), pick('account.reject', 'Reject selected', 'secondary')), list);
+  const bulk = h('div', { class: 'row', hidden: true }, pick('account.verify', 'Verify selected'), pick('account.reject', 'Reject selected', 'secondary'));
+  page('Review queue', opNav('review'), err, done, bulk, list);
   follow('review', (d) => { accounts = d.accounts; draw(); }, err);
 }
 
@@ -197,7 +200,10 @@ async function couponsPage() {
   const submit = h('button', { type: 'submit' }, 'Create coupon');
   const form = h('form', { class: 'card', onsubmit: (e) => { e.preventDefault(); act(submit, err, async () => {
     const c = await operate('coupon.create', { credits: Number(credits.value), ...(email.value.trim() ? { email: email.value.trim() } : {}) });
-    created.replaceChildren(h('p', { class: 'notice' }, 'Code (shown once): ', h('code', { id: 'coupon-code' }, c.code), ` for ${fmtCredits(c.credits)} credits.`));
+    const copy = h('button', { type: 'button', class: 'secondary', onclick: async () => {
+      try { await navigator.clipboard.writeText(c.code); copy.textContent = 'Copied'; } catch { copy.textContent = 'Select and copy'; }
+    } }, 'Copy code');
+    created.replaceChildren(h('p', { class: 'notice' }, 'Code (shown once): ', h('code', { id: 'coupon-code' }, c.code), ` for ${fmtCredits(c.credits)} credits. `, copy));
     await load();
   }); } }, field('Credits', credits), field('Only for the account (e-mail)', email, 'Optional; empty: anyone may redeem it.'), submit);
   page('Coupons', opNav('coupons'), err, h('h2', {}, 'Redemption'), switchBox, h('h2', {}, 'New coupon'), form, created, h('h2', {}, 'Coupons'), list);
@@ -211,10 +217,12 @@ function hostRow(x, err) {
   const used = x.gpus_total === null ? '?' : x.gpus_total - x.gpus_free;
   return [
     // reconciling: connected, taking no placements until the agent's instances are matched (as draining).
-    h('strong', {}, x.name), h('span', { class: `badge s-${x.state === 'connected' ? 'ready' : x.state === 'draining' || x.state === 'reconciling' ? 'pending' : 'failed'}` }, x.state),
+    h('strong', {}, x.name), h('span', {}, h('span', { class: `badge s-${x.state === 'connected' ? 'ready' : x.state === 'draining' || x.state === 'reconciling' ? 'pending' : 'failed'}` }, x.state),
+      // Why it is not connected (the last dial or stream failure), so "unreachable" is actionable.
+      x.unreachable_reason ? h('span', { class: 'hint host-reason' }, ` ${x.unreachable_reason}`) : null),
     x.gpus_total === null ? 'unknown' : `${used} used, ${x.gpus_free} free of ${x.gpus_total}`,
     x.instances.length ? x.instances.map((i) => `${i.instance_id} (${i.state}, ${i.gpu_count} GPU)`).join(', ') : 'none',
-    x.connected ? 'now' : x.unreachable_since ? `${ago(x.unreachable_since)} ago` : 'never',
+    x.connected ? 'now' : x.last_contact_at ? `${ago(x.last_contact_at)} ago` : 'never',
     h('div', { class: 'row' },
       x.draining ? h('button', { type: 'button', 'aria-label': `Resume ${x.name}`, onclick: run('host.resume') }, 'Resume')
         : h('button', { type: 'button', class: 'secondary', 'aria-label': `Drain ${x.name}`, onclick: run('host.drain') }, 'Drain'),
@@ -287,7 +295,10 @@ function modelSection(models, err, reload) {
     h('h2', {}, 'Shared models'),
     table('Shared models', ['Name', 'Upstreams', 'Context', 'Source', 'Actions'], models.map((m) => [h('code', {}, m.name), m.upstreams.join(', ') || 'embedded sim',
       m.maxContext ? m.maxContext.toLocaleString() : 'from the backend', m.source,
-      m.source === 'database' ? h('button', { type: 'button', class: 'secondary', 'aria-label': `Remove ${m.name}`, onclick: (e) => act(e.target, err, async () => { await operate('model.remove', { name: m.name }); await reload(); }) }, 'Remove') : 'RC_CONFIG'])),
+      m.source === 'database' ? h('button', { type: 'button', class: 'secondary', 'aria-label': `Remove ${m.name}`, onclick: async (e) => {
+        if (!(await confirmDialog('Remove model?', `“${m.name}” leaves the shared catalog now: requests for it get 404 until it is added again.`, 'Remove', true))) return;
+        act(e.target, err, async () => { await operate('model.remove', { name: m.name }); await reload(); });
+      } }, 'Remove') : 'RC_CONFIG'])),
     h('form', { class: 'card', onsubmit: (e) => { e.preventDefault(); act(submit, err, async () => {
       const body = { name: name.value.trim(), upstreams: upstreams.value.split(/\s+/).filter(Boolean) };
       if (maxContext.value) body.maxContext = Number(maxContext.value);
@@ -368,17 +379,32 @@ async function auditPage() {
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Older entries');
   let before = null;
   const cell = (label, ...c) => h('td', { 'data-label': label }, c);
+  // Filters the loaded entries by any text of a row (who, action, target, input); "Older entries" loads more.
+  const filter = h('input', { type: 'search', name: 'audit-filter', autocomplete: 'off', oninput: () => applyFilter() });
+  const shown = h('p', { class: 'hint', role: 'status' });
+  function applyFilter() {
+    const q = filter.value.trim().toLowerCase();
+    let n = 0;
+    for (const tr of body.rows) {
+      tr.hidden = Boolean(q) && !tr.textContent.toLowerCase().includes(q);
+      if (!tr.hidden) n++;
+    }
+    shown.textContent = q ? `${n} of ${body.rows.length} loaded entries match.` : '';
+  }
   async function load() {
     const d = await api('GET', `/api/operator/audit?limit=50${before ? `&before=${before}` : ''}`);
     for (const e of d.entries) {
+      // The input whole, indented: readable, and wrapped rather than cut off.
       body.append(h('tr', {}, cell('When', fmtTime(e.at)), cell('Who', e.actor), cell('Action', h('code', {}, e.action)), cell('Target', e.target || '—'),
-        cell('Input', h('code', {}, e.detail ? JSON.stringify(e.detail) : ''))));
+        cell('Input', e.detail ? h('pre', { class: 'audit-input' }, JSON.stringify(e.detail, null, 2)) : '')));
     }
     before = d.next_before;
     more.hidden = before === null;
+    applyFilter();
   }
   more.onclick = () => act(more, err, load);
   page('Audit log', opNav('audit'), err,
+    h('form', { class: 'card', role: 'search', onsubmit: (e) => e.preventDefault() }, field('Filter', filter, 'Who, action, target or input, among the loaded entries.'), shown),
     h('div', { class: 'table' }, h('table', { class: 'stack' }, h('caption', { class: 'sr-only' }, 'Operator actions, newest first'),
       h('thead', {}, h('tr', {}, ['When', 'Who', 'Action', 'Target', 'Input'].map((c) => h('th', { scope: 'col' }, c)))), body)), more);
   await load();
