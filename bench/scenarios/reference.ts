@@ -33,6 +33,7 @@ import {
   type Target,
 } from '../load.js';
 import { startNginx } from '../nginx.js';
+import { ephemeralPlatformEnv } from '../platform-env.js';
 import { completion, messagesStream, MODEL, NO_LIMITS, startGateway } from './gateway.js';
 import type { LoadScenario } from './scenario.js';
 
@@ -48,15 +49,7 @@ async function startPlatform(label: string, dir: string, backend: string): Promi
   const env = {
     ...process.env,
     ...NO_LIMITS,
-    RC_DATA_DIR: join(dir, 'platform'),
-    RC_API_PORT: '0',
-    RC_GATEWAY_PORT: '0',
-    RC_AGENT_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_PROXY_PORT: '0',
-    RC_TUNNEL_PORT: '0',
-    RC_METRICS_PORT: '0',
-    RC_SIM_FAST: '1',
+    ...ephemeralPlatformEnv(join(dir, 'platform')),
     RC_LOG_LEVEL: 'warn',
     REDIS_URL: '',
     RC_CONFIG: config,

@@ -7,6 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ephemeralPlatformEnv } from '../platform-env.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
@@ -82,16 +83,8 @@ export async function startSoakPlatform(o: SoakPlatformOptions): Promise<SoakPla
 function soakEnv(o: SoakPlatformOptions, dataDir: string): NodeJS.ProcessEnv {
   return {
     ...process.env,
+    ...ephemeralPlatformEnv(dataDir),
     RC_LOG_LEVEL: 'warn',
-    RC_DATA_DIR: dataDir,
-    RC_API_PORT: '0',
-    RC_GATEWAY_PORT: '0',
-    RC_AGENT_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_PROXY_PORT: '0',
-    RC_TUNNEL_PORT: '0',
-    RC_METRICS_PORT: '0',
-    RC_SIM_FAST: '1',
     RC_CONFIG: '',
     REDIS_URL: o.redisUrl,
     RC_AGENT_RUNTIME: o.runtime,
