@@ -123,11 +123,13 @@ export function registerConsole(app: TemplatedApp, assets = loadAssets()): void 
     app.get(path, (res, req) => serve(res, req, page));
   }
   app.get(`${ASSET_PREFIX}*`, (res, req) => serve(res, req, assets.get(req.getUrl().slice(ASSET_PREFIX.length))));
-  // Any other page path: the console's own "Not found" page with a 404 (the script shows it), not
-  // the API's JSON. API paths yield to the API's catch-all (its JSON 404 and 405s stay as they are).
+  // Any other page path a browser navigates to (it asks for HTML): the console's own "Not found"
+  // page with a 404 (the script shows it). Everything else, API paths and clients that do not ask
+  // for HTML (curl, SDKs, a mistyped /v1 base URL), yields to the API's catch-all: SPEC's JSON
+  // `{detail}` 404 and its 405s stay as they are.
   app.get('/*', (res, req) => {
     const url = req.getUrl();
-    if (url === '/api' || url.startsWith('/api/')) {
+    if (url === '/api' || url.startsWith('/api/') || !req.getHeader('accept').includes('text/html')) {
       req.setYield(true);
       return;
     }

@@ -44,12 +44,20 @@ test('console pages and assets: HTML for every page, compressed assets, ETag, CS
   assert.equal((await get('/console/nope.js')).status, 404);
   assert.equal((await get('/console/../package.json')).status, 404);
   assert.equal((await get('/console/%2e%2e%2fpackage.json')).status, 404);
-  // Any other page path: the console's page (its script shows "Not found") with a 404, not the API's JSON.
-  const pageMiss = await get('/no/such/page');
+  // Any other page path a browser asks for: the console's page (its script shows "Not found") with
+  // a 404, not the API's JSON.
+  const pageMiss = await get('/no/such/page', { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' });
   assert.equal(pageMiss.status, 404);
   assert.equal(pageMiss.headers['content-type'], 'text/html; charset=utf-8');
   assert.deepEqual(pageMiss.body, html);
-  const apiMiss = await get('/api/nope');
-  assert.equal(apiMiss.status, 404);
-  assert.deepEqual(JSON.parse(apiMiss.body.toString()), { detail: 'Not Found' });
+  // API paths, and clients that do not ask for HTML (curl, an SDK with a wrong base URL): SPEC's JSON.
+  for (const [path, accept] of [
+    ['/api/nope', 'text/html'],
+    ['/no/such/page', '*/*'],
+    ['/v1/models', 'application/json'],
+  ]) {
+    const miss = await get(path!, { accept: accept! });
+    assert.equal(miss.status, 404, path);
+    assert.deepEqual(JSON.parse(miss.body.toString()), { detail: 'Not Found' }, path);
+  }
 });
