@@ -1,11 +1,13 @@
 // Headless Chromium for the console tests: Debian's /usr/bin/chromium driven by playwright-core
 // (no browser download). Without it the tests are skipped, unless RC_REQUIRE_BROWSER=1 (CI),
 // which makes them fail instead.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { chromium, type BrowserContext } from 'playwright-core';
+import { fileURLToPath } from 'node:url';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
 export const CHROMIUM = process.env.RC_CHROMIUM || '/usr/bin/chromium';
 
@@ -37,4 +39,25 @@ export async function launchBrowser(t: TestContext, viewport = { width: 1280, he
     rmSync(profile, { recursive: true, force: true });
   });
   return context;
+}
+
+/** RC_SHOTS_ONLY=1: screenshots only, no assertions on the pages (a run against an older console, for "before" pictures). */
+export const SHOTS_ONLY = process.env.RC_SHOTS_ONLY === '1';
+
+/**
+ * Screenshots of a page at 1440 and 390 px wide into `test-output/console/<folder>/`, named
+ * `<RC_SHOT_PREFIX or "after">-<name>-<width>.png`; each width must fit without sideways scrolling.
+ */
+export function screenshots(folder: string): (page: Page, name: string) => Promise<void> {
+  const dir = fileURLToPath(new URL(`../../../test-output/console/${folder}/`, import.meta.url));
+  const prefix = process.env.RC_SHOT_PREFIX || 'after';
+  return async (page, name) => {
+    mkdirSync(dir, { recursive: true });
+    for (const width of [1440, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.screenshot({ path: join(dir, `${prefix}-${name}-${width}.png`), fullPage: true });
+      assert.ok(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), `${name} fits ${width} px`);
+    }
+    await page.setViewportSize({ width: 1440, height: 900 });
+  };
 }

@@ -5,31 +5,15 @@
 // settings. Screenshots at 1440 and 390 wide go to test-output/console/launch-surfaces/
 // (RC_SHOT_PREFIX names them, `after` by default; RC_SHOTS_ONLY=1 takes them of an older console).
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { waitFor } from '../helpers.js';
-import { browserAvailable, launchBrowser } from './browser.js';
+import { browserAvailable, launchBrowser, screenshots, SHOTS_ONLY } from './browser.js';
 import { startConsolePlatform } from './platform.js';
 
 const EMAIL = 'quote@example.com';
 const PASSWORD = 'quote password 1';
-// Not imported from console.test.ts: importing a test file runs its tests.
-const SHOTS = fileURLToPath(new URL('../../../test-output/console/launch-surfaces/', import.meta.url));
-const PREFIX = process.env.RC_SHOT_PREFIX || 'after';
-/** RC_SHOTS_ONLY=1: screenshots only, no assertions on the pages (run against an older console). */
-const SHOTS_ONLY = process.env.RC_SHOTS_ONLY === '1';
-
-async function shots(page: Page, name: string): Promise<void> {
-  for (const width of [1440, 390]) {
-    await page.setViewportSize({ width, height: 900 });
-    await page.screenshot({ path: join(SHOTS, `${PREFIX}-${name}-${width}.png`), fullPage: true });
-    assert.ok(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), `${name} fits ${width} px`);
-  }
-  await page.setViewportSize({ width: 1440, height: 900 });
-}
+const shots = screenshots('launch-surfaces');
 
 /** A pending launch: its stage, the time so far (ticking), and empty logs that say so. */
 async function instancePending(page: Page): Promise<void> {
@@ -52,7 +36,6 @@ async function instanceEnded(page: Page, templateId: number): Promise<void> {
 
 test('launch surfaces: price per GPU count, balance and hours, free GPUs, launches left, insufficient credits', { timeout: 180_000 }, async (t) => {
   if (!browserAvailable(t)) return;
-  mkdirSync(SHOTS, { recursive: true });
   // 2 credits per GPU-hour, one launch per 10 minutes, 4 simulated GPUs of a named model.
   const { api, rc } = await startConsolePlatform(t, 'rc-console-quote-', {
     RC_INSTANCE_CREDITS_PER_GPU_HOUR: '2',
@@ -193,7 +176,6 @@ test('launch surfaces: price per GPU count, balance and hours, free GPUs, launch
 
 test('template form: defaults agree, errors are sentences next to their fields (checked here and by the API)', { timeout: 120_000 }, async (t) => {
   if (!browserAvailable(t)) return;
-  mkdirSync(SHOTS, { recursive: true });
   const { api, rc } = await startConsolePlatform(t, 'rc-console-form-');
   await rc('account', 'create', '--email', EMAIL, '--password', PASSWORD, '--verified');
   const context = await launchBrowser(t, { width: 1440, height: 900 });

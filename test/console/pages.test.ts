@@ -4,30 +4,15 @@
 // coding agents' settings with this platform's base URLs and a catalog model. Screenshots at 1440
 // and 390 wide go to test-output/console/pages/.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
 import { waitFor } from '../helpers.js';
-import { browserAvailable, launchBrowser } from './browser.js';
+import { browserAvailable, launchBrowser, screenshots, SHOTS_ONLY } from './browser.js';
 import { startConsolePlatform } from './platform.js';
 
 const EMAIL = 'pages@example.com';
 const PASSWORD = 'pages password 1';
-const SHOTS = fileURLToPath(new URL('../../../test-output/console/pages/', import.meta.url));
-const PREFIX = process.env.RC_SHOT_PREFIX || 'after';
-/** RC_SHOTS_ONLY=1: screenshots only, no assertions on the pages (run against an older console). */
-const SHOTS_ONLY = process.env.RC_SHOTS_ONLY === '1';
-
-async function shots(page: Page, name: string): Promise<void> {
-  for (const width of [1440, 390]) {
-    await page.setViewportSize({ width, height: 900 });
-    await page.screenshot({ path: join(SHOTS, `${PREFIX}-${name}-${width}.png`), fullPage: true });
-    assert.ok(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), `${name} fits ${width} px`);
-  }
-  await page.setViewportSize({ width: 1440, height: 900 });
-}
+const shots = screenshots('pages');
 
 /** The same pages of an older console, for the before/after comparison (no assertions on them). */
 async function olderConsoleShots(page: Page, api: string, rc: (...args: string[]) => Promise<unknown>): Promise<void> {
@@ -46,7 +31,6 @@ async function olderConsoleShots(page: Page, api: string, rc: (...args: string[]
 
 test('review updates itself on verification; Model APIs: bars to scale, curl and coding-agent settings', { timeout: 120_000 }, async (t) => {
   if (!browserAvailable(t)) return;
-  mkdirSync(SHOTS, { recursive: true });
   const { platform, api, rc } = await startConsolePlatform(t, 'rc-console-pages-');
   const context = await launchBrowser(t, { width: 1440, height: 900 });
   const page = await context.newPage();
