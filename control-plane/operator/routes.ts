@@ -44,7 +44,8 @@ function operatorViews(deps: ApiDeps, admin: AdminContext) {
         id: r.id,
         email: r.email,
         created_at: new Date(r.created_at).toISOString(),
-        email_verified: r.email_verified === 1,
+        // Whether the address was confirmed; null when the platform does not ask (RC_EMAIL_VERIFICATION off).
+        email_verified: deps.settings.emailVerification === 'required' ? r.email_verified === 1 : null,
         provider: r.provider,
       })),
     }),

@@ -7,7 +7,7 @@ import { test, type TestContext } from 'node:test';
 import { formatMessage } from '../../control-plane/auth/smtp.js';
 import { createLogger } from '../../lib/log.js';
 import { waitFor } from '../helpers.js';
-import { startPlatform } from './platform.js';
+import { sessionCookieOf, startPlatform } from './platform.js';
 
 interface Mail {
   from: string;
@@ -97,12 +97,24 @@ test('e-mail verification: the link is mailed over SMTP; 409 until it is opened;
   const link = /(http:\/\/\S+\/api\/auth\/verify-email\?token=[A-Za-z0-9_-]+)/.exec(mail.data)?.[1];
   assert.ok(link && link.startsWith(p.cp.url), mail.data);
 
+  // The operator's review queue says whether the address was confirmed (not yet).
+  await p.account('op@example.com', { verified: true, operator: true, password: PASSWORD });
+  const opLogin = await p.call('POST', '/api/auth/login', { body: { email: 'op@example.com', password: PASSWORD } });
+  assert.equal(opLogin.status, 200, JSON.stringify(opLogin.body));
+  const asOperator = { cookie: sessionCookieOf(opLogin), csrf: opLogin.body.csrf_token as string };
+  const confirmed = async () =>
+    ((await p.call('GET', '/api/operator/review', asOperator)).body.accounts as { email: string; email_verified: boolean | null }[]).find(
+      (a) => a.email === 'new@example.com',
+    )?.email_verified;
+  assert.equal(await confirmed(), false);
+
   const path = new URL(link).pathname + new URL(link).search;
   assert.equal((await p.call('GET', '/api/auth/verify-email?token=forged')).status, 400);
   assert.equal((await p.call('GET', '/api/auth/verify-email')).status, 400);
   const opened = await p.call('GET', path);
   assert.equal(opened.status, 200);
   assert.deepEqual(opened.body, { email_verified: true, email: 'new@example.com' });
+  assert.equal(await confirmed(), true);
   assert.equal((await p.call('GET', path)).status, 400, 'a link works once');
 
   const login = await p.call('POST', '/api/auth/login', { body: { email: 'new@example.com', password: PASSWORD } });

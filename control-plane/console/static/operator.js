@@ -78,7 +78,7 @@ function reviewPage() {
   function draw() {
     const rows = accounts.map((a) => [
       h('input', { type: 'checkbox', name: 'pick', value: a.email, 'aria-label': `Select ${a.email}` }),
-      a.email, fmtTime(a.created_at), a.email_verified ? 'confirmed' : 'not confirmed',
+      a.email, fmtTime(a.created_at), a.email_verified === null ? 'not checked (verification is off)' : a.email_verified ? 'confirmed' : 'not confirmed',
       h('div', { class: 'row' },
         h('button', { type: 'button', 'aria-label': `Verify ${a.email}`, onclick: (e) => decide('account.verify', [a.email], e.target) }, 'Verify'),
         h('button', { type: 'button', class: 'secondary', 'aria-label': `Reject ${a.email}`, onclick: (e) => decide('account.reject', [a.email], e.target) }, 'Reject')),
