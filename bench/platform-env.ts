@@ -1,6 +1,7 @@
 // The environment of a whole platform (`rc start`) a benchmark runs: every server on an ephemeral
-// port, the embedded sims without delays, its data under `dataDir`. Each bench adds its own.
-export function ephemeralPlatformEnv(dataDir: string): NodeJS.ProcessEnv {
+// port, the embedded sims without delays, its data under `dataDir`. Each bench (and the tests'
+// platformTestEnv) adds its own.
+export function ephemeralPlatformEnv(dataDir: string): Record<string, string> {
   return {
     RC_DATA_DIR: dataDir,
     RC_API_PORT: '0',

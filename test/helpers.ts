@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import type { Server as HttpServer } from 'node:http';
 import type { TestContext } from 'node:test';
+import { ephemeralPlatformEnv } from '../bench/platform-env.js';
 
 /** The compiled `rc` command. */
 export const RC_JS = fileURLToPath(new URL('../bin/rc.js', import.meta.url));
@@ -175,15 +176,7 @@ export async function localImagesBuildable(t: TestContext, ...tags: string[]): P
  */
 export function platformTestEnv(dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
-    RC_DATA_DIR: dataDir,
-    RC_API_PORT: '0',
-    RC_GATEWAY_PORT: '0',
-    RC_AGENT_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_PROXY_PORT: '0',
-    RC_TUNNEL_PORT: '0',
-    RC_METRICS_PORT: '0',
-    RC_SIM_FAST: '1',
+    ...ephemeralPlatformEnv(dataDir),
     REDIS_URL: '',
     RC_CONFIG: '',
     RC_AGENT_RUNTIME: 'process',
