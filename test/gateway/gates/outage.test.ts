@@ -3,7 +3,7 @@
 // on Redis longer than the timeout.
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { createGate, gateMetrics, GateRedisError, type RespClient } from '../../../gateway/gates/index.js';
@@ -54,9 +54,10 @@ test('Redis killed and restarted mid-run: requests keep succeeding, then the gat
   assert.equal(await probe.hget(dayKey, 'requests'), '5');
 });
 
-test('a frozen Redis: the request waits at most the timeout, and a late admission is handed back', async (t) => {
+/** A gate deciding on a private Redis (100 ms timeout) that the test can freeze (`server.pause`); unfrozen and closed afterwards. */
+async function gateOnPausableRedis(t: TestContext) {
   const server = await PrivateRedis.start(t);
-  if (!server) return;
+  if (!server) return undefined;
   const redis = await connectRedis(server.url);
   t.after(() => redis.disconnect());
   const config = gateConfig({ rpm: BIG, tpm: BIG, daily: BIG }, { gateRedisTimeoutMs: 100 });
@@ -64,6 +65,13 @@ test('a frozen Redis: the request waits at most the timeout, and a late admissio
   t.after(() => gate.close());
   await waitFor(() => gate.onRedis);
   t.after(() => server.pause(false));
+  return { server, redis, config, gate };
+}
+
+test('a frozen Redis: the request waits at most the timeout, and a late admission is handed back', async (t) => {
+  const on = await gateOnPausableRedis(t);
+  if (!on) return;
+  const { server, config, gate } = on;
 
   server.pause(true);
   const timeouts = counters.redisTimeouts;
@@ -86,15 +94,9 @@ test('a frozen Redis: the request waits at most the timeout, and a late admissio
 });
 
 test('one slow script call marks Redis down; the next call answered in time marks it up again, with no reconnect', async (t) => {
-  const server = await PrivateRedis.start(t);
-  if (!server) return;
-  const redis = await connectRedis(server.url);
-  t.after(() => redis.disconnect());
-  const config = gateConfig({ rpm: BIG, tpm: BIG, daily: BIG }, { gateRedisTimeoutMs: 100 });
-  const gate = createGate(config, { redis });
-  t.after(() => gate.close());
-  await waitFor(() => gate.onRedis);
-  t.after(() => server.pause(false));
+  const on = await gateOnPausableRedis(t);
+  if (!on) return;
+  const { server, redis, gate } = on;
   let readies = 0;
   redis.on('ready', () => readies++);
 
