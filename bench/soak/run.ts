@@ -3,6 +3,11 @@
 // from quiet samples (traffic paused, nothing in flight), and the heap's growth by constructor
 // between a snapshot at the end of the warm-up and one at the end.
 //
+// Writing a heap snapshot lifts the child's RSS by the snapshot's own working memory (a 2-hour run
+// saw 216 -> 369 MB, settling over about 20 minutes), which a slope counted from that moment reads
+// as growth or hides it. So the samples count from the end of a settle period after the baseline
+// snapshot (RC_SOAK_SETTLE_MINUTES), and the report adds the slope over the last hour alone.
+//
 // Settings (environment): RC_SOAK_MINUTES (total, default 10), RC_SOAK_WARMUP_MINUTES (default
 // 2; the slope and the heap growth count from there), RC_SOAK_SAMPLE_S (seconds between quiet
 // samples, default 30), RC_SOAK_QUIET_MS (how long traffic stays paused before a sample, default
@@ -10,6 +15,8 @@
 // an account of its own; default 3), RC_SOAK_PAUSE_MS (a worker's pause between operations, default
 // 0: back to back; a pause keeps a long soak from taking the machine), RC_SOAK_REDIS=1 (Redis gates and bus at REDIS_URL),
 // RC_SOAK_RUNTIME=process|docker (default process), RC_SOAK_HEAP=0 (no heap snapshots),
+// RC_SOAK_SETTLE_MINUTES (after the baseline snapshot, minutes whose samples are not counted;
+// default 15 with heap snapshots, 0 without),
 // RC_BENCH_RESULTS_DIR (default ./bench/results).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -51,6 +58,7 @@ async function main(): Promise<void> {
   const workers = Math.max(1, Math.floor(num('RC_SOAK_WORKERS', 3)));
   const pauseMs = num('RC_SOAK_PAUSE_MS', 0);
   const heap = process.env.RC_SOAK_HEAP !== '0';
+  const settleMinutes = heap ? num('RC_SOAK_SETTLE_MINUTES', 15) : 0;
   const redisUrl = process.env.RC_SOAK_REDIS === '1' ? process.env.REDIS_URL || 'redis://127.0.0.1:6379' : '';
   const runtime = process.env.RC_SOAK_RUNTIME === 'docker' ? 'docker' : 'process';
 
@@ -68,7 +76,9 @@ async function main(): Promise<void> {
     const running = [traffic.launcher(accounts[0]!), ...accounts.slice(1).map((a, i) => traffic.worker(a, [...KINDS.slice(i), ...KINDS.slice(0, i)]))];
 
     const warmupEnd = warmupMinutes * 60;
+    const countFrom = warmupEnd + settleMinutes * 60;
     let warm = warmupEnd === 0;
+    if (warm && heap) before = heapGroups(await p.heapSnapshot());
     while (elapsedS() < minutes * 60) {
       await new Promise((r) => setTimeout(r, Math.min(sampleS * 1000, Math.max(0, minutes * 60 - elapsedS()) * 1000)));
       await traffic.quiesce();
@@ -78,9 +88,10 @@ async function main(): Promise<void> {
         if (heap) before = heapGroups(await p.heapSnapshot());
       }
       const sample = { atS: elapsedS(), rssMb: rssMb(p.pid) };
-      if (warm) samples.push(sample);
+      const counted = warm && sample.atS >= countFrom;
+      if (counted) samples.push(sample);
       traffic.resume();
-      log(`rss ${sample.rssMb.toFixed(1)} MB${warm ? '' : ' (warm-up)'}`);
+      log(`rss ${sample.rssMb.toFixed(1)} MB${warm ? (counted ? '' : ' (settling after the snapshot)') : ' (warm-up)'}`);
     }
     await traffic.quiesce();
     if (heap && before) growth = heapGrowth(before, heapGroups(await p.heapSnapshot()));
@@ -92,12 +103,14 @@ async function main(): Promise<void> {
   }
 
   const slope = slopeMbPerHour(samples);
+  const lastHour = samples.filter((x) => x.atS >= (samples.at(-1)?.atS ?? 0) - 3600);
+  const lastHourSlope = slopeMbPerHour(lastHour);
   const stats = Object.fromEntries(traffic.stats);
   const total = [...traffic.stats.values()].reduce((n, s) => n + s.ok + s.refused + s.failed, 0);
   const failed = [...traffic.stats.values()].reduce((n, s) => n + s.failed, 0);
-  process.stdout.write(`\nsoak: ${minutes} min (${warmupMinutes} warm-up), ${total} operations, ${failed} failed (5xx or no answer)\n`);
+  process.stdout.write(`\nsoak: ${minutes} min (${warmupMinutes} warm-up, ${settleMinutes} settling), ${total} operations, ${failed} failed (5xx or no answer)\n`);
   process.stdout.write(
-    `RSS after warm-up: ${samples[0]?.rssMb.toFixed(1) ?? '-'} -> ${samples.at(-1)?.rssMb.toFixed(1) ?? '-'} MB, slope ${slope.toFixed(1)} MB/h over ${samples.length} quiet samples\n`,
+    `RSS after warm-up: ${samples[0]?.rssMb.toFixed(1) ?? '-'} -> ${samples.at(-1)?.rssMb.toFixed(1) ?? '-'} MB, slope ${slope.toFixed(1)} MB/h over ${samples.length} quiet samples; over the last hour ${lastHourSlope.toFixed(1)} MB/h (${lastHour.length} samples)\n`,
   );
   console.table(Object.entries(stats).map(([kind, s]) => ({ kind, ok: s.ok, refused: s.refused, failed: s.failed, example: s.examples[0] ?? '' })));
   if (growth.length) {
@@ -109,7 +122,7 @@ async function main(): Promise<void> {
   const file = join(dir, `soak-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(
     file,
-    JSON.stringify({ minutes, warmupMinutes, runtime, redis: !!redisUrl, slopeMbPerHour: slope, samples, stats, heapGrowth: growth }, null, 2),
+    JSON.stringify({ minutes, warmupMinutes, settleMinutes, runtime, redis: !!redisUrl, slopeMbPerHour: slope, lastHourSlopeMbPerHour: lastHourSlope, samples, stats, heapGrowth: growth }, null, 2),
   );
   process.stdout.write(`\nwrote ${file}\n`);
   if (failed > 0) process.exitCode = 1;
