@@ -26,7 +26,7 @@ export interface EmbeddedGatewayDeps {
   /** The instance proxy's base URL (dedicated endpoints of apps link there). */
   proxyUrl: string;
   /** The catalog as the store has it now. */
-  catalog: () => ModelEntry[];
+  catalog: () => Promise<ModelEntry[]>;
   store: Store;
   bus: Bus;
   gate: LimitGate;
@@ -62,7 +62,7 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, closers: C
   const gateway = await createGateway({
     ...gatewayOptions,
     routes: [...(gatewayOptions.routes ?? []), dedicated.plugin, broker.plugin],
-    models: catalog(),
+    models: await catalog(),
     keySource: storeKeySource(deps.store, config),
     bus,
     gate: deps.gate,
@@ -73,8 +73,19 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, closers: C
   // Tunnelled apps get an origin of their own (gateway/dedicated/README.md, "Own origins").
   const tunnels = await broker.listenPublic(config.host, config.tunnelPort).catch(namingSetting('RC_TUNNEL_PORT'));
   closers.add(() => tunnels.close(1000));
+  // Reads may finish out of order (a pool of connections): only the newest one is applied.
+  let reads = 0;
+  const reloadCatalog = async () => {
+    const n = ++reads;
+    try {
+      const models = await catalog();
+      if (n === reads) gateway.setModels(models);
+    } catch (err) {
+      deps.logger.error('catalog reload failed', { err });
+    }
+  };
   const unsubscribe = bus.subscribe((ev) => {
-    if (ev.type === 'catalog.changed') gateway.setModels(catalog());
+    if (ev.type === 'catalog.changed') void reloadCatalog();
   });
   closers.add(async () => unsubscribe());
   return { gateway, tunnels };

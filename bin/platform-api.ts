@@ -49,7 +49,7 @@ export interface PlatformApiDeps {
   /** The configured catalog, embedded sims as upstreams. */
   models: ModelEntry[];
   /** The catalog as the store has it now. */
-  catalog: () => ModelEntry[];
+  catalog: () => Promise<ModelEntry[]>;
   gate: LimitGate;
   /** The embedded agent, when one runs in this process. */
   agent: LocalAgent | undefined;
@@ -78,7 +78,7 @@ export async function startPlatformApi(deps: PlatformApiDeps, slot: InstancesSlo
   const gatewayUrl = publicUrls(resolveInstanceSettings(settings)).gateway;
   const brokerUrl = config.tunnelBrokers || gatewayUrl;
   let controlPlaneUrl = ''; // known once the platform API listens (below)
-  const instances = createInstances({
+  const instances = await createInstances({
     store,
     bus,
     logger,

@@ -115,10 +115,10 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     closers.add(() => bus.close());
     const { sims, models } = await startSims(config, logger, closers);
 
-    const store = new Store({ dataDir });
-    closers.add(async () => store.close());
+    const store = await Store.open({ dataDir });
+    closers.add(() => store.close());
     const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
-    limits.load(storeLimitOverrides(store, config));
+    limits.load(await storeLimitOverrides(store, config));
     const gate = createGate(config, { bus, logger, limits, lookup: storeLimitsLookup(store, config) });
     closers.add(() => gate.close());
 

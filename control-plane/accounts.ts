@@ -2,7 +2,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
 import { generateKey, hashKey } from '../lib/keys.js';
-import type { Db } from './db.js';
+import type { Sql } from './sql.js';
 import { API_ERRORS } from './errors.js';
 import { seal, unseal } from './secrets.js';
 
@@ -72,11 +72,11 @@ export class Accounts {
   private readonly setPasswordStmt;
 
   constructor(
-    db: Db,
+    db: Sql,
     private readonly clock: Clock,
   ) {
-    this.insert = db.prepare<[string, string, string | null, number, number, number, number]>(
-      'INSERT INTO accounts (email, provider, password_hash, verified, is_editor, is_operator, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING',
+    this.insert = db.prepare<[string, string, string | null, number, number, number, number], { id: number }>(
+      'INSERT INTO accounts (email, provider, password_hash, verified, is_editor, is_operator, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING RETURNING id',
     );
     this.byIdStmt = db.prepare<[number], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`);
     this.byEmailStmt = db.prepare<[string], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE email = ?`);
@@ -93,8 +93,8 @@ export class Accounts {
   }
 
   /** Creates an account; 409 when the e-mail is taken. */
-  create(a: NewAccount): Account {
-    const r = this.insert.run(
+  async create(a: NewAccount): Promise<Account> {
+    const r = await this.insert.get(
       a.email.toLowerCase(),
       a.provider ?? 'password',
       a.passwordHash ?? null,
@@ -103,47 +103,47 @@ export class Accounts {
       a.isOperator ? 1 : 0,
       this.clock.now(),
     );
-    if (r.changes === 0) throw API_ERRORS.emailTaken();
-    return this.byId(Number(r.lastInsertRowid))!;
+    if (!r) throw API_ERRORS.emailTaken();
+    return (await this.byId(r.id))!;
   }
 
-  byId(id: number): Account | undefined {
-    const r = this.byIdStmt.get(id);
+  async byId(id: number): Promise<Account | undefined> {
+    const r = await this.byIdStmt.get(id);
     return r && toAccount(r);
   }
 
-  byEmail(email: string): Account | undefined {
-    const r = this.byEmailStmt.get(email);
+  async byEmail(email: string): Promise<Account | undefined> {
+    const r = await this.byEmailStmt.get(email);
     return r && toAccount(r);
   }
 
   /** The account and its password hash, for sign-in. */
-  withPassword(email: string): { account: Account; passwordHash: string | null } | undefined {
-    const r = this.passwordStmt.get(email);
+  async withPassword(email: string): Promise<{ account: Account; passwordHash: string | null } | undefined> {
+    const r = await this.passwordStmt.get(email);
     return r && { account: toAccount(r), passwordHash: r.password_hash };
   }
 
-  list(): Account[] {
-    return this.listStmt.all().map(toAccount);
+  async list(): Promise<Account[]> {
+    return (await this.listStmt.all()).map(toAccount);
   }
 
-  setVerified(id: number, verified: boolean): void {
-    this.setVerifiedStmt.run(verified ? 1 : 0, id);
+  async setVerified(id: number, verified: boolean): Promise<void> {
+    await this.setVerifiedStmt.run(verified ? 1 : 0, id);
   }
-  setEditor(id: number, isEditor: boolean): void {
-    this.setEditorStmt.run(isEditor ? 1 : 0, id);
+  async setEditor(id: number, isEditor: boolean): Promise<void> {
+    await this.setEditorStmt.run(isEditor ? 1 : 0, id);
   }
-  setOperator(id: number, isOperator: boolean): void {
-    this.setOperatorStmt.run(isOperator ? 1 : 0, id);
+  async setOperator(id: number, isOperator: boolean): Promise<void> {
+    await this.setOperatorStmt.run(isOperator ? 1 : 0, id);
   }
-  setDisabled(id: number, disabled: boolean): void {
-    this.setDisabledStmt.run(disabled ? 1 : 0, id);
+  async setDisabled(id: number, disabled: boolean): Promise<void> {
+    await this.setDisabledStmt.run(disabled ? 1 : 0, id);
   }
-  setSshPublicKey(id: number, key: string | null): void {
-    this.setSshStmt.run(key, id);
+  async setSshPublicKey(id: number, key: string | null): Promise<void> {
+    await this.setSshStmt.run(key, id);
   }
-  setPasswordHash(id: number, hash: string | null): void {
-    this.setPasswordStmt.run(hash, id);
+  async setPasswordHash(id: number, hash: string | null): Promise<void> {
+    await this.setPasswordStmt.run(hash, id);
   }
 }
 
@@ -162,10 +162,9 @@ export class ApiKeys {
   private readonly accountOf;
   private readonly sealedOf;
   private readonly allStmt;
-  private readonly issueTx;
 
   constructor(
-    private readonly db: Db,
+    private readonly db: Sql,
     private readonly clock: Clock,
     private readonly sealKey: Buffer,
   ) {
@@ -175,46 +174,46 @@ export class ApiKeys {
     this.accountOf = db.prepare<[string], { account_id: number }>('SELECT account_id FROM api_keys WHERE key_hash = ?');
     this.sealedOf = db.prepare<[number], { key_sealed: string }>('SELECT key_sealed FROM api_keys WHERE account_id = ?');
     this.allStmt = db.prepare<[], { key_hash: string; account_id: number }>('SELECT key_hash, account_id FROM api_keys');
-    this.issueTx = db.transaction((accountId: number, key: string, keyHash: string): string | undefined => {
-      const old = this.hashOf.get(accountId)?.key_hash;
-      this.deleteStmt.run(accountId);
-      this.insert.run(keyHash, accountId, seal(this.sealKey, key), this.clock.now());
-      return old;
-    });
   }
 
   /** Issues a new key for the account, replacing (revoking) its current one in the same transaction. */
-  issue(accountId: number): IssuedKey {
+  async issue(accountId: number): Promise<IssuedKey> {
     const key = generateKey();
     const keyHash = hashKey(key);
-    const revokedHash = this.issueTx.immediate(accountId, key, keyHash);
+    const revokedHash = await this.db.transaction(async (tx) => {
+      const keys = new ApiKeys(tx, this.clock, this.sealKey);
+      const old = await keys.drop(accountId);
+      await keys.insert.run(keyHash, accountId, seal(this.sealKey, key), this.clock.now());
+      return old;
+    });
     return { key, keyHash, revokedHash };
   }
 
   /** Removes the account's key; returns its hash when there was one. */
-  revoke(accountId: number): string | undefined {
-    return this.db
-      .transaction(() => {
-        const old = this.hashOf.get(accountId)?.key_hash;
-        this.deleteStmt.run(accountId);
-        return old;
-      })
-      .immediate();
+  revoke(accountId: number): Promise<string | undefined> {
+    return this.db.transaction((tx) => new ApiKeys(tx, this.clock, this.sealKey).drop(accountId));
+  }
+
+  /** Deletes the account's key (call in a transaction); returns its hash when there was one. */
+  private async drop(accountId: number): Promise<string | undefined> {
+    const old = (await this.hashOf.get(accountId))?.key_hash;
+    await this.deleteStmt.run(accountId);
+    return old;
   }
 
   /** The account a key hash belongs to (primary-key lookup: a rotated key is refused at once). */
-  accountIdFor(keyHash: string): number | undefined {
-    return this.accountOf.get(keyHash)?.account_id;
+  async accountIdFor(keyHash: string): Promise<number | undefined> {
+    return (await this.accountOf.get(keyHash))?.account_id;
   }
 
   /** The account's current key in clear, or null when it has none. */
-  current(accountId: number): string | null {
-    const row = this.sealedOf.get(accountId);
+  async current(accountId: number): Promise<string | null> {
+    const row = await this.sealedOf.get(accountId);
     return row ? (unseal(this.sealKey, row.key_sealed) ?? null) : null;
   }
 
-  all(): { keyHash: string; accountId: number }[] {
-    return this.allStmt.all().map((r) => ({ keyHash: r.key_hash, accountId: r.account_id }));
+  async all(): Promise<{ keyHash: string; accountId: number }[]> {
+    return (await this.allStmt.all()).map((r) => ({ keyHash: r.key_hash, accountId: r.account_id }));
   }
 }
 
@@ -244,7 +243,7 @@ export class Sessions {
   private readonly delAccount;
 
   constructor(
-    db: Db,
+    db: Sql,
     private readonly clock: Clock,
   ) {
     this.ofAccount = db.prepare<[number], { token_hash: string }>('SELECT token_hash FROM sessions WHERE account_id = ?');
@@ -262,48 +261,53 @@ export class Sessions {
     );
   }
 
-  create(accountId: number, ttlMs: number): Session & { token: string; csrfToken: string } {
+  async create(accountId: number, ttlMs: number): Promise<Session & { token: string; csrfToken: string }> {
     const token = randomBytes(32).toString('base64url');
     const csrfToken = csrfTokenFor(token);
     const csrfHash = hashKey(csrfToken);
     const now = this.clock.now();
-    this.insert.run(hashKey(token), accountId, csrfHash, now, now + ttlMs);
+    await this.insert.run(hashKey(token), accountId, csrfHash, now, now + ttlMs);
     return { token, accountId, csrfToken, csrfHash, expiresAt: now + ttlMs };
   }
 
   /** The live session for a cookie token; expired sessions are deleted and give undefined. */
-  lookup(token: string): Session | undefined {
+  lookup(token: string): Promise<Session | undefined> {
     return this.lookupHash(hashKey(token));
   }
 
   /** The live session whose token hashes to `hash` (the instance proxy's cookie names its session by hash). */
-  lookupHash(hash: string): Session | undefined {
-    const r = this.get.get(hash);
+  async lookupHash(hash: string): Promise<Session | undefined> {
+    const r = await this.get.get(hash);
     if (!r) return undefined;
     if (r.expires_at <= this.clock.now()) {
-      this.del.run(hash);
+      await this.del.run(hash);
       return undefined;
     }
     return { accountId: r.account_id, csrfHash: r.csrf_hash, expiresAt: r.expires_at };
   }
 
-  delete(token: string): void {
-    this.del.run(hashKey(token));
+  async delete(token: string): Promise<void> {
+    await this.del.run(hashKey(token));
   }
 
   /** Every unexpired session, as hashes (for the gateway's in-memory session directory). */
-  live(): { tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }[] {
-    return this.all.all(this.clock.now()).map((r) => ({ tokenHash: r.token_hash, csrfHash: r.csrf_hash, accountId: r.account_id, expiresAt: r.expires_at }));
+  async live(): Promise<{ tokenHash: string; csrfHash: string; accountId: number; expiresAt: number }[]> {
+    return (await this.all.all(this.clock.now())).map((r) => ({
+      tokenHash: r.token_hash,
+      csrfHash: r.csrf_hash,
+      accountId: r.account_id,
+      expiresAt: r.expires_at,
+    }));
   }
 
   /** Ends every session of the account (a disabled account); returns their token hashes (for `session.ended`). */
-  endAll(accountId: number): string[] {
-    const hashes = this.ofAccount.all(accountId).map((r) => r.token_hash);
-    this.delAccount.run(accountId);
+  async endAll(accountId: number): Promise<string[]> {
+    const hashes = (await this.ofAccount.all(accountId)).map((r) => r.token_hash);
+    await this.delAccount.run(accountId);
     return hashes;
   }
 
-  purgeExpired(): number {
-    return this.purge.run(this.clock.now()).changes;
+  async purgeExpired(): Promise<number> {
+    return (await this.purge.run(this.clock.now())).changes;
   }
 }

@@ -103,12 +103,12 @@ export async function callAdmin(options: AdminClientOptions, op: AdminOpName, in
     if (r) return r.body;
   }
   if (!options.init && !existsSync(databasePath(options.dataDir))) throw new NoPlatformError(options.dataDir);
-  const store = new Store({ dataDir: options.dataDir });
+  const store = await Store.open({ dataDir: options.dataDir });
   const publisher = options.redisUrl ? redisPublisher(options.redisUrl, busChannel(options.redisPrefix)) : undefined;
   try {
     return await runAdminOp({ store, publish: publisher?.publish ?? (async () => {}), configuredModels: options.configuredModels }, op, input);
   } finally {
-    store.close();
+    await store.close();
     await publisher?.close();
   }
 }

@@ -40,21 +40,21 @@ export const op = <S extends z.ZodType>(input: S, run: AdminOp<S>['run']): Admin
 
 export const email = z.string().trim().toLowerCase().pipe(z.email('must be an e-mail address')).pipe(z.string().max(254));
 
-export function accountByEmail(ctx: AdminContext, address: string) {
-  const a = ctx.store.accounts.byEmail(address);
+export async function accountByEmail(ctx: AdminContext, address: string) {
+  const a = await ctx.store.accounts.byEmail(address);
   if (!a) throw API_ERRORS.accountNotFound(address);
   return a;
 }
 
 /** Issues a key when the account has none (verified accounts only) and tells the gateways. */
 export async function ensureKey(ctx: AdminContext, accountId: number): Promise<void> {
-  if (ctx.store.keys.current(accountId) !== null) return;
+  if ((await ctx.store.keys.current(accountId)) !== null) return;
   await issueKey(ctx, accountId);
 }
 
 /** Issues a new key (revoking the current one) and tells the gateways. */
 export async function issueKey(ctx: AdminContext, accountId: number): Promise<void> {
-  const k = ctx.store.keys.issue(accountId);
+  const k = await ctx.store.keys.issue(accountId);
   if (k.revokedHash) await ctx.publish({ type: 'key.revoked', keyHash: k.revokedHash, accountId });
   await ctx.publish({ type: 'key.issued', keyHash: k.keyHash, accountId });
 }

@@ -1,7 +1,7 @@
 // Operator actions (the rc CLI's account, coupon, image and model commands). One definition,
 // two transports: the admin API of a running control plane (POST /api/admin/<op> with the
 // data dir's admin token), or the database opened directly when no platform runs. Either way
-// the change is one SQLite transaction and the events gateways need are published.
+// the change is one database transaction and the events gateways need are published.
 import { z } from 'zod';
 import { modelEntrySchema } from '../lib/config.js';
 import { accountByEmail, email, ensureKey, op, type AdminContext, type AdminOp } from './admin-op.js';
@@ -46,24 +46,26 @@ export const ADMIN_OPS = {
     async (ctx, i) => {
       const passwordHash = i.password ? await hashPassword(i.password) : null;
       const { store } = ctx;
-      const account = store.transaction(() => {
-        const a = store.accounts.create({ email: i.email, passwordHash, verified: i.verified, isEditor: i.editor, isOperator: i.operator });
+      const account = await store.transaction(async (tx) => {
+        const a = await tx.accounts.create({ email: i.email, passwordHash, verified: i.verified, isEditor: i.editor, isOperator: i.operator });
         if (i.credits > 0)
-          store.ledger.append({ accountId: a.id, kind: 'grant', credits: i.credits, idempotencyKey: `grant:signup:${a.id}`, ref: 'rc account create' });
+          await tx.ledger.append({ accountId: a.id, kind: 'grant', credits: i.credits, idempotencyKey: `grant:signup:${a.id}`, ref: 'rc account create' });
         return a;
       });
       if (account.verified) await ensureKey(ctx, account.id);
-      return profile(store, store.accounts.byId(account.id)!);
+      return profile(store, (await store.accounts.byId(account.id))!);
     },
   ),
   'account.verify': op(z.strictObject({ email }), async (ctx, i) => {
-    const a = accountByEmail(ctx, i.email);
-    ctx.store.accounts.setVerified(a.id, true);
+    const a = await accountByEmail(ctx, i.email);
+    await ctx.store.accounts.setVerified(a.id, true);
     await ensureKey(ctx, a.id);
     await ctx.publish({ type: 'account.changed', accountId: a.id });
-    return profile(ctx.store, ctx.store.accounts.byId(a.id)!);
+    return profile(ctx.store, (await ctx.store.accounts.byId(a.id))!);
   }),
-  'account.list': op(z.strictObject({}), (ctx) => ({ accounts: ctx.store.accounts.list().map((a) => accountSummary(ctx.store, a)) })),
+  'account.list': op(z.strictObject({}), async (ctx) => ({
+    accounts: await Promise.all((await ctx.store.accounts.list()).map((a) => accountSummary(ctx.store, a))),
+  })),
   'account.grant-credits': op(
     z.strictObject({
       email,
@@ -71,18 +73,18 @@ export const ADMIN_OPS = {
       idempotency_key: z.string().min(1).max(200).optional(),
       reason: z.string().max(500).optional(),
     }),
-    (ctx, i) => {
-      const a = accountByEmail(ctx, i.email);
+    async (ctx, i) => {
+      const a = await accountByEmail(ctx, i.email);
       const key = `grant:${i.idempotency_key ?? crypto.randomUUID()}`;
-      const r = ctx.store.ledger.append({ accountId: a.id, kind: 'grant', credits: i.credits, idempotencyKey: key, ref: i.reason ?? null });
+      const r = await ctx.store.ledger.append({ accountId: a.id, kind: 'grant', credits: i.credits, idempotencyKey: key, ref: i.reason ?? null });
       return { email: a.email, credits_added: r.applied ? i.credits : 0, credits: r.credits, applied: r.applied, idempotency_key: key };
     },
   ),
   'account.set-limits': op(z.strictObject({ email, rpm: limit, tpm: limit, daily_tokens: limit, clear: z.boolean().default(false) }), async (ctx, i) => {
-    const a = accountByEmail(ctx, i.email);
-    const old = i.clear ? undefined : ctx.store.limits.get(a.id);
+    const a = await accountByEmail(ctx, i.email);
+    const old = i.clear ? undefined : await ctx.store.limits.get(a.id);
     const pick = (v: number | null | undefined, prev: number | null | undefined) => (v !== undefined ? v : (prev ?? null));
-    const l = ctx.store.limits.set({
+    const l = await ctx.store.limits.set({
       accountId: a.id,
       rpm: pick(i.rpm, old?.rpm),
       tpm: pick(i.tpm, old?.tpm),
@@ -107,40 +109,40 @@ export const ADMIN_OPS = {
         })
         .optional(),
     }),
-    (ctx, i) => {
-      const accountId = i.email ? accountByEmail(ctx, i.email).id : null;
-      const c = ctx.store.coupons.create(i.credits, accountId, i.code);
+    async (ctx, i) => {
+      const accountId = i.email ? (await accountByEmail(ctx, i.email)).id : null;
+      const c = await ctx.store.coupons.create(i.credits, accountId, i.code);
       return i.email ? { code: c.code, credits: c.credits, email: i.email } : { code: c.code, credits: c.credits };
     },
   ),
-  'coupon.list': op(z.strictObject({}), (ctx) => ({ coupons: ctx.store.coupons.list() })),
+  'coupon.list': op(z.strictObject({}), async (ctx) => ({ coupons: await ctx.store.coupons.list() })),
   'image.add': op(
     z.strictObject({ name: z.string().trim().min(1).max(200), image: z.string().trim().min(1).max(512).regex(/^\S+$/, 'image must not contain spaces') }),
     (ctx, i) => ctx.store.images.add(i.name, i.image),
   ),
-  'image.disable': op(z.strictObject({ image: z.string().trim().min(1) }), (ctx, i) => {
-    if (!ctx.store.images.disable(i.image)) throw API_ERRORS.imageNotFound(i.image);
+  'image.disable': op(z.strictObject({ image: z.string().trim().min(1) }), async (ctx, i) => {
+    if (!(await ctx.store.images.disable(i.image))) throw API_ERRORS.imageNotFound(i.image);
     return ctx.store.images.get(i.image);
   }),
-  'image.list': op(z.strictObject({}), (ctx) => ({ images: ctx.store.images.list() })),
+  'image.list': op(z.strictObject({}), async (ctx) => ({ images: await ctx.store.images.list() })),
   'model.add': op(modelEntrySchema, async (ctx, entry) => {
-    const e = ctx.store.models.put(entry);
+    const e = await ctx.store.models.put(entry);
     await ctx.publish({ type: 'catalog.changed' });
     return e;
   }),
   'model.remove': op(z.strictObject({ name: z.string().min(1) }), async (ctx, i) => {
-    if (!ctx.store.models.remove(i.name)) throw API_ERRORS.modelNotFound(i.name);
+    if (!(await ctx.store.models.remove(i.name))) throw API_ERRORS.modelNotFound(i.name);
     await ctx.publish({ type: 'catalog.changed' });
     return { removed: i.name };
   }),
   'host.add': op(z.strictObject({ name: hostName, address: hostAddress, token: agentToken }), (ctx, i) => fleet(ctx).add(i)),
-  'host.list': op(z.strictObject({}), (ctx) => ({ hosts: fleet(ctx).list() })),
+  'host.list': op(z.strictObject({}), async (ctx) => ({ hosts: await fleet(ctx).list() })),
   'host.drain': op(z.strictObject({ name: hostName }), (ctx, i) => fleet(ctx).setDraining(i.name, true)),
   'host.resume': op(z.strictObject({ name: hostName }), (ctx, i) => fleet(ctx).setDraining(i.name, false)),
   'host.remove': op(z.strictObject({ name: hostName, force: z.boolean().default(false) }), (ctx, i) => fleet(ctx).remove(i.name, i.force)),
-  'model.list': op(z.strictObject({}), (ctx) => {
-    const inDb = new Set(ctx.store.models.list().map((m) => m.name));
-    return { models: mergedCatalog(ctx.configuredModels, ctx.store).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' })) };
+  'model.list': op(z.strictObject({}), async (ctx) => {
+    const inDb = new Set((await ctx.store.models.list()).map((m) => m.name));
+    return { models: (await mergedCatalog(ctx.configuredModels, ctx.store)).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' })) };
   }),
   ...ACCOUNT_OPS,
   ...INSTANCE_OPS,
@@ -158,6 +160,6 @@ export async function runAdminOp(ctx: AdminContext, name: string, input: unknown
   const o = ADMIN_OPS[name] as AdminOp<z.ZodType>;
   const parsed = parseInput(o.input, input ?? {});
   const out = await o.run(ctx, parsed);
-  recordAction(ctx, name, parsed, auditTarget(parsed));
+  await recordAction(ctx, name, parsed, auditTarget(parsed));
   return out;
 }

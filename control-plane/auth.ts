@@ -33,15 +33,15 @@ const BEARER = /^Bearer(?:[ \t]+(.*))?$/i;
  * ApiError (401) for a bad one. With `ignoreBadSession`, a stale cookie counts as no credential
  * (public pages).
  */
-export function identify(store: Store, h: CredentialHeaders, ignoreBadSession = false): Caller | ApiError | undefined {
+export async function identify(store: Store, h: CredentialHeaders, ignoreBadSession = false): Promise<Caller | ApiError | undefined> {
   if (h.authorization !== '') {
     const m = BEARER.exec(h.authorization.trim());
     if (!m) return API_ERRORS.invalidBearer();
     const key = (m[1] ?? '').trim();
     if (key === '') return API_ERRORS.noApiKey();
     if (!isWellFormedKey(key)) return API_ERRORS.invalidBearer();
-    const accountId = store.keys.accountIdFor(hashKey(key));
-    const account = accountId === undefined ? undefined : store.accounts.byId(accountId);
+    const accountId = await store.keys.accountIdFor(hashKey(key));
+    const account = accountId === undefined ? undefined : await store.accounts.byId(accountId);
     // An unverified account holds no key; a key left over from before an un-verify is refused too.
     if (!account || !account.verified || account.disabled) return API_ERRORS.invalidBearer();
     return { account, via: 'key' };
@@ -51,8 +51,8 @@ export function identify(store: Store, h: CredentialHeaders, ignoreBadSession = 
   // Two session cookies (one tossed in by a page on another port of this host): no session, not
   // even on public pages, so that nothing is done or shown as either account.
   if (token === SEVERAL_COOKIES) return ignoreBadSession ? undefined : API_ERRORS.sessionInvalid();
-  const session = store.sessions.lookup(token);
-  const account = session && store.accounts.byId(session.accountId);
+  const session = await store.sessions.lookup(token);
+  const account = session && (await store.accounts.byId(session.accountId));
   // A disabled account's sessions were ended; one made in the same instant is refused here too.
   if (!session || !account || account.disabled) return ignoreBadSession ? undefined : API_ERRORS.sessionInvalid();
   return { account, via: 'session', session: { ...session, token } };

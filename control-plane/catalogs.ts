@@ -2,7 +2,7 @@
 // `rc model add`, and per-account model API limit overrides.
 import type { Clock } from '../lib/clock.js';
 import { modelEntrySchema, type ModelEntry } from '../lib/config.js';
-import type { Db } from './db.js';
+import type { Sql } from './sql.js';
 
 export interface ImageEntry {
   name: string;
@@ -18,7 +18,7 @@ export class Images {
   private readonly getStmt;
 
   constructor(
-    db: Db,
+    db: Sql,
     private readonly clock: Clock,
   ) {
     this.upsert = db.prepare<[string, string, number]>(
@@ -33,32 +33,32 @@ export class Images {
   }
 
   /** Adds the image, or renames and re-enables it when it is already in the catalog. */
-  add(name: string, image: string): ImageEntry {
-    this.upsert.run(name, image, this.clock.now());
+  async add(name: string, image: string): Promise<ImageEntry> {
+    await this.upsert.run(name, image, this.clock.now());
     return { name, image, enabled: true };
   }
 
   /** Disables the image; false when it is not in the catalog. */
-  disable(image: string): boolean {
-    return this.setEnabled.run(0, image).changes === 1;
+  async disable(image: string): Promise<boolean> {
+    return (await this.setEnabled.run(0, image)).changes === 1;
   }
 
-  get(image: string): ImageEntry | undefined {
-    const r = this.getStmt.get(image);
+  async get(image: string): Promise<ImageEntry | undefined> {
+    const r = await this.getStmt.get(image);
     return r && { name: r.name, image: r.image, enabled: r.enabled === 1 };
   }
 
-  isEnabled(image: string): boolean {
-    return this.getStmt.get(image)?.enabled === 1;
+  async isEnabled(image: string): Promise<boolean> {
+    return (await this.getStmt.get(image))?.enabled === 1;
   }
 
-  list(): ImageEntry[] {
-    return this.listStmt.all().map((r) => ({ name: r.name, image: r.image, enabled: r.enabled === 1 }));
+  async list(): Promise<ImageEntry[]> {
+    return (await this.listStmt.all()).map((r) => ({ name: r.name, image: r.image, enabled: r.enabled === 1 }));
   }
 
   /** The selectable images (enabled ones). */
-  enabled(): ImageEntry[] {
-    return this.enabledStmt.all().map((r) => ({ name: r.name, image: r.image, enabled: true }));
+  async enabled(): Promise<ImageEntry[]> {
+    return (await this.enabledStmt.all()).map((r) => ({ name: r.name, image: r.image, enabled: true }));
   }
 }
 
@@ -69,7 +69,7 @@ export class Models {
   private readonly listStmt;
 
   constructor(
-    db: Db,
+    db: Sql,
     private readonly clock: Clock,
   ) {
     this.upsert = db.prepare<[string, string, number]>(
@@ -80,20 +80,20 @@ export class Models {
   }
 
   /** Adds or replaces the entry of that name. */
-  put(entry: ModelEntry): ModelEntry {
+  async put(entry: ModelEntry): Promise<ModelEntry> {
     const e = modelEntrySchema.parse(entry);
-    this.upsert.run(e.name, JSON.stringify(e), this.clock.now());
+    await this.upsert.run(e.name, JSON.stringify(e), this.clock.now());
     return e;
   }
 
-  remove(name: string): boolean {
-    return this.del.run(name).changes === 1;
+  async remove(name: string): Promise<boolean> {
+    return (await this.del.run(name)).changes === 1;
   }
 
   /** Every stored entry; one that no longer validates (schema changed) is skipped. */
-  list(): ModelEntry[] {
+  async list(): Promise<ModelEntry[]> {
     const out: ModelEntry[] = [];
-    for (const r of this.listStmt.all()) {
+    for (const r of await this.listStmt.all()) {
       const p = modelEntrySchema.safeParse(JSON.parse(r.entry));
       if (p.success) out.push(p.data);
     }
@@ -114,7 +114,7 @@ export class Limits {
   private readonly getStmt;
   private readonly allStmt;
 
-  constructor(db: Db) {
+  constructor(db: Sql) {
     this.upsert = db.prepare<[number, number | null, number | null, number | null]>(
       'INSERT INTO account_limits (account_id, rpm, tpm, daily_tokens) VALUES (?, ?, ?, ?) ' +
         'ON CONFLICT (account_id) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm, daily_tokens = excluded.daily_tokens',
@@ -127,17 +127,17 @@ export class Limits {
     );
   }
 
-  set(l: AccountLimits): AccountLimits {
-    this.upsert.run(l.accountId, l.rpm, l.tpm, l.dailyTokens);
+  async set(l: AccountLimits): Promise<AccountLimits> {
+    await this.upsert.run(l.accountId, l.rpm, l.tpm, l.dailyTokens);
     return l;
   }
 
-  get(accountId: number): AccountLimits | undefined {
-    const r = this.getStmt.get(accountId);
+  async get(accountId: number): Promise<AccountLimits | undefined> {
+    const r = await this.getStmt.get(accountId);
     return r && { accountId: r.account_id, rpm: r.rpm, tpm: r.tpm, dailyTokens: r.daily_tokens };
   }
 
-  all(): AccountLimits[] {
-    return this.allStmt.all().map((r) => ({ accountId: r.account_id, rpm: r.rpm, tpm: r.tpm, dailyTokens: r.daily_tokens }));
+  async all(): Promise<AccountLimits[]> {
+    return (await this.allStmt.all()).map((r) => ({ accountId: r.account_id, rpm: r.rpm, tpm: r.tpm, dailyTokens: r.daily_tokens }));
   }
 }

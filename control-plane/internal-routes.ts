@@ -12,7 +12,7 @@ import type { Store } from './store.js';
 export interface InternalSources {
   store: Store;
   /** The shared catalog as gateways serve it (embedded sims' URLs filled in). */
-  catalog(): ModelEntry[];
+  catalog(): Promise<ModelEntry[]>;
   /** Every live instance's route. */
   instanceRoutes(): InstanceRouteWire[];
   tunnel: GatewaySnapshot['tunnel'];
@@ -26,15 +26,15 @@ export async function gatewaySnapshot(src: InternalSources): Promise<GatewaySnap
   // the same effective limits and session access.
   const keySource = storeKeySource(store, src.access);
   return {
-    keys: store.keys.all(),
+    keys: await store.keys.all(),
     sessions: [...((await keySource.loadSessions?.()) ?? [])],
-    limits: storeLimitOverrides(store, src.access).map(([accountId, l]) => ({
+    limits: (await storeLimitOverrides(store, src.access)).map(([accountId, l]) => ({
       accountId,
       rpm: l.rpm ?? null,
       tpm: l.tpm ?? null,
       dailyTokens: l.dailyTokens ?? null,
     })),
-    models: src.catalog(),
+    models: await src.catalog(),
     instances: src.instanceRoutes(),
     tunnel: src.tunnel,
   };

@@ -3,7 +3,7 @@
 // or instance-usage charge is recorded once.
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
-import type { Db } from './db.js';
+import { isUniqueViolation, type Sql } from './sql.js';
 import { API_ERRORS } from './errors.js';
 import { hashKey } from '../lib/keys.js';
 
@@ -54,13 +54,13 @@ export class Ledger {
   private readonly pageStmt;
 
   constructor(
-    db: Db,
+    db: Sql,
     private readonly clock: Clock,
   ) {
     this.insert = db.prepare<[number, string, number, string, string | null, number]>(
       'INSERT INTO ledger (account_id, kind, amount_micros, idempotency_key, ref, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING',
     );
-    this.sum = db.prepare<[number], { micros: number }>('SELECT COALESCE(SUM(amount_micros), 0) AS micros FROM ledger WHERE account_id = ?');
+    this.sum = db.prepare<[number], { micros: number }>('SELECT CAST(COALESCE(SUM(amount_micros), 0) AS BIGINT) AS micros FROM ledger WHERE account_id = ?');
     this.list = db.prepare<[number], LedgerRow>(
       'SELECT id, account_id, kind, amount_micros, idempotency_key, ref, created_at FROM ledger WHERE account_id = ? ORDER BY id',
     );
@@ -73,23 +73,23 @@ export class Ledger {
    * Appends an entry unless one with the same idempotency key exists. Call inside a transaction
    * to make it part of a larger change. Returns whether it was applied and the new balance.
    */
-  append(e: LedgerEntryInput): { applied: boolean; credits: number } {
-    const r = this.insert.run(e.accountId, e.kind, toMicros(e.credits), e.idempotencyKey, e.ref ?? null, this.clock.now());
-    return { applied: r.changes === 1, credits: this.balance(e.accountId) };
+  async append(e: LedgerEntryInput): Promise<{ applied: boolean; credits: number }> {
+    const r = await this.insert.run(e.accountId, e.kind, toMicros(e.credits), e.idempotencyKey, e.ref ?? null, this.clock.now());
+    return { applied: r.changes === 1, credits: await this.balance(e.accountId) };
   }
 
   /** The account's balance in credits. */
-  balance(accountId: number): number {
-    return toCredits(this.sum.get(accountId)!.micros);
+  async balance(accountId: number): Promise<number> {
+    return toCredits((await this.sum.get(accountId))!.micros);
   }
 
-  entries(accountId: number): LedgerEntry[] {
-    return this.list.all(accountId).map(entryOf);
+  async entries(accountId: number): Promise<LedgerEntry[]> {
+    return (await this.list.all(accountId)).map(entryOf);
   }
 
   /** Up to `limit` entries with an id below `beforeId`, newest first (ids grow with time: append-only). */
-  page(accountId: number, limit: number, beforeId = Number.MAX_SAFE_INTEGER): LedgerEntry[] {
-    return this.pageStmt.all(accountId, beforeId, limit).map(entryOf);
+  async page(accountId: number, limit: number, beforeId = Number.MAX_SAFE_INTEGER): Promise<LedgerEntry[]> {
+    return (await this.pageStmt.all(accountId, beforeId, limit)).map(entryOf);
   }
 }
 
@@ -143,10 +143,9 @@ export class Coupons {
   private readonly get;
   private readonly claim;
   private readonly listStmt;
-  private readonly redeemTx;
 
   constructor(
-    db: Db,
+    private readonly db: Sql,
     private readonly clock: Clock,
     private readonly ledger: Ledger,
   ) {
@@ -159,40 +158,45 @@ export class Coupons {
     this.listStmt = db.prepare<[], Row>('SELECT code_hash, credits_micros, account_id, redeemed_by, redeemed_at FROM coupons ORDER BY created_at, code_hash');
     // The WHERE redeemed_by IS NULL makes the claim itself exactly-once, whatever the caller does.
     this.claim = db.prepare<[number, number, string]>('UPDATE coupons SET redeemed_by = ?, redeemed_at = ? WHERE code_hash = ? AND redeemed_by IS NULL');
-    // A wrong guess learns nothing and costs the same whatever made it wrong (issue 44): the code
-    // is looked up by its SHA-256 (no comparison of the code's bytes to time), and an unknown
-    // code, another account's coupon and one redeemed by someone else all answer `Invalid coupon
-    // code`. Only the account that redeemed a coupon hears that it was redeemed.
-    this.redeemTx = db.transaction((accountId: number, codeHash: string) => {
-      const c = this.get.get(codeHash);
-      if (c?.redeemed_by === accountId) throw API_ERRORS.couponRedeemed();
-      if (!c || (c.account_id !== null && c.account_id !== accountId) || c.redeemed_by !== null) throw API_ERRORS.couponInvalid();
-      if (this.claim.run(accountId, this.clock.now(), codeHash).changes !== 1) throw API_ERRORS.couponInvalid();
-      const credits = toCredits(c.credits_micros);
-      const r = this.ledger.append({ accountId, kind: 'coupon', credits, idempotencyKey: `coupon:${codeHash}`, ref: `coupon ${couponId(codeHash)}` });
-      return { credits_added: credits, credits: r.credits };
-    });
   }
 
   /** Creates a coupon; a 400 when `code` is taken. The returned `code` is the only time it is seen. */
-  create(credits: number, accountId: number | null = null, code = newCouponCode()): Coupon & { code: string } {
+  async create(credits: number, accountId: number | null = null, code = newCouponCode()): Promise<Coupon & { code: string }> {
     const codeHash = hashKey(code);
     try {
-      this.insert.run(codeHash, toMicros(credits), accountId, this.clock.now());
+      await this.insert.run(codeHash, toMicros(credits), accountId, this.clock.now());
     } catch (err) {
-      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw API_ERRORS.couponExists(code);
+      if (isUniqueViolation(err)) throw API_ERRORS.couponExists(code);
       throw err;
     }
     return { code, id: couponId(codeHash), credits: toCredits(toMicros(credits)), accountId, redeemedBy: null, redeemedAt: null };
   }
 
   /** Redeems once, in one immediate transaction; throws a 400 ApiError for invalid, redeemed or another account's coupon. */
-  redeem(accountId: number, code: string): { credits_added: number; credits: number } {
-    return this.redeemTx.immediate(accountId, hashKey(code.trim()));
+  redeem(accountId: number, code: string): Promise<{ credits_added: number; credits: number }> {
+    const codeHash = hashKey(code.trim());
+    return this.db.transaction((tx) => new Coupons(tx, this.clock, new Ledger(tx, this.clock)).claimFor(accountId, codeHash));
   }
 
-  list(): Coupon[] {
-    return this.listStmt.all().map((c) => ({
+  /**
+   * The redemption itself (in the transaction). A wrong guess learns nothing and costs the same
+   * whatever made it wrong (issue 44): the code is looked up by its SHA-256 (no comparison of the
+   * code's bytes to time), and an unknown code, another account's coupon and one redeemed by
+   * someone else all get the same couponInvalid answer. Only the account that redeemed a coupon hears
+   * that it was redeemed.
+   */
+  private async claimFor(accountId: number, codeHash: string): Promise<{ credits_added: number; credits: number }> {
+    const c = await this.get.get(codeHash);
+    if (c?.redeemed_by === accountId) throw API_ERRORS.couponRedeemed();
+    if (!c || (c.account_id !== null && c.account_id !== accountId) || c.redeemed_by !== null) throw API_ERRORS.couponInvalid();
+    if ((await this.claim.run(accountId, this.clock.now(), codeHash)).changes !== 1) throw API_ERRORS.couponInvalid();
+    const credits = toCredits(c.credits_micros);
+    const r = await this.ledger.append({ accountId, kind: 'coupon', credits, idempotencyKey: `coupon:${codeHash}`, ref: `coupon ${couponId(codeHash)}` });
+    return { credits_added: credits, credits: r.credits };
+  }
+
+  async list(): Promise<Coupon[]> {
+    return (await this.listStmt.all()).map((c) => ({
       id: couponId(c.code_hash),
       credits: toCredits(c.credits_micros),
       accountId: c.account_id,

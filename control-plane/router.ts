@@ -223,7 +223,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
           }
         : undefined;
       const rawQuery = r.query ? (req.getQuery() ?? '') : '';
-      const run = (raw: Buffer | undefined) => {
+      const run = async (raw: Buffer | undefined) => {
         try {
           if (originHeaders) checkSameOriginJson(originHeaders, r.body !== undefined && !r.optionalBody);
           let caller: Caller | undefined;
@@ -232,7 +232,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
           } else if (r.access === 'internal') {
             if (!deps.isInternal?.(adminToken)) throw API_ERRORS.internalTokenInvalid();
           } else if (r.access !== 'none') {
-            const who = identify(deps.store, creds, r.access === 'optional');
+            const who = await identify(deps.store, creds, r.access === 'optional');
             if (who instanceof ApiError) throw who;
             if (!who && r.access !== 'optional') throw API_ERRORS.noApiKey();
             if (who && r.access === 'operator') checkOperator(who);
@@ -241,19 +241,19 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
           }
           const body = r.body && raw ? parseInput(r.body, raw.length === 0 && r.optionalBody ? {} : parseBody(raw)) : undefined;
           const query = r.query ? parseInput(r.query, queryObject(rawQuery)) : undefined;
-          const out = r.handle({ params, body, query, forwardedProto, clientAddress: address } as RequestInfo<never, never>, caller as Caller);
-          if (out instanceof Promise)
-            out.then(
-              (o) => reply(res, o),
-              (err) => fail(res, err, deps.logger),
-            );
-          else reply(res, out);
+          reply(res, await r.handle({ params, body, query, forwardedProto, clientAddress: address } as RequestInfo<never, never>, caller as Caller));
         } catch (err) {
           fail(res, err, deps.logger);
         }
       };
-      if (!hasBody) return run(undefined);
-      readBody(res, declaredLength(req), deps.maxBodyBytes, run, (err) => write(res, err.status, { detail: err.message }));
+      if (!hasBody) return void run(undefined);
+      readBody(
+        res,
+        declaredLength(req),
+        deps.maxBodyBytes,
+        (raw) => void run(raw),
+        (err) => write(res, err.status, { detail: err.message }),
+      );
     });
     const set = paths.get(r.path) ?? new Set<Method>();
     set.add(r.method);

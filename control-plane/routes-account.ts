@@ -11,10 +11,10 @@ import { profile } from './views.js';
 const DAY_MS = 86_400_000;
 
 /** The documented model-usage body (gateway/gates ModelUsage) when no gates are wired: nothing used yet. */
-function emptyUsage(deps: ApiDeps, accountId: number) {
+async function emptyUsage(deps: ApiDeps, accountId: number) {
   const now = deps.store.clock.now();
   const day = Math.floor(now / DAY_MS);
-  const cap = deps.store.limits.get(accountId)?.dailyTokens ?? deps.settings.modelDailyTokens;
+  const cap = (await deps.store.limits.get(accountId))?.dailyTokens ?? deps.settings.modelDailyTokens;
   return {
     day: new Date(day * DAY_MS).toISOString().slice(0, 10),
     daily_cap: cap,
@@ -65,7 +65,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       path: '/api/me',
       summary: 'The account profile; `credits` is the live balance',
       access: 'required',
-      handle: (_req, caller: Caller) => ({ body: profile(store, caller.account) }),
+      handle: async (_req, caller: Caller) => ({ body: await profile(store, caller.account) }),
     }),
     route({
       method: 'post',
@@ -73,14 +73,14 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       summary: 'Set (or with "" remove) the SSH public key for instances launched afterwards',
       access: 'required',
       body: z.strictObject({ ssh_public_key: z.string() }),
-      handle({ body }, caller: Caller) {
+      async handle({ body }, caller: Caller) {
         let key: string | null = null;
         if (body.ssh_public_key.trim() !== '') {
           const check = checkSshPublicKey(body.ssh_public_key);
           if (!check.ok) throw API_ERRORS.sshKeyInvalid(check.reason);
           key = check.key;
         }
-        store.accounts.setSshPublicKey(caller.account.id, key);
+        await store.accounts.setSshPublicKey(caller.account.id, key);
         return { body: { ssh_public_key: key } };
       },
     }),
@@ -92,7 +92,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       async handle(_req, caller: Caller) {
         if (!caller.account.verified) throw API_ERRORS.accountNotVerified();
         const accountId = caller.account.id;
-        const k = store.keys.issue(accountId); // the old key is gone from the database now: refused by this API at once
+        const k = await store.keys.issue(accountId); // the old key is gone from the database now: refused by this API at once
         if (k.revokedHash) await bus.publish({ type: 'key.revoked', keyHash: k.revokedHash, accountId });
         await bus.publish({ type: 'key.issued', keyHash: k.keyHash, accountId });
         return { body: { api_token: k.key } };
@@ -104,11 +104,11 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       summary: 'Redeem a coupon',
       access: 'required',
       body: z.strictObject({ coupon: z.string().trim().min(1, 'coupon must not be empty').max(128) }),
-      handle({ body, clientAddress }, caller: Caller) {
+      async handle({ body, clientAddress }, caller: Caller) {
         if (deps.settings.couponRedemption !== 'open') throw API_ERRORS.redemptionClosed(deps.settings.couponRetryAfterSec);
         const wait = redemptions.take(caller.account.id, clientAddress);
         if (wait > 0) throw API_ERRORS.couponRateLimited(wait);
-        return { body: store.coupons.redeem(caller.account.id, body.coupon) };
+        return { body: await store.coupons.redeem(caller.account.id, body.coupon) };
       },
     }),
     route({
@@ -118,7 +118,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       access: 'required',
       async handle(_req, caller: Caller) {
         const id = caller.account.id;
-        return { body: deps.modelUsage ? await deps.modelUsage(id) : emptyUsage(deps, id) };
+        return { body: deps.modelUsage ? await deps.modelUsage(id) : await emptyUsage(deps, id) };
       },
     }),
   ];

@@ -31,8 +31,8 @@ export type CookiePaths = () => readonly string[];
 
 async function signedIn(deps: ApiDeps, cookiePaths: CookiePaths, accountId: number, forwardedProto: string, status = 200): Promise<Reply> {
   const ttlMs = deps.settings.sessionTtlHours * 3_600_000;
-  const s = deps.store.sessions.create(accountId, ttlMs);
-  const account = deps.store.accounts.byId(accountId)!;
+  const s = await deps.store.sessions.create(accountId, ttlMs);
+  const account = (await deps.store.accounts.byId(accountId))!;
   // The gateway accepts the session on the shared model routes (unverified accounts have no key),
   // unless accounts under review have no shared model access (model-access.ts).
   const modelAccess = hasSharedModelAccess(account.verified, deps.settings);
@@ -51,7 +51,12 @@ async function signedIn(deps: ApiDeps, cookiePaths: CookiePaths, accountId: numb
     .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
   return {
     status,
-    body: { account: profile(deps.store, account), operator: account.isOperator, csrf_token: s.csrfToken, expires_at: new Date(s.expiresAt).toISOString() },
+    body: {
+      account: await profile(deps.store, account),
+      operator: account.isOperator,
+      csrf_token: s.csrfToken,
+      expires_at: new Date(s.expiresAt).toISOString(),
+    },
     // Any other session cookie the browser holds for the API's paths (tossed in by a page on another
     // port of this host, which leaves the user with no session) is expired beside the new one.
     // The new cookie comes first (clients that read one Set-Cookie read it).
@@ -66,12 +71,12 @@ async function signedIn(deps: ApiDeps, cookiePaths: CookiePaths, accountId: numb
 export interface EmailVerificationHooks {
   verifications: EmailVerifications;
   /** Sends a new link to the account (failures are logged, not thrown: the user can ask again). */
-  sendLink(accountId: number, email: string): void;
+  sendLink(accountId: number, email: string): Promise<void>;
   /**
    * Someone signed up with the address of an existing account: a new link while it waits for
    * verification, else a note that the account exists (never throws). Default: sendLink when waiting.
    */
-  notifyExisting(accountId: number, email: string): void;
+  notifyExisting(accountId: number, email: string): Promise<void>;
 }
 
 /**
@@ -122,21 +127,21 @@ function signUpRoute({ deps, email, verifyEmail, signUps, cookiePaths }: AuthCon
       if (wait > 0) throw API_ERRORS.signupRateLimited(wait);
       // Hashed for every sign-up, new address or not: the answer's time says nothing either.
       const passwordHash = await hashPassword(body.password);
-      const existing = store.accounts.byEmail(body.email);
+      const existing = await store.accounts.byEmail(body.email);
       if (existing) {
         // With verification on, an existing address gets the new address's answer; its owner learns
         // the rest by mail (a new link while it waits, else a note that the account exists). With it
         // off, a new address is signed in at once, which an existing one cannot be: the answer has to
         // differ (README "Sign-up and existing addresses"), bounded by the per-address sign-up limit.
         if (!verifyEmail) throw API_ERRORS.emailTaken();
-        email.notifyExisting(existing.id, existing.email);
+        await email.notifyExisting(existing.id, existing.email);
         return { status: 201, body: SIGNUP_MAILED };
       }
       let a;
       try {
-        a = store.transaction(() => {
-          const created = store.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
-          if (verifyEmail) email.verifications.markUnverified(created.id);
+        a = await store.transaction(async (tx) => {
+          const created = await tx.accounts.create({ email: body.email, provider: 'password', passwordHash }); // starts unverified
+          if (verifyEmail) await tx.emailVerifications.markUnverified(created.id);
           return created;
         });
       } catch (err) {
@@ -150,7 +155,7 @@ function signUpRoute({ deps, email, verifyEmail, signUps, cookiePaths }: AuthCon
         await deps.bus.publish({ type: 'account.changed', accountId: a.id, limits }).catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
       if (verifyEmail) {
         // No session until the address is verified: the link comes by mail.
-        email.sendLink(a.id, a.email);
+        await email.sendLink(a.id, a.email);
         return { status: 201, body: SIGNUP_MAILED };
       }
       return signedIn(deps, cookiePaths, a.id, forwardedProto, 201);
@@ -171,7 +176,7 @@ function signInRoute({ deps, email, verifyEmail, signIns, cookiePaths }: AuthCon
       // Limits first: a refused attempt costs no scrypt and checks no password (auth/rate-limit.ts).
       const wait = signIns.admit(body.email, clientAddress);
       if (wait > 0) throw API_ERRORS.loginRateLimited(wait);
-      const found = store.accounts.withPassword(body.email);
+      const found = await store.accounts.withPassword(body.email);
       // Hash even when the account does not exist, so timing does not reveal which e-mails exist.
       const ok = await verifyPassword(body.password, found?.passwordHash ?? (await dummyHash()));
       if (!found || !found.passwordHash || !ok) {
@@ -180,7 +185,7 @@ function signInRoute({ deps, email, verifyEmail, signIns, cookiePaths }: AuthCon
       }
       signIns.succeeded(body.email, clientAddress);
       if (found.account.disabled) throw API_ERRORS.accountDisabled();
-      if (verifyEmail && !email.verifications.isVerified(found.account.id)) throw API_ERRORS.emailVerificationRequired();
+      if (verifyEmail && !(await email.verifications.isVerified(found.account.id))) throw API_ERRORS.emailVerificationRequired();
       return signedIn(deps, cookiePaths, found.account.id, forwardedProto);
     },
   });
@@ -195,9 +200,9 @@ function signOutRoute({ deps, cookiePaths }: AuthContext): Route {
     // clear them (a bad key is still 401).
     access: 'optional',
     sameOriginJson: true,
-    handle({ forwardedProto }, caller: Caller | undefined) {
+    async handle({ forwardedProto }, caller: Caller | undefined) {
       if (caller?.session) {
-        deps.store.sessions.delete(caller.session.token);
+        await deps.store.sessions.delete(caller.session.token);
         void deps.bus
           .publish({ type: 'session.ended', tokenHash: hashKey(caller.session.token) })
           .catch((err: unknown) => deps.logger.warn('bus publish failed', { err }));
@@ -218,10 +223,10 @@ function sessionRoute({ deps }: AuthContext): Route {
     path: '/api/auth/session',
     summary: "The caller, how they are signed in, and the session's CSRF token",
     access: 'required',
-    handle(_req, caller: Caller) {
+    async handle(_req, caller: Caller) {
       return {
         body: {
-          account: profile(deps.store, caller.account),
+          account: await profile(deps.store, caller.account),
           via: caller.via,
           // Ours (issue 32): the console shows the operator pages to operators only; the API checks again on every operator route.
           operator: caller.account.isOperator,

@@ -28,10 +28,14 @@ export const ledgerQuery = z.object({
  * What the page's instance references are (the template each was launched from), so a ledger
  * names templates, not bare instance ids: only the caller's own instances.
  */
-function instanceLabels(store: Store, accountId: number, refs: (string | null)[]): Record<string, { template_title: string; gpu_count: number }> {
+async function instanceLabels(
+  store: Store,
+  accountId: number,
+  refs: (string | null)[],
+): Promise<Record<string, { template_title: string; gpu_count: number }>> {
   const out: Record<string, { template_title: string; gpu_count: number }> = {};
   for (const ref of new Set(refs)) {
-    const r = ref ? store.instances.get(ref) : undefined;
+    const r = ref ? await store.instances.get(ref) : undefined;
     if (r && r.account_id === accountId) out[r.id] = { template_title: snapshotOf(r).title, gpu_count: r.gpu_count };
   }
   return out;
@@ -46,16 +50,16 @@ export function creditRoutes(deps: ApiDeps): Route[] {
       access: 'required',
       query: ledgerQuery,
       summary: "The caller's credit ledger, newest first; page with `before` = the previous page's `next_before`",
-      handle({ query }, caller: Caller) {
+      async handle({ query }, caller: Caller) {
         const limit = query.limit ?? LEDGER_DEFAULT_LIMIT;
         // One more than asked tells whether another page exists.
-        const rows = store.ledger.page(caller.account.id, limit + 1, query.before);
+        const rows = await store.ledger.page(caller.account.id, limit + 1, query.before);
         const page = rows.slice(0, limit);
         return {
           body: {
             entries: page.map((e) => ({ id: e.id, kind: e.kind, credits: e.credits, ref: e.ref, created_at: new Date(e.createdAt).toISOString() })),
             next_before: rows.length > limit ? page[page.length - 1]!.id : null,
-            instances: instanceLabels(
+            instances: await instanceLabels(
               store,
               caller.account.id,
               page.map((e) => e.ref),

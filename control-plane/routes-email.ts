@@ -22,10 +22,16 @@ export function verificationMail(from: string, to: string, link: string) {
 
 /** Issues a link for the account and mails it; never throws (a failed send is logged; the user can ask again). */
 export function linkSender(deps: ApiDeps, verifications: EmailVerifications, mail: MailSender, apiBase: () => string) {
-  return (accountId: number, email: string): void => {
-    const token = verifications.issue(accountId);
-    const link = `${apiBase().replace(/\/+$/, '')}${VERIFY_PATH}?token=${token}`;
-    mail.send(verificationMail(deps.settings.mailFrom, email, link)).catch((err: unknown) => deps.logger.warn('verification mail failed', { accountId, err }));
+  return async (accountId: number, email: string): Promise<void> => {
+    try {
+      const token = await verifications.issue(accountId);
+      const link = `${apiBase().replace(/\/+$/, '')}${VERIFY_PATH}?token=${token}`;
+      mail
+        .send(verificationMail(deps.settings.mailFrom, email, link))
+        .catch((err: unknown) => deps.logger.warn('verification mail failed', { accountId, err }));
+    } catch (err) {
+      deps.logger.warn('verification link failed', { accountId, err });
+    }
   };
 }
 
@@ -47,11 +53,15 @@ export function existingAccountNotifier(
   deps: ApiDeps,
   verifications: EmailVerifications,
   mail: MailSender,
-  sendLink: (accountId: number, email: string) => void,
+  sendLink: (accountId: number, email: string) => Promise<void>,
   apiBase: () => string,
 ) {
-  return (accountId: number, email: string): void => {
-    if (!verifications.isVerified(accountId)) return sendLink(accountId, email);
+  return async (accountId: number, email: string): Promise<void> => {
+    const verified = await verifications.isVerified(accountId).catch((err: unknown) => {
+      deps.logger.warn('verification state unreadable', { accountId, err });
+      return true;
+    });
+    if (!verified) return sendLink(accountId, email);
     const signIn = `${apiBase().replace(/\/+$/, '')}/signin`;
     mail
       .send(accountExistsMail(deps.settings.mailFrom, email, signIn))
@@ -68,7 +78,7 @@ export function mailHooks(deps: ApiDeps, verifications: EmailVerifications, mail
 export function emailRoutes(
   deps: ApiDeps,
   verifications: EmailVerifications,
-  sendLink: (accountId: number, email: string) => void,
+  sendLink: (accountId: number, email: string) => Promise<void>,
   perAddress: KeyedBuckets,
 ): Route[] {
   return [
@@ -79,11 +89,11 @@ export function emailRoutes(
       access: 'none', // VERIFY_PATH
       summary: 'Verify an e-mail address with the single-use link a sign-up mailed',
       query: z.object({ token: z.string().optional() }),
-      handle({ query }) {
+      async handle({ query }) {
         const token = query.token ?? '';
-        const accountId = token.length > 0 && token.length <= 128 ? verifications.consume(token) : undefined;
+        const accountId = token.length > 0 && token.length <= 128 ? await verifications.consume(token) : undefined;
         if (accountId === undefined) throw API_ERRORS.verificationLinkInvalid();
-        return { body: { email_verified: true, email: deps.store.accounts.byId(accountId)!.email } };
+        return { body: { email_verified: true, email: (await deps.store.accounts.byId(accountId))!.email } };
       },
     }),
     route({
@@ -93,12 +103,12 @@ export function emailRoutes(
       sameOriginJson: true,
       summary: 'Mail a new verification link (the same answer for every address)',
       body: z.strictObject({ email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')) }),
-      handle({ body, clientAddress }) {
+      async handle({ body, clientAddress }) {
         const wait = perAddress.take(addressKey(clientAddress));
         if (wait > 0) throw API_ERRORS.signupRateLimited(wait, 'requests');
-        const a = deps.store.accounts.byEmail(body.email);
+        const a = await deps.store.accounts.byEmail(body.email);
         // The same answer whether or not the address exists or waits: nothing is learnt about accounts.
-        if (a && deps.settings.emailVerification === 'required' && !verifications.isVerified(a.id)) sendLink(a.id, a.email);
+        if (a && deps.settings.emailVerification === 'required' && !(await verifications.isVerified(a.id))) await sendLink(a.id, a.email);
         return { status: 202, body: { detail: RESEND_ANSWER } };
       },
     }),

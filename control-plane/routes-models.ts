@@ -11,11 +11,11 @@ export function modelRoutes(deps: ApiDeps): Route[] {
       path: '/api/models',
       access: 'required',
       summary: 'The shared model catalog and the gateway base URLs (chat completions and messages protocol)',
-      handle() {
+      async handle() {
         const gateway = deps.gatewayUrl ?? null;
         return {
           body: {
-            models: mergedCatalog(deps.configuredModels, deps.store).map((m) => ({
+            models: (await mergedCatalog(deps.configuredModels, deps.store)).map((m) => ({
               name: m.name,
               tools: m.tools,
               reasoning: m.reasoning,

@@ -13,8 +13,8 @@ function templateId(raw: string | undefined): number {
 
 export function templateRoutes(deps: ApiDeps): Route[] {
   const { store } = deps;
-  const checkImage = (t: TemplateInput) => {
-    if (!store.images.isEnabled(t.image)) throw API_ERRORS.invalidImage();
+  const checkImage = async (t: TemplateInput) => {
+    if (!(await store.images.isEnabled(t.image))) throw API_ERRORS.invalidImage();
   };
   return [
     route({
@@ -22,8 +22,8 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       path: '/api/profile/templates',
       summary: "The caller's templates and the selectable images",
       access: 'required',
-      handle: (_req, caller: Caller) => ({
-        body: { templates: store.templates.listOwned(caller.account.id).map(toListItem), images: store.images.enabled() },
+      handle: async (_req, caller: Caller) => ({
+        body: { templates: (await store.templates.listOwned(caller.account.id)).map(toListItem), images: await store.images.enabled() },
       }),
     }),
     route({
@@ -31,10 +31,10 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       path: '/api/profile/templates/:id',
       summary: "One of the caller's templates, in full",
       access: 'required',
-      handle({ params }, caller: Caller) {
+      async handle({ params }, caller: Caller) {
         const id = templateId(params[0]);
-        if (store.templates.ownerOf(id) !== caller.account.id) throw API_ERRORS.templateNotFound();
-        return { body: store.templates.get(id) };
+        if ((await store.templates.ownerOf(id)) !== caller.account.id) throw API_ERRORS.templateNotFound();
+        return { body: await store.templates.get(id) };
       },
     }),
     route({
@@ -43,9 +43,9 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       summary: 'Create a template',
       access: 'required',
       body: templateInputSchema,
-      handle({ body }, caller: Caller) {
-        checkImage(body);
-        return { body: store.templates.create(caller.account.id, body, caller.account.isEditor) };
+      async handle({ body }, caller: Caller) {
+        await checkImage(body);
+        return { body: await store.templates.create(caller.account.id, body, caller.account.isEditor) };
       },
     }),
     route({
@@ -54,11 +54,11 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       summary: 'Replace a template (omitted fields take their defaults)',
       access: 'required',
       body: templateInputSchema,
-      handle({ params, body }, caller: Caller) {
+      async handle({ params, body }, caller: Caller) {
         const id = templateId(params[0]);
-        if (store.templates.ownerOf(id) !== caller.account.id) throw API_ERRORS.templateNotFound();
-        checkImage(body);
-        const t = store.templates.replace(caller.account.id, id, body, caller.account.isEditor);
+        if ((await store.templates.ownerOf(id)) !== caller.account.id) throw API_ERRORS.templateNotFound();
+        await checkImage(body);
+        const t = await store.templates.replace(caller.account.id, id, body, caller.account.isEditor);
         if (!t) throw API_ERRORS.templateNotFound();
         return { body: t };
       },
@@ -68,9 +68,9 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       path: '/api/profile/templates/:id',
       summary: 'Delete a template (running instances keep their copy)',
       access: 'required',
-      handle({ params }, caller: Caller) {
+      async handle({ params }, caller: Caller) {
         const id = templateId(params[0]);
-        if (!store.templates.delete(caller.account.id, id)) throw API_ERRORS.templateNotFound();
+        if (!(await store.templates.delete(caller.account.id, id))) throw API_ERRORS.templateNotFound();
         return { body: { success: true } };
       },
     }),
@@ -79,7 +79,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       path: '/api/templates',
       summary: "Published templates, plus the caller's own with a credential",
       access: 'optional',
-      handle: (_req, caller) => ({ body: { templates: store.templates.listPublic(caller?.account.id) } }),
+      handle: async (_req, caller) => ({ body: { templates: await store.templates.listPublic(caller?.account.id) } }),
     }),
   ];
 }

@@ -1,6 +1,6 @@
 // First-start seed: a default image catalog and a few public platform templates. Runs once per
 // database (recorded in the meta table), so an operator's later edits are never undone.
-import type { Store } from './store.js';
+import type { Repositories } from './store.js';
 import { templateInputSchema } from './templates.js';
 
 export const DEFAULT_IMAGES: readonly { name: string; image: string }[] = [
@@ -38,13 +38,12 @@ export const SGLANG_QWEN3_COMMAND =
   'python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --served-model-name qwen3-8b --host 0.0.0.0 --port $PORT ' +
   '--context-length 32768 --tool-call-parser qwen25 --reasoning-parser qwen3 --enable-cache-report --enable-metrics';
 
-export function seedOnce(store: Store): void {
-  const db = store.db;
-  store.transaction(() => {
-    if (db.prepare("SELECT 1 FROM meta WHERE key = 'seeded'").get()) return;
-    for (const i of DEFAULT_IMAGES) store.images.add(i.name, i.image);
-    const seed = (t: Record<string, unknown>) => store.templates.create(null, templateInputSchema.parse({ enabled: true, ...t }), true);
-    seed({
+export async function seedOnce(store: Repositories): Promise<void> {
+  await store.transaction(async (tx) => {
+    if (await tx.sql.prepare("SELECT 1 FROM meta WHERE key = 'seeded'").get()) return;
+    for (const i of DEFAULT_IMAGES) await tx.images.add(i.name, i.image);
+    const seed = (t: Record<string, unknown>) => tx.templates.create(null, templateInputSchema.parse({ enabled: true, ...t }), true);
+    await seed({
       title: 'Jupyter notebook',
       slug: 'jupyter',
       image: 'rc/jupyter-pytorch:latest',
@@ -54,7 +53,7 @@ export function seedOnce(store: Store): void {
       tags: ['notebook'],
       sort_order: 10,
     });
-    seed({
+    await seed({
       title: 'Gradio demo',
       slug: 'gradio-demo',
       image: 'rc/gradio:latest',
@@ -66,7 +65,7 @@ export function seedOnce(store: Store): void {
       start_command: GRADIO_DEMO_COMMAND,
       sort_order: 20,
     });
-    seed({
+    await seed({
       title: 'vLLM dedicated endpoint (demo model)',
       slug: 'vllm-demo',
       image: 'rc/vllm-sim:latest',
@@ -78,7 +77,7 @@ export function seedOnce(store: Store): void {
       start_command: SIM_COMMAND,
       sort_order: 30,
     });
-    seed({
+    await seed({
       title: 'vLLM: Qwen3-8B',
       slug: 'vllm-qwen3',
       image: 'vllm/vllm-openai:latest',
@@ -90,7 +89,7 @@ export function seedOnce(store: Store): void {
       start_command: VLLM_QWEN3_COMMAND,
       sort_order: 40,
     });
-    seed({
+    await seed({
       title: 'SGLang: Qwen3-8B',
       slug: 'sglang-qwen3',
       image: 'lmsysorg/sglang:latest',
@@ -102,6 +101,6 @@ export function seedOnce(store: Store): void {
       start_command: SGLANG_QWEN3_COMMAND,
       sort_order: 50,
     });
-    db.prepare("INSERT INTO meta (key, value) VALUES ('seeded', ?)").run(new Date(store.clock.now()).toISOString());
+    await tx.sql.prepare("INSERT INTO meta (key, value) VALUES ('seeded', ?)").run(new Date(store.clock.now()).toISOString());
   });
 }

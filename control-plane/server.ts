@@ -20,7 +20,6 @@ import { resolveSettings, type ApiDeps, type ControlPlaneSettings, type ModelUsa
 import { accountRoutes } from './routes-account.js';
 import { authRoutes } from './routes-auth.js';
 import { emailRoutes, mailHooks } from './routes-email.js';
-import { EmailVerifications } from './auth/email-verification.js';
 import { mailSender, type MailSender } from './auth/mail.js';
 import { KeyedBuckets } from './auth/rate-limit.js';
 import { templateRoutes } from './routes-templates.js';
@@ -84,7 +83,7 @@ export interface ControlPlane {
 export async function createControlPlane(options: ControlPlaneOptions): Promise<ControlPlane> {
   const logger = (options.logger ?? createLogger()).child({ part: 'control-plane' });
   const ownsStore = !options.store;
-  const store = options.store ?? new Store({ dataDir: options.dataDir, db: options.db, clock: options.clock });
+  const store = options.store ?? (await Store.open({ dataDir: options.dataDir, db: options.db, clock: options.clock }));
   const settings = resolveSettings(options.settings);
   const configuredModels = options.configuredModels ?? DEFAULT_SIM_MODELS;
   const deps: ApiDeps = { store, bus: options.bus, logger, settings, configuredModels, modelUsage: options.modelUsage, gatewayUrl: options.gatewayUrl };
@@ -103,7 +102,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
 
   // Sign-up and verification-mail requests share one per-address bucket (each can send a mail).
   const signUps = new KeyedBuckets(settings.signupPerAddressPerHour, 3_600_000, store.clock);
-  const verifications = new EmailVerifications(store.db, store.clock);
+  const verifications = store.emailVerifications;
   let listeningUrl = '';
   const mails = mailHooks(deps, verifications, options.mail ?? mailSender(settings.smtpUrl, logger), () => settings.apiPublicUrl || listeningUrl);
 
@@ -138,7 +137,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const runtimePath = options.dataDir ? join(options.dataDir, RUNTIME_FILE) : undefined;
   const info: RuntimeInfo = { url: server.url, pid: process.pid };
   if (runtimePath) writeFileSync(runtimePath, JSON.stringify(info) + '\n', { mode: 0o600 });
-  const purge = setInterval(() => store.sessions.purgeExpired(), 3_600_000).unref();
+  const purge = setInterval(() => store.sessions.purgeExpired().catch((err: unknown) => logger.warn('session purge failed', { err })), 3_600_000).unref();
   const rollup = options.modelUsage ? new UsageRollup({ store, read: options.modelUsage, logger }).start() : undefined; // the gates' usage per day
   logger.info('platform API listening', { url: server.url });
 
@@ -154,7 +153,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
         await rollup?.stop();
         await server.close(1000);
         if (runtimePath) removeRuntimeFile(runtimePath, info);
-        if (ownsStore) store.close();
+        if (ownsStore) await store.close();
       })();
       return closing;
     },

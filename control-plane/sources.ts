@@ -19,9 +19,9 @@ export interface KeySource {
 export function storeKeySource(store: Store, access?: ModelAccessSettings): KeySource {
   // Only when accounts under review have no shared model access is each session's account read.
   const reviewClosed = access !== undefined && !hasSharedModelAccess(false, access);
-  const withAccess = (r: SessionRecord): SessionRecord =>
-    reviewClosed && !(store.accounts.byId(r.accountId)?.verified ?? false) ? { ...r, modelAccess: false } : r;
-  return { load: async () => store.keys.all(), loadSessions: async () => store.sessions.live().map(withAccess) };
+  const withAccess = async (r: SessionRecord): Promise<SessionRecord> =>
+    reviewClosed && !((await store.accounts.byId(r.accountId))?.verified ?? false) ? { ...r, modelAccess: false } : r;
+  return { load: () => store.keys.all(), loadSessions: async () => Promise.all((await store.sessions.live()).map(withAccess)) };
 }
 
 /** An account's limit overrides as the gates take them (gateway/gates/limits.ts LimitOverrides); null: none. */
@@ -31,19 +31,19 @@ export type LimitOverrides = { rpm?: number | null; tpm?: number | null; dailyTo
  * For AccountLimits.follow(bus, lookup): the account's current overrides; with `access`, an
  * unverified account's daily cap is bounded (model-access.ts).
  */
-export function storeLimitsLookup(store: Store, access?: ModelAccessSettings): (accountId: number) => LimitOverrides | null {
-  return (accountId) => {
-    const l = store.limits.get(accountId);
+export function storeLimitsLookup(store: Store, access?: ModelAccessSettings): (accountId: number) => Promise<LimitOverrides | null> {
+  return async (accountId) => {
+    const l = await store.limits.get(accountId);
     const stored = l ? { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens } : null;
-    return access ? effectiveOverrides(stored, store.accounts.byId(accountId)?.verified ?? true, access) : stored;
+    return access ? effectiveOverrides(stored, (await store.accounts.byId(accountId))?.verified ?? true, access) : stored;
   };
 }
 
 /** For AccountLimits.load(entries): every stored override; with `access`, also the unverified accounts' caps. */
-export function storeLimitOverrides(store: Store, access?: ModelAccessSettings): [number, LimitOverrides][] {
-  const out = new Map<number, LimitOverrides>(store.limits.all().map((l) => [l.accountId, { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens }]));
+export async function storeLimitOverrides(store: Store, access?: ModelAccessSettings): Promise<[number, LimitOverrides][]> {
+  const out = new Map<number, LimitOverrides>((await store.limits.all()).map((l) => [l.accountId, { rpm: l.rpm, tpm: l.tpm, dailyTokens: l.dailyTokens }]));
   if (access) {
-    for (const a of store.accounts.list()) {
+    for (const a of await store.accounts.list()) {
       const o = effectiveOverrides(out.get(a.id), a.verified, access);
       if (o) out.set(a.id, o);
     }
@@ -56,14 +56,14 @@ export function storeLimitOverrides(store: Store, access?: ModelAccessSettings):
  * with the models added by `rc model add`; on the same name the database entry wins. Call it
  * again on every `catalog.changed` event.
  */
-export function mergedCatalog(configured: readonly ModelEntry[], store: Store): ModelEntry[] {
+export async function mergedCatalog(configured: readonly ModelEntry[], store: Store): Promise<ModelEntry[]> {
   const byName = new Map<string, ModelEntry>();
   for (const m of configured) byName.set(m.name, m);
-  for (const m of store.models.list()) byName.set(m.name, m);
+  for (const m of await store.models.list()) byName.set(m.name, m);
   return [...byName.values()];
 }
 
 /** A catalog source function for the gateway. */
-export function storeCatalogSource(configured: readonly ModelEntry[], store: Store): () => ModelEntry[] {
+export function storeCatalogSource(configured: readonly ModelEntry[], store: Store): () => Promise<ModelEntry[]> {
   return () => mergedCatalog(configured, store);
 }

@@ -1,8 +1,10 @@
-// The platform's state: one SQLite database and the typed modules over it. Built once per
-// process; every statement is prepared once in the module constructors.
+// The platform's state: one database and the typed repositories over it. The Store is opened once
+// per process (Store.open: migrations, then the first-start seed); `store.transaction(async (tx)
+// => ...)` runs a change in one transaction, with `tx` holding the same repositories bound to it.
 import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { Accounts, ApiKeys, Sessions } from './accounts.js';
+import { EmailVerifications } from './auth/email-verification.js';
 import { Images, Limits, Models } from './catalogs.js';
 import { databasePath, openDatabase, type Db } from './db.js';
 import { HostStore } from './instances/host-store.js';
@@ -10,9 +12,12 @@ import { LogTails } from './instances/log-tails.js';
 import { InstanceStore } from './instances/store.js';
 import { Coupons, Ledger } from './ledger.js';
 import { AuditLog } from './operator/audit-log.js';
+import { OperatorReads } from './operator/reads.js';
 import { ModelUsageDays } from './operator/usage-days.js';
 import { sealKey } from './secrets.js';
 import { seedOnce } from './seed.js';
+import type { Sql } from './sql.js';
+import { SqliteSql } from './sqlite.js';
 import { Templates } from './templates.js';
 
 export interface StoreOptions {
@@ -27,59 +32,123 @@ export interface StoreOptions {
   seed?: boolean;
 }
 
-export class Store {
-  readonly db: Db;
-  readonly clock: Clock;
-  readonly accounts: Accounts;
-  readonly keys: ApiKeys;
-  readonly sessions: Sessions;
-  readonly ledger: Ledger;
-  readonly coupons: Coupons;
-  readonly images: Images;
-  readonly models: Models;
-  readonly limits: Limits;
-  readonly templates: Templates;
+/**
+ * The repositories over one executor: the database itself (Store) or one transaction. Each is
+ * made on first use, so a transaction pays only for the repositories it touches.
+ */
+export class Repositories {
+  private _accounts?: Accounts;
+  private _keys?: ApiKeys;
+  private _sessions?: Sessions;
+  private _ledger?: Ledger;
+  private _coupons?: Coupons;
+  private _images?: Images;
+  private _models?: Models;
+  private _limits?: Limits;
+  private _templates?: Templates;
+  private _instances?: InstanceStore;
+  private _hosts?: HostStore;
+  private _logTails?: LogTails;
+  private _audit?: AuditLog;
+  private _modelUsageDays?: ModelUsageDays;
+  private _emailVerifications?: EmailVerifications;
+  private _operatorReads?: OperatorReads;
+
+  constructor(
+    /** The executor these repositories run their statements on. */
+    readonly sql: Sql,
+    readonly clock: Clock,
+    /** The key sealing secrets at rest (API keys, host agent tokens). */
+    readonly sealKey: Buffer,
+  ) {}
+
+  get accounts(): Accounts {
+    return (this._accounts ??= new Accounts(this.sql, this.clock));
+  }
+  get keys(): ApiKeys {
+    return (this._keys ??= new ApiKeys(this.sql, this.clock, this.sealKey));
+  }
+  get sessions(): Sessions {
+    return (this._sessions ??= new Sessions(this.sql, this.clock));
+  }
+  get ledger(): Ledger {
+    return (this._ledger ??= new Ledger(this.sql, this.clock));
+  }
+  get coupons(): Coupons {
+    return (this._coupons ??= new Coupons(this.sql, this.clock, this.ledger));
+  }
+  get images(): Images {
+    return (this._images ??= new Images(this.sql, this.clock));
+  }
+  get models(): Models {
+    return (this._models ??= new Models(this.sql, this.clock));
+  }
+  get limits(): Limits {
+    return (this._limits ??= new Limits(this.sql));
+  }
+  get templates(): Templates {
+    return (this._templates ??= new Templates(this.sql, this.clock));
+  }
   /** Instances, accepted launches and launch verification tokens (instances/store.ts). */
-  readonly instances: InstanceStore;
+  get instances(): InstanceStore {
+    return (this._instances ??= new InstanceStore(this.sql));
+  }
   /** The GPU hosts registered with `rc host add` (instances/host-store.ts). */
-  readonly hosts: HostStore;
+  get hosts(): HostStore {
+    return (this._hosts ??= new HostStore(this.sql, this.sealKey, this.clock));
+  }
   /** The last log lines of ended instances (instances/log-tails.ts). */
-  readonly logTails: LogTails;
+  get logTails(): LogTails {
+    return (this._logTails ??= new LogTails(this.sql));
+  }
   /** Every operator action (operator/audit-log.ts). */
-  readonly audit: AuditLog;
+  get audit(): AuditLog {
+    return (this._audit ??= new AuditLog(this.sql, this.clock));
+  }
   /** The shared models' usage per day, account and model, copied from the gates (operator/usage-days.ts). */
-  readonly modelUsageDays: ModelUsageDays;
-  /** The key sealing secrets at rest (API keys, host agent tokens). */
-  readonly sealKey: Buffer;
+  get modelUsageDays(): ModelUsageDays {
+    return (this._modelUsageDays ??= new ModelUsageDays(this.sql, this.clock));
+  }
+  /** E-mail verification links (auth/email-verification.ts). */
+  get emailVerifications(): EmailVerifications {
+    return (this._emailVerifications ??= new EmailVerifications(this.sql, this.clock));
+  }
+  /** The operator pages' read-only queries (operator/reads.ts). */
+  get operatorReads(): OperatorReads {
+    return (this._operatorReads ??= new OperatorReads(this.sql));
+  }
 
-  constructor(options: StoreOptions) {
+  /** Runs `fn` in one transaction (write-locking at once on SQLite); use only `tx` inside it (sql.ts). */
+  transaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T> {
+    return this.sql.transaction((q) => fn(q === this.sql ? this : new Repositories(q, this.clock, this.sealKey)));
+  }
+}
+
+export class Store extends Repositories {
+  private constructor(
+    private readonly database: SqliteSql,
+    clock: Clock,
+    seal: Buffer,
+  ) {
+    super(database, clock, seal);
+  }
+
+  /** Opens (creating and migrating when needed) the database, then seeds a fresh one. */
+  static async open(options: StoreOptions): Promise<Store> {
     if (!options.db && !options.dataDir) throw new TypeError('Store needs dataDir or db');
-    this.db = options.db ?? openDatabase(databasePath(options.dataDir!));
-    this.clock = options.clock ?? systemClock;
-    const seal = (this.sealKey = options.sealKey ?? (options.dataDir ? sealKey(options.dataDir) : randomBytes(32)));
-    this.accounts = new Accounts(this.db, this.clock);
-    this.keys = new ApiKeys(this.db, this.clock, seal);
-    this.sessions = new Sessions(this.db, this.clock);
-    this.ledger = new Ledger(this.db, this.clock);
-    this.coupons = new Coupons(this.db, this.clock, this.ledger);
-    this.images = new Images(this.db, this.clock);
-    this.models = new Models(this.db, this.clock);
-    this.limits = new Limits(this.db);
-    this.templates = new Templates(this.db, this.clock);
-    this.instances = new InstanceStore(this.db);
-    this.hosts = new HostStore(this.db, seal, this.clock);
-    this.logTails = new LogTails(this.db);
-    this.audit = new AuditLog(this.db, this.clock);
-    this.modelUsageDays = new ModelUsageDays(this.db, this.clock);
-    if (options.seed !== false) seedOnce(this);
+    const db = options.db ?? openDatabase(databasePath(options.dataDir!));
+    const seal = options.sealKey ?? (options.dataDir ? sealKey(options.dataDir) : randomBytes(32));
+    const store = new Store(new SqliteSql(db), options.clock ?? systemClock, seal);
+    try {
+      if (options.seed !== false) await seedOnce(store);
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    return store;
   }
 
-  /** Runs `fn` in one immediate (write-locking) transaction. */
-  transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
-  }
-
-  close(): void {
-    if (this.db.open) this.db.close();
+  async close(): Promise<void> {
+    this.database.close();
   }
 }

@@ -3,7 +3,7 @@
 // 100..200: the launch checks it against the GPU count's ceiling).
 import { z } from 'zod';
 import type { Clock } from '../lib/clock.js';
-import type { Db } from './db.js';
+import type { Sql } from './sql.js';
 
 export const INSTANCE_TYPES = ['jupyter', 'gradio', 'streamlit', 'comfyui', 'vllm', 'sglang', 'custom'] as const;
 export type InstanceType = (typeof INSTANCE_TYPES)[number];
@@ -196,11 +196,11 @@ export class Templates {
   private readonly publishedAndOwned;
 
   constructor(
-    db: Db,
+    db: Sql,
     private readonly clock: Clock,
   ) {
-    this.insert = db.prepare<[number | null, ...Values, number, number]>(
-      `INSERT INTO templates (account_id, ${FIELDS.join(', ')}, created_at, updated_at) VALUES (?, ${FIELDS.map(() => '?').join(', ')}, ?, ?)`,
+    this.insert = db.prepare<[number | null, ...Values, number, number], { id: number }>(
+      `INSERT INTO templates (account_id, ${FIELDS.join(', ')}, created_at, updated_at) VALUES (?, ${FIELDS.map(() => '?').join(', ')}, ?, ?) RETURNING id`,
     );
     this.update = db.prepare<[...Values, number, number, number]>(
       `UPDATE templates SET ${FIELDS.map((f) => `${f} = ?`).join(', ')}, updated_at = ? WHERE id = ? AND account_id = ?`,
@@ -213,41 +213,41 @@ export class Templates {
   }
 
   /** Creates a template owned by `accountId` (null: a platform template, as seeded). */
-  create(accountId: number | null, t: TemplateInput, isEditor: boolean): Template {
+  async create(accountId: number | null, t: TemplateInput, isEditor: boolean): Promise<Template> {
     const now = this.clock.now();
-    const r = this.insert.run(accountId, ...values(t, isEditor), now, now);
-    return this.get(Number(r.lastInsertRowid))!;
+    const r = (await this.insert.get(accountId, ...values(t, isEditor), now, now))!;
+    return (await this.get(r.id))!;
   }
 
   /** Replaces the caller's template; undefined when it does not exist or is not theirs. */
-  replace(accountId: number, id: number, t: TemplateInput, isEditor: boolean): Template | undefined {
-    const r = this.update.run(...values(t, isEditor), this.clock.now(), id, accountId);
+  async replace(accountId: number, id: number, t: TemplateInput, isEditor: boolean): Promise<Template | undefined> {
+    const r = await this.update.run(...values(t, isEditor), this.clock.now(), id, accountId);
     return r.changes === 1 ? this.get(id) : undefined;
   }
 
   /** Deletes the caller's template; false when it does not exist or is not theirs. Running instances keep their copy. */
-  delete(accountId: number, id: number): boolean {
-    return this.del.run(id, accountId).changes === 1;
+  async delete(accountId: number, id: number): Promise<boolean> {
+    return (await this.del.run(id, accountId)).changes === 1;
   }
 
-  get(id: number): Template | undefined {
-    const r = this.getStmt.get(id);
+  async get(id: number): Promise<Template | undefined> {
+    const r = await this.getStmt.get(id);
     return r && toTemplate(r);
   }
 
   /** The owner of a template (null for platform templates), undefined when it does not exist. */
-  ownerOf(id: number): number | null | undefined {
-    const r = this.getStmt.get(id);
+  async ownerOf(id: number): Promise<number | null | undefined> {
+    const r = await this.getStmt.get(id);
     return r ? r.account_id : undefined;
   }
 
-  listOwned(accountId: number): Template[] {
-    return this.owned.all(accountId).map(toTemplate);
+  async listOwned(accountId: number): Promise<Template[]> {
+    return (await this.owned.all(accountId)).map(toTemplate);
   }
 
   /** Published templates, plus the caller's own when `accountId` is given. */
-  listPublic(accountId?: number): (Template & { owned: boolean })[] {
-    if (accountId === undefined) return this.published.all().map((r) => ({ ...toTemplate(r), owned: false }));
-    return this.publishedAndOwned.all(accountId).map((r) => ({ ...toTemplate(r), owned: r.account_id === accountId }));
+  async listPublic(accountId?: number): Promise<(Template & { owned: boolean })[]> {
+    if (accountId === undefined) return (await this.published.all()).map((r) => ({ ...toTemplate(r), owned: false }));
+    return (await this.publishedAndOwned.all(accountId)).map((r) => ({ ...toTemplate(r), owned: r.account_id === accountId }));
   }
 }

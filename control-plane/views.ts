@@ -2,7 +2,7 @@
 import type { Account } from './accounts.js';
 import { liveBalanceMicros } from './instances/live-balance.js';
 import { toCredits } from './ledger.js';
-import type { Store } from './store.js';
+import type { Repositories } from './store.js';
 
 /** GET /api/me: SPEC's account profile fields, exactly. */
 export interface Profile {
@@ -18,30 +18,30 @@ export interface Profile {
   ssh_public_key: string | null;
 }
 
-export function profile(store: Store, a: Account): Profile {
+export async function profile(store: Repositories, a: Account): Promise<Profile> {
   return {
     id: a.id,
     email: a.email,
-    credits: toCredits(liveBalanceMicros(store, a.id)),
+    credits: toCredits(await liveBalanceMicros(store, a.id)),
     verified: a.verified,
     is_editor: a.isEditor,
     provider: a.provider,
-    api_token: a.verified ? store.keys.current(a.id) : null,
+    api_token: a.verified ? await store.keys.current(a.id) : null,
     ssh_public_key: a.sshPublicKey,
   };
 }
 
 /** One row of `rc account list`: the profile without the key. */
-export function accountSummary(store: Store, a: Account) {
-  const limits = store.limits.get(a.id);
+export async function accountSummary(store: Repositories, a: Account) {
+  const limits = await store.limits.get(a.id);
   return {
     id: a.id,
     email: a.email,
-    credits: toCredits(liveBalanceMicros(store, a.id)),
+    credits: toCredits(await liveBalanceMicros(store, a.id)),
     verified: a.verified,
     is_editor: a.isEditor,
     provider: a.provider,
-    has_api_token: store.keys.current(a.id) !== null,
+    has_api_token: (await store.keys.current(a.id)) !== null,
     limits: limits ? { rpm: limits.rpm, tpm: limits.tpm, daily_tokens: limits.dailyTokens } : null,
     created_at: new Date(a.createdAt).toISOString(),
   };

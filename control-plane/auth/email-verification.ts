@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../lib/clock.js';
 import { hashKey } from '../../lib/keys.js';
-import type { Db } from '../db.js';
+import type { Sql } from '../sql.js';
 
 export const LINK_TTL_MS = 24 * 3_600_000;
 export const VERIFY_PATH = '/api/auth/verify-email';
@@ -20,7 +20,7 @@ export class EmailVerifications {
   private readonly dropForAccount;
 
   constructor(
-    private readonly db: Db,
+    private readonly db: Sql,
     private readonly clock: Clock,
   ) {
     this.isVerifiedStmt = db.prepare<[number], { email_verified: number }>('SELECT email_verified FROM accounts WHERE id = ?');
@@ -32,32 +32,33 @@ export class EmailVerifications {
     this.dropForAccount = db.prepare<[number]>('DELETE FROM email_verifications WHERE account_id = ?');
   }
 
-  isVerified(accountId: number): boolean {
-    return this.isVerifiedStmt.get(accountId)?.email_verified !== 0;
+  async isVerified(accountId: number): Promise<boolean> {
+    return (await this.isVerifiedStmt.get(accountId))?.email_verified !== 0;
   }
 
-  markUnverified(accountId: number): void {
-    this.setStmt.run(0, accountId);
+  async markUnverified(accountId: number): Promise<void> {
+    await this.setStmt.run(0, accountId);
   }
 
   /** A new link token for the account (earlier ones stay valid until they expire). */
-  issue(accountId: number): string {
+  async issue(accountId: number): Promise<string> {
     const token = randomBytes(32).toString('base64url');
     const now = this.clock.now();
-    this.insert.run(hashKey(token), accountId, now + LINK_TTL_MS, now);
+    await this.insert.run(hashKey(token), accountId, now + LINK_TTL_MS, now);
     return token;
   }
 
   /** Verifies the account of a valid token (single use: every token of the account is dropped); undefined otherwise. */
-  consume(token: string): number | undefined {
-    return this.db
-      .transaction(() => {
-        const r = this.find.get(hashKey(token));
-        if (!r || r.expires_at <= this.clock.now()) return undefined;
-        this.setStmt.run(1, r.account_id);
-        this.dropForAccount.run(r.account_id);
-        return r.account_id;
-      })
-      .immediate();
+  consume(token: string): Promise<number | undefined> {
+    return this.db.transaction((tx) => new EmailVerifications(tx, this.clock).consumeIn(hashKey(token)));
+  }
+
+  /** The consumption itself (in the transaction). */
+  private async consumeIn(tokenHash: string): Promise<number | undefined> {
+    const r = await this.find.get(tokenHash);
+    if (!r || r.expires_at <= this.clock.now()) return undefined;
+    await this.setStmt.run(1, r.account_id);
+    await this.dropForAccount.run(r.account_id);
+    return r.account_id;
   }
 }

@@ -19,41 +19,42 @@ export class AgentReports {
 
   /** An event of the agent's WatchEvents stream (run on the agent's serial queue). */
   async onEvent(conn: AgentConnection, e: InstanceEvent): Promise<void> {
-    const r = this.ctx.store.instances.get(e.instanceId);
+    const r = await this.ctx.store.instances.get(e.instanceId);
     if (!r || r.agent_id !== conn.id) return;
     if (e.state === 'removed') {
-      if (r.state === 'stopping') this.lifecycle.markStopped(r.id);
+      if (r.state === 'stopping') await this.lifecycle.markStopped(r.id);
       return;
     }
     if (e.state === 'ready' && r.state === 'pending') {
       // Events carry no endpoints: read them from the agent.
       const info = (await conn.client.list()).find((i) => i.instanceId === e.instanceId);
-      if (info) this.apply(conn, info);
+      if (info) await this.apply(conn, info);
       return;
     }
-    this.apply(conn, { instanceId: e.instanceId, state: e.state, message: e.message, reason: e.reason, detail: e.detail, endpoints: [] });
+    await this.apply(conn, { instanceId: e.instanceId, state: e.state, message: e.message, reason: e.reason, detail: e.detail, endpoints: [] });
   }
 
   /** Folds an agent's view of one instance into the database. */
-  apply(conn: AgentConnection, info: AgentReport): void {
-    const r = this.ctx.store.instances.get(info.instanceId);
+  async apply(conn: AgentConnection, info: AgentReport): Promise<void> {
+    const r = await this.ctx.store.instances.get(info.instanceId);
     if (!r || r.agent_id !== conn.id) return;
     const live = r.state === 'pending' || r.state === 'ready';
     switch (info.state) {
       case 'pending':
-        if (r.state === 'pending' && r.message !== info.message) this.lifecycle.transition(r.id, 'pending', info.message);
+        if (r.state === 'pending' && r.message !== info.message) await this.lifecycle.transition(r.id, 'pending', info.message);
         return;
       case 'ready':
-        if (live) this.applyReady(r, info);
+        if (live) await this.applyReady(r, info);
         return;
       case 'failed':
-        if (live) this.lifecycle.fail(r, info.message || 'Instance failed', info.reason || 'failed', info.detail);
-        else if (r.state === 'stopping') this.lifecycle.markStopped(r.id);
+        if (live) await this.lifecycle.fail(r, info.message || 'Instance failed', info.reason || 'failed', info.detail);
+        else if (r.state === 'stopping') await this.lifecycle.markStopped(r.id);
         void this.removeQuietly(conn, r.id);
         return;
       case 'stopped':
-        if (live) this.lifecycle.fail(r, 'Stopped by its host', info.reason || EndReason.stoppedByHost, info.detail || 'The host agent stopped the instance');
-        else if (r.state === 'stopping') this.lifecycle.markStopped(r.id);
+        if (live)
+          await this.lifecycle.fail(r, 'Stopped by its host', info.reason || EndReason.stoppedByHost, info.detail || 'The host agent stopped the instance');
+        else if (r.state === 'stopping') await this.lifecycle.markStopped(r.id);
         void this.removeQuietly(conn, r.id);
         return;
       default:
@@ -62,12 +63,12 @@ export class AgentReports {
   }
 
   /** A pending instance became ready (billing starts now), or a ready one's endpoints or message changed. */
-  private applyReady(r: InstanceRow, info: AgentReport): void {
+  private async applyReady(r: InstanceRow, info: AgentReport): Promise<void> {
     const main = info.endpoints[0];
     const ssh = info.endpoints.find((e) => e.port === SSH_PORT);
     const now = this.ctx.clock.now();
     if (r.state === 'pending') {
-      this.lifecycle.transition(r.id, 'ready', 'ready', {
+      await this.lifecycle.transition(r.id, 'ready', 'ready', {
         ready_at: now,
         last_activity_at: now,
         endpoint_host: main?.host ?? null,
@@ -76,7 +77,7 @@ export class AgentReports {
       });
     } else if (r.message !== 'ready' || (main && main.hostPort !== r.endpoint_port)) {
       const endpoints = main ? { endpoint_host: main.host, endpoint_port: main.hostPort, ssh_port: ssh?.hostPort ?? null } : {};
-      this.lifecycle.transition(r.id, 'ready', 'ready', endpoints);
+      await this.lifecycle.transition(r.id, 'ready', 'ready', endpoints);
     }
   }
 

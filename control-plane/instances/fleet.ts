@@ -69,9 +69,9 @@ export interface HostInput {
 }
 
 export interface FleetControl {
-  add(input: HostInput): HostView;
-  list(): HostView[];
-  setDraining(name: string, draining: boolean): HostView;
+  add(input: HostInput): Promise<HostView>;
+  list(): Promise<HostView[]>;
+  setDraining(name: string, draining: boolean): Promise<HostView>;
   remove(name: string, force: boolean): Promise<{ removed: string; ended_instances: string[] }>;
 }
 
@@ -96,9 +96,9 @@ export class LiveFleet implements FleetControl {
     return conn;
   }
 
-  private view(name: string): HostView {
+  private async view(name: string): Promise<HostView> {
     const conn = this.conn(name);
-    const rows = this.service.instances.onAgent(name);
+    const rows = await this.service.instances.onAgent(name);
     const gpus = conn.host?.gpus;
     return {
       name,
@@ -108,7 +108,7 @@ export class LiveFleet implements FleetControl {
       draining: conn.draining,
       registered: conn.registered,
       gpus_total: gpus ? gpus.length : null,
-      gpus_free: gpus ? Math.max(0, this.service.freeGpus(conn)) : null,
+      gpus_free: gpus ? Math.max(0, await this.service.freeGpus(conn)) : null,
       gpu_model: gpus?.[0]?.model ?? null,
       gpus: gpus ? gpuViews(gpus) : null,
       unreachable_since: conn.connected ? null : new Date(conn.downSince).toISOString(),
@@ -118,33 +118,33 @@ export class LiveFleet implements FleetControl {
     };
   }
 
-  add(input: HostInput): HostView {
+  async add(input: HostInput): Promise<HostView> {
     const existing = this.service.agents.get(input.name);
     if (existing && !existing.registered) throw API_ERRORS.hostStatic(input.name, 'replaced');
-    const stored = this.service.hosts.put(input.name, input.address, input.token);
+    const stored = await this.service.hosts.put(input.name, input.address, input.token);
     this.service.attachHost({ id: input.name, address: input.address, token: input.token, draining: stored.draining, registered: true });
     return this.view(input.name);
   }
 
-  list(): HostView[] {
-    return [...this.service.agents.keys()].sort().map((n) => this.view(n));
+  list(): Promise<HostView[]> {
+    return Promise.all([...this.service.agents.keys()].sort().map((n) => this.view(n)));
   }
 
-  setDraining(name: string, draining: boolean): HostView {
+  async setDraining(name: string, draining: boolean): Promise<HostView> {
     const conn = this.conn(name);
-    if (conn.registered) this.service.hosts.setDraining(name, draining);
+    if (conn.registered) await this.service.hosts.setDraining(name, draining);
     conn.draining = draining;
-    if (!draining) this.service.schedule();
+    if (!draining) await this.service.schedule();
     return this.view(name);
   }
 
   async remove(name: string, force: boolean): Promise<{ removed: string; ended_instances: string[] }> {
     const conn = this.conn(name);
     if (!conn.registered) throw API_ERRORS.hostStatic(name, 'removed');
-    const rows = this.service.instances.onAgent(name);
+    const rows = await this.service.instances.onAgent(name);
     if (rows.length && !force) throw stillRunning(name, rows);
     if (rows.length) await this.service.endOnHost(name);
-    this.service.hosts.remove(name);
+    await this.service.hosts.remove(name);
     await this.service.detachHost(name);
     return { removed: name, ended_instances: rows.map((r) => r.id) };
   }
@@ -160,7 +160,7 @@ export class StoredFleet implements FleetControl {
     this.instances = store.instances;
   }
 
-  private view(h: HostRecord): HostView {
+  private async view(h: HostRecord): Promise<HostView> {
     return {
       name: h.name,
       address: h.address,
@@ -175,36 +175,36 @@ export class StoredFleet implements FleetControl {
       unreachable_since: null,
       unreachable_reason: null,
       last_contact_at: null,
-      instances: instancesOf(this.instances.onAgent(h.name)),
+      instances: instancesOf(await this.instances.onAgent(h.name)),
     };
   }
 
-  private get(name: string): HostRecord {
-    const h = this.hosts.get(name);
+  private async get(name: string): Promise<HostRecord> {
+    const h = await this.hosts.get(name);
     if (!h) throw API_ERRORS.hostNotFound(name);
     return h;
   }
 
-  add(input: HostInput): HostView {
-    return this.view(this.hosts.put(input.name, input.address, input.token));
+  async add(input: HostInput): Promise<HostView> {
+    return this.view(await this.hosts.put(input.name, input.address, input.token));
   }
 
-  list(): HostView[] {
-    return this.hosts.list().map((h) => this.view(h));
+  async list(): Promise<HostView[]> {
+    return Promise.all((await this.hosts.list()).map((h) => this.view(h)));
   }
 
-  setDraining(name: string, draining: boolean): HostView {
-    if (!this.hosts.setDraining(name, draining)) throw API_ERRORS.hostNotFound(name);
-    return this.view(this.get(name));
+  async setDraining(name: string, draining: boolean): Promise<HostView> {
+    if (!(await this.hosts.setDraining(name, draining))) throw API_ERRORS.hostNotFound(name);
+    return this.view(await this.get(name));
   }
 
   async remove(name: string, force: boolean): Promise<{ removed: string; ended_instances: string[] }> {
-    this.get(name);
-    const rows = this.instances.onAgent(name);
+    await this.get(name);
+    const rows = await this.instances.onAgent(name);
     if (rows.length && !force) throw stillRunning(name, rows);
     // Ending instances bills them and tells their agent: that needs the running control plane.
     if (rows.length) throw API_ERRORS.hostBusy(name, undefined);
-    this.hosts.remove(name);
+    await this.hosts.remove(name);
     return { removed: name, ended_instances: [] };
   }
 }

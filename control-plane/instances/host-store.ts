@@ -2,7 +2,7 @@
 // of an agent's gRPC server and its token (sealed at rest). The instance service dials every
 // stored host at start, so registered hosts survive control-plane restarts.
 import type { Clock } from '../../lib/clock.js';
-import type { Db } from '../db.js';
+import type { Sql } from '../sql.js';
 import { seal, unseal } from '../secrets.js';
 
 export interface HostRecord {
@@ -30,7 +30,7 @@ export class HostStore {
   private readonly removeStmt;
 
   constructor(
-    db: Db,
+    db: Sql,
     private readonly sealKey: Buffer,
     private readonly clock: Clock,
   ) {
@@ -48,27 +48,27 @@ export class HostStore {
     return { name: r.name, address: r.address, token: unseal(this.sealKey, r.token_sealed), draining: r.draining === 1, createdAt: r.created_at };
   }
 
-  list(): HostRecord[] {
-    return this.listStmt.all().map((r) => this.record(r));
+  async list(): Promise<HostRecord[]> {
+    return (await this.listStmt.all()).map((r) => this.record(r));
   }
 
-  get(name: string): HostRecord | undefined {
-    const r = this.getStmt.get(name);
+  async get(name: string): Promise<HostRecord | undefined> {
+    const r = await this.getStmt.get(name);
     return r && this.record(r);
   }
 
   /** Registers a host, or changes the address and token of a registered one (its draining flag stays). */
-  put(name: string, address: string, token: string): HostRecord {
-    this.upsertStmt.run({ name, address, token: seal(this.sealKey, token), now: this.clock.now() });
-    return this.get(name)!;
+  async put(name: string, address: string, token: string): Promise<HostRecord> {
+    await this.upsertStmt.run({ name, address, token: seal(this.sealKey, token), now: this.clock.now() });
+    return (await this.get(name))!;
   }
 
   /** false when no such host is registered. */
-  setDraining(name: string, draining: boolean): boolean {
-    return this.drainStmt.run(draining ? 1 : 0, this.clock.now(), name).changes === 1;
+  async setDraining(name: string, draining: boolean): Promise<boolean> {
+    return (await this.drainStmt.run(draining ? 1 : 0, this.clock.now(), name)).changes === 1;
   }
 
-  remove(name: string): boolean {
-    return this.removeStmt.run(name).changes === 1;
+  async remove(name: string): Promise<boolean> {
+    return (await this.removeStmt.run(name)).changes === 1;
   }
 }

@@ -1,6 +1,6 @@
 // The instances part, as the platform assembly wires it:
 //
-//   const instances = createInstances({ store, bus, clock, logger, agents: [{ id, address, token }], settings: config });
+//   const instances = await createInstances({ store, bus, clock, logger, agents: [{ id, address, token }], settings: config });
 //   const cp = await createControlPlane({ store, bus, routes: instances.routes, ... });
 //   instances.start();
 //   ... await instances.close() before cp.close().
@@ -31,8 +31,8 @@ export interface Instances {
   service: InstanceService;
 }
 
-export function createInstances(options: InstanceServiceOptions): Instances {
-  const service = new InstanceService(options);
+export async function createInstances(options: InstanceServiceOptions): Promise<Instances> {
+  const service = await InstanceService.create(options);
   return {
     routes: (deps) => [...instanceRoutes(service, deps), ...streamRoutes(service, deps)],
     start: () => service.start(),

@@ -28,21 +28,22 @@ export interface LaunchQuote {
 }
 
 /** Hosts that take placements now (connected, not reconciling, not draining), with their free GPUs. */
-function openHosts(ctx: InstanceContext, freeGpus: (c: AgentConnection) => number): { conn: AgentConnection; free: number }[] {
-  return [...ctx.agents.values()].filter((c) => c.connected && !c.reconciling && !c.draining).map((conn) => ({ conn, free: Math.max(0, freeGpus(conn)) }));
+async function openHosts(ctx: InstanceContext, freeGpus: (c: AgentConnection) => Promise<number>): Promise<{ conn: AgentConnection; free: number }[]> {
+  const open = [...ctx.agents.values()].filter((c) => c.connected && !c.reconciling && !c.draining);
+  return Promise.all(open.map(async (conn) => ({ conn, free: Math.max(0, await freeGpus(conn)) })));
 }
 
-export function launchQuote(
+export async function launchQuote(
   ctx: InstanceContext,
   accountId: number,
   windows: RateWindow[],
-  freeGpus: (c: AgentConnection) => number,
+  freeGpus: (c: AgentConnection) => Promise<number>,
   waitMs: number,
-): LaunchQuote {
+): Promise<LaunchQuote> {
   const now = ctx.clock.now();
-  const balance = ctx.store.ledger.balance(accountId);
+  const balance = await ctx.store.ledger.balance(accountId);
   const price = ctx.settings.instanceCreditsPerGpuHour;
-  const hosts = openHosts(ctx, freeGpus);
+  const hosts = await openHosts(ctx, freeGpus);
   const options = GPU_COUNTS.map((n) => ({
     gpu_count: n,
     credits_per_hour: price * n,
@@ -52,7 +53,7 @@ export function launchQuote(
     hosts_with_room: hosts.filter((h) => h.free >= n).length,
   }));
   const longest = Math.max(0, ...windows.map((w) => w.ms));
-  const times = ctx.store.instances.launchTimes(accountId, now - longest);
+  const times = await ctx.store.instances.launchTimes(accountId, now - longest);
   return {
     balance,
     credits_per_gpu_hour: price,
@@ -61,7 +62,7 @@ export function launchQuote(
       free_gpus: hosts.reduce((s, h) => s + h.free, 0),
       largest_free: Math.max(0, ...hosts.map((h) => h.free)),
       gpu_model: hosts.find((h) => h.conn.host?.gpus[0])?.conn.host?.gpus[0]?.model ?? null,
-      queued: ctx.store.instances.queue().length,
+      queued: (await ctx.store.instances.queue()).length,
     },
     launch_rate: {
       windows: windows.map((w) => {

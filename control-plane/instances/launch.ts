@@ -21,6 +21,8 @@ import type { InstanceLifecycle } from './lifecycle.js';
 import type { Placement } from './placement.js';
 import { parseRateWindows, type RateWindow } from './settings.js';
 import type { InstanceRow, TemplateSnapshot } from './store.js';
+import type { Repositories } from '../store.js';
+import { isUniqueViolation } from '../sql.js';
 
 export const GPU_COUNTS: readonly number[] = [1, 2, 4];
 /** Disk ceiling (GB) per GPU count (SPEC Limits); the floor is 100 GB. */
@@ -75,27 +77,27 @@ export class Launcher {
    * credits (400), launch rate (429). Nothing is written unless every check passes.
    * Returns the new instance as it is after the queue was scheduled.
    */
-  launch(account: Account, templateId: number, input: LaunchInput): InstanceRow {
-    const request = this.check(account, templateId, input);
+  async launch(account: Account, templateId: number, input: LaunchInput): Promise<InstanceRow> {
+    const request = await this.check(account, templateId, input);
     const now = this.ctx.clock.now();
     // A DNS label (lowercase hex): the id is the first label of the app's own origin on the
     // instance proxy (lib/instance-origin.ts).
     const id = `inst-${randomBytes(12).toString('hex')}`;
-    this.admit(account, request, id, templateSnapshot(request.template, account), now);
+    await this.admit(account, request, id, templateSnapshot(request.template, account), now);
     const { instances } = this.ctx.store;
-    const row = instances.get(id)!;
+    const row = (await instances.get(id))!;
     this.lifecycle.changed(row);
     this.ctx.log.info('instance launched', { instanceId: id, accountId: account.id, templateId, gpus: request.gpus });
-    this.placement.schedule();
-    return instances.get(id)!;
+    await this.placement.schedule();
+    return (await instances.get(id))!;
   }
 
   /** The checks that need no transaction: verified, template visible, gpu_count, token present. */
-  private check(account: Account, templateId: number, input: LaunchInput): LaunchRequest {
+  private async check(account: Account, templateId: number, input: LaunchInput): Promise<LaunchRequest> {
     const { store } = this.ctx;
     if (!account.verified) throw API_ERRORS.accountNotVerified();
-    const template = store.templates.get(templateId);
-    const owner = store.templates.ownerOf(templateId);
+    const template = await store.templates.get(templateId);
+    const owner = await store.templates.ownerOf(templateId);
     if (!template || (!template.enabled && owner !== account.id)) throw API_ERRORS.templateNotFound();
     const gpus = input.gpu_count ?? 1;
     if (typeof gpus !== 'number' || !GPU_COUNTS.includes(gpus)) throw gpuCountInvalid();
@@ -111,20 +113,20 @@ export class Launcher {
   }
 
   /** The checks that need the transaction, then the instance and the accepted launch written in it. */
-  private admit(account: Account, { template, gpus, token }: LaunchRequest, id: string, snapshot: TemplateSnapshot, now: number): void {
+  private async admit(account: Account, { template, gpus, token }: LaunchRequest, id: string, snapshot: TemplateSnapshot, now: number): Promise<void> {
     const { store, settings } = this.ctx;
-    const { instances } = store;
-    store.transaction(() => {
-      if (account.launchVerification && !instances.consumeLaunchToken(account.id, token as string, now)) throw launchTokenInvalid();
-      if (!store.images.isEnabled(template.image)) throw API_ERRORS.invalidImage();
+    await store.transaction(async (tx) => {
+      const { instances } = tx;
+      if (account.launchVerification && !(await instances.consumeLaunchToken(account.id, token as string, now))) throw launchTokenInvalid();
+      if (!(await tx.images.isEnabled(template.image))) throw API_ERRORS.invalidImage();
       const ceiling = DISK_CEILING_GB[gpus]!;
       if (template.disk_gb > ceiling) throw diskTooLarge(template.disk_gb, ceiling, gpus);
-      if (instances.active(account.id)) throw oneActiveInstance();
-      if (store.ledger.balance(account.id) < gpus) throw insufficientCredits();
-      const wait = this.launchWait(account.id, now);
+      if (await instances.active(account.id)) throw oneActiveInstance();
+      if ((await tx.ledger.balance(account.id)) < gpus) throw insufficientCredits();
+      const wait = await this.launchWait(account.id, now, tx);
       if (wait > 0) throw launchRateLimited(Math.max(1, Math.ceil(wait / 1000)));
       try {
-        instances.insert({
+        await instances.insert({
           id,
           accountId: account.id,
           templateId: template.id,
@@ -137,17 +139,17 @@ export class Launcher {
         });
       } catch (err) {
         // The partial unique index: a concurrent launch of this account won.
-        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw oneActiveInstance();
+        if (isUniqueViolation(err)) throw oneActiveInstance();
         throw err;
       }
-      instances.recordLaunch(account.id, now);
+      await instances.recordLaunch(account.id, now);
     });
   }
 
   /** How long (ms) until the account may launch again; 0 when it may now. The longest wait of every full window. */
-  launchWait(accountId: number, now: number): number {
+  async launchWait(accountId: number, now: number, repos: Repositories = this.ctx.store): Promise<number> {
     const longest = Math.max(0, ...this.windows.map((w) => w.ms));
-    const times = this.ctx.store.instances.launchTimes(accountId, now - longest);
+    const times = await repos.instances.launchTimes(accountId, now - longest);
     let wait = 0;
     for (const w of this.windows) {
       const inWindow = times.filter((t) => t > now - w.ms);

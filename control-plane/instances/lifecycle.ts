@@ -68,8 +68,8 @@ export class InstanceLifecycle {
       .catch((err: unknown) => this.ctx.log.warn('bus publish failed', { err }));
   }
 
-  transition(id: string, state: InstanceRow['state'], message: string, changes?: Changes): InstanceRow | undefined {
-    const r = this.ctx.store.instances.transition(id, state, message, this.ctx.clock.now(), changes);
+  async transition(id: string, state: InstanceRow['state'], message: string, changes?: Changes): Promise<InstanceRow | undefined> {
+    const r = await this.ctx.store.instances.transition(id, state, message, this.ctx.clock.now(), changes);
     if (r) this.changed(r);
     return r;
   }
@@ -78,14 +78,14 @@ export class InstanceLifecycle {
    * Ends an active instance as `failed` (the agent reported it, or its host is gone): final
    * usage up to now, in one transaction with the state change.
    */
-  fail(r: InstanceRow, message: string, reason: string, detail: string): InstanceRow | undefined {
+  async fail(r: InstanceRow, message: string, reason: string, detail: string): Promise<InstanceRow | undefined> {
     const { store, clock, log } = this.ctx;
     const now = clock.now();
-    const out = store.transaction(() => {
-      const fresh = store.instances.get(r.id);
+    const out = await store.transaction(async (tx) => {
+      const fresh = await tx.instances.get(r.id);
       if (!fresh || !ACTIVE.includes(fresh.state)) return undefined;
-      this.billing.bill(fresh, now, true);
-      return store.instances.transition(r.id, 'failed', message, now, { reason, detail, ended_at: now });
+      await this.billing.bill(tx, fresh, now, true);
+      return tx.instances.transition(r.id, 'failed', message, now, { reason, detail, ended_at: now });
     });
     if (out) {
       this.changed(out);
@@ -102,17 +102,17 @@ export class InstanceLifecycle {
   async destroy(r: InstanceRow, reason: string | null, detail: string | null): Promise<void> {
     const { store, clock, log, agents } = this.ctx;
     const now = clock.now();
-    const row = store.transaction(() => {
-      const fresh = store.instances.get(r.id);
+    const row = await store.transaction(async (tx) => {
+      const fresh = await tx.instances.get(r.id);
       if (!fresh || !ACTIVE.includes(fresh.state)) return undefined;
-      this.billing.bill(fresh, now, true);
-      return store.instances.transition(r.id, 'stopping', 'stopping', now, { reason, detail, ended_at: now });
+      await this.billing.bill(tx, fresh, now, true);
+      return tx.instances.transition(r.id, 'stopping', 'stopping', now, { reason, detail, ended_at: now });
     });
     if (!row) return;
     this.changed(row);
     log.info('instance destroyed', { instanceId: r.id, reason });
     if (row.agent_id === null) {
-      this.markStopped(row.id);
+      await this.markStopped(row.id);
       return;
     }
     const conn = agents.get(row.agent_id);
@@ -137,7 +137,7 @@ export class InstanceLifecycle {
       await store.logTails.save(conn.client, id, clock.now()).catch((err: unknown) => log.warn('saving the log tail failed', { instanceId: id, err }));
       await conn.client.remove(id);
       this.removals.delete(id);
-      this.markStopped(id);
+      await this.markStopped(id);
     } catch (err) {
       pending.busy = false;
       pending.nextAt = clock.now() + pending.waitMs;
@@ -148,23 +148,23 @@ export class InstanceLifecycle {
   }
 
   /** From the tick: tries again the removals whose wait is over, on hosts that are connected. */
-  retryRemovals(now: number): Promise<void>[] {
+  async retryRemovals(now: number): Promise<void> {
     const out: Promise<void>[] = [];
     for (const [id, pending] of this.removals) {
       if (pending.busy || now < pending.nextAt) continue;
-      const r = this.ctx.store.instances.get(id);
+      const r = await this.ctx.store.instances.get(id);
       if (!r || r.state !== 'stopping' || r.agent_id === null) {
         this.removals.delete(id);
         continue;
       }
       out.push(this.removeOnHost(id, r.agent_id, false));
     }
-    return out;
+    await Promise.all(out);
   }
 
-  markStopped(id: string): void {
+  async markStopped(id: string): Promise<void> {
     this.removals.delete(id);
-    const r = this.transition(id, 'stopped', 'stopped');
+    const r = await this.transition(id, 'stopped', 'stopped');
     if (r) this.freed();
   }
 }

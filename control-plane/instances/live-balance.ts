@@ -3,7 +3,7 @@
 // the ledger alone lags by up to a period; GET /api/me and the zero-balance stop both read this
 // figure instead, so what a user sees is what decides when the instance stops.
 import { toMicros } from '../ledger.js';
-import type { Store } from '../store.js';
+import type { Repositories } from '../store.js';
 import { accruedMicros } from './billing.js';
 import type { BillingRow } from './store.js';
 
@@ -16,8 +16,8 @@ export function unbilledMicros(r: BillingRow, now: number): number {
 }
 
 /** The account's live balance in micro-credits at `now`. */
-export function liveBalanceMicros(store: Store, accountId: number, now = store.clock.now()): number {
-  let micros = toMicros(store.ledger.balance(accountId));
-  for (const r of store.instances.activeBilling(accountId)) micros -= unbilledMicros(r, now);
+export async function liveBalanceMicros(store: Repositories, accountId: number, now = store.clock.now()): Promise<number> {
+  let micros = toMicros(await store.ledger.balance(accountId));
+  for (const r of await store.instances.activeBilling(accountId)) micros -= unbilledMicros(r, now);
   return micros;
 }

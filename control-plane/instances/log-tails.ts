@@ -2,7 +2,7 @@
 // control plane removes it, so just before removal the service copies the tail here; GET
 // /api/notebook/logs serves it once the host no longer has the instance.
 import type { AgentClient } from '../../agent/client.js';
-import type { Db } from '../db.js';
+import type { Sql } from '../sql.js';
 
 /** Lines kept per ended instance. */
 export const LOG_TAIL_LINES = 200;
@@ -13,7 +13,7 @@ export class LogTails {
   private readonly upsert;
   private readonly getStmt;
 
-  constructor(db: Db) {
+  constructor(db: Sql) {
     this.upsert = db.prepare<[string, string, number]>(
       'INSERT INTO instance_log_tails (instance_id, lines, saved_at) VALUES (?, ?, ?) ON CONFLICT (instance_id) DO UPDATE SET lines = excluded.lines, saved_at = excluded.saved_at',
     );
@@ -21,8 +21,8 @@ export class LogTails {
   }
 
   /** The saved tail (oldest first), or undefined when none was saved. */
-  get(instanceId: string): string[] | undefined {
-    const row = this.getStmt.get(instanceId);
+  async get(instanceId: string): Promise<string[] | undefined> {
+    const row = await this.getStmt.get(instanceId);
     return row ? (JSON.parse(row.lines) as string[]) : undefined;
   }
 
@@ -37,6 +37,6 @@ export class LogTails {
     } catch {
       if (!lines.length) return;
     }
-    this.upsert.run(instanceId, JSON.stringify(lines.slice(-LOG_TAIL_LINES)), now);
+    await this.upsert.run(instanceId, JSON.stringify(lines.slice(-LOG_TAIL_LINES)), now);
   }
 }

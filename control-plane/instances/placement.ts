@@ -17,6 +17,10 @@ export type Provisioner = (instanceId: string) => { files: Record<string, string
 
 export class Placement {
   private closed = false;
+  /** The pass running now; passes never overlap (two would count the same free GPUs twice). */
+  private running: Promise<void> | undefined;
+  /** The pass asked for while one runs: it starts when that one ends (one for any number of asks). */
+  private next: Promise<void> | undefined;
 
   /** @param provision added to each launch spec when it is sent to the host (not stored: derived from the instance id). */
   constructor(
@@ -32,10 +36,10 @@ export class Placement {
   }
 
   /** GPUs of a connected host not held by its pending, ready or stopping instances. */
-  freeGpus(conn: AgentConnection): number {
+  async freeGpus(conn: AgentConnection): Promise<number> {
     if (!conn.host) return 0;
     let used = 0;
-    for (const r of this.ctx.store.instances.onAgent(conn.id)) used += r.gpu_count;
+    for (const r of await this.ctx.store.instances.onAgent(conn.id)) used += r.gpu_count;
     return conn.host.gpus.length - used;
   }
 
@@ -56,15 +60,35 @@ export class Placement {
     return largest;
   }
 
-  /** Places waiting instances, first come first served: the head of the queue blocks the rest until it fits. */
-  schedule(): void {
+  /**
+   * Places waiting instances, first come first served: the head of the queue blocks the rest until
+   * it fits. Resolves when a pass that began after this call has ended (never rejects).
+   */
+  schedule(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    if (this.running) {
+      this.next ??= this.running.then(() => {
+        this.next = undefined;
+        return this.schedule();
+      });
+      return this.next;
+    }
+    this.running = this.pass()
+      .catch((err: unknown) => this.ctx.log.error('placement failed', { err }))
+      .finally(() => {
+        this.running = undefined;
+      });
+    return this.running;
+  }
+
+  private async pass(): Promise<void> {
     if (this.closed) return;
     const largest = this.largestHost();
-    for (const r of this.ctx.store.instances.queue()) {
+    for (const r of await this.ctx.store.instances.queue()) {
       if (largest !== undefined && r.gpu_count > largest) {
         // It can never fit (the host it waited for was drained or removed): ending it unblocks
         // the queue behind it; fail() schedules the queue again.
-        this.lifecycle.fail(
+        await this.lifecycle.fail(
           r,
           'No host can hold this instance',
           EndReason.noHostFits,
@@ -72,23 +96,23 @@ export class Placement {
         );
         return;
       }
-      const conn = this.pickHost(r);
+      const conn = await this.pickHost(r);
       if (!conn) return;
-      this.place(r, conn);
+      await this.place(r, conn);
     }
   }
 
   /** The host for `r`: the one holding the account's volume when it fits, else pack (fullest that fits) or spread (emptiest). */
-  private pickHost(r: InstanceRow): AgentConnection | undefined {
+  private async pickHost(r: InstanceRow): Promise<AgentConnection | undefined> {
     const fits: { conn: AgentConnection; free: number }[] = [];
     for (const conn of this.ctx.agents.values()) {
       if (!conn.connected || conn.reconciling || conn.draining) continue;
-      const free = this.freeGpus(conn);
+      const free = await this.freeGpus(conn);
       if (free >= r.gpu_count) fits.push({ conn, free });
     }
     if (!fits.length) return undefined;
     if (snapshotOf(r).persistent_storage) {
-      const home = this.ctx.store.instances.volumeHost(r.account_id);
+      const home = await this.ctx.store.instances.volumeHost(r.account_id);
       const preferred = fits.find((f) => f.conn.id === home);
       if (preferred) return preferred.conn;
     }
@@ -97,10 +121,10 @@ export class Placement {
     return fits[0]!.conn;
   }
 
-  private place(r: InstanceRow, conn: AgentConnection): void {
+  private async place(r: InstanceRow, conn: AgentConnection): Promise<void> {
     const now = this.ctx.clock.now();
     const spec = buildSpec(r, snapshotOf(r));
-    const placed = this.lifecycle.transition(r.id, 'pending', 'starting', {
+    const placed = await this.lifecycle.transition(r.id, 'pending', 'starting', {
       agent_id: conn.id,
       spec: JSON.stringify(spec),
       placed_at: now,
@@ -124,7 +148,7 @@ export class Placement {
       await conn.run(() => this.reports.apply(conn, instance));
     } catch (err) {
       if (err instanceof AgentCallError && (err.code === 'RC_ERR_AGENT_SPEC_MISMATCH' || err.code === 'RC_ERR_AGENT_INVALID_ARGUMENT')) {
-        this.lifecycle.fail(r, 'The host refused to start the instance', EndReason.startRejected, err.message);
+        await this.lifecycle.fail(r, 'The host refused to start the instance', EndReason.startRejected, err.message);
         return;
       }
       // Unreachable or shutting down: reconciliation resends the same spec when the host answers.

@@ -23,23 +23,20 @@ export class Reconciliation {
     conn.reconciling = true;
     try {
       const infos = new Map((await conn.client.list()).map((i) => [i.instanceId, i]));
-      for (const r of instances.onAgent(conn.id)) {
+      for (const r of await instances.onAgent(conn.id)) {
         if (r.state === 'stopping') continue;
         const info = infos.get(r.id);
-        if (info) this.reports.apply(conn, info);
+        if (info) await this.reports.apply(conn, info);
         else if (r.state === 'pending') void this.placement.sendStart(conn, r);
-        else this.lifecycle.fail(r, 'Instance lost', EndReason.lost, 'Its host no longer had the instance when it reconnected');
+        else await this.lifecycle.fail(r, 'Instance lost', EndReason.lost, 'Its host no longer had the instance when it reconnected');
       }
-      const wanted = instances
-        .onAgent(conn.id)
-        .filter((r) => r.state !== 'stopping')
-        .map((r) => r.id);
+      const wanted = (await instances.onAgent(conn.id)).filter((r) => r.state !== 'stopping').map((r) => r.id);
       await conn.client.reconcile(wanted);
-      for (const r of instances.onAgent(conn.id)) if (r.state === 'stopping') this.lifecycle.markStopped(r.id);
+      for (const r of await instances.onAgent(conn.id)) if (r.state === 'stopping') await this.lifecycle.markStopped(r.id);
     } finally {
       conn.reconciling = false;
     }
-    this.placement.schedule();
+    void this.placement.schedule();
   }
 
   /**
@@ -50,9 +47,9 @@ export class Reconciliation {
     const conn = this.ctx.agents.get(id);
     // Ending instances reschedules the queue: nothing may be placed on the host being removed.
     if (conn) conn.draining = true;
-    for (const r of this.ctx.store.instances.onAgent(id)) {
-      if (r.state === 'stopping') this.lifecycle.markStopped(r.id);
-      else this.lifecycle.fail(r, 'Its host was removed from the platform', EndReason.hostRemoved, `Host ${id} was removed with --force`);
+    for (const r of await this.ctx.store.instances.onAgent(id)) {
+      if (r.state === 'stopping') await this.lifecycle.markStopped(r.id);
+      else await this.lifecycle.fail(r, 'Its host was removed from the platform', EndReason.hostRemoved, `Host ${id} was removed with --force`);
     }
     if (conn?.connected) await conn.client.reconcile([]).catch((err: unknown) => this.ctx.log.warn('could not clear the removed host', { agent: id, err }));
   }

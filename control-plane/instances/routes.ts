@@ -43,7 +43,7 @@ function launchRoutes(service: InstanceService): Route[] {
       access: 'required',
       body: launchBody,
       optionalBody: true,
-      handle: ({ params, body }, caller: Caller) => ({ body: service.launch(caller.account, templateId(params[0]), body) }),
+      handle: async ({ params, body }, caller: Caller) => ({ body: await service.launch(caller.account, templateId(params[0]), body) }),
     }),
     route({
       method: 'post',
@@ -51,14 +51,14 @@ function launchRoutes(service: InstanceService): Route[] {
       summary: 'Launch an instance (template in the body)',
       access: 'required',
       body: requestBody,
-      handle: ({ body }, caller: Caller) => ({ body: service.launch(caller.account, body.template_id, body) }),
+      handle: async ({ body }, caller: Caller) => ({ body: await service.launch(caller.account, body.template_id, body) }),
     }),
     route({
       method: 'get',
       path: '/api/notebook/status',
       summary: "The status object of the caller's latest instance",
       access: 'required',
-      handle: (_req, caller: Caller) => ({ body: service.status(caller.account.id) }),
+      handle: async (_req, caller: Caller) => ({ body: await service.status(caller.account.id) }),
     }),
     route({
       // Read-only, for launch surfaces: what a launch costs, whether it can start now, and how
@@ -67,7 +67,7 @@ function launchRoutes(service: InstanceService): Route[] {
       path: '/api/launch-quote',
       summary: 'Price per GPU count, balance and the hours it buys, free GPUs, launches left in the rate windows',
       access: 'required',
-      handle: (_req, caller: Caller) => ({ body: service.launchQuote(caller.account.id) }),
+      handle: async (_req, caller: Caller) => ({ body: await service.launchQuote(caller.account.id) }),
     }),
     route({
       method: 'del',
@@ -92,9 +92,9 @@ function launchVerificationRoutes(service: InstanceService, deps: ApiDeps): Rout
       summary: 'Turn launch verification on (key or session) or off (session only)',
       access: 'required',
       body: z.strictObject({ enabled: z.boolean() }),
-      handle({ body }, caller: Caller) {
+      async handle({ body }, caller: Caller) {
         if (!body.enabled && caller.via !== 'session') throw sessionRequired();
-        service.instances.setLaunchVerification(caller.account.id, body.enabled);
+        await service.instances.setLaunchVerification(caller.account.id, body.enabled);
         return { body: { launch_verification: body.enabled } };
       },
     }),
@@ -104,9 +104,9 @@ function launchVerificationRoutes(service: InstanceService, deps: ApiDeps): Rout
       summary: 'A single-use launch verification token (browser session only)',
       access: 'required',
       body: z.strictObject({}),
-      handle(_req, caller: Caller) {
+      async handle(_req, caller: Caller) {
         if (caller.via !== 'session') throw sessionRequired();
-        const t = service.instances.issueLaunchToken(caller.account.id, store.clock.now(), ttlMs());
+        const t = await service.instances.issueLaunchToken(caller.account.id, store.clock.now(), ttlMs());
         return { body: { launch_verification_token: t.token, expires_at: new Date(t.expiresAt).toISOString() } };
       },
     }),

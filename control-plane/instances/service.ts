@@ -80,7 +80,8 @@ export class InstanceService {
   private readonly gpuActivity: GpuActivity;
   private readonly ctx: InstanceContext;
 
-  constructor(o: InstanceServiceOptions) {
+  /** Builds the service over the database's hosts and live instances (InstanceService.create). */
+  private constructor(o: InstanceServiceOptions, hosts: Awaited<ReturnType<HostStore['list']>>, live: InstanceRow[]) {
     const { store } = o;
     this.clock = o.clock ?? store.clock ?? systemClock;
     const log = (o.logger ?? createLogger()).child({ part: 'instances' });
@@ -97,21 +98,26 @@ export class InstanceService {
       onEvent: (c, e) => this.reports.onEvent(c, e),
       onHost: (c) => {
         if (c.host) this.gpuActivity.record(c.id, c.host, this.clock.now());
-        this.placement.schedule();
+        void this.placement.schedule();
       },
     });
     this.agents = this.connections.all;
     const ctx: InstanceContext = { store, settings: this.settings, clock: this.clock, log, agents: this.agents };
     this.ctx = ctx;
     const billing = new UsageBilling(store);
-    this.lifecycle = new InstanceLifecycle(ctx, this.routes, o.bus, billing, () => this.placement.schedule());
+    this.lifecycle = new InstanceLifecycle(ctx, this.routes, o.bus, billing, () => void this.placement.schedule());
     this.reports = new AgentReports(ctx, this.lifecycle);
     this.placement = new Placement(ctx, this.lifecycle, this.reports, o.provision);
     this.reconciliation = new Reconciliation(ctx, this.lifecycle, this.reports, this.placement);
     this.launcher = new Launcher(ctx, this.lifecycle, this.placement);
     this.ticker = new InstanceTicker(ctx, this.routes, billing, this.lifecycle, this.placement);
-    this.connections.attachAll(o.agents, this.hosts.list());
-    for (const r of this.instances.live()) this.routes.update(r);
+    this.connections.attachAll(o.agents, hosts);
+    for (const r of live) this.routes.update(r);
+  }
+
+  /** The service over the database's registered hosts and live instances. */
+  static async create(o: InstanceServiceOptions): Promise<InstanceService> {
+    return new InstanceService(o, await o.store.hosts.list(), await o.store.instances.live());
   }
 
   // ---- hosts and the service's life ----------------------------------------------------------
@@ -146,55 +152,55 @@ export class InstanceService {
     this.placement.stop();
     await this.ticker.stop();
     await this.connections.close();
-    this.ticker.flushActivity();
+    await this.ticker.flushActivity();
   }
 
   // ---- the API -------------------------------------------------------------------------------
 
-  view(r: InstanceRow): InstanceStatus {
+  async view(r: InstanceRow): Promise<InstanceStatus> {
     const status = toStatus(r, this.clock.now(), this.urls, this.settings.instanceIdleTimeoutSec * 1000, this.settings.instanceStopWarningSec * 1000);
-    const position = this.queuePosition(r);
+    const position = await this.queuePosition(r);
     if (position !== null) return { ...status, message: queuedMessage(position) };
     if (r.agent_id === null || (r.state !== 'ready' && r.state !== 'pending')) return status;
     return { ...status, gpus: instanceGpuUsage(this.agents.get(r.agent_id)?.host, r.id) };
   }
 
   /** 1-based place of a queued (pending, unplaced) instance in the queue; null otherwise. */
-  queuePosition(r: InstanceRow): number | null {
+  async queuePosition(r: InstanceRow): Promise<number | null> {
     if (r.state !== 'pending' || r.agent_id !== null) return null;
-    const i = this.instances.queue().findIndex((q) => q.id === r.id);
+    const i = (await this.instances.queue()).findIndex((q) => q.id === r.id);
     return i < 0 ? null : i + 1;
   }
 
   /** The account's most recent instance (any state); 404 when it never had one. */
-  status(accountId: number): InstanceStatus {
-    const r = this.instances.latest(accountId);
+  async status(accountId: number): Promise<InstanceStatus> {
+    const r = await this.instances.latest(accountId);
     if (!r) throw noInstance();
     return this.view(r);
   }
 
   /** Launches `templateId` for `account` (the rules and their order: launch.ts). */
-  launch(account: Account, templateId: number, input: LaunchInput): InstanceStatus {
-    return this.view(this.launcher.launch(account, templateId, input));
+  async launch(account: Account, templateId: number, input: LaunchInput): Promise<InstanceStatus> {
+    return this.view(await this.launcher.launch(account, templateId, input));
   }
 
   /** How long (ms) until the account may launch again; 0 when it may now. The longest wait of every full window. */
-  launchWait(accountId: number, now: number): number {
+  launchWait(accountId: number, now: number): Promise<number> {
     return this.launcher.launchWait(accountId, now);
   }
 
   /** Price per GPU count, balance and the hours it buys, free GPUs, launch rate left (launch-quote.ts). */
-  launchQuote(accountId: number): LaunchQuote {
-    const wait = this.launcher.launchWait(accountId, this.clock.now());
+  async launchQuote(accountId: number): Promise<LaunchQuote> {
+    const wait = await this.launcher.launchWait(accountId, this.clock.now());
     return launchQuote(this.ctx, accountId, this.launcher.windows, (c) => this.placement.freeGpus(c), wait);
   }
 
   /** Destroys the account's active instance; 404 when there is none. Billing stops now. */
   async destroyCurrent(accountId: number): Promise<InstanceStatus> {
-    const r = this.instances.active(accountId);
+    const r = await this.instances.active(accountId);
     if (!r) throw noInstance(NO_ACTIVE_INSTANCE);
     await this.lifecycle.destroy(r, null, null);
-    return this.view(this.instances.get(r.id)!);
+    return this.view((await this.instances.get(r.id))!);
   }
 
   /**
@@ -202,10 +208,10 @@ export class InstanceService {
    * its status object, so the owner sees why. 404 when it is not pending or ready.
    */
   async destroyById(instanceId: string, reason: string, detail: string): Promise<InstanceStatus> {
-    const r = this.instances.get(instanceId);
+    const r = await this.instances.get(instanceId);
     if (!r || !ACTIVE.includes(r.state)) throw noInstance(NO_ACTIVE_INSTANCE);
     await this.lifecycle.destroy(r, reason, detail);
-    return this.view(this.instances.get(r.id)!);
+    return this.view((await this.instances.get(r.id))!);
   }
 
   /** Dedicated-endpoint, proxy, tunnel or SSH traffic: the instance is not idle. */
@@ -224,13 +230,13 @@ export class InstanceService {
   }
 
   /** GPUs of a connected host not held by its pending, ready or stopping instances. */
-  freeGpus(conn: AgentConnection): number {
+  freeGpus(conn: AgentConnection): Promise<number> {
     return this.placement.freeGpus(conn);
   }
 
   /** Places waiting instances, first come first served: the head of the queue blocks the rest until it fits. */
-  schedule(): void {
-    this.placement.schedule();
+  schedule(): Promise<void> {
+    return this.placement.schedule();
   }
 
   /** Billing, credits, lifetime, idle timeout and unreachable hosts; then the queue (tick.ts). Tests call it with a fake clock. */

@@ -3,8 +3,7 @@
 // (states.ts), so a stale writer can never move an instance along a transition that does not exist.
 import { randomBytes } from 'node:crypto';
 import { hashKey } from '../../lib/keys.js';
-import type { Statement } from 'better-sqlite3';
-import type { Db } from '../db.js';
+import type { Sql } from '../sql.js';
 import type { Template } from '../templates.js';
 import { allowedFrom, TERMINAL, type InstanceState } from './states.js';
 
@@ -107,10 +106,7 @@ export class InstanceStore {
   private readonly volumeHostStmt;
   private readonly billedStmt;
   private readonly activeBillingStmt;
-  /** Prepared transition UPDATEs by their SQL (one per combination of changed columns). */
-  private readonly statements = new Map<string, Statement>();
-
-  constructor(readonly db: Db) {
+  constructor(readonly db: Sql) {
     this.insertStmt = db.prepare(
       `INSERT INTO instances (id, account_id, template_id, template, gpu_count, disk_gb, state, message, micros_per_hour, period_ms, created_at, updated_at)
        VALUES (@id, @accountId, @templateId, @template, @gpuCount, @diskGb, 'pending', 'waiting for capacity', @microsPerHour, @periodMs, @now, @now)`,
@@ -140,36 +136,36 @@ export class InstanceStore {
     );
   }
 
-  /** Inserts a pending instance; throws SQLITE_CONSTRAINT_UNIQUE when the account already has an active one. */
-  insert(n: NewInstance): void {
-    this.insertStmt.run({ ...n, template: JSON.stringify(n.template) });
+  /** Inserts a pending instance; rejects with a unique violation (sql.ts isUniqueViolation) when the account already has an active one. */
+  async insert(n: NewInstance): Promise<void> {
+    await this.insertStmt.run({ ...n, template: JSON.stringify(n.template) });
   }
 
-  get(id: string): InstanceRow | undefined {
+  get(id: string): Promise<InstanceRow | undefined> {
     return this.getStmt.get(id);
   }
 
   /** The account's most recent instance, whatever its state. */
-  latest(accountId: number): InstanceRow | undefined {
+  latest(accountId: number): Promise<InstanceRow | undefined> {
     return this.latestStmt.get(accountId);
   }
 
-  active(accountId: number): InstanceRow | undefined {
+  active(accountId: number): Promise<InstanceRow | undefined> {
     return this.activeStmt.get(accountId);
   }
 
   /** Instances that are pending, ready or stopping, oldest first. */
-  live(): InstanceRow[] {
+  live(): Promise<InstanceRow[]> {
     return this.liveStmt.all();
   }
 
   /** Pending instances not yet placed, first come first served. */
-  queue(): InstanceRow[] {
+  queue(): Promise<InstanceRow[]> {
     return this.queueStmt.all();
   }
 
   /** Instances placed on `agentId` that still hold GPUs there. */
-  onAgent(agentId: string): InstanceRow[] {
+  onAgent(agentId: string): Promise<InstanceRow[]> {
     return this.onAgentStmt.all(agentId);
   }
 
@@ -178,63 +174,62 @@ export class InstanceStore {
    * only along an allowed transition. Returns the updated row, or undefined when the instance
    * was not in a state `state` can be reached from.
    */
-  transition(id: string, state: InstanceState, message: string, now: number, changes: Changes = {}): InstanceRow | undefined {
+  async transition(id: string, state: InstanceState, message: string, now: number, changes: Changes = {}): Promise<InstanceRow | undefined> {
     // A live state may also stay itself with a new message; a terminal one never changes again.
     const from = TERMINAL.includes(state) ? allowedFrom(state) : [state, ...allowedFrom(state)];
     const cols = (Object.keys(changes) as (keyof Changes)[]).filter((c) => changes[c] !== undefined).sort();
     const set = ['state = @state', 'message = @message', 'updated_at = @now', ...cols.map((c) => `${c} = @${c}`)].join(', ');
     const sql = `UPDATE instances SET ${set} WHERE id = @id AND state IN (${from.map((s) => `'${s}'`).join(', ')})`;
-    let stmt = this.statements.get(sql);
-    if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql)));
     const params: Record<string, unknown> = { id, state, message, now };
     for (const c of cols) params[c] = changes[c];
-    const r = stmt.run(params);
+    // Prepared once per combination of changed columns (the executor keeps them by their SQL).
+    const r = await this.db.prepare(sql).run(params);
     return r.changes === 1 ? this.get(id) : undefined;
   }
 
   /** The billing fields of the account's active (pending or ready) instances; stopping ones are billed in full already. */
-  activeBilling(accountId: number): BillingRow[] {
+  activeBilling(accountId: number): Promise<BillingRow[]> {
     return this.activeBillingStmt.all(accountId);
   }
 
   /** Advances the count of billed periods (from `from`; call in the transaction that wrote the charges). */
-  setBilledPeriods(id: string, from: number, to: number): void {
-    this.billedStmt.run(to, id, from);
+  async setBilledPeriods(id: string, from: number, to: number): Promise<void> {
+    await this.billedStmt.run(to, id, from);
   }
 
   /** Records an accepted launch (rate windows). */
-  recordLaunch(accountId: number, at: number): void {
-    this.insertLaunch.run(accountId, at);
+  async recordLaunch(accountId: number, at: number): Promise<void> {
+    await this.insertLaunch.run(accountId, at);
   }
 
   /** Times of the account's launches after `since`, newest first. */
-  launchTimes(accountId: number, since: number): number[] {
-    return this.launchesSince.all(accountId, since).map((r) => r.at);
+  async launchTimes(accountId: number, since: number): Promise<number[]> {
+    return (await this.launchesSince.all(accountId, since)).map((r) => r.at);
   }
 
   /** Idle tracking: moves last_activity_at forward (never back). */
-  touch(id: string, at: number): void {
-    this.touchStmt.run(at, id, at);
+  async touch(id: string, at: number): Promise<void> {
+    await this.touchStmt.run(at, id, at);
   }
 
   /** The host that holds the account's persistent volume (where its last persistent instance ran). */
-  volumeHost(accountId: number): string | undefined {
-    return this.volumeHostStmt.get(accountId)?.agent_id;
+  async volumeHost(accountId: number): Promise<string | undefined> {
+    return (await this.volumeHostStmt.get(accountId))?.agent_id;
   }
 
-  setLaunchVerification(accountId: number, enabled: boolean): void {
-    this.setVerification.run(enabled ? 1 : 0, accountId);
+  async setLaunchVerification(accountId: number, enabled: boolean): Promise<void> {
+    await this.setVerification.run(enabled ? 1 : 0, accountId);
   }
 
   /** A new single-use launch verification token for the account. */
-  issueLaunchToken(accountId: number, now: number, ttlMs: number): { token: string; expiresAt: number } {
+  async issueLaunchToken(accountId: number, now: number, ttlMs: number): Promise<{ token: string; expiresAt: number }> {
     const token = `lvt_${randomBytes(24).toString('base64url')}`;
-    this.insertToken.run(hashKey(token), accountId, now + ttlMs, now);
+    await this.insertToken.run(hashKey(token), accountId, now + ttlMs, now);
     return { token, expiresAt: now + ttlMs };
   }
 
   /** Consumes a token (call inside the launch transaction); false when unknown, expired or another account's. */
-  consumeLaunchToken(accountId: number, token: string, now: number): boolean {
-    return this.consumeToken.run(hashKey(token), accountId, now).changes === 1;
+  async consumeLaunchToken(accountId: number, token: string, now: number): Promise<boolean> {
+    return (await this.consumeToken.run(hashKey(token), accountId, now)).changes === 1;
   }
 }

@@ -64,7 +64,7 @@ async function pipeLogs(service: InstanceService, bus: Bus, first: InstanceRow, 
     // Not placed yet: nothing to read until a host runs it.
     while (follow && r.agent_id === null && ACTIVE.includes(r.state) && !ac.signal.aborted) {
       await nextChange(bus, r.id, ac.signal);
-      r = service.instances.get(r.id) ?? r;
+      r = (await service.instances.get(r.id)) ?? r;
     }
     if (ac.signal.aborted) return;
     const conn = r.agent_id === null ? undefined : service.agents.get(r.agent_id);
@@ -81,14 +81,14 @@ async function pipeLogs(service: InstanceService, bus: Bus, first: InstanceRow, 
       }
     }
     if (!fromHost) {
-      const saved = service.logTails.get(r.id);
+      const saved = await service.logTails.get(r.id);
       if (saved === undefined && r.agent_id !== null && !conn?.connected) {
         sse.send('stream_error', { detail: "The instance's host is not reachable; try again later" });
         return;
       }
       for (const line of tail === 0 ? [] : (saved ?? []).slice(-tail)) await send(line);
     }
-    const now = service.instances.get(r.id) ?? r;
+    const now = (await service.instances.get(r.id)) ?? r;
     sse.send('end', { status: now.state, reason: now.reason });
   } catch (err) {
     if (!ac.signal.aborted) sse.send('stream_error', { detail: err instanceof Error ? err.message : 'Log stream failed' });
@@ -98,32 +98,42 @@ async function pipeLogs(service: InstanceService, bus: Bus, first: InstanceRow, 
 }
 
 /** The status object plus the queue position (1-based) of a queued instance. */
-export function statusEvent(service: InstanceService, r: InstanceRow): StatusEvent {
-  return { ...service.view(r), queue_position: service.queuePosition(r) };
+export async function statusEvent(service: InstanceService, r: InstanceRow): Promise<StatusEvent> {
+  return { ...(await service.view(r)), queue_position: await service.queuePosition(r) };
 }
 
 function followStatus(service: InstanceService, bus: Bus, accountId: number, sse: Sse): void {
-  let current = service.instances.latest(accountId);
+  let current: InstanceRow | undefined;
   let last = '';
-  const push = () => {
-    const text = JSON.stringify(current ? statusEvent(service, current) : null);
-    if (text === last) return;
+  // Events are handled one after another, in the order they came (each reads the database).
+  let handled = Promise.resolve();
+  const inOrder = (fn: () => Promise<void>) => {
+    handled = handled.then(fn).catch(() => {}); // a failed read: the next event reads again
+  };
+  const push = async () => {
+    const text = JSON.stringify(current ? await statusEvent(service, current) : null);
+    if (text === last || !sse.open) return;
     last = text;
     sse.send('status', text);
   };
-  push();
+  inOrder(async () => {
+    current = await service.instances.latest(accountId);
+    await push();
+  });
   const off = bus.subscribe((ev) => {
     if (ev.type !== 'instance.changed' || !sse.open) return;
-    if (current && ev.instanceId === current.id) {
-      current = service.instances.get(current.id);
-    } else {
-      const changed = service.instances.get(ev.instanceId);
-      if (changed?.account_id === accountId)
-        current = changed; // a new launch
-      // Another account's instance placed or ended: a queued one may have moved up.
-      else if (!(current?.state === 'pending' && current.agent_id === null)) return;
-    }
-    push();
+    inOrder(async () => {
+      if (current && ev.instanceId === current.id) {
+        current = await service.instances.get(current.id);
+      } else {
+        const changed = await service.instances.get(ev.instanceId);
+        if (changed?.account_id === accountId)
+          current = changed; // a new launch
+        // Another account's instance placed or ended: a queued one may have moved up.
+        else if (!(current?.state === 'pending' && current.agent_id === null)) return;
+      }
+      await push();
+    });
   });
   sse.onClose(off);
 }
@@ -137,8 +147,8 @@ export function streamRoutes(service: InstanceService, deps: ApiDeps): Route[] {
       query: logsQuery,
       stream: true,
       summary: "The current instance's logs as server-sent events (`log` per line, then `end`); `follow=1` keeps streaming until it ends",
-      handle({ query }, caller: Caller) {
-        const r = service.instances.latest(caller.account.id);
+      async handle({ query }, caller: Caller) {
+        const r = await service.instances.latest(caller.account.id);
         if (!r) throw noInstance();
         const tail = query.tail ?? 100;
         const follow = query.follow === '1' || query.follow === 'true';

@@ -42,11 +42,11 @@ export class InstanceTicker {
   }
 
   /** Writes the activity seen since the last flush (last_activity_at, for the idle timeout). */
-  flushActivity(): void {
+  async flushActivity(): Promise<void> {
     const seen = this.routes.takeActivity();
     if (!seen.length) return;
-    this.ctx.store.transaction(() => {
-      for (const [id, at] of seen) this.ctx.store.instances.touch(id, at);
+    await this.ctx.store.transaction(async (tx) => {
+      for (const [id, at] of seen) await tx.instances.touch(id, at);
     });
   }
 
@@ -63,17 +63,17 @@ export class InstanceTicker {
 
   private async runTick(): Promise<void> {
     if (this.closed) return;
-    this.flushActivity();
+    await this.flushActivity();
     const now = this.ctx.clock.now();
     const ends: Promise<void>[] = [];
     const live = new Set<string>();
-    for (const r0 of this.ctx.store.instances.live()) {
+    for (const r0 of await this.ctx.store.instances.live()) {
       if (r0.state === 'stopping') continue;
       live.add(r0.id);
-      const r = this.billing.billCompletePeriods(r0, now);
+      const r = await this.billing.billCompletePeriods(r0, now);
       if (r.placed_at === null) continue;
-      const end = this.enforceLimits(r, now);
-      if (end) ends.push(end);
+      const end = await this.limitReached(r, now);
+      if (end) ends.push(this.lifecycle.destroy(r, end.reason, end.detail));
       else this.announceStopWarning(r, now);
     }
     // Ended instances leave the warned map with the tick that finds them gone.
@@ -81,22 +81,22 @@ export class InstanceTicker {
     await Promise.all(ends);
     // Destroyed instances a connected host failed to remove: tried again until it confirms (not
     // awaited: a hung host must not hold up billing).
-    void Promise.all(this.lifecycle.retryRemovals(now));
-    this.checkHosts(now);
-    this.placement.schedule();
+    void this.lifecycle.retryRemovals(now).catch((err: unknown) => this.ctx.log.warn('removal retries failed', { err }));
+    await this.checkHosts(now);
+    await this.placement.schedule();
   }
 
-  /** Destroys a placed instance that ran out of credits, reached its lifetime or sat idle; undefined when none applies. */
-  private enforceLimits(r: InstanceRow, now: number): Promise<void> | undefined {
+  /** Why a placed instance must end (out of credits, lifetime reached, idle); undefined when none applies. */
+  private async limitReached(r: InstanceRow, now: number): Promise<{ reason: string; detail: string } | undefined> {
     const s = this.ctx.settings;
     const idleMs = s.instanceIdleTimeoutSec * 1000;
-    const balanceMicros = liveBalanceMicros(this.ctx.store, r.account_id, now); // the figure GET /api/me shows
-    if (balanceMicros <= 0) return this.lifecycle.destroy(r, EndReason.credits, 'The credit balance reached zero');
+    const balanceMicros = await liveBalanceMicros(this.ctx.store, r.account_id, now); // the figure GET /api/me shows
+    if (balanceMicros <= 0) return { reason: EndReason.credits, detail: 'The credit balance reached zero' };
     if (r.expires_at !== null && now >= r.expires_at) {
-      return this.lifecycle.destroy(r, EndReason.lifetime, `The maximum lifetime of ${s.instanceMaxLifetimeSec} s was reached`);
+      return { reason: EndReason.lifetime, detail: `The maximum lifetime of ${s.instanceMaxLifetimeSec} s was reached` };
     }
     if (r.state === 'ready' && now >= (r.last_activity_at ?? r.ready_at ?? now) + idleMs) {
-      return this.lifecycle.destroy(r, EndReason.idle, `No activity for ${s.instanceIdleTimeoutSec} s`);
+      return { reason: EndReason.idle, detail: `No activity for ${s.instanceIdleTimeoutSec} s` };
     }
     return undefined;
   }
@@ -115,19 +115,19 @@ export class InstanceTicker {
   }
 
   /** Hosts that stopped answering: first a message, then (after instanceHostLostMs) their instances fail. */
-  private checkHosts(now: number): void {
+  private async checkHosts(now: number): Promise<void> {
     const s = this.ctx.settings;
     for (const conn of this.ctx.agents.values()) {
       conn.checkStall();
       if (conn.connected) continue;
       const silentMs = now - conn.downSince;
       if (silentMs < s.instanceHostUnreachableMs) continue;
-      for (const r of this.ctx.store.instances.onAgent(conn.id)) {
+      for (const r of await this.ctx.store.instances.onAgent(conn.id)) {
         if (silentMs >= s.instanceHostLostMs) {
-          if (r.state === 'stopping') this.lifecycle.markStopped(r.id);
-          else this.lifecycle.fail(r, 'Host lost', EndReason.hostLost, `Its host did not answer for ${Math.round(silentMs / 1000)} s`);
+          if (r.state === 'stopping') await this.lifecycle.markStopped(r.id);
+          else await this.lifecycle.fail(r, 'Host lost', EndReason.hostLost, `Its host did not answer for ${Math.round(silentMs / 1000)} s`);
         } else if (r.state !== 'stopping' && r.message !== HOST_UNREACHABLE) {
-          this.lifecycle.transition(r.id, r.state, HOST_UNREACHABLE);
+          await this.lifecycle.transition(r.id, r.state, HOST_UNREACHABLE);
         }
       }
     }

@@ -1,7 +1,7 @@
 // Writing instance usage to the ledger. The arithmetic is billing.ts (pure); this writes its
 // charges as `instance_usage` entries and advances the instance's period count, in the caller's
-// transaction, so a crash or restart never charges twice nor skips time.
-import type { Store } from '../store.js';
+// transaction (the `tx` it passes), so a crash or restart never charges twice nor skips time.
+import type { Repositories, Store } from '../store.js';
 import { MICROS_PER_CREDIT, pendingCharges, usageKey } from './billing.js';
 import type { InstanceRow } from './store.js';
 
@@ -9,7 +9,7 @@ export class UsageBilling {
   constructor(private readonly store: Store) {}
 
   /** Writes the usage charges due up to `until` (all of them with `final`), in one transaction with the row's period count. */
-  bill(r: InstanceRow, until: number, final: boolean): void {
+  async bill(tx: Repositories, r: InstanceRow, until: number, final: boolean): Promise<void> {
     // Billing runs from ready: a launch that never became ready (pull, start, exit, readiness
     // timeout, host lost, destroyed while pending) costs nothing.
     if (r.ready_at === null) return;
@@ -20,7 +20,7 @@ export class UsageBilling {
     );
     if (billedPeriods === r.billed_periods && charges.length === 0) return;
     for (const c of charges) {
-      this.store.ledger.append({
+      await tx.ledger.append({
         accountId: r.account_id,
         kind: 'instance_usage',
         credits: -c.micros / MICROS_PER_CREDIT,
@@ -28,14 +28,14 @@ export class UsageBilling {
         ref: r.id,
       });
     }
-    this.store.instances.setBilledPeriods(r.id, r.billed_periods, billedPeriods);
+    await tx.instances.setBilledPeriods(r.id, r.billed_periods, billedPeriods);
   }
 
   /** Bills the complete periods of a running instance up to `now` (its own transaction); the row as it is afterwards. */
-  billCompletePeriods(r: InstanceRow, now: number): InstanceRow {
-    return this.store.transaction(() => {
-      this.bill(r, now, false);
-      return this.store.instances.get(r.id)!;
+  billCompletePeriods(r: InstanceRow, now: number): Promise<InstanceRow> {
+    return this.store.transaction(async (tx) => {
+      await this.bill(tx, r, now, false);
+      return (await tx.instances.get(r.id))!;
     });
   }
 }

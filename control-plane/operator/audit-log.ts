@@ -2,7 +2,7 @@
 // session, the admin token of the CLI and scripts, or the CLI on the database itself), with what it
 // acted on and its input (secrets left out). Append-only: triggers refuse UPDATE and DELETE.
 import type { Clock } from '../../lib/clock.js';
-import type { Db } from '../db.js';
+import type { Sql } from '../sql.js';
 
 export interface AuditEntry {
   id: number;
@@ -32,7 +32,7 @@ export class AuditLog {
   private readonly pageStmt;
 
   constructor(
-    db: Db,
+    db: Sql,
     private readonly clock: Clock,
   ) {
     this.insert = db.prepare<[number, string, string, string | null, string | null]>(
@@ -41,13 +41,13 @@ export class AuditLog {
     this.pageStmt = db.prepare<[number, number], Row>('SELECT id, at, actor, action, target, detail FROM audit_log WHERE id < ? ORDER BY id DESC LIMIT ?');
   }
 
-  record(actor: string, action: string, target: string | null, detail: unknown): void {
-    this.insert.run(this.clock.now(), actor, action, target, detail === undefined ? null : JSON.stringify(detail));
+  async record(actor: string, action: string, target: string | null, detail: unknown): Promise<void> {
+    await this.insert.run(this.clock.now(), actor, action, target, detail === undefined ? null : JSON.stringify(detail));
   }
 
   /** Newest first; `before` is the previous page's last id. */
-  page(limit: number, before?: number): { entries: AuditEntry[]; next_before: number | null } {
-    const rows = this.pageStmt.all(before ?? Number.MAX_SAFE_INTEGER, limit + 1);
+  async page(limit: number, before?: number): Promise<{ entries: AuditEntry[]; next_before: number | null }> {
+    const rows = await this.pageStmt.all(before ?? Number.MAX_SAFE_INTEGER, limit + 1);
     const entries = rows.slice(0, limit).map((r) => ({
       id: r.id,
       at: new Date(r.at).toISOString(),

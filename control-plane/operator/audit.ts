@@ -15,8 +15,8 @@ export function auditTarget(input: unknown): string | null {
   return null;
 }
 
-export function recordAction(ctx: AdminContext, action: string, input: unknown, target: string | null): void {
+export async function recordAction(ctx: AdminContext, action: string, input: unknown, target: string | null): Promise<void> {
   if (action.endsWith('.list')) return;
   const detail = input !== null && typeof input === 'object' ? Object.fromEntries(Object.entries(input).filter(([k]) => !SECRET_FIELDS.has(k))) : input;
-  ctx.store.audit.record(ctx.actor ?? CLI_DATABASE_ACTOR, action, target, detail);
+  await ctx.store.audit.record(ctx.actor ?? CLI_DATABASE_ACTOR, action, target, detail);
 }

@@ -7,7 +7,7 @@ import type { Bus, BusEvent } from '../../lib/bus.js';
 import type { Sse } from '../sse.js';
 
 export type Topic = 'review' | 'hosts' | 'instances';
-export type Snapshots = Record<Topic, () => unknown>;
+export type Snapshots = Record<Topic, () => Promise<unknown>>;
 
 const POLL_MS = 2_000;
 const SETTLE_MS = 100;
@@ -23,13 +23,22 @@ export function followOperatorTopics(bus: Bus, sse: Sse, snapshots: Snapshots): 
   const last = new Map<Topic, string>();
   const dirty = new Set<Topic>();
   const topics = Object.keys(snapshots) as Topic[];
-  const push = (t: Topic) => {
-    const json = JSON.stringify(snapshots[t]());
-    if (last.get(t) === json || !sse.open) return;
+  const reads = new Map<Topic, number>();
+  const push = async (t: Topic) => {
+    // Reads may finish out of order: only the newest of a topic is sent.
+    const n = (reads.get(t) ?? 0) + 1;
+    reads.set(t, n);
+    let json: string;
+    try {
+      json = JSON.stringify(await snapshots[t]());
+    } catch {
+      return; // the next event or poll reads it again
+    }
+    if (reads.get(t) !== n || last.get(t) === json || !sse.open) return;
     last.set(t, json);
     sse.send(t, json);
   };
-  for (const t of topics) push(t);
+  for (const t of topics) void push(t);
   let settle: NodeJS.Timeout | undefined;
   const off = bus.subscribe((e) => {
     for (const t of topicsOf(e)) dirty.add(t);
@@ -37,12 +46,12 @@ export function followOperatorTopics(bus: Bus, sse: Sse, snapshots: Snapshots): 
     // Several events of one change (state, then billing) are sent as one snapshot.
     settle = setTimeout(() => {
       settle = undefined;
-      for (const t of [...dirty]) push(t);
+      for (const t of [...dirty]) void push(t);
       dirty.clear();
     }, SETTLE_MS);
   });
   const poll = setInterval(() => {
-    for (const t of topics) push(t);
+    for (const t of topics) void push(t);
   }, POLL_MS);
   sse.onClose(() => {
     off();

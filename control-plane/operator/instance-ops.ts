@@ -10,7 +10,7 @@ import { liveInstances } from './instance-views.js';
 export const DESTROYED_BY_OPERATOR = EndReason.operator;
 
 export const INSTANCE_OPS = {
-  'instance.list': op(z.strictObject({}), (ctx) => ({ instances: liveInstances(ctx.store) })),
+  'instance.list': op(z.strictObject({}), async (ctx) => ({ instances: await liveInstances(ctx.store) })),
   'instance.destroy': op(
     z.strictObject({
       instance_id: z.string().trim().min(1).max(64),

@@ -21,12 +21,15 @@ export interface LiveInstanceView {
   credits_spent: number;
 }
 
-export function liveInstances(store: Store): LiveInstanceView[] {
+export async function liveInstances(store: Store): Promise<LiveInstanceView[]> {
   const now = store.clock.now();
-  return store.instances.live().map((r) => ({
+  const rows = await store.instances.live();
+  const emails = new Map<number, string | null>();
+  for (const r of rows) if (!emails.has(r.account_id)) emails.set(r.account_id, (await store.accounts.byId(r.account_id))?.email ?? null);
+  return rows.map((r) => ({
     instance_id: r.id,
     account_id: r.account_id,
-    email: store.accounts.byId(r.account_id)?.email ?? null,
+    email: emails.get(r.account_id) ?? null,
     template_title: snapshotOf(r).title,
     state: r.state,
     message: r.message,

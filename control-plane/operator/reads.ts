@@ -1,6 +1,6 @@
 // The operator's read-only queries that no other part needs: the review queue, account search,
 // consumption by day and the top spenders. Statements are prepared once, on the platform's database.
-import type { Db } from '../db.js';
+import type { Sql } from '../sql.js';
 
 export interface ReviewRow {
   id: number;
@@ -31,7 +31,7 @@ export class OperatorReads {
   private readonly topSpendersStmt;
   private readonly gpuSpansStmt;
 
-  constructor(db: Db) {
+  constructor(db: Sql) {
     // Waiting for review: not verified and not rejected (disabled), newest first.
     this.reviewStmt = db.prepare<[], ReviewRow>(
       'SELECT id, email, created_at, email_verified, provider FROM accounts WHERE verified = 0 AND disabled = 0 ORDER BY created_at DESC, id DESC',
@@ -50,18 +50,18 @@ export class OperatorReads {
     );
   }
 
-  reviewQueue(): ReviewRow[] {
+  reviewQueue(): Promise<ReviewRow[]> {
     return this.reviewStmt.all();
   }
 
   /** Account ids whose e-mail contains `text` (case-insensitive; `%` and `_` match themselves), newest first. */
-  search(text: string, limit: number): number[] {
+  async search(text: string, limit: number): Promise<number[]> {
     const pattern = `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    return this.searchStmt.all(pattern, limit).map((r) => r.id);
+    return (await this.searchStmt.all(pattern, limit)).map((r) => r.id);
   }
 
   /** Credits written for instance usage per UTC day since `from`. */
-  creditsByDay(from: number): DailyCredits[] {
+  creditsByDay(from: number): Promise<DailyCredits[]> {
     return this.creditsByDayStmt.all(from);
   }
 
@@ -70,7 +70,7 @@ export class OperatorReads {
   }
 
   /** Instances that were ready at some point since `from` (their GPU time is summed by day in usage.ts). */
-  gpuSpans(from: number): GpuSpan[] {
+  gpuSpans(from: number): Promise<GpuSpan[]> {
     return this.gpuSpansStmt.all(from);
   }
 }

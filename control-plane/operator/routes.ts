@@ -12,7 +12,7 @@ import { route, type Route } from '../router.js';
 import { mergedCatalog } from '../sources.js';
 import { followOperatorTopics } from './events.js';
 import { liveInstances } from './instance-views.js';
-import { OperatorReads } from './reads.js';
+import type { OperatorReads } from './reads.js';
 import { operatorUsage } from './usage.js';
 import { couponViews, operatorAccount, operatorAccountDetail } from './views.js';
 
@@ -36,11 +36,11 @@ const auditQuery = z.object({
 function operatorViews(deps: ApiDeps, admin: AdminContext) {
   const { store } = deps;
   return {
-    reads: new OperatorReads(store.db),
-    hosts: () => ({ hosts: (admin.fleet ?? new StoredFleet(store)).list() }),
-    instances: () => ({ instances: liveInstances(store) }),
-    review: (reads: OperatorReads) => ({
-      accounts: reads.reviewQueue().map((r) => ({
+    reads: store.operatorReads,
+    hosts: async () => ({ hosts: await (admin.fleet ?? new StoredFleet(store)).list() }),
+    instances: async () => ({ instances: await liveInstances(store) }),
+    review: async (reads: OperatorReads) => ({
+      accounts: (await reads.reviewQueue()).map((r) => ({
         id: r.id,
         email: r.email,
         created_at: new Date(r.created_at).toISOString(),
@@ -80,7 +80,7 @@ export function operatorRoutes(deps: ApiDeps, admin: AdminContext): Route[] {
 }
 
 /** Review queue, accounts, one account, coupons, the audit log. */
-function accountReadRoutes(deps: ApiDeps, reads: OperatorReads, review: () => unknown): Route[] {
+function accountReadRoutes(deps: ApiDeps, reads: OperatorReads, review: () => Promise<unknown>): Route[] {
   const { store } = deps;
   return [
     route({
@@ -88,7 +88,7 @@ function accountReadRoutes(deps: ApiDeps, reads: OperatorReads, review: () => un
       path: '/api/operator/review',
       summary: 'Accounts waiting for review, newest first',
       access: 'operator',
-      handle: () => ({ body: review() }),
+      handle: async () => ({ body: await review() }),
     }),
     route({
       method: 'get',
@@ -96,9 +96,10 @@ function accountReadRoutes(deps: ApiDeps, reads: OperatorReads, review: () => un
       summary: 'Accounts whose e-mail contains q (all without q), newest first, at most 100',
       access: 'operator',
       query: searchQuery,
-      handle: ({ query }) => ({
-        body: { accounts: reads.search(query.q?.trim() ?? '', SEARCH_LIMIT).map((id) => operatorAccount(store, store.accounts.byId(id)!)) },
-      }),
+      handle: async ({ query }) => {
+        const ids = await reads.search(query.q?.trim() ?? '', SEARCH_LIMIT);
+        return { body: { accounts: await Promise.all(ids.map(async (id) => operatorAccount(store, (await store.accounts.byId(id))!))) } };
+      },
     }),
     route({
       method: 'get',
@@ -106,7 +107,7 @@ function accountReadRoutes(deps: ApiDeps, reads: OperatorReads, review: () => un
       summary: 'One account: balance, flags, limits, instance, ledger, usage today',
       access: 'operator',
       async handle({ params }) {
-        const a = /^[0-9]{1,15}$/.test(params[0]!) ? store.accounts.byId(Number(params[0])) : undefined;
+        const a = /^[0-9]{1,15}$/.test(params[0]!) ? await store.accounts.byId(Number(params[0])) : undefined;
         if (!a) throw API_ERRORS.accountIdNotFound();
         return { body: await operatorAccountDetail(store, a, deps.modelUsage) };
       },
@@ -116,7 +117,7 @@ function accountReadRoutes(deps: ApiDeps, reads: OperatorReads, review: () => un
       path: '/api/operator/coupons',
       summary: 'Coupons with their redeemed state, and whether redemption is open',
       access: 'operator',
-      handle: () => ({ body: { coupons: couponViews(store), coupon_redemption: deps.settings.couponRedemption } }),
+      handle: async () => ({ body: { coupons: await couponViews(store), coupon_redemption: deps.settings.couponRedemption } }),
     }),
     route({
       method: 'get',
@@ -124,13 +125,13 @@ function accountReadRoutes(deps: ApiDeps, reads: OperatorReads, review: () => un
       summary: 'The audit log of operator actions, newest first (limit 1..200, before: the previous page’s next_before)',
       access: 'operator',
       query: auditQuery,
-      handle: ({ query }) => ({ body: store.audit.page(query.limit ?? 50, query.before) }),
+      handle: async ({ query }) => ({ body: await store.audit.page(query.limit ?? 50, query.before) }),
     }),
   ];
 }
 
 /** Hosts, instances, catalogs, usage. */
-function platformReadRoutes(deps: ApiDeps, reads: OperatorReads, hosts: () => unknown, instances: () => unknown): Route[] {
+function platformReadRoutes(deps: ApiDeps, reads: OperatorReads, hosts: () => Promise<unknown>, instances: () => Promise<unknown>): Route[] {
   const { store } = deps;
   return [
     route({
@@ -138,24 +139,24 @@ function platformReadRoutes(deps: ApiDeps, reads: OperatorReads, hosts: () => un
       path: '/api/operator/hosts',
       summary: 'The fleet: state, GPUs used and free, instances, last contact',
       access: 'operator',
-      handle: () => ({ body: hosts() }),
+      handle: async () => ({ body: await hosts() }),
     }),
     route({
       method: 'get',
       path: '/api/operator/instances',
       summary: "Every account's live instances (queued, pending, ready, stopping)",
       access: 'operator',
-      handle: () => ({ body: instances() }),
+      handle: async () => ({ body: await instances() }),
     }),
     route({
       method: 'get',
       path: '/api/operator/catalogs',
       summary: 'The image catalog and the shared model catalog',
       access: 'operator',
-      handle() {
-        const inDb = new Set(store.models.list().map((m) => m.name));
-        const models = mergedCatalog(deps.configuredModels, store).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' }));
-        return { body: { images: store.images.list(), models } };
+      async handle() {
+        const inDb = new Set((await store.models.list()).map((m) => m.name));
+        const models = (await mergedCatalog(deps.configuredModels, store)).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' }));
+        return { body: { images: await store.images.list(), models } };
       },
     }),
     route({

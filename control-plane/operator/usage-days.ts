@@ -2,7 +2,7 @@
 // the roll-up job (usage-rollup.ts) and read by the operator's usage page (usage.ts). The gates
 // keep about a week (memory: 8 days, Redis: a week past the day); this table keeps every day.
 import type { Clock } from '../../lib/clock.js';
-import type { Db } from '../db.js';
+import type { Sql } from '../sql.js';
 
 /** One model's counters of one account's day, as the gates report them (ModelUsage.by_model). */
 export interface ModelDayCounters {
@@ -40,7 +40,7 @@ export class ModelUsageDays {
   private readonly accountIdsStmt;
 
   constructor(
-    private readonly db: Db,
+    private readonly db: Sql,
     private readonly clock: Clock,
   ) {
     // Counters only grow within a day; a gate that forgot a day (restarted, expired) reads lower
@@ -68,28 +68,29 @@ export class ModelUsageDays {
   }
 
   /** Stores one account's day (`by_model` of the gates' ModelUsage) in one transaction. */
-  record(day: string, accountId: number, byModel: Record<string, ModelDayCounters>): void {
+  async record(day: string, accountId: number, byModel: Record<string, ModelDayCounters>): Promise<void> {
     const now = this.clock.now();
-    this.db.transaction(() => {
+    await this.db.transaction(async (tx) => {
+      const upsert = new ModelUsageDays(tx, this.clock).upsert;
       for (const [model, c] of Object.entries(byModel)) {
         if (c.requests === 0 && c.input_tokens === 0 && c.output_tokens === 0) continue;
-        this.upsert.run(day, accountId, model, c.requests, c.input_tokens, c.output_tokens, c.cached_input_tokens, now);
+        await upsert.run(day, accountId, model, c.requests, c.input_tokens, c.output_tokens, c.cached_input_tokens, now);
       }
-    })();
+    });
   }
 
   /** Per day and model, every account summed, for the days from `from` to `to` (YYYY-MM-DD, inclusive). */
-  byDay(from: string, to: string): UsageDayRow[] {
+  byDay(from: string, to: string): Promise<UsageDayRow[]> {
     return this.byDayStmt.all(from, to);
   }
 
   /** The accounts with the most tokens over the days from `from` to `to`, most first. */
-  topAccounts(from: string, to: string, limit: number): UsageAccountRow[] {
+  topAccounts(from: string, to: string, limit: number): Promise<UsageAccountRow[]> {
     return this.topStmt.all(from, to, limit);
   }
 
   /** A page of account ids (ascending, after `afterId`): the job walks every account in batches. */
-  accountIds(afterId: number, limit: number): number[] {
-    return this.accountIdsStmt.all(afterId, limit).map((r) => r.id);
+  async accountIds(afterId: number, limit: number): Promise<number[]> {
+    return (await this.accountIdsStmt.all(afterId, limit)).map((r) => r.id);
   }
 }

@@ -83,12 +83,12 @@ export class UsageRollup {
     let after = 0;
     for (;;) {
       if (this.stopped) return false;
-      const ids = table.accountIds(after, BATCH);
+      const ids = await table.accountIds(after, BATCH);
       if (ids.length === 0) return true;
       for (const id of ids) {
         for (const day of days) {
           const u = (await this.o.read(id, day)) as { by_model: Record<string, ModelDayCounters> };
-          table.record(day, id, u.by_model);
+          await table.record(day, id, u.by_model);
         }
       }
       after = ids.at(-1)!;

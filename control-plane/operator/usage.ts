@@ -43,7 +43,7 @@ async function sharedModelsToday(store: Store, read: ModelUsageReader) {
     requests: 0,
     by_model: {} as Record<string, { tokens: number; requests: number }>,
   }));
-  for (const a of store.accounts.list()) {
+  for (const a of await store.accounts.list()) {
     const u = (await read(a.id)) as DayUsage;
     if (u.requests === 0 && u.tokens_used === 0) continue;
     for (const hr of u.by_hour) {
@@ -61,7 +61,7 @@ async function sharedModelsToday(store: Store, read: ModelUsageReader) {
 }
 
 /** Shared-model tokens by day and model for the last `days` days, and the top accounts, from the daily roll-up (one query each). */
-function sharedModelsByDay(store: Store, today: number, days: number) {
+async function sharedModelsByDay(store: Store, today: number, days: number) {
   const from = dayString(today - days + 1);
   const to = dayString(today);
   const out = Array.from({ length: days }, (_, i) => ({
@@ -71,20 +71,23 @@ function sharedModelsByDay(store: Store, today: number, days: number) {
     by_model: {} as Record<string, number>,
   }));
   const index = new Map(out.map((r) => [r.day, r]));
-  for (const r of store.modelUsageDays.byDay(from, to)) {
+  for (const r of await store.modelUsageDays.byDay(from, to)) {
     const row = index.get(r.day)!;
     row.tokens += r.tokens;
     row.requests += r.requests;
     row.by_model[r.model] = r.tokens;
   }
-  const top = store.modelUsageDays
-    .topAccounts(from, to, TOP)
-    .map((r) => ({ account_id: r.account_id, email: r.email, tokens: r.tokens, requests: r.requests }));
+  const top = (await store.modelUsageDays.topAccounts(from, to, TOP)).map((r) => ({
+    account_id: r.account_id,
+    email: r.email,
+    tokens: r.tokens,
+    requests: r.requests,
+  }));
   return { by_day: out, top_accounts: top };
 }
 
 async function sharedModels(store: Store, read: ModelUsageReader, today: number) {
-  const { by_day, top_accounts } = sharedModelsByDay(store, today, USAGE_DAYS);
+  const { by_day, top_accounts } = await sharedModelsByDay(store, today, USAGE_DAYS);
   return { today: await sharedModelsToday(store, read), by_day, top_accounts };
 }
 
@@ -92,8 +95,8 @@ export async function operatorUsage(store: Store, reads: OperatorReads, read: Mo
   const now = store.clock.now();
   const today = Math.floor(now / DAY_MS);
   const from = (today - USAGE_DAYS + 1) * DAY_MS;
-  const credits = new Map(reads.creditsByDay(from).map((r) => [r.day, r.micros]));
-  const gpuHours = gpuHoursByDay(reads.gpuSpans(from), from, now);
+  const credits = new Map((await reads.creditsByDay(from)).map((r) => [r.day, r.micros]));
+  const gpuHours = gpuHoursByDay(await reads.gpuSpans(from), from, now);
   const days = Array.from({ length: USAGE_DAYS }, (_, i) => today - USAGE_DAYS + 1 + i).map((d) => ({
     day: dayString(d),
     gpu_hours: Math.round((gpuHours.get(d) ?? 0) * 1e6) / 1e6, // an instance of a few seconds still shows
@@ -103,6 +106,6 @@ export async function operatorUsage(store: Store, reads: OperatorReads, read: Mo
     day: dayString(today),
     shared_models: read ? await sharedModels(store, read, today) : null,
     instances_by_day: days,
-    top_accounts_by_credits: reads.topSpenders(from, TOP).map((r) => ({ account_id: r.account_id, email: r.email, credits: toCredits(r.micros) })),
+    top_accounts_by_credits: (await reads.topSpenders(from, TOP)).map((r) => ({ account_id: r.account_id, email: r.email, credits: toCredits(r.micros) })),
   };
 }

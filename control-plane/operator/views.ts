@@ -7,10 +7,10 @@ import type { Store } from '../store.js';
 
 const LEDGER_ENTRIES = 50;
 
-export function operatorAccount(store: Store, a: Account) {
-  const active = store.instances.active(a.id);
+export async function operatorAccount(store: Store, a: Account) {
+  const active = await store.instances.active(a.id);
   return {
-    ...accountSummary(store, a),
+    ...(await accountSummary(store, a)),
     is_operator: a.isOperator,
     disabled: a.disabled,
     instance: active ? { instance_id: active.id, state: active.state, host: active.agent_id, gpu_count: active.gpu_count } : null,
@@ -18,7 +18,7 @@ export function operatorAccount(store: Store, a: Account) {
 }
 
 export async function operatorAccountDetail(store: Store, a: Account, readUsage: ModelUsageReader | undefined) {
-  const ledger = store.ledger.page(a.id, LEDGER_ENTRIES).map((e) => ({
+  const ledger = (await store.ledger.page(a.id, LEDGER_ENTRIES)).map((e) => ({
     id: e.id,
     kind: e.kind,
     credits: e.credits,
@@ -27,20 +27,23 @@ export async function operatorAccountDetail(store: Store, a: Account, readUsage:
   }));
   const usage = readUsage ? ((await readUsage(a.id)) as { tokens_used: number; requests: number; daily_cap: number }) : null;
   return {
-    account: operatorAccount(store, a),
+    account: await operatorAccount(store, a),
     ledger,
     usage_today: usage && { tokens_used: usage.tokens_used, requests: usage.requests, daily_cap: usage.daily_cap },
   };
 }
 
 /** Coupons newest last, with the e-mails of the account each was issued to and of its redeemer (never the code). */
-export function couponViews(store: Store) {
-  const emailOf = (id: number | null) => (id === null ? null : (store.accounts.byId(id)?.email ?? null));
-  return store.coupons.list().map((c) => ({
-    id: c.id,
-    credits: c.credits,
-    issued_to: emailOf(c.accountId),
-    redeemed_by: emailOf(c.redeemedBy),
-    redeemed_at: c.redeemedAt === null ? null : new Date(c.redeemedAt).toISOString(),
-  }));
+export async function couponViews(store: Store) {
+  const emailOf = async (id: number | null) => (id === null ? null : ((await store.accounts.byId(id))?.email ?? null));
+  const coupons = await store.coupons.list();
+  return Promise.all(
+    coupons.map(async (c) => ({
+      id: c.id,
+      credits: c.credits,
+      issued_to: await emailOf(c.accountId),
+      redeemed_by: await emailOf(c.redeemedBy),
+      redeemed_at: c.redeemedAt === null ? null : new Date(c.redeemedAt).toISOString(),
+    })),
+  );
 }

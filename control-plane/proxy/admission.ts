@@ -65,8 +65,11 @@ export class ProxyAdmission {
     return instanceIdOfHost(req.getHeader('host'), this.baseHostname);
   }
 
-  /** Who may go where. */
-  admit(req: HttpRequest, method: string): Target | ProxyReply {
+  /**
+   * Who may go where. Everything it needs from `req` is read before its first await (uWS's
+   * request is gone once the handler returns).
+   */
+  async admit(req: HttpRequest, method: string): Promise<Target | ProxyReply> {
     const url = req.getUrl();
     const instanceId = this.instanceOf(req);
     if (instanceId === undefined) return this.oldForm(req, url);
@@ -74,26 +77,29 @@ export class ProxyAdmission {
     const site = req.getHeader('sec-fetch-site');
     if ((site === 'cross-site' || site === 'same-site') && !(req.getHeader('sec-fetch-mode') === 'navigate' && (method === 'GET' || method === 'HEAD')))
       return API_ERRORS.proxyCrossSite();
-    const accountId = this.holder(req, instanceId);
-    if (typeof accountId !== 'number') return accountId;
+    const hash = this.sessionHash(req, instanceId);
+    const query = req.getQuery();
+    const cookieHeader = req.getHeader('cookie');
+    if (typeof hash !== 'string') return hash;
+    const session = await sessionAccount(this.o.store, hash);
+    if (!session) return API_ERRORS.proxySignInRequired();
     const route = this.o.routes.get(instanceId);
     if (!route || isEnded(route.status)) return API_ERRORS.instanceNotRunning();
-    if (route.accountId !== accountId) return API_ERRORS.instanceNoAccess();
+    if (route.accountId !== session.accountId) return API_ERRORS.instanceNoAccess();
     const endpoint = mainEndpoint(route);
     if (!endpoint) return API_ERRORS.instanceWithoutApp();
     if (route.status !== 'ready' || endpoint.address === '') return API_ERRORS.instanceStarting(this.o.startingRetryAfterSec);
-    const query = req.getQuery();
-    const cookie = this.o.seals.forwardable(instanceId, req.getHeader('cookie'), this.secure);
+    const cookie = this.o.seals.forwardable(instanceId, cookieHeader, this.secure);
     return { instanceId, address: endpoint.address, path: query ? `${url}?${query}` : url, cookie };
   }
 
   /** `GET /_rc/auth?ticket=T` on an instance's origin: the hand-over's second half (handover.ts) sets the proxy's cookie. */
-  redeem(req: HttpRequest, instanceId: string): ProxyReply {
+  async redeem(req: HttpRequest, instanceId: string): Promise<ProxyReply> {
     if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return API_ERRORS.instanceNoAccess();
     const ticket = new URLSearchParams(req.getQuery() ?? '').get('ticket') ?? '';
     const grant = ticket === '' ? undefined : this.o.tickets.redeem(ticket);
     if (!grant || grant.instanceId !== instanceId) return API_ERRORS.proxyTicketInvalid();
-    const session = sessionAccount(this.o.store, grant.sessionHash);
+    const session = await sessionAccount(this.o.store, grant.sessionHash);
     if (!session) return API_ERRORS.proxySignInRequired();
     const route = this.o.routes.get(instanceId);
     if (!route || isEnded(route.status)) return API_ERRORS.instanceNotRunning();
@@ -129,15 +135,13 @@ export class ProxyAdmission {
     };
   }
 
-  /** The live session account of the proxy cookie on `instanceId`'s origin, or a refusal. */
-  private holder(req: HttpRequest, instanceId: string): number | ProxyReply {
+  /** The session hash the proxy cookie on `instanceId`'s origin names, or a refusal (the session itself is looked up by admit). */
+  private sessionHash(req: HttpRequest, instanceId: string): string | ProxyReply {
     if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return API_ERRORS.instanceNoAccess();
     const value = singleCookie(req.getHeader('cookie'), this.cookieName);
     // None, or two (one set by a sibling's script): no access.
     if (typeof value !== 'string') return API_ERRORS.proxySignInRequired();
-    const hash = this.o.cookies.sessionHashOf(instanceId, value);
-    const session = hash === undefined ? undefined : sessionAccount(this.o.store, hash);
-    return session ? session.accountId : API_ERRORS.proxySignInRequired();
+    return this.o.cookies.sessionHashOf(instanceId, value) ?? API_ERRORS.proxySignInRequired();
   }
 }
 

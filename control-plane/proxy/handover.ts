@@ -105,9 +105,9 @@ export interface OwnedInstance {
 }
 
 /** The live account behind a session hash, or undefined. */
-export function sessionAccount(store: Store, sessionHash: string): { accountId: number; expiresAt: number } | undefined {
-  const s = store.sessions.lookupHash(sessionHash);
-  return s && store.accounts.byId(s.accountId) ? s : undefined;
+export async function sessionAccount(store: Store, sessionHash: string): Promise<{ accountId: number; expiresAt: number } | undefined> {
+  const s = await store.sessions.lookupHash(sessionHash);
+  return s && (await store.accounts.byId(s.accountId)) ? s : undefined;
 }
 
 export interface OpenRouteOptions {

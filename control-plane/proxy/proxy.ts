@@ -120,7 +120,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     publicUrl: options.publicUrl,
     startingRetryAfterSec: options.startingRetryAfterSec ?? 10,
   });
-  const http = proxyHttp(admission, seals, pools, options.routes, options.maxBodyBytes ?? 32 * 1024 * 1024);
+  const http = proxyHttp(admission, seals, pools, options.routes, options.maxBodyBytes ?? 32 * 1024 * 1024, logger);
   const maxWsMessageBytes = options.maxWsMessageBytes ?? 16 * 1024 * 1024;
   return {
     cookies,
@@ -140,36 +140,46 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
 }
 
 /** The HTTP handler: the hand-over's redemption on AUTH_PATH, else an admitted request forwarded to the app. */
-function proxyHttp(admission: ProxyAdmission, seals: AppCookieSeals, pools: InstancePools, routes: InstanceRoutes, maxBody: number) {
+function proxyHttp(admission: ProxyAdmission, seals: AppCookieSeals, pools: InstancePools, routes: InstanceRoutes, maxBody: number, logger: Logger) {
   const wrongMethod = API_ERRORS.methodNotAllowed('GET');
+  const failed = (res: Res) => (err: unknown) => {
+    logger.error('instance proxy failed', { err });
+    answer(res, API_ERRORS.internal());
+  };
   return (uwsRes: HttpResponse, req: HttpRequest): void => {
     const res = track(uwsRes);
     const method = req.getCaseSensitiveMethod().toUpperCase();
     if (req.getUrl() === AUTH_PATH) {
       const instanceId = admission.instanceOf(req);
-      if (instanceId !== undefined) return answer(res, method === 'GET' ? admission.redeem(req, instanceId) : wrongMethod);
+      if (instanceId !== undefined) {
+        if (method !== 'GET') return answer(res, wrongMethod);
+        admission.redeem(req, instanceId).then((reply) => answer(res, reply), failed(res));
+        return;
+      }
     }
-    const target = admission.admit(req, method);
-    if (!('address' in target)) return answer(res, target);
-    routes.recordActivity(target.instanceId);
+    // Everything from req is read now (admit reads its part before its first await); the body is
+    // read while the session is looked up (uWS delivers it to a handler attached now or never).
+    const admitted = admission.admit(req, method);
     const headers = forwardedHeaders(req, DROP_HEADERS);
-    if (target.cookie !== '') headers.push('cookie', target.cookie);
-    const instanceId = target.instanceId;
-    const relay = new SealingRelay(res, method, (setCookie) => seals.sealFor(instanceId, setCookie, admission.secure));
     const length = declaredLength(req);
-    if ((length === '' || length === '0') && req.getHeader('transfer-encoding') === '') {
-      forward(pools, target.address, { method, path: target.path, headers, body: undefined }, relay);
-      return;
-    }
-    readBody(
-      res,
-      length,
-      maxBody,
-      (body) => {
-        if (!relay.finished) forward(pools, target.address, { method, path: target.path, headers, body }, relay);
-      },
-      (err) => relay.fail(err.status, err.message),
-    );
+    const bodyless = (length === '' || length === '0') && req.getHeader('transfer-encoding') === '';
+    const body = bodyless ? Promise.resolve(undefined) : new Promise<Buffer>((resolve, reject) => readBody(res, length, maxBody, resolve, reject));
+    body.catch(() => {}); // a refused request's body is not awaited
+    admitted.then(async (target) => {
+      if (!('address' in target)) return answer(res, target);
+      routes.recordActivity(target.instanceId);
+      if (target.cookie !== '') headers.push('cookie', target.cookie);
+      const instanceId = target.instanceId;
+      const relay = new SealingRelay(res, method, (setCookie) => seals.sealFor(instanceId, setCookie, admission.secure));
+      let bytes: Buffer | undefined;
+      try {
+        bytes = await body;
+      } catch (err) {
+        const e = err as { status: number; message: string };
+        return relay.fail(e.status, e.message);
+      }
+      if (!relay.finished) forward(pools, target.address, { method, path: target.path, headers, body: bytes }, relay);
+    }, failed(res));
   };
 }
 

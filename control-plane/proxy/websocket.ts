@@ -3,13 +3,13 @@
 // with backpressure (a slow browser pauses the read from the app). Messages count as activity.
 import type { us_socket_context_t, WebSocketBehavior } from 'uWebSockets.js';
 import WebSocket, { type RawData } from 'ws';
-import { sendJson, track } from '../../lib/http.js';
+import { sendJson, track, type Res } from '../../lib/http.js';
 import type { Logger } from '../../lib/log.js';
 import type { HttpRequest, HttpResponse, WebSocket as UwsWebSocket } from '../../lib/uws.js';
 import { forwardedHeaders } from '../../lib/relay/forward.js';
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { API_ERRORS } from '../errors.js';
-import type { ProxyAdmission } from './admission.js';
+import type { ProxyAdmission, Target } from './admission.js';
 
 const WS_DROP_HEADERS: ReadonlySet<string> = new Set([
   'cookie',
@@ -87,11 +87,8 @@ export function proxyWebSocket(o: ProxyWebSocketOptions): WebSocketBehavior<WsDa
 /** Admits the upgrade, dials the app, and upgrades the browser's socket once the app accepted. */
 function upgrade(o: ProxyWebSocketOptions, uwsRes: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
   const res = track(uwsRes);
-  const target = o.admission.admit(req, 'GET');
-  if (!('address' in target)) {
-    sendJson(res, target.status, { detail: target.detail }, target.headers);
-    return;
-  }
+  // Everything from req is read now (admit reads its part before its first await).
+  const admitted = o.admission.admit(req, 'GET');
   const key = req.getHeader('sec-websocket-key');
   const protocols = req
     .getHeader('sec-websocket-protocol')
@@ -99,10 +96,36 @@ function upgrade(o: ProxyWebSocketOptions, uwsRes: HttpResponse, req: HttpReques
     .map((p) => p.trim())
     .filter(Boolean);
   const flat = forwardedHeaders(req, WS_DROP_HEADERS);
-  const headers: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) headers[flat[i]!] = flat[i + 1]!;
-  // The app's own cookies only (app-cookies.ts); the browser's Cookie header is not forwarded.
-  if (target.cookie !== '') headers.cookie = target.cookie;
+  admitted.then(
+    (target) => {
+      if (!('address' in target)) {
+        sendJson(res, target.status, { detail: target.detail }, target.headers);
+        return;
+      }
+      const headers: Record<string, string> = {};
+      for (let i = 0; i + 1 < flat.length; i += 2) headers[flat[i]!] = flat[i + 1]!;
+      // The app's own cookies only (app-cookies.ts); the browser's Cookie header is not forwarded.
+      if (target.cookie !== '') headers.cookie = target.cookie;
+      dial(o, res, target, key, protocols, headers, context);
+    },
+    (err: unknown) => {
+      o.logger.error('instance websocket admission failed', { err });
+      const e = API_ERRORS.internal();
+      sendJson(res, e.status, { detail: e.detail });
+    },
+  );
+}
+
+/** Dials the app with the admitted upgrade, and upgrades the browser's socket once the app accepted. */
+function dial(
+  o: ProxyWebSocketOptions,
+  res: Res,
+  target: Target,
+  key: string,
+  protocols: string[],
+  headers: Record<string, string>,
+  context: us_socket_context_t,
+): void {
   const upstream = new WebSocket(`ws://${target.address}${target.path}`, protocols, {
     headers,
     perMessageDeflate: false,

@@ -317,5 +317,5 @@ test('console: sign up, review, verification, coupon, template, launch, app, log
   t.diagnostic(JSON.stringify(metrics));
   assert.ok(metrics.js_gzip_bytes < JS_BUDGET_BYTES, `console JS is ${metrics.js_gzip_bytes} bytes gzipped`);
 
-  await waitFor(() => platform.instances.service.instances.active(verified.id) === undefined);
+  await waitFor(async () => (await platform.instances.service.instances.active(verified.id)) === undefined);
 });

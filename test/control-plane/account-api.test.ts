@@ -119,8 +119,8 @@ test('POST /api/credits/redeem: SPEC result and every 400 case', async () => {
   const a = await p.account('coupon-a@x.io', { verified: true, credits: 1 });
   const b = await p.account('coupon-b@x.io', { verified: true });
   const store = p.cp.store;
-  const open = store.coupons.create(10);
-  const forB = store.coupons.create(3, b.id);
+  const open = await store.coupons.create(10);
+  const forB = await store.coupons.create(3, b.id);
   const key = a.api_token!;
   let r = await p.call('POST', '/api/credits/redeem', { key, body: { coupon: open.code } });
   assert.equal(r.status, 200);
@@ -147,7 +147,7 @@ test('POST /api/credits/redeem: SPEC result and every 400 case', async () => {
 
 test('POST /api/credits/redeem: concurrent redemptions of one coupon, exactly one wins', async () => {
   const accounts = await Promise.all([0, 1, 2, 3].map((i) => p.account(`race${i}@x.io`, { verified: true })));
-  const c = p.cp.store.coupons.create(4);
+  const c = await p.cp.store.coupons.create(4);
   const attempts = accounts.flatMap((a) => [0, 1, 2, 3, 4].map(() => p.call('POST', '/api/credits/redeem', { key: a.api_token!, body: { coupon: c.code } })));
   const results = await Promise.all(attempts);
   const wins = results.filter((r) => r.status === 200);
@@ -162,12 +162,12 @@ test('POST /api/credits/redeem: 503 with Retry-After while redemption is closed;
   const closed = await startPlatform({ settings: { couponRedemption: 'closed', couponRetryAfterSec: 120 } });
   try {
     const a = await closed.account('closed@x.io', { verified: true });
-    const c = closed.cp.store.coupons.create(1);
+    const c = await closed.cp.store.coupons.create(1);
     const r = await closed.call('POST', '/api/credits/redeem', { key: a.api_token!, body: { coupon: c.code } });
     assert.equal(r.status, 503);
     assert.equal(r.headers['retry-after'], '120');
     assert.deepEqual(r.body, { detail: REDEMPTION_CLOSED });
-    assert.equal(closed.cp.store.coupons.list()[0]!.redeemedBy, null);
+    assert.equal((await closed.cp.store.coupons.list())[0]!.redeemedBy, null);
   } finally {
     await closed.close();
   }
@@ -175,7 +175,7 @@ test('POST /api/credits/redeem: 503 with Retry-After while redemption is closed;
 
 test('GET /api/profile/model-usage: default body from limits; the hook answers when wired', async () => {
   const a = await p.account('usage@x.io', { verified: true });
-  p.cp.store.limits.set({ accountId: a.id, rpm: null, tpm: null, dailyTokens: 1234 });
+  await p.cp.store.limits.set({ accountId: a.id, rpm: null, tpm: null, dailyTokens: 1234 });
   const r = await p.call('GET', '/api/profile/model-usage', { key: a.api_token! });
   assert.equal(r.status, 200);
   assert.equal(r.body.daily_cap, 1234);

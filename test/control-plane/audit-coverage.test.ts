@@ -57,9 +57,9 @@ function sampleInput(action: string, n: number, instanceOf: string[]): Record<st
 test('every admin and operator write in the route table leaves an audit entry', async (t) => {
   const dir = tempDir(t, 'rc-audit-');
   const bus = new MemoryBus();
-  const store = new Store({ dataDir: dir, clock: systemClock });
+  const store = await Store.open({ dataDir: dir, clock: systemClock });
   const silent = createLogger('silent');
-  const instances = createInstances({ store, bus, clock: systemClock, logger: silent, agents: [], settings: TEST_SETTINGS });
+  const instances = await createInstances({ store, bus, clock: systemClock, logger: silent, agents: [], settings: TEST_SETTINGS });
   const cp = await createControlPlane({
     store,
     bus,
@@ -76,7 +76,7 @@ test('every admin and operator write in the route table leaves an audit entry', 
   t.after(async () => {
     await instances.close();
     await cp.close();
-    store.close();
+    await store.close();
   });
   const admin = { store, publish: (e: Parameters<typeof bus.publish>[0]) => bus.publish(e), configuredModels: DEFAULT_SIM_MODELS };
   await runAdminOp(admin, 'account.create', { email: 'op@x.io', verified: true, operator: true, password: PASSWORD });
@@ -102,14 +102,14 @@ test('every admin and operator write in the route table leaves an audit entry', 
   const instanceOf: string[] = [];
   for (const n of [1, 2]) {
     const a = (await runAdminOp(admin, 'account.create', { email: `owner${n}@x.io`, verified: true, credits: 10 })) as { id: number; api_token: string };
-    const tpl = store.templates.create(
+    const tpl = await store.templates.create(
       a.id,
       templateInputSchema.parse({ title: 't', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000, start_command: 'true' }),
       false,
     );
     const launched = await call('post', '/api/notebook/request', { template_id: tpl.id }, { authorization: `Bearer ${a.api_token}` });
     assert.equal(launched.status, 200, launched.text);
-    instanceOf[n] = store.instances.active(a.id)!.id;
+    instanceOf[n] = (await store.instances.active(a.id))!.id;
   }
 
   const doc = JSON.parse((await call('get', '/api/openapi.json', undefined, {})).text) as {
@@ -133,11 +133,11 @@ test('every admin and operator write in the route table leaves an audit entry', 
     for (const action of actions) {
       const input = sampleInput(action, w.transport === 'admin' ? 1 : 2, instanceOf);
       assert.ok(input, `no sample input for ${action}: add one here, so that its audit entry is checked`);
-      const before = store.audit.page(1).entries[0]?.id ?? 0;
+      const before = (await store.audit.page(1)).entries[0]?.id ?? 0;
       const path = w.path.replace('{op}', action);
       const r = await call(w.method, path, input, w.transport === 'admin' ? asAdmin : asOperator);
       assert.equal(r.status, 200, `${w.method.toUpperCase()} ${path}: ${r.status} ${r.text}`);
-      const entry = store.audit.page(1).entries[0];
+      const entry = (await store.audit.page(1)).entries[0];
       if (!entry || entry.id === before) silentOnes.push(`${w.method.toUpperCase()} ${path}`);
       else assert.equal(entry.actor, w.transport === 'admin' ? 'admin-token' : 'op@x.io', path);
     }

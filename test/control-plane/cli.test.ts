@@ -167,12 +167,12 @@ test('rc with no platform running writes the database directly (and ignores a st
   try {
     const r = await rc(dir, ['account', 'create', '--email', 'offline@x.io', '--verified']);
     assert.equal(r.code, 0, r.stderr);
-    const store = new Store({ dataDir: dir });
+    const store = await Store.open({ dataDir: dir });
     try {
-      assert.equal(store.accounts.byEmail('offline@x.io')?.verified, true);
-      assert.equal(store.keys.current(r.json.id), r.json.api_token);
+      assert.equal((await store.accounts.byEmail('offline@x.io'))?.verified, true);
+      assert.equal(await store.keys.current(r.json.id), r.json.api_token);
     } finally {
-      store.close();
+      await store.close();
     }
     // A platform started later on the same data dir accepts that key.
     const again = await startPlatform({ dataDir: dir });
@@ -232,7 +232,7 @@ test('rc operator accounts: create --operator, set-operator, reject, disable; au
     assert.equal((await p.call('POST', '/api/auth/login', { body: { email: 'new@x.io', password: 'new-password' } })).status, 403);
     assert.equal((await rc(p.dir, ['account', 'disable', '--email', 'new@x.io', '--enable'])).json.disabled, false);
     assert.equal((await rc(p.dir, ['account', 'set-operator'])).code, 2);
-    const audit = p.cp.store.audit.page(10).entries.map((e) => [e.actor, e.action, e.target]);
+    const audit = (await p.cp.store.audit.page(10)).entries.map((e) => [e.actor, e.action, e.target]);
     assert.deepEqual(audit[0], ['admin-token', 'account.disable', 'new@x.io']);
     assert.ok(audit.some(([, action, target]) => action === 'account.set-operator' && target === 'two@x.io'));
   } finally {
@@ -242,15 +242,15 @@ test('rc operator accounts: create --operator, set-operator, reject, disable; au
   const dir = mkdtempSync(join(tmpdir(), 'rc-cli-operator-'));
   try {
     assert.equal((await rc(dir, ['account', 'create', '--email', 'db@x.io', '--operator', '--init'])).json.email, 'db@x.io');
-    const store = new Store({ dataDir: dir });
+    const store = await Store.open({ dataDir: dir });
     try {
-      assert.equal(store.accounts.byEmail('db@x.io')!.isOperator, true);
+      assert.equal((await store.accounts.byEmail('db@x.io'))!.isOperator, true);
       assert.deepEqual(
-        store.audit.page(1).entries.map((e) => [e.actor, e.action]),
+        (await store.audit.page(1)).entries.map((e) => [e.actor, e.action]),
         [['cli (database)', 'account.create']],
       );
     } finally {
-      store.close();
+      await store.close();
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -20,7 +20,7 @@ test('redemption attempts: per account, then per client address; 429 {detail} wi
   const a = await p.account('guesser@x.io', { verified: true });
   const b = await p.account('second@x.io', { verified: true });
   const c = await p.account('elsewhere@x.io', { verified: true });
-  const real = p.cp.store.coupons.create(7);
+  const real = await p.cp.store.coupons.create(7);
   const from = (address: string) => ({ 'x-forwarded-for': address });
   const redeem = (key: string, coupon: string, address: string) => p.call('POST', '/api/credits/redeem', { key, body: { coupon }, headers: from(address) });
 
@@ -34,7 +34,7 @@ test('redemption attempts: per account, then per client address; 429 {detail} wi
   assert.equal(limited.status, 429);
   assert.deepEqual(limited.body, { detail: LIMITED });
   assert.match(String(limited.headers['retry-after']), /^[1-9][0-9]*$/);
-  assert.equal(p.cp.store.coupons.list()[0]!.redeemedBy, null);
+  assert.equal((await p.cp.store.coupons.list())[0]!.redeemedBy, null);
 
   // The address's limit: another account on the same address has 2 attempts left (5 - 3).
   for (let i = 0; i < 2; i++) assert.equal((await redeem(b.api_token!, `RC-OTHER-${i}`, '203.0.113.7')).status, 400);
@@ -54,8 +54,8 @@ test('a wrong guess gets one answer: unknown, issued to another account, or rede
   const a = await p.account('a@x.io', { verified: true });
   const b = await p.account('b@x.io', { verified: true });
   const store = p.cp.store;
-  const forB = store.coupons.create(2, b.id);
-  const taken = store.coupons.create(3);
+  const forB = await store.coupons.create(2, b.id);
+  const taken = await store.coupons.create(3);
   assert.equal((await p.call('POST', '/api/credits/redeem', { key: b.api_token!, body: { coupon: taken.code } })).status, 200);
   const answers = [];
   for (const coupon of [newCouponCode(), forB.code, taken.code])
@@ -81,7 +81,7 @@ test('custom coupon codes need a minimum entropy: refused short or patterned, fr
     assert.equal(r.status, 400, code);
     assert.match(r.body.detail, new RegExp(`code is too easy to guess: about \\d+ bits, at least ${MIN_CUSTOM_CODE_BITS} needed`), code);
   }
-  assert.equal(p.cp.store.coupons.list().length, 0, 'none created');
+  assert.equal((await p.cp.store.coupons.list()).length, 0, 'none created');
   // Random codes pass, and so does the generated form.
   const random = randomBytes(12).toString('base64url');
   assert.ok(codeEntropyBits(newCouponCode()) >= MIN_CUSTOM_CODE_BITS);

@@ -241,9 +241,9 @@ test('operator: disabling an account destroys its active instance (reason accoun
   t.after(() => p.close());
   await p.account('op@x.io', { verified: true, operator: true, password: PASSWORD });
   const tenant = await p.account('tenant@x.io', { verified: true });
-  const template = p.cp.store.templates.get(1)!; // a seeded public template
+  const template = (await p.cp.store.templates.get(1))!; // a seeded public template
   const snapshot = { ...template, ssh_public_key: null };
-  p.cp.store.instances.insert({
+  await p.cp.store.instances.insert({
     id: 'inst-1',
     accountId: tenant.id,
     templateId: template.id,

@@ -21,7 +21,7 @@ test('x-request-id: echoed when sane, generated otherwise, logged with unexpecte
   assert.notEqual((await p.call('GET', '/api/health')).headers['x-request-id'], id, 'ids are unique');
 
   // The database closed under the server: a 500 whose log line names the request.
-  p.cp.store.close();
+  await p.cp.store.close();
   const broken = await p.call('GET', '/api/me', { key: a.api_token!, headers: { 'x-request-id': 'broken-1' } });
   assert.equal(broken.status, 500);
   assert.deepEqual(broken.body, { detail: 'Internal server error' });

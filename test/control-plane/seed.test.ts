@@ -15,10 +15,10 @@ const NEEDED: Record<string, { slug: string; flags: string[] }> = {
   sglang: { slug: 'sglang-qwen3', flags: ['--tool-call-parser', '--reasoning-parser', '--enable-cache-report', '--enable-metrics', '--context-length'] },
 };
 
-test('the seeded vLLM and SGLang templates start with the flags the gateway needs, bound to 0.0.0.0:$PORT on their routed port', () => {
-  const store = new Store({ db: openDatabase(':memory:') });
+test('the seeded vLLM and SGLang templates start with the flags the gateway needs, bound to 0.0.0.0:$PORT on their routed port', async () => {
+  const store = await Store.open({ db: openDatabase(':memory:') });
   try {
-    const seeded = store.templates.listPublic();
+    const seeded = await store.templates.listPublic();
     for (const [type, { slug, flags }] of Object.entries(NEEDED)) {
       const t = seeded.find((x) => x.slug === slug);
       assert.ok(t, `seeded ${slug}`);
@@ -28,7 +28,7 @@ test('the seeded vLLM and SGLang templates start with the flags the gateway need
       assert.equal(t.app_port, type === 'vllm' ? 8000 : 30000);
     }
   } finally {
-    store.close();
+    await store.close();
   }
 });
 

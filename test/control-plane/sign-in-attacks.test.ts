@@ -113,7 +113,7 @@ test('attack: one address minting accounts (each with its own daily cap) gets 42
   const refused = await signup(3, '198.51.100.1');
   const wait = assert429(refused, 'signup');
   assert.ok(wait > 60 && wait <= 1200, `Retry-After ${wait}`);
-  assert.equal(p.cp.store.accounts.byEmail('sock3@example.com'), undefined);
+  assert.equal(await p.cp.store.accounts.byEmail('sock3@example.com'), undefined);
   assert.equal((await signup(4, '198.51.100.2')).status, 201, 'another address is not affected');
 });
 

@@ -45,99 +45,96 @@ test('migrations: fresh file gets every migration, WAL, foreign keys; reopening 
   }
 });
 
-test('seed runs once: the catalog and public templates survive an operator disabling an image', () => {
+test('seed runs once: the catalog and public templates survive an operator disabling an image', async () => {
   const dir = tempDir();
   try {
-    const s1 = new Store({ dataDir: dir });
-    const images = s1.images.list().length;
+    const s1 = await Store.open({ dataDir: dir });
+    const images = (await s1.images.list()).length;
     assert.ok(images >= 4);
-    assert.ok(s1.templates.listPublic().length >= 2);
-    const vllm = s1.templates.listPublic().find((t) => t.instance_type === 'vllm')!;
+    assert.ok((await s1.templates.listPublic()).length >= 2);
+    const vllm = (await s1.templates.listPublic()).find((t) => t.instance_type === 'vllm')!;
     assert.equal(vllm.start_command, 'rc sim --host 0.0.0.0 --port $PORT --model demo');
-    s1.images.disable('rc/gradio:latest');
-    s1.close();
-    const s2 = new Store({ dataDir: dir });
-    assert.equal(s2.images.list().length, images);
-    assert.equal(s2.images.isEnabled('rc/gradio:latest'), false);
-    s2.close();
+    await s1.images.disable('rc/gradio:latest');
+    await s1.close();
+    const s2 = await Store.open({ dataDir: dir });
+    assert.equal((await s2.images.list()).length, images);
+    assert.equal(await s2.images.isEnabled('rc/gradio:latest'), false);
+    await s2.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });
 
-test('ledger: idempotent entries, derived balance, append-only', () => {
-  const store = new Store({ db: openDatabase(':memory:'), seed: false });
-  const a = store.accounts.create({ email: 'l@x.io' });
-  assert.deepEqual(store.ledger.append({ accountId: a.id, kind: 'grant', credits: 10, idempotencyKey: 'g1' }), { applied: true, credits: 10 });
-  assert.deepEqual(store.ledger.append({ accountId: a.id, kind: 'grant', credits: 10, idempotencyKey: 'g1' }), { applied: false, credits: 10 });
+test('ledger: idempotent entries, derived balance, append-only', async () => {
+  const store = await Store.open({ db: openDatabase(':memory:'), seed: false });
+  const a = await store.accounts.create({ email: 'l@x.io' });
+  assert.deepEqual(await store.ledger.append({ accountId: a.id, kind: 'grant', credits: 10, idempotencyKey: 'g1' }), { applied: true, credits: 10 });
+  assert.deepEqual(await store.ledger.append({ accountId: a.id, kind: 'grant', credits: 10, idempotencyKey: 'g1' }), { applied: false, credits: 10 });
   // Many small usage charges sum exactly (integer micro-credits).
-  for (let i = 0; i < 10; i++) store.ledger.append({ accountId: a.id, kind: 'instance_usage', credits: -0.1, idempotencyKey: `usage:i1:${i}` });
-  assert.equal(store.ledger.balance(a.id), 9);
-  assert.equal(store.ledger.entries(a.id).length, 11);
-  assert.throws(() => store.db.prepare('UPDATE ledger SET amount_micros = 0').run(), /append-only/);
-  assert.throws(() => store.db.prepare('DELETE FROM ledger').run(), /append-only/);
-  assert.throws(
-    () => store.db.prepare("INSERT INTO ledger (account_id, kind, amount_micros, idempotency_key, created_at) VALUES (?, 'bogus', 1, 'k', 0)").run(a.id),
-    /CHECK/,
+  for (let i = 0; i < 10; i++) await store.ledger.append({ accountId: a.id, kind: 'instance_usage', credits: -0.1, idempotencyKey: `usage:i1:${i}` });
+  assert.equal(await store.ledger.balance(a.id), 9);
+  assert.equal((await store.ledger.entries(a.id)).length, 11);
+  await assert.rejects(store.sql.prepare('UPDATE ledger SET amount_micros = 0').run(), /append-only/);
+  await assert.rejects(store.sql.prepare('DELETE FROM ledger').run(), /append-only/);
+  await assert.rejects(
+    store.sql.prepare("INSERT INTO ledger (account_id, kind, amount_micros, idempotency_key, created_at) VALUES (?, 'bogus', 1, 'k', 0)").run(a.id),
+    /CHECK|check constraint/,
   );
-  assert.throws(() => store.ledger.append({ accountId: 999, kind: 'grant', credits: 1, idempotencyKey: 'fk' }), /FOREIGN KEY/);
-  store.close();
+  await assert.rejects(store.ledger.append({ accountId: 999, kind: 'grant', credits: 1, idempotencyKey: 'fk' }), /FOREIGN KEY|foreign key/);
+  await store.close();
 });
 
-test("coupons: redeem once; unknown, another account's and someone else's redeemed code are the same 400; the redeemer hears it was redeemed", () => {
-  const store = new Store({ db: openDatabase(':memory:'), seed: false });
-  const a = store.accounts.create({ email: 'a@x.io' });
-  const b = store.accounts.create({ email: 'b@x.io' });
-  const open = store.coupons.create(5);
-  const forB = store.coupons.create(2.5, b.id);
-  const reject = (fn: () => unknown, message: string) => assert.throws(fn, (e: unknown) => e instanceof ApiError && e.status === 400 && e.detail === message);
-  reject(() => store.coupons.redeem(a.id, 'RC-NOPE'), COUPON_INVALID);
-  reject(() => store.coupons.redeem(a.id, forB.code), COUPON_INVALID);
-  assert.deepEqual(store.coupons.redeem(a.id, open.code), { credits_added: 5, credits: 5 });
-  reject(() => store.coupons.redeem(a.id, open.code), COUPON_REDEEMED);
-  reject(() => store.coupons.redeem(b.id, open.code), COUPON_INVALID);
-  assert.deepEqual(store.coupons.redeem(b.id, forB.code), { credits_added: 2.5, credits: 2.5 });
-  assert.throws(
-    () => store.coupons.create(1, null, open.code),
-    (e: unknown) => e instanceof ApiError && e.status === 400,
-  );
-  store.close();
+test("coupons: redeem once; unknown, another account's and someone else's redeemed code are the same 400; the redeemer hears it was redeemed", async () => {
+  const store = await Store.open({ db: openDatabase(':memory:'), seed: false });
+  const a = await store.accounts.create({ email: 'a@x.io' });
+  const b = await store.accounts.create({ email: 'b@x.io' });
+  const open = await store.coupons.create(5);
+  const forB = await store.coupons.create(2.5, b.id);
+  const reject = (p: Promise<unknown>, message: string) => assert.rejects(p, (e: unknown) => e instanceof ApiError && e.status === 400 && e.detail === message);
+  await reject(store.coupons.redeem(a.id, 'RC-NOPE'), COUPON_INVALID);
+  await reject(store.coupons.redeem(a.id, forB.code), COUPON_INVALID);
+  assert.deepEqual(await store.coupons.redeem(a.id, open.code), { credits_added: 5, credits: 5 });
+  await reject(store.coupons.redeem(a.id, open.code), COUPON_REDEEMED);
+  await reject(store.coupons.redeem(b.id, open.code), COUPON_INVALID);
+  assert.deepEqual(await store.coupons.redeem(b.id, forB.code), { credits_added: 2.5, credits: 2.5 });
+  await assert.rejects(store.coupons.create(1, null, open.code), (e: unknown) => e instanceof ApiError && e.status === 400);
+  await store.close();
 });
 
 test('keys: one per account, rotation replaces the hash; sealed clear key readable only with the right key', async () => {
-  const store = new Store({ db: openDatabase(':memory:'), seed: false });
-  const a = store.accounts.create({ email: 'k@x.io', verified: true });
-  const k1 = store.keys.issue(a.id);
+  const store = await Store.open({ db: openDatabase(':memory:'), seed: false });
+  const a = await store.accounts.create({ email: 'k@x.io', verified: true });
+  const k1 = await store.keys.issue(a.id);
   assert.equal(k1.revokedHash, undefined);
-  const k2 = store.keys.issue(a.id);
+  const k2 = await store.keys.issue(a.id);
   assert.equal(k2.revokedHash, k1.keyHash);
-  assert.equal(store.keys.accountIdFor(hashKey(k1.key)), undefined);
-  assert.equal(store.keys.accountIdFor(hashKey(k2.key)), a.id);
-  assert.equal(store.keys.current(a.id), k2.key);
+  assert.equal(await store.keys.accountIdFor(hashKey(k1.key)), undefined);
+  assert.equal(await store.keys.accountIdFor(hashKey(k2.key)), a.id);
+  assert.equal(await store.keys.current(a.id), k2.key);
   assert.deepEqual([...(await storeKeySource(store).load())], [{ keyHash: k2.keyHash, accountId: a.id }]);
   // Nothing in the database holds the clear key.
-  const dump = JSON.stringify(store.db.prepare('SELECT * FROM api_keys').all());
+  const dump = JSON.stringify(await store.sql.prepare('SELECT * FROM api_keys').all());
   assert.ok(!dump.includes(k2.key));
   const key = randomBytes(32);
   assert.equal(unseal(key, seal(key, 'secret')), 'secret');
   assert.equal(unseal(randomBytes(32), seal(key, 'secret')), undefined);
-  store.close();
+  await store.close();
 });
 
-test('model catalog: database entries merge over configured ones (same name: database wins)', () => {
-  const store = new Store({ db: openDatabase(':memory:'), seed: false });
+test('model catalog: database entries merge over configured ones (same name: database wins)', async () => {
+  const store = await Store.open({ db: openDatabase(':memory:'), seed: false });
   const configured = [modelEntrySchema.parse({ name: 'a' }), modelEntrySchema.parse({ name: 'b' })];
-  store.models.put(modelEntrySchema.parse({ name: 'b', upstreams: ['http://127.0.0.1:1/'] }));
-  store.models.put(modelEntrySchema.parse({ name: 'c' }));
-  const merged = mergedCatalog(configured, store);
+  await store.models.put(modelEntrySchema.parse({ name: 'b', upstreams: ['http://127.0.0.1:1/'] }));
+  await store.models.put(modelEntrySchema.parse({ name: 'c' }));
+  const merged = await mergedCatalog(configured, store);
   assert.deepEqual(
     merged.map((m) => m.name),
     ['a', 'b', 'c'],
   );
   assert.deepEqual(merged.find((m) => m.name === 'b')!.upstreams, ['http://127.0.0.1:1/']);
-  assert.equal(store.models.remove('c'), true);
-  assert.equal(store.models.remove('c'), false);
-  store.close();
+  assert.equal(await store.models.remove('c'), true);
+  assert.equal(await store.models.remove('c'), false);
+  await store.close();
 });
 
 test('passwords: scrypt hash verifies the right password only', async () => {

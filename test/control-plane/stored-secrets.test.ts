@@ -27,7 +27,7 @@ test('attack: the database alone reveals no coupon code and no CSRF token', asyn
   const p = await startPlatform();
   t.after(() => p.close());
   await p.account('reader@example.com', { verified: true, password: 'correct horse battery' });
-  const coupon = p.cp.store.coupons.create(5);
+  const coupon = await p.cp.store.coupons.create(5);
   const login = await p.call('POST', '/api/auth/login', { body: { email: 'reader@example.com', password: 'correct horse battery' } });
   const cookie = String(login.headers['set-cookie']).split(';')[0]!;
   const csrf = login.body.csrf_token as string;
@@ -36,7 +36,7 @@ test('attack: the database alone reveals no coupon code and no CSRF token', asyn
   assert.ok(!stored.includes(coupon.code), 'the coupon code is stored');
   assert.ok(!stored.includes(csrf), 'the CSRF token is stored');
   assert.ok(!stored.includes(cookie.split('=')[1]!), 'the session token is stored');
-  assert.ok(!p.cp.store.coupons.list().some((c) => JSON.stringify(c).includes(coupon.code)), 'rc coupon list shows the code');
+  assert.ok(!(await p.cp.store.coupons.list()).some((c) => JSON.stringify(c).includes(coupon.code)), 'rc coupon list shows the code');
 
   // The session still hands its CSRF token to its pages, and writes check it.
   const session = await p.call('GET', '/api/auth/session', { cookie });
@@ -48,7 +48,7 @@ test('attack: the database alone reveals no coupon code and no CSRF token', asyn
   assert.ok(!everyStoredText(databasePath(p.dir)).includes(coupon.code), 'the ledger keeps no code either');
 });
 
-test('the migration hashes the coupon codes of an existing database; they still redeem once', () => {
+test('the migration hashes the coupon codes of an existing database; they still redeem once', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'rc-migrate-secrets-'));
   try {
     const raw = new Database(databasePath(dir));
@@ -59,15 +59,15 @@ test('the migration hashes the coupon codes of an existing database; they still 
     raw.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES ('h', 1, 'clear-csrf', 0, 9999999999999)").run();
     raw.close();
 
-    const store = new Store({ dataDir: dir });
+    const store = await Store.open({ dataDir: dir });
     try {
       const text = everyStoredText(databasePath(dir));
       assert.ok(!text.includes('RC-OLD-CODE-1'));
       assert.ok(!text.includes('clear-csrf'), 'sessions with a clear CSRF token are ended');
-      assert.deepEqual(store.coupons.redeem(1, 'RC-OLD-CODE-1'), { credits_added: 2, credits: 2 });
-      assert.throws(() => store.coupons.redeem(1, 'RC-OLD-CODE-1'), /already been redeemed/);
+      assert.deepEqual(await store.coupons.redeem(1, 'RC-OLD-CODE-1'), { credits_added: 2, credits: 2 });
+      await assert.rejects(store.coupons.redeem(1, 'RC-OLD-CODE-1'), /already been redeemed/);
     } finally {
-      store.close();
+      await store.close();
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

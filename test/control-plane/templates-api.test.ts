@@ -172,9 +172,9 @@ test('enabled is forced false without is_editor; an editor publishes; public lis
 });
 
 test('a disabled image can no longer be chosen: 400 Invalid image selected, and it leaves the selectable list', async () => {
-  p.cp.store.images.add('Temp', 'rc/temp:1');
+  await p.cp.store.images.add('Temp', 'rc/temp:1');
   assert.equal((await p.call('POST', '/api/profile/templates', { key, body: { ...base, image: 'rc/temp:1' } })).status, 200);
-  p.cp.store.images.disable('rc/temp:1');
+  await p.cp.store.images.disable('rc/temp:1');
   const r = await p.call('POST', '/api/profile/templates', { key, body: { ...base, image: 'rc/temp:1' } });
   assert.deepEqual([r.status, r.body], [400, { detail: 'Invalid image selected' }]);
   const list = await p.call('GET', '/api/profile/templates', { key });

@@ -10,7 +10,6 @@ import { test, type TestContext } from 'node:test';
 import { FakeClock } from '../../lib/clock.js';
 import type { LimitGate } from '../../gateway/gates/index.js';
 import { openDatabase } from '../../control-plane/db.js';
-import { OperatorReads } from '../../control-plane/operator/reads.js';
 import { operatorUsage } from '../../control-plane/operator/usage.js';
 import { GATE_KEEP_DAYS, UsageRollup } from '../../control-plane/operator/usage-rollup.js';
 import { Store } from '../../control-plane/store.js';
@@ -30,15 +29,15 @@ async function memoryGate(t: TestContext, clock: FakeClock): Promise<LimitGate> 
 
 const rollupOf = (store: Store, gate: LimitGate) => new UsageRollup({ store, read: (id, day) => gate.readUsage(id, day) });
 const table = (store: Store) =>
-  store.db.prepare('SELECT day, account_id, model, requests, input_tokens, output_tokens FROM model_usage_days ORDER BY day, account_id, model').all();
+  store.sql.prepare('SELECT day, account_id, model, requests, input_tokens, output_tokens FROM model_usage_days ORDER BY day, account_id, model').all();
 
 test('usage roll-up: idempotent copies of two days, kept across a restart, read by the 30-day view', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'rc-usage-rollup-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const clock = new FakeClock(Date.UTC(2026, 0, 1, 12));
-  let store = new Store({ dataDir: dir, clock });
-  const a = store.accounts.create({ email: 'a@x.io' }).id;
-  const b = store.accounts.create({ email: 'b@x.io' }).id;
+  let store = await Store.open({ dataDir: dir, clock });
+  const a = (await store.accounts.create({ email: 'a@x.io' })).id;
+  const b = (await store.accounts.create({ email: 'b@x.io' })).id;
   let gate = await memoryGate(t, clock);
   await use(gate, a, 'sim-chat', 100, 50);
   clock.advance(DAY_MS);
@@ -51,26 +50,26 @@ test('usage roll-up: idempotent copies of two days, kept across a restart, read 
     { day: '2026-01-02', account_id: a, model: 'sim-chat', requests: 1, input_tokens: 10, output_tokens: 5 },
     { day: '2026-01-02', account_id: b, model: 'sim-code', requests: 1, input_tokens: 20, output_tokens: 20 },
   ];
-  assert.deepEqual(table(store), expected);
+  assert.deepEqual(await table(store), expected);
   const again = rollupOf(store, gate);
   await again.run();
   await again.run(); // today only
-  assert.deepEqual(table(store), expected, 'copies are idempotent');
+  assert.deepEqual(await table(store), expected, 'copies are idempotent');
 
   // Restart: the database file stays, the memory gate forgets; its zeros erase nothing.
-  store.close();
-  store = new Store({ dataDir: dir, clock });
+  await store.close();
+  store = await Store.open({ dataDir: dir, clock });
   t.after(() => store.close());
   gate = await memoryGate(t, clock);
   const rollup = rollupOf(store, gate);
   await rollup.run();
-  assert.deepEqual(table(store), expected, 'a gate that forgot its days leaves the table as it was');
+  assert.deepEqual(await table(store), expected, 'a gate that forgot its days leaves the table as it was');
 
   // Ten days later (the gates keep 8): the 30-day view has both days from the table.
   clock.advance(10 * DAY_MS);
   await use(gate, b, 'sim-chat', 1, 1);
   await rollup.run();
-  const u = await operatorUsage(store, new OperatorReads(store.db), (id, day) => gate.readUsage(id, day));
+  const u = await operatorUsage(store, store.operatorReads, (id, day) => gate.readUsage(id, day));
   const sm = u.shared_models!;
   assert.equal(sm.by_day.length, 30);
   const day = (d: string) => sm.by_day.find((r) => r.day === d);
@@ -86,7 +85,7 @@ test('usage roll-up: idempotent copies of two days, kept across a restart, read 
 
 test('usage roll-up: the days each run copies', async () => {
   const clock = new FakeClock(Date.UTC(2026, 0, 10, 12));
-  const store = new Store({ db: openDatabase(':memory:'), clock, seed: false });
+  const store = await Store.open({ db: openDatabase(':memory:'), clock, seed: false });
   const rollup = new UsageRollup({ store, read: () => ({ by_model: {} }) });
   const day = (ms: number) => Math.floor(ms / DAY_MS);
   const jan = (d: number, h = 0, m = 0) => Date.UTC(2026, 0, d, h, m);
@@ -102,5 +101,5 @@ test('usage roll-up: the days each run copies', async () => {
   await rollup.run();
   assert.deepEqual(rollup.daysDue(jan(11, 0, 20)), [day(jan(10)), day(jan(11))], 'yesterday again in the first hour');
   assert.deepEqual(rollup.daysDue(jan(11, 1, 30)), [day(jan(11))]);
-  store.close();
+  await store.close();
 });

@@ -189,9 +189,9 @@ test('standalone gateways learn everything from the control plane and follow it'
     assert.equal((await chat(g + dedicatedPath, rotated, 'demo')).status, 200);
   }
   // A key issued while the control plane is down (no event): the replicas catch up after its return.
-  const store = new Store({ dataDir: dir });
-  const issued = store.keys.issue(acct.id);
-  store.close();
+  const store = await Store.open({ dataDir: dir });
+  const issued = await store.keys.issue(acct.id);
+  await store.close();
   cp = await spawnRc(t, ['control-plane'], cpEnv);
   for (const g of gateways) {
     await waitFor(async () => (await chat(g + dedicatedPath, issued.key, 'demo')).status === 200, 10_000, 100);

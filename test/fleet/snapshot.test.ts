@@ -14,7 +14,7 @@ import { tempDir } from '../agent/harness.js';
 function snapshotFor(store: Store, modelUnverifiedDailyTokens: number) {
   return gatewaySnapshot({
     store,
-    catalog: () => [],
+    catalog: async () => [],
     instanceRoutes: () => [],
     tunnel: { secret: 's'.repeat(32), proxyUrl: '' },
     access: { modelDailyTokens: 1_000_000, modelUnverifiedDailyTokens },
@@ -22,12 +22,12 @@ function snapshotFor(store: Store, modelUnverifiedDailyTokens: number) {
 }
 
 test('the snapshot carries the unverified accounts cap and their sessions model access', async (t) => {
-  const store = new Store({ dataDir: tempDir(t, 'rc-snapshot-') });
+  const store = await Store.open({ dataDir: tempDir(t, 'rc-snapshot-') });
   t.after(() => store.close());
-  const verified = store.accounts.create({ email: 'v@example.com', verified: true });
-  const review = store.accounts.create({ email: 'r@example.com', verified: false });
-  store.sessions.create(verified.id, 60_000);
-  store.sessions.create(review.id, 60_000);
+  const verified = await store.accounts.create({ email: 'v@example.com', verified: true });
+  const review = await store.accounts.create({ email: 'r@example.com', verified: false });
+  await store.sessions.create(verified.id, 60_000);
+  await store.sessions.create(review.id, 60_000);
 
   const capped = gatewaySnapshotSchema.parse(await snapshotFor(store, 5_000));
   assert.deepEqual(

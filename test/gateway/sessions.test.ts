@@ -147,7 +147,7 @@ test('attack: accounts minted by open sign-up each get only the unverified cap; 
   const cp = await createControlPlane({ dataDir: dir, bus, logger: silent, port: 0, settings });
   const early = await signUp(cp.url, 'sock1@example.com'); // before the gateway: from the snapshot
   const limits = new AccountLimits({ rpm: 1000, tpm: 1_000_000, dailyTokens: settings.modelDailyTokens });
-  limits.load(storeLimitOverrides(cp.store, settings));
+  limits.load(await storeLimitOverrides(cp.store, settings));
   const gate = createGate(
     { modelRpm: 1000, modelTpm: 1_000_000, modelDailyTokens: 1000, redisUrl: '', gateRedisTimeoutMs: 50, gateKeyPrefix: 'x:' },
     { bus, limits, lookup: storeLimitsLookup(cp.store, settings) },
@@ -179,14 +179,14 @@ test('attack: accounts minted by open sign-up each get only the unverified cap; 
     ['sock1@example.com', early],
     ['sock2@example.com', later],
   ] as const) {
-    assert.equal((await gate.readUsage(cp.store.accounts.byEmail(email)!.id)).daily_cap, 40);
+    assert.equal((await gate.readUsage((await cp.store.accounts.byEmail(email))!.id)).daily_cap, 40);
     assert.equal((await chat(s, 30)).status, 200); // spends about 45 tokens: over the unverified cap (40), far under the default (1000)
     const over = await chat(s, 5);
     assert.equal(over.status, 429, await over.clone().text());
     assert.equal(((await over.json()) as { error: { code: string } }).error.code, 'daily_token_cap_exceeded');
   }
   // Verified by the operator: the account's cap is the default again.
-  const id = cp.store.accounts.byEmail('sock2@example.com')!.id;
+  const id = (await cp.store.accounts.byEmail('sock2@example.com'))!.id;
   await runAdminOp({ store: cp.store, publish: (e) => bus.publish(e), configuredModels: [] }, 'account.verify', { email: 'sock2@example.com' });
   assert.equal(await waitFor(async () => ((await gate.readUsage(id)).daily_cap === 1000 ? true : undefined)), true);
 

@@ -95,7 +95,7 @@ test('a busy GPU with no traffic is not stopped as idle; once quiet, it is (real
   note(`agent up: ${host.gpus.length} GPU(s) from ${host.gpuSource}, ${host.gpus[0]?.model}`);
   const me = await p.account('gpu@example.com', { credits: 100 });
   const command = smi ? `exec python3 -m http.server $PORT --bind 127.0.0.1` : `exec python3 ${script}`;
-  const tpl = p.template(me.id, { instance_type: 'gradio', app_port: 7860, start_command: command });
+  const tpl = await p.template(me.id, { instance_type: 'gradio', app_port: 7860, start_command: command });
   const launched = await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} });
   assert.equal(launched.status, 200, JSON.stringify(launched.body));
   const status = async () => (await p.call('GET', '/api/notebook/status', { key: me.key })).body;

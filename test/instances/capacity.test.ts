@@ -26,7 +26,7 @@ async function admin(p: Platform, op: string, body: unknown) {
 
 async function launch(p: Platform, email: string, gpus: number) {
   const me = await p.account(email, { credits: 50 });
-  const r = await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: { gpu_count: gpus } });
+  const r = await p.call('POST', `/api/templates/${(await p.template(me.id)).id}/launch`, { key: me.key, body: { gpu_count: gpus } });
   return { ...me, r };
 }
 

@@ -14,7 +14,7 @@ test('destroy stops the instance for real when the runtime fails at first (EMFIL
   const agent = await startTestAgent(t);
   const p = await startPlatform(t, { agents: [agent.config] });
   const owner = await p.account('flood@example.com', { credits: 10 });
-  const tpl = p.template(owner.id);
+  const tpl = await p.template(owner.id);
   await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: owner.key, body: {} });
   const ready = await waitStatus(p, owner.key, 'ready');
   const id = String(ready.instance_id);
@@ -35,7 +35,7 @@ test('destroy stops the instance for real when the runtime fails at first (EMFIL
   assert.equal(del.body.status, 'stopping', 'not stopped while the host has not removed it');
   // Another account launches meanwhile.
   const other = await p.account('other@example.com', { credits: 10 });
-  await p.call('POST', `/api/templates/${p.template(other.id).id}/launch`, { key: other.key, body: {} });
+  await p.call('POST', `/api/templates/${(await p.template(other.id)).id}/launch`, { key: other.key, body: {} });
   await waitStatus(p, other.key, 'ready');
 
   // The owner's instance ends for real: retried past the failures, its processes gone.

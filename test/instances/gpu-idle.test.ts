@@ -45,7 +45,7 @@ test('a busy GPU keeps an instance without traffic alive; once it is quiet, the 
   });
   const svc = p.instances.service;
   const me = await p.account('trainer@example.com', { credits: 100 });
-  const tpl = p.template(me.id);
+  const tpl = await p.template(me.id);
   const id = (await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
   await waitStatus(p, me.key, 'ready');
   const gpu = () => svc.agents.get('gpu-host')!.host!.gpus[0]!;
@@ -78,7 +78,7 @@ test('a busy GPU keeps an instance without traffic alive; once it is quiet, the 
   clock.advance(20_000); // 610 s after ready with no traffic: idle by traffic alone
   await nextSample(100);
   await svc.tick();
-  assert.equal(svc.instances.get(id)!.state, 'ready', 'a busy GPU is activity');
+  assert.equal((await svc.instances.get(id))!.state, 'ready', 'a busy GPU is activity');
 
   // Done training: the GPU goes quiet. Once the busy samples left the window, nothing counts.
   smi.setUsage([{ index: 0, utilization: 0, memoryUsedMb: 2_695 }]);
@@ -86,7 +86,7 @@ test('a busy GPU keeps an instance without traffic alive; once it is quiet, the 
   clock.advance(301_000);
   await nextSample(0);
   await svc.tick();
-  assert.equal(svc.instances.get(id)!.state, 'ready', 'the idle timeout runs from the last busy sample');
+  assert.equal((await svc.instances.get(id))!.state, 'ready', 'the idle timeout runs from the last busy sample');
   clock.advance(300_000); // 601 s after the last busy sample
   await nextSample(0);
   await svc.tick();

@@ -84,7 +84,7 @@ export interface Platform {
   /** Creates an account (as `rc account create`); returns its id and key. */
   account(email: string, o?: { verified?: boolean; credits?: number; password?: string }): Promise<{ id: number; key: string }>;
   /** Creates a template owned by `accountId` (image enabled in the default catalog unless given). */
-  template(accountId: number, fields?: Record<string, unknown>): Template;
+  template(accountId: number, fields?: Record<string, unknown>): Promise<Template>;
   /** Stops the control plane and the service (instances keep running on the agent). */
   stop(): Promise<void>;
 }
@@ -108,8 +108,8 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
   const bus = new MemoryBus();
   const events: BusEvent[] = [];
   bus.subscribe((e) => events.push(e));
-  const store = new Store({ dataDir: dir, clock });
-  const instances = createInstances({ store, bus, clock, logger: silent, agents: o.agents ?? [], settings: { ...TEST_SETTINGS, ...o.settings } });
+  const store = await Store.open({ dataDir: dir, clock });
+  const instances = await createInstances({ store, bus, clock, logger: silent, agents: o.agents ?? [], settings: { ...TEST_SETTINGS, ...o.settings } });
   const cp = await createControlPlane({
     store,
     bus,
@@ -131,7 +131,7 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
     stopped = true;
     await instances.close();
     await cp.close();
-    store.close();
+    await store.close();
   };
   t.after(stop);
   return {
@@ -171,8 +171,8 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
       })) as { id: number; api_token: string | null };
       return { id: p.id, key: p.api_token ?? '' };
     },
-    template(accountId, fields = {}) {
-      return store.templates.create(
+    async template(accountId, fields = {}) {
+      return await store.templates.create(
         accountId,
         templateInputSchema.parse({
           title: 'sim',

@@ -24,7 +24,7 @@ async function hostNamed(p: Platform, name: string) {
 
 async function launch(p: Platform, email: string, gpus: number) {
   const me = await p.account(email, { credits: 50 });
-  const r = await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: { gpu_count: gpus } });
+  const r = await p.call('POST', `/api/templates/${(await p.template(me.id)).id}/launch`, { key: me.key, body: { gpu_count: gpus } });
   assert.equal(r.status, 200, JSON.stringify(r.body));
   return { ...me, instanceId: r.body.instance_id as string };
 }
@@ -70,7 +70,7 @@ test('hosts join while the platform runs; launches that do not fit on one land o
   await waitStatus(p, one.key, 'ready');
   const two = await launch(p, 'two@example.com', 2);
   const twoReady = await waitStatus(p, two.key, 'ready');
-  assert.equal(p.instances.service.instances.get(one.instanceId)!.agent_id, 'a');
+  assert.equal((await p.instances.service.instances.get(one.instanceId))!.agent_id, 'a');
   assert.equal(twoReady.host, 'b');
   assert.equal(instanceGroups(b.handle.agentId, two.instanceId).length, 1);
   const hostA = await hostNamed(p, 'a');
@@ -104,7 +104,7 @@ test('hosts join while the platform runs; launches that do not fit on one land o
   assert.ok(ended.ended_at);
   await waitFor(() => instanceGroups(a.handle.agentId, one.instanceId).length === 0);
   assert.equal(await hostNamed(p, 'a'), undefined);
-  assert.equal((p.store.db.prepare('SELECT COUNT(*) AS n FROM hosts').get() as { n: number }).n, 1);
+  assert.equal(((await p.store.sql.prepare('SELECT COUNT(*) AS n FROM hosts').get()) as { n: number }).n, 1);
 });
 
 test('registered hosts are dialled again after a control-plane restart; draining survives it; tokens are sealed at rest', async (t) => {
@@ -114,7 +114,7 @@ test('registered hosts are dialled again after a control-plane restart; draining
   const me = await launch(p1, 'restart@example.com', 1);
   await waitStatus(p1, me.key, 'ready');
   await admin(p1, 'host.drain', { name: 'gpu-1' });
-  const row = p1.store.db.prepare('SELECT token_sealed FROM hosts').get() as { token_sealed: string };
+  const row = (await p1.store.sql.prepare('SELECT token_sealed FROM hosts').get()) as { token_sealed: string };
   assert.ok(!row.token_sealed.includes(a.config.token));
   await p1.stop();
 
@@ -141,7 +141,7 @@ test('a persistent-storage launch prefers the host holding the account volume ov
   await waitFor(async () => ((await admin(p, 'host.list', {})).body.hosts as { state: string }[]).every((h) => h.state === 'connected'));
 
   const owner = await p.account('volume@example.com', { credits: 50 });
-  const persistent = p.template(owner.id, { persistent_storage: true });
+  const persistent = await p.template(owner.id, { persistent_storage: true });
   const launchPersistent = async () =>
     (await p.call('POST', `/api/templates/${persistent.id}/launch`, { key: owner.key, body: {} })).body.instance_id as string;
   await launchPersistent();

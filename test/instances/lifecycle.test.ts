@@ -13,9 +13,9 @@ import { instanceGroups, simCommand, startPlatform, startTestAgent, waitStatus, 
 /** Records every state the instance passes through (read at each instance.changed event). */
 function recordStates(p: Platform): Map<string, InstanceState[]> {
   const seen = new Map<string, InstanceState[]>();
-  p.bus.subscribe((e) => {
+  p.bus.subscribe(async (e) => {
     if (e.type !== 'instance.changed') return;
-    const row = p.instances.service.instances.get(e.instanceId);
+    const row = await p.instances.service.instances.get(e.instanceId);
     if (!row) return;
     const list = seen.get(e.instanceId) ?? [];
     if (list.at(-1) !== row.state) list.push(row.state);
@@ -34,8 +34,8 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   const p = await startPlatform(t, { agents: [agent.config] });
   const states = recordStates(p);
   const me = await p.account('e2e@example.com', { credits: 10 });
-  p.store.accounts.setSshPublicKey(me.id, 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey me@laptop');
-  const tpl = p.template(me.id, { ssh_enabled: true, title: 'Dedicated sim' });
+  await p.store.accounts.setSshPublicKey(me.id, 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey me@laptop');
+  const tpl = await p.template(me.id, { ssh_enabled: true, title: 'Dedicated sim' });
 
   const launched = await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: { gpu_count: 2 } });
   assert.equal(launched.status, 200);
@@ -43,8 +43,8 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   const id = launched.body.instance_id as string;
 
   // The template changes and goes away: the instance keeps its snapshot.
-  p.store.templates.replace(me.id, tpl.id, { ...tpl, title: 'Edited', tags: [], start_command: 'exit 1' } as never, false);
-  p.store.templates.delete(me.id, tpl.id);
+  await p.store.templates.replace(me.id, tpl.id, { ...tpl, title: 'Edited', tags: [], start_command: 'exit 1' } as never, false);
+  await p.store.templates.delete(me.id, tpl.id);
 
   const ready = await waitStatus(p, me.key, 'ready');
   assert.equal(ready.instance_id, id);
@@ -99,7 +99,7 @@ test('an instance that fails to start: pending -> failed with reason and detail'
   const p = await startPlatform(t, { agents: [agent.config] });
   const states = recordStates(p);
   const me = await p.account('fail@example.com');
-  const tpl = p.template(me.id, { instance_type: 'gradio', app_port: 7860, start_command: 'echo boom; exit 3' });
+  const tpl = await p.template(me.id, { instance_type: 'gradio', app_port: 7860, start_command: 'echo boom; exit 3' });
   const r = await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} });
   const failed = await waitStatus(p, me.key, 'failed');
   assert.equal(failed.reason, 'exited');
@@ -117,12 +117,12 @@ test('no free GPUs: pending until capacity frees, then placed (FIFO)', async (t)
   const a = await p.account('big@example.com');
   const b = await p.account('small@example.com');
   const c = await p.account('later@example.com');
-  await p.call('POST', `/api/templates/${p.template(a.id).id}/launch`, { key: a.key, body: { gpu_count: 2 } });
+  await p.call('POST', `/api/templates/${(await p.template(a.id)).id}/launch`, { key: a.key, body: { gpu_count: 2 } });
   await waitStatus(p, a.key, 'ready');
-  const rb = await p.call('POST', `/api/templates/${p.template(b.id).id}/launch`, { key: b.key, body: { gpu_count: 1 } });
+  const rb = await p.call('POST', `/api/templates/${(await p.template(b.id)).id}/launch`, { key: b.key, body: { gpu_count: 1 } });
   assert.equal(rb.body.status, 'pending');
   assert.equal(rb.body.message, 'waiting for capacity (position 1 in the queue)');
-  const rc = await p.call('POST', `/api/templates/${p.template(c.id).id}/launch`, { key: c.key, body: { gpu_count: 2 } });
+  const rc = await p.call('POST', `/api/templates/${(await p.template(c.id)).id}/launch`, { key: c.key, body: { gpu_count: 2 } });
   assert.equal(rc.body.message, 'waiting for capacity (position 2 in the queue)');
   await p.instances.service.tick();
   assert.equal((await p.call('GET', '/api/notebook/status', { key: b.key })).body.message, 'waiting for capacity (position 1 in the queue)');
@@ -143,8 +143,8 @@ test('persistent storage survives destroy and relaunch; other files do not', asy
   const me = await p.account('pvc@example.com');
   // Appends its id to a log in the volume (fixed path ./persistent) and to one in its home.
   const cmd = `echo $RC_INSTANCE_ID >> persistent/log; echo $RC_INSTANCE_ID >> home.log; ${simCommand()}`;
-  const persistent = p.template(me.id, { persistent_storage: true, start_command: cmd });
-  const plain = p.template(me.id, { start_command: `echo $RC_INSTANCE_ID >> home.log; test -z "$RC_PERSISTENT_DIR" && ${simCommand()}` });
+  const persistent = await p.template(me.id, { persistent_storage: true, start_command: cmd });
+  const plain = await p.template(me.id, { start_command: `echo $RC_INSTANCE_ID >> home.log; test -z "$RC_PERSISTENT_DIR" && ${simCommand()}` });
   const volume = join(`${agent.dataDir}-instances`, 'volumes', `rc-account-${me.id}`, 'log');
 
   const ids: string[] = [];

@@ -16,10 +16,10 @@ test('control plane restarted mid-launch and mid-run: same instance, charged exa
   const settings = { instanceTickMs: 24 * HOUR, instanceIdleTimeoutSec: 86_400 };
   const p1 = await startPlatform(t, { agents: [agent.config], clock, settings });
   const me = await p1.account('restart@example.com', { credits: 100 });
-  const tpl = p1.template(me.id, { start_command: `sleep 1; ${simCommand()}` });
+  const tpl = await p1.template(me.id, { start_command: `sleep 1; ${simCommand()}` });
   const id = (await p1.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
-  await waitFor(() => p1.instances.service.instances.get(id)!.agent_id !== null);
-  assert.equal(p1.instances.service.instances.get(id)!.state, 'pending');
+  await waitFor(async () => (await p1.instances.service.instances.get(id))!.agent_id !== null);
+  assert.equal((await p1.instances.service.instances.get(id))!.state, 'pending');
   await p1.stop(); // mid-launch
 
   const p2 = await startPlatform(t, { agents: [agent.config], clock, settings, dir: p1.dir });
@@ -35,15 +35,15 @@ test('control plane restarted mid-launch and mid-run: same instance, charged exa
   await waitFor(async () => (await p3.call('GET', '/api/notebook/status', { key: me.key })).body.status === 'ready');
   await p3.instances.service.tick();
   await p3.instances.service.tick();
-  const usage = () => p3.store.ledger.entries(me.id).filter((e) => e.kind === 'instance_usage');
-  assert.equal(usage().length, 120);
-  assert.equal(new Set(usage().map((e) => e.idempotencyKey)).size, 120);
-  assert.equal(p3.store.ledger.balance(me.id), 98); // 2 hours at 1 credit per GPU-hour, nothing skipped, nothing twice
+  const usage = async () => (await p3.store.ledger.entries(me.id)).filter((e) => e.kind === 'instance_usage');
+  assert.equal((await usage()).length, 120);
+  assert.equal(new Set((await usage()).map((e) => e.idempotencyKey)).size, 120);
+  assert.equal(await p3.store.ledger.balance(me.id), 98); // 2 hours at 1 credit per GPU-hour, nothing skipped, nothing twice
   assert.equal(instanceGroups(agent.handle.agentId, id).length, 1); // never restarted
 
   await p3.call('DELETE', '/api/notebook/current', { key: me.key });
   await waitStatus(p3, me.key, 'stopped');
-  assert.equal(p3.store.ledger.balance(me.id), 98);
+  assert.equal(await p3.store.ledger.balance(me.id), 98);
   await waitFor(() => instanceGroups(agent.handle.agentId, id).length === 0);
 });
 
@@ -51,13 +51,13 @@ test('a destroy the agent never heard of: finished by the restarted control plan
   const agent = await startTestAgent(t);
   const p1 = await startPlatform(t, { agents: [agent.config] });
   const me = await p1.account('late@example.com');
-  const id = (await p1.call('POST', `/api/templates/${p1.template(me.id).id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
+  const id = (await p1.call('POST', `/api/templates/${(await p1.template(me.id)).id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
   await waitStatus(p1, me.key, 'ready');
   await p1.stop();
   // The destroy was recorded (stopping) but the agent never heard of it: a restarted control plane finishes it.
-  const store = new Store({ dataDir: p1.dir });
-  store.db.prepare("UPDATE instances SET state = 'stopping', message = 'stopping', ended_at = ? WHERE id = ?").run(Date.now(), id);
-  store.close();
+  const store = await Store.open({ dataDir: p1.dir });
+  await store.sql.prepare("UPDATE instances SET state = 'stopping', message = 'stopping', ended_at = ? WHERE id = ?").run(Date.now(), id);
+  await store.close();
   const p2 = await startPlatform(t, { agents: [agent.config], dir: p1.dir });
   await waitStatus(p2, me.key, 'stopped');
   await waitFor(() => instanceGroups(agent.handle.agentId, id).length === 0);
@@ -74,7 +74,7 @@ test('agent killed: "host unreachable", then reconciled when it comes back', asy
     settings: { instanceHostUnreachableMs: 300, instanceHostLostMs: 120_000 },
   });
   const me = await p.account('killed@example.com');
-  const id = (await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
+  const id = (await p.call('POST', `/api/templates/${(await p.template(me.id)).id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
   const ready = await waitStatus(p, me.key, 'ready');
   const portBefore = p.instances.route(id)!.port;
   assert.ok(portBefore);
@@ -112,7 +112,7 @@ test('agent gone longer than instanceHostLostMs: failed host_lost; leftovers rem
     settings: { instanceHostUnreachableMs: 200, instanceHostLostMs: 800 },
   });
   const me = await p.account('lost@example.com', { credits: 10 });
-  const tpl = p.template(me.id);
+  const tpl = await p.template(me.id);
   const id = (await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
   await waitStatus(p, me.key, 'ready');
   await killChild(a.child);

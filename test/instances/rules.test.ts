@@ -2,6 +2,7 @@
 // checks, the database-enforced single active instance under concurrent launches, launch rate
 // windows with Retry-After, launch verification, the FIFO queue, the state table and the
 // billing arithmetic.
+import { isUniqueViolation } from '../../control-plane/sql.js';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { accruedMicros, pendingCharges } from '../../control-plane/instances/billing.js';
@@ -13,7 +14,7 @@ import { startPlatform } from './harness.js';
 test('launch errors: SPEC status and message for each rule', async (t) => {
   const p = await startPlatform(t);
   const me = await p.account('me@example.com', { credits: 3 });
-  const tpl = p.template(me.id);
+  const tpl = await p.template(me.id);
   const launch = (body: unknown, key = me.key, id = tpl.id) => p.call('POST', `/api/templates/${id}/launch`, { key, body });
 
   // No credential, bad key.
@@ -34,7 +35,7 @@ test('launch errors: SPEC status and message for each rule', async (t) => {
   assert.equal((await launch({}, me.key, 999_999)).status, 404);
   assert.equal((await p.call('POST', '/api/templates/abc/launch', { key: me.key, body: {} })).status, 404);
   const other = await p.account('other@example.com');
-  const private_ = p.template(other.id);
+  const private_ = await p.template(other.id);
   assert.deepEqual((await launch({}, me.key, private_.id)).body, { detail: 'Template not found' });
 
   // gpu_count: anything but 1, 2, 4.
@@ -50,14 +51,14 @@ test('launch errors: SPEC status and message for each rule', async (t) => {
   assert.equal((await launch({ launch_verification_token: 42 })).status, 400);
 
   // Image disabled after the template was made.
-  const img = p.store.images.add('Tmp', 'tmp/image:1');
-  const tmp = p.template(me.id, { image: img.image });
-  p.store.images.disable(img.image);
+  const img = await p.store.images.add('Tmp', 'tmp/image:1');
+  const tmp = await p.template(me.id, { image: img.image });
+  await p.store.images.disable(img.image);
   assert.deepEqual((await launch({}, me.key, tmp.id)).body, { detail: 'Invalid image selected' });
   assert.equal((await launch({}, me.key, tmp.id)).status, 400);
 
   // Disk above the ceiling of the GPU count (150 GB needs 2 GPUs).
-  const big = p.template(me.id, { disk_gb: 150 });
+  const big = await p.template(me.id, { disk_gb: 150 });
   const disk = await launch({ gpu_count: 1 }, me.key, big.id);
   assert.equal(disk.status, 400);
   assert.match(disk.body.detail, /ceiling/);
@@ -88,7 +89,7 @@ test('launch errors: SPEC status and message for each rule', async (t) => {
 test('POST /api/notebook/request: body validation and the same status object', async (t) => {
   const p = await startPlatform(t);
   const me = await p.account('req@example.com');
-  const tpl = p.template(me.id, { instance_type: 'gradio', app_port: 7860, start_command: 'true' });
+  const tpl = await p.template(me.id, { instance_type: 'gradio', app_port: 7860, start_command: 'true' });
   const req = (body: unknown) => p.call('POST', '/api/notebook/request', { key: me.key, body });
   assert.equal((await req({})).status, 400);
   assert.match((await req({})).body.detail, /template_id/);
@@ -134,20 +135,19 @@ test('POST /api/notebook/request: body validation and the same status object', a
 test('concurrent launches of one account: exactly one wins (database-enforced)', async (t) => {
   const p = await startPlatform(t);
   const me = await p.account('race@example.com');
-  const tpl = p.template(me.id);
+  const tpl = await p.template(me.id);
   const results = await Promise.all(Array.from({ length: 8 }, () => p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} })));
   assert.equal(results.filter((r) => r.status === 200).length, 1);
   for (const r of results.filter((x) => x.status !== 200)) assert.deepEqual(r.body, { detail: 'Each user can only have one active instance' });
   // And the index itself refuses a second active row, whatever the code does.
-  const row = p.instances.service.instances.active(me.id)!;
-  assert.throws(
-    () =>
-      p.store.db
-        .prepare(
-          "INSERT INTO instances (id, account_id, template, gpu_count, disk_gb, state, message, micros_per_hour, period_ms, created_at, updated_at) VALUES ('x', ?, '{}', 1, 100, 'ready', '', 1, 1, 0, 0)",
-        )
-        .run(row.account_id),
-    /UNIQUE/,
+  const row = (await p.instances.service.instances.active(me.id))!;
+  await assert.rejects(
+    p.store.sql
+      .prepare(
+        "INSERT INTO instances (id, account_id, template, gpu_count, disk_gb, state, message, micros_per_hour, period_ms, created_at, updated_at) VALUES ('x', ?, '{}', 1, 100, 'ready', '', 1, 1, 0, 0)",
+      )
+      .run(row.account_id),
+    (err: unknown) => isUniqueViolation(err),
   );
 });
 
@@ -155,7 +155,7 @@ test('launch rate windows: 429 with Retry-After = the longest wait', async (t) =
   const clock = new FakeClock(Date.UTC(2026, 0, 1));
   const p = await startPlatform(t, { clock, settings: { instanceLaunchRate: '60:1,600:3,3600:5' }, manual: true });
   const me = await p.account('rate@example.com', { credits: 1000 });
-  const tpl = p.template(me.id);
+  const tpl = await p.template(me.id);
   const launchAndDestroy = async () => {
     const r = await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} });
     if (r.status === 200) assert.equal((await p.call('DELETE', '/api/notebook/current', { key: me.key })).status, 200);
@@ -192,7 +192,7 @@ test('launch rate windows: 429 with Retry-After = the longest wait', async (t) =
 test('launch verification: token required, single use, session-issued; operator switch', async (t) => {
   const p = await startPlatform(t);
   const me = await p.account('lv@example.com', { password: 'password123' });
-  const tpl = p.template(me.id);
+  const tpl = await p.template(me.id);
   const login = await p.call('POST', '/api/auth/login', { body: { email: 'lv@example.com', password: 'password123' } });
   const session = { cookie: String(login.headers['set-cookie']).split(';')[0]!, csrf: login.body.csrf_token as string };
 
@@ -222,7 +222,7 @@ test('launch verification: token required, single use, session-issued; operator 
 
   // Another account's token is no good.
   const other = await p.account('lv2@example.com');
-  const otherTpl = p.template(other.id);
+  const otherTpl = await p.template(other.id);
   await p.call('POST', '/api/profile/launch-verification', { key: other.key, body: { enabled: true } });
   const t2 = (await p.call('POST', '/api/profile/launch-verification-token', { ...session, body: {} })).body.launch_verification_token;
   assert.equal((await p.call('POST', `/api/templates/${otherTpl.id}/launch`, { key: other.key, body: { launch_verification_token: t2 } })).status, 403);
@@ -261,12 +261,12 @@ test('no host: pending "waiting for capacity", first come first served', async (
   const p = await startPlatform(t);
   const a = await p.account('a@example.com');
   const b = await p.account('b@example.com');
-  const ra = await p.call('POST', `/api/templates/${p.template(a.id).id}/launch`, { key: a.key, body: {} });
-  const rb = await p.call('POST', `/api/templates/${p.template(b.id).id}/launch`, { key: b.key, body: {} });
+  const ra = await p.call('POST', `/api/templates/${(await p.template(a.id)).id}/launch`, { key: a.key, body: {} });
+  const rb = await p.call('POST', `/api/templates/${(await p.template(b.id)).id}/launch`, { key: b.key, body: {} });
   assert.equal(ra.body.message, 'waiting for capacity (position 1 in the queue)');
   assert.equal(rb.body.message, 'waiting for capacity (position 2 in the queue)');
   assert.deepEqual(
-    p.instances.service.instances.queue().map((r) => r.id),
+    (await p.instances.service.instances.queue()).map((r) => r.id),
     [ra.body.instance_id, rb.body.instance_id],
   );
   assert.equal(ra.body.host, null);
@@ -291,18 +291,18 @@ test('state table: only the documented transitions', () => {
 test('state changes in the database refuse undocumented transitions', async (t) => {
   const p = await startPlatform(t);
   const me = await p.account('st@example.com');
-  const r = await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: {} });
+  const r = await p.call('POST', `/api/templates/${(await p.template(me.id)).id}/launch`, { key: me.key, body: {} });
   const s = p.instances.service.instances;
   const id = r.body.instance_id as string;
-  assert.equal(s.transition(id, 'stopped', 'x', 0), undefined); // pending -> stopped: no
-  assert.ok(s.transition(id, 'ready', 'ready', 0));
-  assert.equal(s.transition(id, 'pending', 'x', 0), undefined); // ready -> pending: no
-  assert.ok(s.transition(id, 'stopping', 'stopping', 0));
-  assert.equal(s.transition(id, 'ready', 'x', 0), undefined);
-  assert.equal(s.transition(id, 'failed', 'x', 0), undefined);
-  assert.ok(s.transition(id, 'stopped', 'stopped', 0));
-  assert.equal(s.transition(id, 'stopped', 'again', 0), undefined); // terminal
-  assert.equal(s.get(id)!.message, 'stopped');
+  assert.equal(await s.transition(id, 'stopped', 'x', 0), undefined); // pending -> stopped: no
+  assert.ok(await s.transition(id, 'ready', 'ready', 0));
+  assert.equal(await s.transition(id, 'pending', 'x', 0), undefined); // ready -> pending: no
+  assert.ok(await s.transition(id, 'stopping', 'stopping', 0));
+  assert.equal(await s.transition(id, 'ready', 'x', 0), undefined);
+  assert.equal(await s.transition(id, 'failed', 'x', 0), undefined);
+  assert.ok(await s.transition(id, 'stopped', 'stopped', 0));
+  assert.equal(await s.transition(id, 'stopped', 'again', 0), undefined); // terminal
+  assert.equal((await s.get(id))!.message, 'stopped');
 });
 
 test('billing arithmetic: per second, periods add up exactly, final partial period', () => {

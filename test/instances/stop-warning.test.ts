@@ -20,7 +20,7 @@ test('a stop warning before the idle and lifetime stops, cleared by activity; st
   });
   const svc = p.instances.service;
   const me = await p.account('warned@example.com', { credits: 100 });
-  const tpl = p.template(me.id);
+  const tpl = await p.template(me.id);
   const launch = async () => (await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
   const status = async () => (await p.call('GET', '/api/notebook/status', { key: me.key })).body;
   const changes = (id: string) => p.events.filter((e) => e.type === 'instance.changed' && e.instanceId === id).length;
@@ -88,7 +88,7 @@ test('RC_INSTANCE_STOP_WARNING_SEC=0: no warning at all', async (t) => {
     settings: { instanceTickMs: 24 * HOUR, instanceIdleTimeoutSec: 600, instanceStopWarningSec: 0 },
   });
   const me = await p.account('quiet@example.com', { credits: 100 });
-  await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: {} });
+  await p.call('POST', `/api/templates/${(await p.template(me.id)).id}/launch`, { key: me.key, body: {} });
   await waitStatus(p, me.key, 'ready');
   clock.advance(599_000);
   await p.instances.service.tick();

@@ -28,7 +28,7 @@ test('logs: the tail, following until the instance ends, then the saved tail; ba
     assert.deepEqual(r.body, { detail }, q);
   }
 
-  const tpl = p.template(me.id, { start_command: `echo first-line; echo second-line; ${simCommand()}` });
+  const tpl = await p.template(me.id, { start_command: `echo first-line; echo second-line; ${simCommand()}` });
   const id = (await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: {} })).body.instance_id as string;
   await waitStatus(p, me.key, 'ready');
 
@@ -79,13 +79,13 @@ test('events: the status object on every change, with the queue position while w
   t.after(() => ea.close());
   assert.equal(ea.status, 200);
   assert.deepEqual(await ea.next(() => true), { event: 'status', data: 'null' }); // never launched
-  await p.call('POST', `/api/templates/${p.template(a.id).id}/launch`, { key: a.key, body: {} });
+  await p.call('POST', `/api/templates/${(await p.template(a.id)).id}/launch`, { key: a.key, body: {} });
   await ea.next(isStatus((s) => s.status === 'pending' && s.queue_position === null));
   const ready = JSON.parse((await ea.next(isStatus((s) => s.status === 'ready'))).data);
   assert.equal(ready.base_url.endsWith(`/api/instances/${ready.instance_id}/open`), true);
 
   // The only GPU is taken: b waits first in line.
-  await p.call('POST', `/api/templates/${p.template(b.id).id}/launch`, { key: b.key, body: {} });
+  await p.call('POST', `/api/templates/${(await p.template(b.id)).id}/launch`, { key: b.key, body: {} });
   const eb = await openSse(`${p.cp.url}/api/notebook/events`, b.key);
   t.after(() => eb.close());
   const queued = JSON.parse((await eb.next(() => true)).data);
@@ -119,28 +119,28 @@ test('GET /api/me credits is live: the ledger minus unwritten usage, and the sam
   });
   const me = await p.account('live@example.com', { credits: 1 });
   const credits = async () => (await p.call('GET', '/api/me', { key: me.key })).body.credits as number;
-  await p.call('POST', `/api/templates/${p.template(me.id).id}/launch`, { key: me.key, body: {} });
+  await p.call('POST', `/api/templates/${(await p.template(me.id)).id}/launch`, { key: me.key, body: {} });
   await waitStatus(p, me.key, 'ready');
 
   clock.advance(1800_000);
   await p.instances.service.tick();
-  assert.equal(p.store.ledger.balance(me.id), 1); // nothing written yet
+  assert.equal(await p.store.ledger.balance(me.id), 1); // nothing written yet
   assert.equal(await credits(), 0.5); // 1 credit per GPU-hour, half an hour
   const session = (await p.call('GET', '/api/auth/session', { key: me.key })).body;
   assert.equal(session.account.credits, 0.5);
 
   clock.advance(1799_000);
   await p.instances.service.tick();
-  assert.equal(p.store.ledger.balance(me.id), 1);
+  assert.equal(await p.store.ledger.balance(me.id), 1);
   assert.equal(await credits(), Math.round(1e6 / 3600) / 1e6); // one second left
-  assert.equal(p.instances.service.instances.active(me.id)?.state, 'ready');
+  assert.equal((await p.instances.service.instances.active(me.id))?.state, 'ready');
 
   clock.advance(1000);
   assert.equal(await credits(), 0);
   await p.instances.service.tick();
   const s = await waitStatus(p, me.key, 'stopped');
   assert.equal(s.reason, 'insufficient_credits');
-  assert.equal(p.store.ledger.balance(me.id), 0);
+  assert.equal(await p.store.ledger.balance(me.id), 0);
   assert.equal(await credits(), 0);
 });
 
@@ -148,7 +148,7 @@ test("GET /api/credits/ledger: newest first, pages with before, only the caller'
   const p = await startPlatform(t);
   const me = await p.account('ledger@example.com', { credits: 1 });
   const other = await p.account('other@example.com', { credits: 7 });
-  for (let i = 1; i <= 4; i++) p.store.ledger.append({ accountId: me.id, kind: 'grant', credits: i, idempotencyKey: `grant:test:${i}`, ref: `r${i}` });
+  for (let i = 1; i <= 4; i++) await p.store.ledger.append({ accountId: me.id, kind: 'grant', credits: i, idempotencyKey: `grant:test:${i}`, ref: `r${i}` });
 
   const first = await p.call('GET', '/api/credits/ledger?limit=2', { key: me.key });
   assert.equal(first.status, 200);
