@@ -20,6 +20,10 @@ const COMMANDS: Record<string, { summary?: string; load: Loader }> = {
   image: { load: async () => (await import('../control-plane/cli.js')).imageCommand },
   model: { load: async () => (await import('../control-plane/cli.js')).modelCommand },
   host: { load: async () => (await import('../control-plane/cli.js')).hostCommand },
+  migrate: {
+    summary: 'Apply the database migrations (ahead of a rollout) and exit',
+    load: async () => (await import('../control-plane/migrate-cli.js')).migrateCommand,
+  },
   tunnel: {
     summary: 'Expose a local service of this instance on a public URL (rc-tunnel)',
     load: async () => (await import('../agent/tunnel/cli.js')).tunnelCommand,

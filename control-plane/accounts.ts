@@ -113,13 +113,13 @@ export class Accounts {
   }
 
   async byEmail(email: string): Promise<Account | undefined> {
-    const r = await this.byEmailStmt.get(email);
+    const r = await this.byEmailStmt.get(email.toLowerCase()); // stored lower case (create)
     return r && toAccount(r);
   }
 
   /** The account and its password hash, for sign-in. */
   async withPassword(email: string): Promise<{ account: Account; passwordHash: string | null } | undefined> {
-    const r = await this.passwordStmt.get(email);
+    const r = await this.passwordStmt.get(email.toLowerCase());
     return r && { account: toAccount(r), passwordHash: r.password_hash };
   }
 

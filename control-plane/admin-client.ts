@@ -18,6 +18,8 @@ import { Store } from './store.js';
 
 export interface AdminClientOptions {
   dataDir: string;
+  /** RC_DATABASE_URL: the platform's state is on PostgreSQL (the data dir still holds seal.key and the admin token). */
+  databaseUrl?: string;
   /** Create the platform's database when the data dir has none (`rc ... --init`); else refuse (NoPlatformError). */
   init?: boolean;
   redisUrl?: string;
@@ -102,8 +104,8 @@ export async function callAdmin(options: AdminClientOptions, op: AdminOpName, in
     const r = await viaApi(info, adminToken(options.dataDir), op, input);
     if (r) return r.body;
   }
-  if (!options.init && !existsSync(databasePath(options.dataDir))) throw new NoPlatformError(options.dataDir);
-  const store = await Store.open({ dataDir: options.dataDir });
+  if (!options.databaseUrl && !options.init && !existsSync(databasePath(options.dataDir))) throw new NoPlatformError(options.dataDir);
+  const store = await Store.open({ dataDir: options.dataDir, databaseUrl: options.databaseUrl });
   const publisher = options.redisUrl ? redisPublisher(options.redisUrl, busChannel(options.redisPrefix)) : undefined;
   try {
     return await runAdminOp({ store, publish: publisher?.publish ?? (async () => {}), configuredModels: options.configuredModels }, op, input);

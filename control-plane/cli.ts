@@ -301,6 +301,7 @@ function groupCommand(group: string): Command {
       const dataDir = (values['data-dir'] as string | undefined) ?? config.dataDir;
       const options = {
         dataDir,
+        databaseUrl: config.databaseUrl || undefined,
         init: values.init === true,
         redisUrl: config.redisUrl || undefined,
         redisPrefix: config.gateKeyPrefix,

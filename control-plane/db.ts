@@ -22,8 +22,8 @@ export class SchemaTooNewError extends RcError {
   }
 }
 
-/** Opens (creating when missing) and migrates the database at `path` (':memory:' for a throwaway one). */
-export function openDatabase(path: string): Db {
+/** Opens (creating when missing) and migrates (unless told not to) the database at `path` (':memory:' for a throwaway one). */
+export function openDatabase(path: string, options: { migrate?: boolean } = {}): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
   // Password hashes and sealed keys live here: owner-only (SQLite gives -wal/-shm the same mode).
@@ -34,7 +34,7 @@ export function openDatabase(path: string): Db {
   db.pragma('foreign_keys = ON');
   // Migration 3 hashes stored secrets in SQL.
   db.function('rc_sha256', { deterministic: true }, (v: unknown) => hashKey(String(v)));
-  migrate(db);
+  if (options.migrate !== false) migrate(db);
   return db;
 }
 

@@ -1,6 +1,7 @@
-// The platform's state: one database and the typed repositories over it. The Store is opened once
-// per process (Store.open: migrations, then the first-start seed); `store.transaction(async (tx)
-// => ...)` runs a change in one transaction, with `tx` holding the same repositories bound to it.
+// The platform's state: one database (SQLite by default, PostgreSQL with RC_DATABASE_URL) and the
+// typed repositories over it. The Store is opened once per process (Store.open: migrations, then
+// the first-start seed); `store.transaction(async (tx) => ...)` runs a change in one transaction,
+// with `tx` holding the same repositories bound to it.
 import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { Accounts, ApiKeys, Sessions } from './accounts.js';
@@ -14,6 +15,8 @@ import { Coupons, Ledger } from './ledger.js';
 import { AuditLog } from './operator/audit-log.js';
 import { OperatorReads } from './operator/reads.js';
 import { ModelUsageDays } from './operator/usage-days.js';
+import { PgSql } from './postgres.js';
+import { migratePostgres } from './pg-migrations.js';
 import { sealKey } from './secrets.js';
 import { seedOnce } from './seed.js';
 import type { Sql } from './sql.js';
@@ -21,8 +24,10 @@ import { SqliteSql } from './sqlite.js';
 import { Templates } from './templates.js';
 
 export interface StoreOptions {
-  /** Data dir: the database file and the sealing key live there. */
+  /** Data dir: the database file (SQLite) and the sealing key live there. */
   dataDir?: string;
+  /** `postgres://...` (RC_DATABASE_URL): the state on PostgreSQL instead of the data dir's SQLite file. */
+  databaseUrl?: string;
   /** An already open database (for example ':memory:'); used instead of the data dir's file. */
   db?: Db;
   /** Key that seals API keys at rest; default: the data dir's seal.key (random per process without a data dir). */
@@ -126,7 +131,7 @@ export class Repositories {
 
 export class Store extends Repositories {
   private constructor(
-    private readonly database: SqliteSql,
+    private readonly database: SqliteSql | PgSql,
     clock: Clock,
     seal: Buffer,
   ) {
@@ -135,10 +140,10 @@ export class Store extends Repositories {
 
   /** Opens (creating and migrating when needed) the database, then seeds a fresh one. */
   static async open(options: StoreOptions): Promise<Store> {
-    if (!options.db && !options.dataDir) throw new TypeError('Store needs dataDir or db');
-    const db = options.db ?? openDatabase(databasePath(options.dataDir!));
+    if (!options.db && !options.dataDir && !options.databaseUrl) throw new TypeError('Store needs dataDir, databaseUrl or db');
+    const database = options.databaseUrl ? await openPostgres(options.databaseUrl) : new SqliteSql(options.db ?? openDatabase(databasePath(options.dataDir!)));
     const seal = options.sealKey ?? (options.dataDir ? sealKey(options.dataDir) : randomBytes(32));
-    const store = new Store(new SqliteSql(db), options.clock ?? systemClock, seal);
+    const store = new Store(database, options.clock ?? systemClock, seal);
     try {
       if (options.seed !== false) await seedOnce(store);
     } catch (err) {
@@ -149,6 +154,18 @@ export class Store extends Repositories {
   }
 
   async close(): Promise<void> {
-    this.database.close();
+    await this.database.close();
+  }
+}
+
+/** A pool on the PostgreSQL database at `url`, migrated (a failure closes the pool). */
+async function openPostgres(url: string): Promise<PgSql> {
+  const db = new PgSql(url);
+  try {
+    await migratePostgres(db.pool);
+    return db;
+  } catch (err) {
+    await db.close();
+    throw err;
   }
 }

@@ -116,6 +116,12 @@ export const SETTINGS = {
     'Embedded simulated backends: the server they speak as, byte for byte (sim/README.md "Flavours"); they report cached tokens as a server started with its flag does',
   ),
   dataDir: setting('RC_DATA_DIR', z.string().min(1), './data', 'Directory for SQLite, state and logs'),
+  databaseUrl: setting(
+    'RC_DATABASE_URL',
+    z.union([z.literal(''), z.url({ protocol: /^postgres(ql)?$/ })]),
+    '',
+    "The control plane's state on PostgreSQL 14 or later (postgres://user:password@host:port/db); empty: SQLite in the data dir",
+  ),
   redisUrl: setting('REDIS_URL', z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]), '', 'Redis for gates and events; empty: in memory'),
   logLevel: setting('RC_LOG_LEVEL', z.enum(['silent', 'error', 'warn', 'info', 'debug']), 'info', 'Log level'),
   modelRpm: setting('RC_MODEL_RPM', positiveInt, 600, 'Default model API requests per minute per account'),

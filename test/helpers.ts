@@ -28,7 +28,7 @@ export function runRcCli(dataDir: string, args: string[], env: Record<string, st
     execFile(
       process.execPath,
       [RC_JS, ...args],
-      { env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '', ...env }, timeout: 30_000 },
+      { env: { PATH: process.env.PATH ?? '', RC_LOG_LEVEL: 'silent', RC_DATA_DIR: dataDir, REDIS_URL: '', ...testDatabaseEnv(), ...env }, timeout: 30_000 },
       (err, stdout, stderr) => {
         let json: unknown;
         try {
@@ -40,6 +40,13 @@ export function runRcCli(dataDir: string, args: string[], env: Record<string, st
       },
     );
   });
+}
+
+/** What an rc child needs to keep its data dir's state where this test process keeps it (scripts/test.mjs, RC_TEST_DATABASE). */
+export function testDatabaseEnv(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of ['NODE_OPTIONS', 'RC_TEST_DATABASE', 'RC_TEST_DATABASE_RUN', 'RC_TEST_POSTGRES_URL']) if (process.env[k]) out[k] = process.env[k]!;
+  return out;
 }
 
 export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';

@@ -131,8 +131,10 @@ export class InstanceStore {
     this.activeBillingStmt = db.prepare<[number], BillingRow>(
       "SELECT ready_at, micros_per_hour, period_ms, billed_periods FROM instances WHERE account_id = ? AND state IN ('pending', 'ready')",
     );
+    // The snapshot is JSON text on both engines; each has its own way into it.
+    const persistent = db.engine === 'postgres' ? "(template::jsonb ->> 'persistent_storage') = 'true'" : "json_extract(template, '$.persistent_storage') = 1";
     this.volumeHostStmt = db.prepare<[number], { agent_id: string }>(
-      "SELECT agent_id FROM instances WHERE account_id = ? AND agent_id IS NOT NULL AND json_extract(template, '$.persistent_storage') = 1 ORDER BY created_at DESC LIMIT 1",
+      `SELECT agent_id FROM instances WHERE account_id = ? AND agent_id IS NOT NULL AND ${persistent} ORDER BY created_at DESC LIMIT 1`,
     );
   }
 

@@ -43,7 +43,7 @@ export class OperatorReads {
     );
     this.topSpendersStmt = db.prepare<[number, number], { account_id: number; email: string; micros: number }>(
       `SELECT l.account_id, a.email, -SUM(l.amount_micros) AS micros FROM ledger l JOIN accounts a ON a.id = l.account_id
-       WHERE l.kind = 'instance_usage' AND l.created_at >= ? GROUP BY l.account_id ORDER BY micros DESC LIMIT ?`,
+       WHERE l.kind = 'instance_usage' AND l.created_at >= ? GROUP BY l.account_id, a.email ORDER BY micros DESC LIMIT ?`,
     );
     this.gpuSpansStmt = db.prepare<[number], GpuSpan>(
       'SELECT gpu_count, ready_at, ended_at FROM instances WHERE ready_at IS NOT NULL AND (ended_at IS NULL OR ended_at >= ?)',
@@ -56,7 +56,8 @@ export class OperatorReads {
 
   /** Account ids whose e-mail contains `text` (case-insensitive; `%` and `_` match themselves), newest first. */
   async search(text: string, limit: number): Promise<number[]> {
-    const pattern = `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    // E-mails are stored lower case (LIKE ignores case on SQLite only).
+    const pattern = `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     return (await this.searchStmt.all(pattern, limit)).map((r) => r.id);
   }
 

@@ -45,14 +45,15 @@ export class ModelUsageDays {
   ) {
     // Counters only grow within a day; a gate that forgot a day (restarted, expired) reads lower
     // or zero, so a copy keeps the larger value: copies are idempotent and never lose a count.
+    const max = db.engine === 'postgres' ? 'GREATEST' : 'max'; // the larger of two values
     this.upsert = db.prepare<[string, number, string, number, number, number, number, number]>(
       `INSERT INTO model_usage_days (day, account_id, model, requests, input_tokens, output_tokens, cached_input_tokens, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (day, account_id, model) DO UPDATE SET
-         requests = max(requests, excluded.requests),
-         input_tokens = max(input_tokens, excluded.input_tokens),
-         output_tokens = max(output_tokens, excluded.output_tokens),
-         cached_input_tokens = max(cached_input_tokens, excluded.cached_input_tokens),
+         requests = ${max}(model_usage_days.requests, excluded.requests),
+         input_tokens = ${max}(model_usage_days.input_tokens, excluded.input_tokens),
+         output_tokens = ${max}(model_usage_days.output_tokens, excluded.output_tokens),
+         cached_input_tokens = ${max}(model_usage_days.cached_input_tokens, excluded.cached_input_tokens),
          updated_at = excluded.updated_at`,
     );
     this.byDayStmt = db.prepare<[string, string], UsageDayRow>(
@@ -62,7 +63,7 @@ export class ModelUsageDays {
     this.topStmt = db.prepare<[string, string, number], UsageAccountRow>(
       `SELECT u.account_id, a.email, sum(u.input_tokens + u.output_tokens) AS tokens, sum(u.requests) AS requests
        FROM model_usage_days u JOIN accounts a ON a.id = u.account_id
-       WHERE u.day >= ? AND u.day <= ? GROUP BY u.account_id ORDER BY tokens DESC, u.account_id LIMIT ?`,
+       WHERE u.day >= ? AND u.day <= ? GROUP BY u.account_id, a.email ORDER BY tokens DESC, u.account_id LIMIT ?`,
     );
     this.accountIdsStmt = db.prepare<[number, number], { id: number }>('SELECT id FROM accounts WHERE id > ? ORDER BY id LIMIT ?');
   }
