@@ -5,22 +5,53 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import { databasePath } from '../../control-plane/db.js';
 import { MIGRATIONS } from '../../control-plane/migrations.js';
-import { Store } from '../../control-plane/store.js';
+import { Store, type StoreOptions } from '../../control-plane/store.js';
+import { migratePostgres, PG_MIGRATIONS } from '../../control-plane/pg-migrations.js';
+import { PgSql } from '../../control-plane/postgres.js';
+import { freshDatabase, onPostgres } from '../postgres.js';
 import { startPlatform } from './platform.js';
 
-/** Every text value of every row of every table. */
-function everyStoredText(path: string): string {
-  const db = new Database(path, { readonly: true });
-  try {
-    const tables = db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").all();
-    return tables.map((t) => JSON.stringify(db.prepare(`SELECT * FROM "${t.name}"`).all())).join('\n');
-  } finally {
-    db.close();
+/** Every text value of every row of every table, read through the store's own connection (either engine). */
+async function everyStoredText(store: Store): Promise<string> {
+  const list =
+    store.sql.engine === 'postgres'
+      ? 'SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()'
+      : "SELECT name FROM sqlite_master WHERE type = 'table'";
+  const tables = await store.sql.prepare<[], { name: string }>(list).all();
+  const rows = await Promise.all(tables.map((t) => store.sql.prepare(`SELECT * FROM "${t.name}"`).all()));
+  return rows.map((r) => JSON.stringify(r)).join('\n');
+}
+
+/** Rows as they were before migration 3 (clear coupon codes and CSRF tokens), in migrations 1-2's schema. */
+const OLD_ROWS = [
+  "INSERT INTO accounts (email, created_at) VALUES ('old@example.com', 0)",
+  "INSERT INTO coupons (code, credits_micros, created_at) VALUES ('RC-OLD-CODE-1', 2000000, 0)",
+  "INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES ('h', 1, 'clear-csrf', 0, 9999999999999)",
+];
+
+/** A database at schema version 2 holding OLD_ROWS: the data dir's SQLite file, or a PostgreSQL database (RC_TEST_DATABASE). */
+async function versionTwoDatabase(t: TestContext, dir: string): Promise<StoreOptions> {
+  if (!onPostgres) {
+    const raw = new Database(databasePath(dir));
+    for (const m of MIGRATIONS.slice(0, 2)) raw.exec(m);
+    raw.pragma('user_version = 2');
+    for (const row of OLD_ROWS) raw.prepare(row).run();
+    raw.close();
+    return { dataDir: dir };
   }
+  const databaseUrl = await freshDatabase(t);
+  const db = new PgSql(databaseUrl);
+  try {
+    await migratePostgres(db.pool, PG_MIGRATIONS.slice(0, 2));
+    for (const row of OLD_ROWS) await db.prepare(row).run();
+  } finally {
+    await db.close();
+  }
+  return { dataDir: dir, databaseUrl };
 }
 
 test('attack: the database alone reveals no coupon code and no CSRF token', async (t) => {
@@ -32,7 +63,7 @@ test('attack: the database alone reveals no coupon code and no CSRF token', asyn
   const cookie = String(login.headers['set-cookie']).split(';')[0]!;
   const csrf = login.body.csrf_token as string;
 
-  const stored = everyStoredText(databasePath(p.dir));
+  const stored = await everyStoredText(p.cp.store);
   assert.ok(!stored.includes(coupon.code), 'the coupon code is stored');
   assert.ok(!stored.includes(csrf), 'the CSRF token is stored');
   assert.ok(!stored.includes(cookie.split('=')[1]!), 'the session token is stored');
@@ -45,23 +76,15 @@ test('attack: the database alone reveals no coupon code and no CSRF token', asyn
   const redeemed = await p.call('POST', '/api/credits/redeem', { cookie, csrf, body: { coupon: coupon.code } });
   assert.equal(redeemed.status, 200, JSON.stringify(redeemed.body));
   assert.equal(redeemed.body.credits_added, 5);
-  assert.ok(!everyStoredText(databasePath(p.dir)).includes(coupon.code), 'the ledger keeps no code either');
+  assert.ok(!(await everyStoredText(p.cp.store)).includes(coupon.code), 'the ledger keeps no code either');
 });
 
-test('the migration hashes the coupon codes of an existing database; they still redeem once', async () => {
+test('the migration hashes the coupon codes of an existing database; they still redeem once', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'rc-migrate-secrets-'));
   try {
-    const raw = new Database(databasePath(dir));
-    for (const m of MIGRATIONS.slice(0, 2)) raw.exec(m);
-    raw.pragma('user_version = 2');
-    raw.prepare("INSERT INTO accounts (email, created_at) VALUES ('old@example.com', 0)").run();
-    raw.prepare("INSERT INTO coupons (code, credits_micros, created_at) VALUES ('RC-OLD-CODE-1', 2000000, 0)").run();
-    raw.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES ('h', 1, 'clear-csrf', 0, 9999999999999)").run();
-    raw.close();
-
-    const store = await Store.open({ dataDir: dir });
+    const store = await Store.open(await versionTwoDatabase(t, dir));
     try {
-      const text = everyStoredText(databasePath(dir));
+      const text = await everyStoredText(store);
       assert.ok(!text.includes('RC-OLD-CODE-1'));
       assert.ok(!text.includes('clear-csrf'), 'sessions with a clear CSRF token are ended');
       assert.deepEqual(await store.coupons.redeem(1, 'RC-OLD-CODE-1'), { credits_added: 2, credits: 2 });

@@ -2,6 +2,9 @@
 // runtime, its own temp data dir), the instance service and a real control plane on an
 // ephemeral port, a recording bus, a JSON client, and cleanup that kills every instance process.
 import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { request } from 'undici';
 import { startAgent, type AgentHandle } from '../../agent/server.js';
@@ -39,7 +42,15 @@ export interface TestAgent {
 /** An in-process agent with `gpus` configured GPUs; closed and its instances killed after the test. */
 export async function startTestAgent(t: TestContext, o: { id?: string; gpus?: number; dataDir?: string; token?: string } = {}): Promise<TestAgent> {
   const token = o.token ?? newToken();
-  const dataDir = o.dataDir ?? tempDir(t, 'rc-inst-agent-');
+  // Its own data dir goes after the agent stopped (one hook, in that order): an agent saving its
+  // state into a dir already removed is an unhandled ENOENT after the test.
+  const ownDir = o.dataDir === undefined;
+  const dataDir = o.dataDir ?? mkdtempSync(join(tmpdir(), 'rc-inst-agent-'));
+  const removeDir = () => {
+    if (!ownDir) return;
+    rmSync(dataDir, { recursive: true, force: true, maxRetries: 5 });
+    rmSync(`${dataDir}-instances`, { recursive: true, force: true, maxRetries: 5 });
+  };
   const handle = await startAgent({
     host: '127.0.0.1',
     port: 0,
@@ -52,10 +63,14 @@ export async function startTestAgent(t: TestContext, o: { id?: string; gpus?: nu
     lostControlPlaneGraceMs: 0,
     heartbeatMs: 200,
     logger: silent,
+  }).catch((err: unknown) => {
+    removeDir();
+    throw err;
   });
   t.after(async () => {
     await handle.close();
     killAgentProcesses(handle.agentId);
+    removeDir();
   });
   return { config: { id: o.id ?? 'host-a', address: handle.address, token }, handle, dataDir };
 }
