@@ -37,11 +37,6 @@ class SampleRing {
     this.holder = new Array<string>(capacity).fill('');
   }
 
-  /** The agent's time of the newest sample; 0 when empty. */
-  get lastAtMs(): number {
-    return this.size === 0 ? 0 : this.at[(this.next + this.capacity - 1) % this.capacity]!;
-  }
-
   push(s: GpuSample): void {
     const i = this.next;
     this.at[i] = s.atMs;
@@ -65,40 +60,46 @@ class SampleRing {
   }
 }
 
+interface GpuTrack {
+  /** The agent's time of the last sample taken in (kept with capacity 0 too: new samples are still told). */
+  lastAtMs: number;
+  ring: SampleRing | undefined;
+}
+
 export class GpuHistory {
-  /** Host name -> GPU index -> its ring. */
-  private readonly hosts = new Map<string, Map<number, SampleRing>>();
+  /** Host name -> GPU index -> its last sample time and ring. */
+  private readonly hosts = new Map<string, Map<number, GpuTrack>>();
 
   constructor(readonly capacity: number) {}
 
   /**
    * Takes the telemetry of a host status that just arrived; returns the instances whose GPUs got
    * a new sample (a host item that only moved a GPU to another holder repeats the last sample: not
-   * counted twice).
+   * counted twice). With capacity 0 nothing is kept, but new samples are still told.
    */
   record(hostName: string, host: HostInfo): Set<string> {
     const fresh = new Set<string>();
-    if (this.capacity <= 0) return fresh;
-    let rings = this.hosts.get(hostName);
-    if (!rings) this.hosts.set(hostName, (rings = new Map()));
+    let tracks = this.hosts.get(hostName);
+    if (!tracks) this.hosts.set(hostName, (tracks = new Map()));
     const reported = new Set<number>();
     for (const g of host.gpus) {
       reported.add(g.index);
       if (!g.usage) continue; // not sampled now (simulated, sampling off, nvidia-smi failing): a gap
-      let ring = rings.get(g.index);
-      if (!ring) rings.set(g.index, (ring = new SampleRing(this.capacity)));
-      if (g.usage.sampledAtMs <= ring.lastAtMs) continue;
-      ring.push({ atMs: g.usage.sampledAtMs, utilizationPct: g.usage.utilizationPct, memoryUsedMb: g.usage.memoryUsedMb, instanceId: g.instanceId });
+      let track = tracks.get(g.index);
+      if (!track) tracks.set(g.index, (track = { lastAtMs: 0, ring: this.capacity > 0 ? new SampleRing(this.capacity) : undefined }));
+      if (g.usage.sampledAtMs <= track.lastAtMs) continue;
+      track.lastAtMs = g.usage.sampledAtMs;
+      track.ring?.push({ atMs: g.usage.sampledAtMs, utilizationPct: g.usage.utilizationPct, memoryUsedMb: g.usage.memoryUsedMb, instanceId: g.instanceId });
       if (g.instanceId) fresh.add(g.instanceId);
     }
     // A GPU the host no longer reports (an agent restarted with another inventory): its history goes.
-    for (const index of rings.keys()) if (!reported.has(index)) rings.delete(index);
+    for (const index of tracks.keys()) if (!reported.has(index)) tracks.delete(index);
     return fresh;
   }
 
   /** The samples of GPU `index` of a host, oldest first; of `instanceId`'s time on it only, when given. */
   samples(hostName: string, index: number, instanceId?: string): GpuSample[] {
-    return this.hosts.get(hostName)?.get(index)?.samples(instanceId) ?? [];
+    return this.hosts.get(hostName)?.get(index)?.ring?.samples(instanceId) ?? [];
   }
 
   /** Forgets a host (removed from the fleet). */

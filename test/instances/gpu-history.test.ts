@@ -277,7 +277,8 @@ test('GpuHistory: bounded rings, the holder of each sample, repeats skipped, GPU
   h.forget('h');
   assert.deepEqual(h.samples('h', 1), []);
   const off = new GpuHistory(0);
-  off.record('h', host([{ index: 0, instanceId: 'i', at: 1 }]));
+  assert.deepEqual([...off.record('h', host([{ index: 0, instanceId: 'i', at: 1 }]))], ['i'], 'capacity 0: a new sample is still told (the live figures)');
+  assert.deepEqual([...off.record('h', host([{ index: 0, instanceId: 'i', at: 1 }]))], [], 'once');
   assert.deepEqual(off.samples('h', 0), [], 'capacity 0: no history');
 });
 
