@@ -415,7 +415,7 @@ export const SETTINGS = {
     'RC_INSTANCE_GPU_HISTORY_SAMPLES',
     z.coerce.number().int().min(0).max(100_000),
     720,
-    "GPU telemetry samples the control plane keeps per GPU, in memory (720: 1 hour at the agents' default 5 s; about 21 bytes a sample); 0: no history",
+    "GPU telemetry samples the control plane keeps per GPU, in memory (720: 1 hour at the agents' default 5 s; about 24 bytes a sample); 0: no history",
   ),
   instanceLaunchRate: setting(
     'RC_INSTANCE_LAUNCH_RATE',

@@ -15,7 +15,7 @@ import type { GpuHistory, GpuSample } from './gpu-history.js';
  */
 export type Telemetry = 'sampled' | 'simulated' | 'unavailable' | 'none';
 
-/** A history as columns, oldest first (a compact shape: 720 samples are about 18 kB of JSON). */
+/** A history as columns, oldest first (a compact shape: 720 samples are about 16 kB of JSON). */
 export interface GpuSeries {
   sampled_at_ms: number[];
   utilization_pct: number[];
