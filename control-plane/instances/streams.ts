@@ -7,7 +7,9 @@
 //   until it is placed. Once the host has removed an ended instance, its saved tail is served.
 // - GET /api/notebook/events: the caller's current instance's status object whenever it
 //   changes (event `status`; data null when the account never had one), with `queue_position`
-//   (1 = next to be placed) while it waits for capacity, so clients need not poll.
+//   (1 = next to be placed) while it waits for capacity, so clients need not poll; and event
+//   `gpus` (its GPUs' latest figures, the shape of GET /api/notebook/gpus without the history)
+//   whenever its host reports a new telemetry sample of them.
 import { z } from 'zod';
 import { AgentCallError } from '../../agent/client.js';
 import type { Bus } from '../../lib/bus.js';
@@ -112,6 +114,11 @@ function followStatus(service: InstanceService, bus: Bus, accountId: number, sse
     sse.send('status', text);
   };
   push();
+  // Telemetry comes every few seconds per GPU: told in this process, never through the bus.
+  const offSamples = service.onGpuSamples((ids) => {
+    if (current && ids.has(current.id) && sse.open) sse.send('gpus', JSON.stringify(service.gpus(current, false)));
+  });
+  sse.onClose(offSamples);
   const off = bus.subscribe((ev) => {
     if (ev.type !== 'instance.changed' || !sse.open) return;
     if (current && ev.instanceId === current.id) {

@@ -503,7 +503,11 @@ function instancePage() {
   const statusBox = h('section', { class: 'card', 'aria-labelledby': 'st-h' }, h('p', { class: 'muted' }, 'Connecting…'));
   const logs = h('pre', { id: 'logs', role: 'log', 'aria-label': 'Instance logs', tabindex: '0', 'data-empty': 'No logs: no instance yet.' });
   const logsNote = h('p', { class: 'hint', 'aria-live': 'polite' });
-  page('Instance', err, statusBox, h('h2', {}, 'Logs'), logsNote, logs);
+  // Its GPUs' utilization and memory, live, with their recent history (gpus.js, loaded on demand).
+  const gpuBox = h('section', { class: 'card', 'aria-labelledby': 'gpu-h', hidden: true });
+  let gpus = null;
+  import('/console/gpus.js').then((m) => { gpus = m.instanceGpus(gpuBox); if (current) gpus.status(current); }).catch(() => {});
+  page('Instance', err, statusBox, gpuBox, h('h2', {}, 'Logs'), logsNote, logs);
 
   let current = null;
   let received = 0;
@@ -587,9 +591,11 @@ function instancePage() {
     current = JSON.parse(e.data);
     received = Date.now();
     render(current);
+    gpus?.status(current);
     if (current && current.instance_id !== logsFor) followLogs(current.instance_id);
     else if (current && logStream && logStream.readyState === EventSource.CLOSED && (current.status === 'pending' || current.status === 'ready')) followLogs(current.instance_id);
   });
+  events.addEventListener('gpus', (e) => gpus?.sample(JSON.parse(e.data)));
   events.addEventListener('error', () => { if (events.readyState === EventSource.CLOSED) err.textContent = 'Lost the status stream; reload the page.'; });
   const tick = setInterval(() => {
     const el = document.getElementById('spent');

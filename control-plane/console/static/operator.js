@@ -5,6 +5,7 @@
 import {
   act, alertBox, api, compact, confirmDialog, field, fmtCredits, fmtTime, go, h, hh, hourChart, MODEL_COLOURS, onLeave, page, svg,
 } from '/console/app.js';
+import { hostGpus } from '/console/gpus.js';
 
 const SECTIONS = [
   ['review', 'Review'], ['accounts', 'Accounts'], ['coupons', 'Coupons'], ['hosts', 'Hosts'],
@@ -245,8 +246,14 @@ function hostsPage() {
     await operate('host.add', { name: name.value.trim(), address: address.value.trim(), token: token.value.trim() });
     for (const input of [name, address, token]) input.value = '';
   }); } }, field('Name', name), field('Agent address', address, 'host:port of the agent’s gRPC server.'), field('Agent token', token, 'The agent’s token file.'), submit);
-  page('Hosts', opNav('hosts'), err, list, h('h2', {}, 'Add a host'), form);
-  follow('hosts', (d) => list.replaceChildren(table('Hosts', ['Host', 'State', 'GPUs', 'Instances', 'Last contact', 'Actions'], d.hosts.map((x) => hostRow(x, err)), 'No hosts.')), err);
+  // Every GPU of every host with its figures and history (gpus.js).
+  const gpuBox = h('section', { 'aria-labelledby': 'gpus-h' });
+  const gpus = hostGpus(gpuBox, table);
+  page('Hosts', opNav('hosts'), err, list, gpuBox, h('h2', {}, 'Add a host'), form);
+  follow('hosts', (d) => {
+    list.replaceChildren(table('Hosts', ['Host', 'State', 'GPUs', 'Instances', 'Last contact', 'Actions'], d.hosts.map((x) => hostRow(x, err)), 'No hosts.'));
+    gpus.update(d.hosts);
+  }, err);
 }
 
 // ---- instances ------------------------------------------------------------------------------------
