@@ -102,6 +102,21 @@ async function main(): Promise<void> {
     await p.stop();
   }
 
+  const failed = report({ minutes, warmupMinutes, settleMinutes, runtime, redis: !!redisUrl }, samples, traffic, growth);
+  if (failed > 0) process.exitCode = 1;
+}
+
+interface SoakSettings {
+  minutes: number;
+  warmupMinutes: number;
+  settleMinutes: number;
+  runtime: string;
+  redis: boolean;
+}
+
+/** Prints the figures, writes them as JSON into RC_BENCH_RESULTS_DIR, and returns the failed operations. */
+function report(settings: SoakSettings, samples: RssSample[], traffic: Traffic, growth: HeapGroup[]): number {
+  const { minutes, warmupMinutes, settleMinutes } = settings;
   const slope = slopeMbPerHour(samples);
   const lastHour = samples.filter((x) => x.atS >= (samples.at(-1)?.atS ?? 0) - 3600);
   const lastHourSlope = slopeMbPerHour(lastHour);
@@ -126,11 +141,7 @@ async function main(): Promise<void> {
     file,
     JSON.stringify(
       {
-        minutes,
-        warmupMinutes,
-        settleMinutes,
-        runtime,
-        redis: !!redisUrl,
+        ...settings,
         slopeMbPerHour: slope,
         lastHourSlopeMbPerHour: lastHourSlope,
         samples,
@@ -142,7 +153,7 @@ async function main(): Promise<void> {
     ),
   );
   process.stdout.write(`\nwrote ${file}\n`);
-  if (failed > 0) process.exitCode = 1;
+  return failed;
 }
 
 await main();
