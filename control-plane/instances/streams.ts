@@ -112,6 +112,11 @@ function followStatus(service: InstanceService, bus: Bus, accountId: number, sse
     sse.send('status', text);
   };
   push();
+  // A tunnel of the current instance opened or closed (the brokers' reports, live-tunnels.ts).
+  const offTunnels = service.tunnels.onChange((id) => {
+    if (sse.open && current?.id === id) push();
+  });
+  sse.onClose(offTunnels);
   const off = bus.subscribe((ev) => {
     if (ev.type !== 'instance.changed' || !sse.open) return;
     if (current && ev.instanceId === current.id) {
