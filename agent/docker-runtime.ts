@@ -21,6 +21,7 @@ import type { Logger } from '../lib/log.js';
 import { parseBrokers, TunnelRelay } from './broker-relay.js';
 import * as api from './docker-api.js';
 import { FailureReason, RuntimeError } from './errors.js';
+import { buildStepMessage } from './images/build.js';
 import { engineGpuSupport, type EngineGpuSupport } from './gpu-support.js';
 import { IsolationFirewall, privateNameservers } from './firewall.js';
 import { freeSubnet, hostRoutes, INSTANCE_PREFIX_LENGTH, parseCidr, subnetAddresses, type Cidr } from './subnets.js';
@@ -40,8 +41,12 @@ export interface DockerRuntimeOptions {
   diskQuota: 'auto' | 'off';
   /** The toolbox to mount at /opt/rc; undefined: none. */
   toolbox?: api.ToolboxMounts;
-  /** Builds an image the project knows how to build locally (npm start's seeded images); false when it does not know it. */
-  buildLocalImage?: (image: string, onProgress: (message: string) => void) => Promise<boolean>;
+  /**
+   * Builds an image the project knows how to build locally (npm start's seeded images), giving
+   * `onOutput` each line of docker build's output (its `Step k/n` lines become the pending
+   * message); false when it does not know the image.
+   */
+  buildLocalImage?: (image: string, onOutput: (line: string) => void) => Promise<boolean>;
   /** Per-instance networks and the firewall around them. */
   isolation: IsolationSettings;
   /** The agent listens on loopback only (one machine, reachable by its own users alone): `auto` may then run without the rules. */
@@ -294,8 +299,13 @@ export class DockerRuntime implements Runtime {
     }
     if (env === undefined && this.opts.buildLocalImage) {
       ctx.onProgress('building image');
+      // Each Dockerfile step the build starts becomes the pending message (step k/n).
+      const onOutput = (line: string) => {
+        const step = buildStepMessage(line);
+        if (step) ctx.onProgress(step);
+      };
       if (
-        await this.opts.buildLocalImage(image, ctx.onProgress).catch((err: unknown) => {
+        await this.opts.buildLocalImage(image, onOutput).catch((err: unknown) => {
           throw new StartFailure(FailureReason.pullFailed, `Building ${image} failed: ${(err as Error).message}`);
         })
       ) {
