@@ -5,12 +5,13 @@
 import * as api from './docker-api.js';
 import { DockerEngine } from './docker-engine.js';
 import { FailureReason } from './errors.js';
+import { buildStepMessage } from './images/build.js';
 import { StartFailure, type StartContext } from './runtime.js';
 
 export interface ImageSettings {
   pullPolicy: api.PullPolicy;
-  /** Builds an image the project knows how to build locally; false when it does not know it. */
-  buildLocalImage?: (image: string, onProgress: (message: string) => void) => Promise<boolean>;
+  /** Builds an image the project knows how to build locally, giving `onOutput` each line of docker build's output (its `Step k/n` lines become the pending message); false when it does not know it. */
+  buildLocalImage?: (image: string, onOutput: (line: string) => void) => Promise<boolean>;
 }
 
 export class DockerImages {
@@ -36,8 +37,13 @@ export class DockerImages {
     }
     if (env === undefined && this.settings.buildLocalImage) {
       ctx.onProgress('building image');
+      // Each Dockerfile step the build starts becomes the pending message (step k/n).
+      const onOutput = (line: string) => {
+        const step = buildStepMessage(line);
+        if (step) ctx.onProgress(step);
+      };
       if (
-        await this.settings.buildLocalImage(image, ctx.onProgress).catch((err: unknown) => {
+        await this.settings.buildLocalImage(image, onOutput).catch((err: unknown) => {
           throw new StartFailure(FailureReason.pullFailed, `Building ${image} failed: ${(err as Error).message}`);
         })
       ) {

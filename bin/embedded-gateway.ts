@@ -55,6 +55,8 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, closers: C
     publicUrl: config.tunnelPublicUrl || undefined,
     maxBodyBytes: config.gatewayMaxBodyBytes,
     limits: tunnelLimitsFromConfig(config),
+    // The control plane lists each instance's tunnels from what the brokers announce.
+    bus: bus,
   });
   const dedicated = createDedicatedEndpoints({ routes, proxyUrl: deps.proxyUrl, maxBodyBytes: config.gatewayMaxBodyBytes });
   closers.add(() => dedicated.close());

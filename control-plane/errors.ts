@@ -145,6 +145,13 @@ export const API_ERRORS = {
     status: 404,
     message: (name: string) => `No model ${name} in the database catalog (models from RC_CONFIG are edited there)`,
   }),
+  /** model.add of a model whose upstreams failed the check (model-check.ts), without `unchecked`. */
+  modelCheckFailed: failure({
+    code: 'RC_ERR_MODEL_CHECK_FAILED',
+    status: 400,
+    publicCode: 'model_check_failed',
+    message: (summary: string) => `${summary} Not saved: fix it, or save it anyway (unchecked: true; rc model add --unchecked).`,
+  }),
   hostNotFound: failure({ code: 'RC_ERR_HOST_NOT_FOUND', status: 404, message: (name: string) => `No host named ${name}` }),
   adminOpUnknown: failure({ code: 'RC_ERR_ADMIN_OP_UNKNOWN', status: 404, message: (name: string) => `Unknown admin operation ${name}` }),
   /** GET /api/operator/accounts/{id} of an id no account has (operator/routes.ts). */

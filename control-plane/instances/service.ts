@@ -30,6 +30,7 @@ import { Launcher, type LaunchInput } from './launch.js';
 import { launchQuote, type LaunchQuote } from './launch-quote.js';
 import { InstanceLifecycle } from './lifecycle.js';
 import { LiveRoutes, type InstanceRoute } from './live-routes.js';
+import { LiveTunnels } from './live-tunnels.js';
 import type { LogTails } from './log-tails.js';
 import { GpuActivity } from './gpu-activity.js';
 import { GpuHistory } from './gpu-history.js';
@@ -71,6 +72,8 @@ export class InstanceService {
   readonly settings: InstanceSettings;
   /** The connections to the host agents, by host name. */
   readonly agents: ReadonlyMap<string, AgentConnection>;
+  /** Each live instance's tunnels, as the gateways' brokers announce them (live-tunnels.ts). */
+  readonly tunnels: LiveTunnels;
   private readonly clock: Clock;
   private readonly urls: PublicUrls;
   private readonly connections: AgentConnections;
@@ -98,6 +101,7 @@ export class InstanceService {
     this.logTails = store.logTails;
     this.hosts = store.hosts;
     this.gpuHistory = new GpuHistory(this.settings.instanceGpuHistorySamples);
+    this.tunnels = new LiveTunnels(o.bus, this.clock);
     this.gpuActivity = new GpuActivity({ busyPct: this.settings.instanceGpuBusyPct, windowMs: this.settings.instanceGpuBusyWindowSec * 1000 }, (id, at) =>
       this.routes.recordActivity(id, at),
     );
@@ -171,6 +175,7 @@ export class InstanceService {
     await this.ticker.stop();
     await this.connections.close();
     this.ticker.flushActivity();
+    this.tunnels.close();
   }
 
   // ---- the API -------------------------------------------------------------------------------
@@ -180,7 +185,7 @@ export class InstanceService {
     const position = this.queuePosition(r);
     if (position !== null) return { ...status, message: queuedMessage(position) };
     if (r.agent_id === null || (r.state !== 'ready' && r.state !== 'pending')) return status;
-    return { ...status, gpus: instanceGpuUsage(this.agents.get(r.agent_id)?.host, r.id) };
+    return { ...status, gpus: instanceGpuUsage(this.agents.get(r.agent_id)?.host, r.id), tunnels: this.tunnels.of(r.id) };
   }
 
   /**

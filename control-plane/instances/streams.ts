@@ -119,6 +119,11 @@ function followStatus(service: InstanceService, bus: Bus, accountId: number, sse
     if (current && ids.has(current.id) && sse.open) sse.send('gpus', JSON.stringify(service.gpus(current, false)));
   });
   sse.onClose(offSamples);
+  // A tunnel of the current instance opened or closed (the brokers' reports, live-tunnels.ts).
+  const offTunnels = service.tunnels.onChange((id) => {
+    if (sse.open && current?.id === id) push();
+  });
+  sse.onClose(offTunnels);
   const off = bus.subscribe((ev) => {
     if (ev.type !== 'instance.changed' || !sse.open) return;
     if (current && ev.instanceId === current.id) {

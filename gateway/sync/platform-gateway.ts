@@ -63,6 +63,8 @@ export async function platformGatewayParts(config: Config, o: { url: string; tok
     publicUrl: config.tunnelPublicUrl || undefined,
     maxBodyBytes: config.gatewayMaxBodyBytes,
     limits: tunnelLimitsFromConfig(config),
+    // The control plane lists each instance's tunnels from what the brokers announce.
+    bus: o.bus,
   });
   let tunnels: Server | undefined;
   return {
