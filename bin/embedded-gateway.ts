@@ -8,7 +8,7 @@ import type { Server } from '../lib/http.js';
 import type { Logger } from '../lib/log.js';
 import type { Store } from '../control-plane/store.js';
 import { storeKeySource } from '../control-plane/sources.js';
-import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
+import { createDedicatedEndpoints, dedicatedInflightFromConfig } from '../gateway/dedicated/routes.js';
 import type { InstanceRoutes } from '../lib/instance-routes.js';
 import { createTunnelBroker, tunnelLimitsFromConfig } from '../gateway/tunnel/broker.js';
 import { assertTunnelsApart } from '../gateway/tunnel/origins.js';
@@ -56,7 +56,12 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, closers: C
     maxBodyBytes: config.gatewayMaxBodyBytes,
     limits: tunnelLimitsFromConfig(config),
   });
-  const dedicated = createDedicatedEndpoints({ routes, proxyUrl: deps.proxyUrl, maxBodyBytes: config.gatewayMaxBodyBytes });
+  const dedicated = createDedicatedEndpoints({
+    routes,
+    proxyUrl: deps.proxyUrl,
+    maxBodyBytes: config.gatewayMaxBodyBytes,
+    inflight: dedicatedInflightFromConfig(config),
+  });
   closers.add(() => dedicated.close());
   const gatewayOptions = gatewayOptionsFromConfig(config);
   const gateway = await createGateway({
