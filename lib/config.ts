@@ -558,7 +558,7 @@ export const SETTINGS = {
     'RC_GATEWAY_STREAMS_PER_ADDRESS',
     positiveInt,
     512,
-    'Model gateway: streams open per client address on the shared model routes (429 stream_limit_exceeded beyond)',
+    'Model gateway: streams open per client address on the shared model routes (addresses are read once the gateway holds half as many streams; 429 stream_limit_exceeded beyond)',
   ),
   dedicatedInflightPerInstance: setting(
     'RC_DEDICATED_INFLIGHT_PER_INSTANCE',

@@ -15,11 +15,20 @@
 // (429 with Retry-After, in the route's shape) with a message naming the limit and its setting.
 // The counts are per process: what they protect (descriptors, memory) is per process (README,
 // "Limits and replicas").
+//
+// Reading a client's address costs a string from uWS (an ArrayBuffer, then its text: about 5k
+// instructions under callgrind, 5 % of a relayed stream). Where that matters (the model gateway's
+// streams) the limits read it lazily (`lazyAddresses`): only while the process holds at least
+// half the per-address bound, and from then on each address may open at most the other half.
+// Streams opened before were not counted per address, but there are fewer than half the bound of
+// them (each was opened while the process held fewer), so no address ever holds more than the
+// bound, and a process holding few streams never reads an address.
 
-/** One bound: at most `max` held per key, and the setting that sets it. */
+/** One bound: at most `max` held per key, the setting that sets it, and its value (`limit`, the one refusals name). */
 export interface HeldBound {
   max: number;
   setting: string;
+  limit: number;
 }
 
 /** Why a held response was refused: the message the client gets, and how long it should wait. */
@@ -56,13 +65,6 @@ export class HeldCounts<K> {
   get size(): number {
     return this.n.size;
   }
-
-  /** Everything held, all keys together. */
-  total(): number {
-    let sum = 0;
-    for (const v of this.n.values()) sum += v;
-    return sum;
-  }
 }
 
 export interface HeldLimitSettings {
@@ -70,6 +72,8 @@ export interface HeldLimitSettings {
   perAddress: number;
   /** Only where an instance owns what is held (dedicated endpoints); undefined: not counted per instance. */
   perInstance?: number | undefined;
+  /** Read addresses only while the process holds at least half `perAddress` (the head comment). */
+  lazyAddresses?: boolean;
 }
 
 /** The settings' names, for the refusal messages. */
@@ -88,6 +92,10 @@ export class HeldLimits {
   readonly byAccount: HeldCounts<number>;
   readonly byAddress: HeldCounts<string>;
   readonly byInstance: HeldCounts<string> | undefined;
+  /** Held now, all keys together. */
+  private count = 0;
+  /** The count from which addresses are read (0: always). */
+  private readonly addressesFrom: number;
 
   constructor(
     /** What is held, as the refusal names it ("streams", "requests in flight"). */
@@ -96,39 +104,51 @@ export class HeldLimits {
     names: HeldSettingNames,
     readonly retryAfterSec: number,
   ) {
-    this.byAccount = new HeldCounts({ max: settings.perAccount, setting: names.perAccount });
-    this.byAddress = new HeldCounts({ max: settings.perAddress, setting: names.perAddress });
+    const perAddress = settings.perAddress;
+    this.addressesFrom = settings.lazyAddresses ? Math.floor(perAddress / 2) : 0;
+    this.byAccount = new HeldCounts({ max: settings.perAccount, setting: names.perAccount, limit: settings.perAccount });
+    this.byAddress = new HeldCounts({ max: perAddress - this.addressesFrom, setting: names.perAddress, limit: perAddress });
     this.byInstance =
       settings.perInstance === undefined || names.perInstance === undefined
         ? undefined
-        : new HeldCounts({ max: settings.perInstance, setting: names.perInstance });
+        : new HeldCounts({ max: settings.perInstance, setting: names.perInstance, limit: settings.perInstance });
   }
 
-  /** Takes a place for `account` from `address` (and `instance`); undefined when taken, else why not. */
-  take(account: number, address: string, instance?: string): HeldRefusal | undefined {
+  /** Whether `take` needs the client's address now (always, unless `lazyAddresses`). */
+  get needsAddress(): boolean {
+    return this.count >= this.addressesFrom;
+  }
+
+  /**
+   * Takes a place for `account` from `address` (and `instance`); undefined when taken, else why
+   * not. `address` undefined: not counted per address (only while `needsAddress` is false).
+   */
+  take(account: number, address: string | undefined, instance?: string): HeldRefusal | undefined {
     const byInstance = instance === undefined ? undefined : this.byInstance;
     if (byInstance?.full(instance!)) return this.refusal(byInstance.bound, 'for this instance');
     if (this.byAccount.full(account)) return this.refusal(this.byAccount.bound, 'for this account');
-    if (this.byAddress.full(address)) return this.refusal(this.byAddress.bound, 'from this address');
+    if (address !== undefined && this.byAddress.full(address)) return this.refusal(this.byAddress.bound, 'from this address');
     byInstance?.add(instance!);
     this.byAccount.add(account);
-    this.byAddress.add(address);
+    if (address !== undefined) this.byAddress.add(address);
+    this.count++;
     return undefined;
   }
 
   /** Gives back a place `take` gave (the same keys). */
-  give(account: number, address: string, instance?: string): void {
+  give(account: number, address: string | undefined, instance?: string): void {
     if (instance !== undefined) this.byInstance?.remove(instance);
     this.byAccount.remove(account);
-    this.byAddress.remove(address);
+    if (address !== undefined) this.byAddress.remove(address);
+    this.count--;
   }
 
   /** What is held now (tests, metrics): keys holding something, and the total. */
   held(): { accounts: number; addresses: number; instances: number; total: number } {
-    return { accounts: this.byAccount.size, addresses: this.byAddress.size, instances: this.byInstance?.size ?? 0, total: this.byAccount.total() };
+    return { accounts: this.byAccount.size, addresses: this.byAddress.size, instances: this.byInstance?.size ?? 0, total: this.count };
   }
 
   private refusal(bound: HeldBound, owner: string): HeldRefusal {
-    return new HeldRefusal(`Too many ${this.what} ${owner}: at most ${bound.max} (${bound.setting}); wait for one to end`, this.retryAfterSec);
+    return new HeldRefusal(`Too many ${this.what} ${owner}: at most ${bound.limit} (${bound.setting}); wait for one to end`, this.retryAfterSec);
   }
 }

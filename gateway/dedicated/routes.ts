@@ -29,7 +29,7 @@ export interface DedicatedOptions {
   inflight?: Partial<HeldLimitSettings>;
 }
 
-export const DEFAULT_DEDICATED_INFLIGHT: Required<HeldLimitSettings> = { perInstance: 512, perAccount: 1024, perAddress: 1024 };
+export const DEFAULT_DEDICATED_INFLIGHT: HeldLimitSettings = { perInstance: 512, perAccount: 1024, perAddress: 1024 };
 
 /** Seconds a refused client is told to wait: requests to an instance end within seconds to minutes. */
 export const DEDICATED_RETRY_AFTER_SEC = 5;

@@ -14,9 +14,10 @@ export const DEFAULT_STREAM_LIMITS: StreamLimitSettings = { perAccount: 256, per
 export const STREAM_RETRY_AFTER_SEC = 5;
 
 export function modelStreamLimits(settings: StreamLimitSettings): HeldLimits {
+  // Addresses read lazily: a stream's own work is some 100k instructions, an address 5k.
   return new HeldLimits(
     'streams',
-    settings,
+    { ...settings, lazyAddresses: true },
     { perAccount: 'RC_GATEWAY_STREAMS_PER_ACCOUNT', perAddress: 'RC_GATEWAY_STREAMS_PER_ADDRESS' },
     STREAM_RETRY_AFTER_SEC,
   );

@@ -72,7 +72,8 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
   decision: Allowed | undefined = undefined;
   /** The client asked for a stream (set by the route before fitAndAdmit): it holds a stream place (held-streams.ts) until `finish`. */
   stream = false;
-  /** The client address a stream place is held under; undefined: none held. */
+  /** Whether it holds a stream place, and the client address it is counted under (undefined: not per address). */
+  private streamHeld = false;
   private streamAddress: string | undefined = undefined;
   private slot = false;
   private finished = false;
@@ -98,9 +99,14 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
    */
   holdStream(): HeldRefusal | undefined {
     if (this.res.aborted) return undefined; // the request finishes as client-closed on its way
-    const address = Buffer.from(this.res.getRemoteAddressAsText()).toString();
-    const refusal = this.ctx.streams.take(this.accountId, address);
-    if (refusal === undefined) this.streamAddress = address;
+    const streams = this.ctx.streams;
+    // The address costs a string from uWS: read only while the process holds many streams (lib/held-limits.ts).
+    const address = streams.needsAddress ? Buffer.from(this.res.getRemoteAddressAsText()).toString() : undefined;
+    const refusal = streams.take(this.accountId, address);
+    if (refusal === undefined) {
+      this.streamHeld = true;
+      this.streamAddress = address;
+    }
     return refusal;
   }
 
@@ -130,9 +136,9 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
       this.slot = false;
       ctx.admission.leave();
     }
-    if (this.streamAddress !== undefined) {
+    if (this.streamHeld) {
+      this.streamHeld = false;
       ctx.streams.give(this.accountId, this.streamAddress);
-      this.streamAddress = undefined;
     }
     const model = this.model;
     if (model !== undefined && usage !== undefined && usage !== ZERO_USAGE) model.series.tokens(usage.inputTokens, usage.outputTokens);

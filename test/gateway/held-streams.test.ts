@@ -73,7 +73,7 @@ test('streams per account: past the bound 429 stream_limit_exceeded on every rou
   });
   for (const h of held) assert.equal(h.status, 200, h.text);
   assert.equal(backend.held.length, 3);
-  assert.deepEqual(streams.held(), { accounts: 1, addresses: 1, instances: 0, total: 3 });
+  assert.deepEqual(streams.held(), { accounts: 1, addresses: 0, instances: 0, total: 3 }); // 3 streams: far below half the address bound
 
   // A fourth, on each route: refused in the route's shape, the limit named.
   const message = 'Too many streams for this account: at most 3 (RC_GATEWAY_STREAMS_PER_ACCOUNT); wait for one to end';
@@ -121,22 +121,27 @@ test('streams per account: past the bound 429 stream_limit_exceeded on every rou
   await waitFor(() => backend.held.length === 0);
 });
 
-test('streams per address: past the bound the address is refused whatever the account, another address is served', async (t) => {
-  const { gateway, keyA, keyB } = await setup(t, { perAddress: 2 });
+test('streams per address: past the bound the address is refused whatever the account, another address is served; addresses read only past half the bound', async (t) => {
+  const { gateway, keyA, keyB } = await setup(t, { perAddress: 4 });
   const streams = gateway.context.streams;
+  // The first two (half the bound) are not counted per address: no address is read.
   const held = [await chatStream(gateway, keyA), await chatStream(gateway, keyB)];
   t.after(() => {
     for (const h of held) h.abort();
   });
+  assert.deepEqual(streams.held(), { accounts: 2, addresses: 0, instances: 0, total: 2 });
+  // From then on the address is counted, and may open the other half.
+  held.push(await chatStream(gateway, keyA), await chatStream(gateway, keyB));
   for (const h of held) assert.equal(h.status, 200);
+  assert.deepEqual(streams.held(), { accounts: 2, addresses: 1, instances: 0, total: 4 });
   const refused = await chatStream(gateway, keyB);
   assert.equal(refused.status, 429);
-  assert.equal(JSON.parse(refused.text).error.message, 'Too many streams from this address: at most 2 (RC_GATEWAY_STREAMS_PER_ADDRESS); wait for one to end');
+  assert.equal(JSON.parse(refused.text).error.message, 'Too many streams from this address: at most 4 (RC_GATEWAY_STREAMS_PER_ADDRESS); wait for one to end');
   // Another address (loopback 127.0.0.2), same accounts: served.
   const elsewhere = await chatStream(gateway, keyA, '127.0.0.2');
   assert.equal(elsewhere.status, 200);
   held.push(elsewhere);
-  assert.deepEqual(streams.held(), { accounts: 2, addresses: 2, instances: 0, total: 3 });
+  assert.deepEqual(streams.held(), { accounts: 2, addresses: 2, instances: 0, total: 5 });
   for (const h of held) h.abort();
   await waitFor(() => streams.held().total === 0);
   assert.deepEqual(streams.held(), { accounts: 0, addresses: 0, instances: 0, total: 0 });
