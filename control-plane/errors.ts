@@ -32,6 +32,14 @@ export const API_ERRORS = {
   tooDeep: failure({ code: 'RC_ERR_TOO_DEEP', status: 400, message: `Request body nests deeper than ${MAX_JSON_DEPTH} levels` }),
   /** Input a route's zod schema refused; the message names the fields (validate.ts). */
   validation: failure({ code: 'RC_ERR_VALIDATION', status: 400, message: (issues: string) => issues }),
+  /** An event stream past RC_API_STREAMS_PER_ACCOUNT or _PER_ADDRESS (router.ts; the message names which, lib/held-limits.ts). */
+  streamLimit: failure({
+    code: 'RC_ERR_STREAM_LIMIT',
+    status: 429,
+    publicCode: 'stream_limit_exceeded',
+    message: (message: string, _retryAfterSec: number) => message,
+    headers: (_message: string, retryAfterSec: number) => retryAfter(retryAfterSec),
+  }),
 
   // Credentials (auth.ts, router.ts).
   noApiKey: failure({ code: 'RC_ERR_NO_API_KEY', status: 401, message: 'Unauthorized: No API key provided.' }),

@@ -2,6 +2,7 @@
 // messages protocol), /metrics and /health, over an in-memory key directory and catalog.
 import { DEFAULT_PARSE_BUDGET } from './request/parse-budget.js';
 import { DEFAULT_UPLOAD_LIMITS, UploadLimits } from '../lib/upload-limits.js';
+import { DEFAULT_STREAM_LIMITS, modelStreamLimits } from './request/held-streams.js';
 import type { Bus } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import { ListenError } from '../lib/errors.js';
@@ -72,12 +73,14 @@ export const DEFAULT_LIMITS: GatewayLimits = {
   defaultMaxTokens: 1024,
   parseBudget: DEFAULT_PARSE_BUDGET,
   uploads: DEFAULT_UPLOAD_LIMITS,
+  streams: DEFAULT_STREAM_LIMITS,
 };
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const logger = options.logger ?? createLogger(undefined, { part: 'gateway' });
   const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...options.limits };
   limits.uploads = { ...DEFAULT_UPLOAD_LIMITS, ...options.limits?.uploads };
+  limits.streams = { ...DEFAULT_STREAM_LIMITS, ...options.limits?.streams };
   const metrics = new GatewayMetrics();
   const admission = new Admission(limits.maxInflight);
   metrics.inflight = () => admission.inflight;
@@ -98,6 +101,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     upstreams,
     admission,
     uploads: new UploadLimits(limits.uploads),
+    streams: modelStreamLimits(limits.streams),
     gate: options.gate ?? openGate,
     metrics,
     authenticate: (authorization, xApiKey) => credentials.key(authorization, xApiKey),

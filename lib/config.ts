@@ -500,8 +500,8 @@ export const SETTINGS = {
     15_000,
     'rc gateway with a control plane: traffic to an instance is reported (idle timer) at most once per this interval per replica',
   ),
-  // Per-tenant bounds of issue 44 (tunnels, log bytes, uploads): gateway/tunnel/limits.ts,
-  // agent/log-file.ts, lib/upload-limits.ts.
+  // Per-tenant bounds of issue 44 (tunnels, log bytes, uploads, held responses): gateway/tunnel/limits.ts,
+  // agent/log-file.ts, lib/upload-limits.ts, lib/held-limits.ts. Per process (README, "Limits and replicas").
   tunnelMaxPerInstance: setting('RC_TUNNEL_MAX_PER_INSTANCE', positiveInt, 16, 'Live tunnels per instance (429 beyond)'),
   tunnelMaxPerAccount: setting('RC_TUNNEL_MAX_PER_ACCOUNT', positiveInt, 32, 'Live tunnels per account, all its instances together (429 beyond)'),
   tunnelMaxPerAddress: setting(
@@ -527,26 +527,76 @@ export const SETTINGS = {
     'RC_GATEWAY_UPLOADS_PER_ADDRESS',
     positiveInt,
     256,
-    'Model gateway: request bodies still arriving per client address (429 beyond; a body that arrives in one read never counts)',
+    'Model gateway (shared model routes and dedicated endpoints): request bodies still arriving per client address (429 beyond; a body that arrives in one read never counts)',
   ),
   gatewayUploadsPerAccount: setting(
     'RC_GATEWAY_UPLOADS_PER_ACCOUNT',
     positiveInt,
     128,
-    'Model gateway: request bodies still arriving per account (429 beyond)',
+    'Model gateway (shared model routes and dedicated endpoints): request bodies still arriving per account (429 beyond)',
   ),
   gatewayUploadBytesPerAddress: setting(
     'RC_GATEWAY_UPLOAD_BYTES_PER_ADDRESS',
     positiveInt,
     256 * 1024 * 1024,
-    'Model gateway: bytes of request bodies still arriving per client address (429 beyond)',
+    'Model gateway (shared model routes and dedicated endpoints): bytes of request bodies still arriving per client address (429 beyond)',
   ),
   gatewayUploadBytesPerAccount: setting(
     'RC_GATEWAY_UPLOAD_BYTES_PER_ACCOUNT',
     positiveInt,
     128 * 1024 * 1024,
-    'Model gateway: bytes of request bodies still arriving per account (429 beyond)',
+    'Model gateway (shared model routes and dedicated endpoints): bytes of request bodies still arriving per account (429 beyond)',
   ),
+  dedicatedUploadsPerInstance: setting(
+    'RC_DEDICATED_UPLOADS_PER_INSTANCE',
+    positiveInt,
+    64,
+    "Dedicated endpoints: request bodies still arriving per instance (429 beyond; they count against their address's and account's RC_GATEWAY_UPLOAD* limits too)",
+  ),
+  dedicatedUploadBytesPerInstance: setting(
+    'RC_DEDICATED_UPLOAD_BYTES_PER_INSTANCE',
+    positiveInt,
+    64 * 1024 * 1024,
+    'Dedicated endpoints: bytes of request bodies still arriving per instance (429 beyond)',
+  ),
+  // Responses held open (lib/held-limits.ts): streams, requests waiting on an instance, event streams.
+  gatewayStreamsPerAccount: setting(
+    'RC_GATEWAY_STREAMS_PER_ACCOUNT',
+    positiveInt,
+    256,
+    'Model gateway: streams open per account on the shared model routes (stream: true; 429 stream_limit_exceeded beyond)',
+  ),
+  gatewayStreamsPerAddress: setting(
+    'RC_GATEWAY_STREAMS_PER_ADDRESS',
+    positiveInt,
+    512,
+    'Model gateway: streams open per client address on the shared model routes (addresses are read once the gateway holds half as many streams; 429 stream_limit_exceeded beyond)',
+  ),
+  dedicatedInflightPerInstance: setting(
+    'RC_DEDICATED_INFLIGHT_PER_INSTANCE',
+    positiveInt,
+    512,
+    'Dedicated endpoints: requests in flight per instance, streams included, from admission to the end of the response (429 beyond)',
+  ),
+  dedicatedInflightPerAccount: setting(
+    'RC_DEDICATED_INFLIGHT_PER_ACCOUNT',
+    positiveInt,
+    1024,
+    'Dedicated endpoints: requests in flight per account, all its instances together (429 beyond)',
+  ),
+  dedicatedInflightPerAddress: setting(
+    'RC_DEDICATED_INFLIGHT_PER_ADDRESS',
+    positiveInt,
+    1024,
+    'Dedicated endpoints: requests in flight per client address (429 beyond)',
+  ),
+  apiStreamsPerAccount: setting(
+    'RC_API_STREAMS_PER_ACCOUNT',
+    positiveInt,
+    16,
+    'Platform API: event streams open per account (instance status, logs, operator events; 429 beyond)',
+  ),
+  apiStreamsPerAddress: setting('RC_API_STREAMS_PER_ADDRESS', positiveInt, 64, 'Platform API: event streams open per client address (429 beyond)'),
   agentLogFileBytes: setting(
     'RC_AGENT_LOG_FILE_BYTES',
     z.coerce.number().int().min(4096),
