@@ -135,6 +135,7 @@ export function hostFromPb(m: pb.HostInfo): t.HostInfo {
       model: g.model,
       memoryMb: g.memoryMb,
       instanceId: g.instanceId,
+      ...(g.uuid ? { uuid: g.uuid } : {}),
       ...(g.usage ? { usage: { utilizationPct: g.usage.utilizationPct, memoryUsedMb: g.usage.memoryUsedMb, sampledAtMs: Number(g.usage.sampledAtMs) } } : {}),
     })),
     freeGpus: m.freeGpus,

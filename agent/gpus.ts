@@ -124,6 +124,12 @@ export class GpuAllocator {
   }
 
   snapshot(): Gpu[] {
-    return this.inventory.devices.map((d) => ({ index: d.index, model: d.model, memoryMb: d.memoryMb, instanceId: this.owners.get(d.index) ?? '' }));
+    return this.inventory.devices.map((d) => ({
+      index: d.index,
+      model: d.model,
+      memoryMb: d.memoryMb,
+      instanceId: this.owners.get(d.index) ?? '',
+      ...(d.uuid ? { uuid: d.uuid } : {}),
+    }));
   }
 }

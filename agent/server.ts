@@ -4,7 +4,7 @@
 //
 // startAgent puts the parts together: the directories and their lock (data-dir.ts), the state
 // file, the runtime (runtime-setup.ts), the GPUs, the supervisor and its reconciliation with what
-// still runs (supervisor.ts), the service's handlers (grpc-service.ts) behind the token
+// still runs (supervisor.ts, instance-adopt.ts), the service's handlers (grpc-service.ts) behind the token
 // (token-auth.ts), the gRPC listener (grpc-listener.ts) and the lost control plane
 // (control-plane-watchdog.ts). Closing stops serving; the instances keep running.
 import type { LogCap } from './log-file.js';

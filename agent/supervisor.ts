@@ -1,5 +1,13 @@
-// The supervisor: the lifecycle of every instance on this host. It owns the state file, the GPU
-// and port accounting, readiness, exit detection, logs, events, and reconciliation after a restart.
+// The supervisor: the lifecycle of every instance on this host, as the gRPC service (and the
+// control-plane watchdog) call it. A facade over one module per concern, which share the instance
+// table (so a status changes in one place):
+//   instance-table.ts      the records (state file), what lives only while the agent runs, status changes
+//   instance-launch.ts     start, the runtime's start, readiness, exit detection, failure cleanup
+//   instance-stop.ts       stop, remove, reconcile, stop everything
+//   instance-adopt.ts      after a restart: adopt what still runs, fail what is gone, kill orphans
+//   instance-resources.ts  the GPUs and host ports instances hold
+//   instance-events.ts     what a watcher of events sees (replay or snapshot, then live)
+//   instance-output.ts     instance output: the log file, following it, failure details
 // Apart from it: what is written for an instance before it starts (instance-files.ts), the host
 // status and its watchers (host-status.ts), the GPU variables and the engine's GPU support
 // (gpus.ts, gpu-support.ts).
@@ -8,29 +16,23 @@
 //    \-> failed (reason, detail)          ready -> failed (exited)        any -> removed (event only)
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
-import { AgentClosingError, AgentInstanceNotFoundError, AgentSpecMismatchError, FailureReason } from './errors.js';
+import { AgentClosingError } from './errors.js';
 import { EventHub, type EventListener } from './events.js';
-import { gpuLaunchRefusal } from './gpu-support.js';
-import { instanceGpuEnv, type GpuAllocator } from './gpus.js';
-import { DEFAULT_LOG_CAP, type LogCap } from './log-file.js';
-import { LogWatcher, readKeptLines, readLastLines, type LogFollower } from './logs.js';
+import type { GpuAllocator } from './gpus.js';
+import type { LogCap } from './log-file.js';
+import type { LogFollower } from './logs.js';
 import { HostStatus } from './host-status.js';
+import { InstanceAdopter } from './instance-adopt.js';
+import { InstanceEvents } from './instance-events.js';
 import { InstanceFiles } from './instance-files.js';
-import { HostPorts } from './ports.js';
-import { SERVING_TYPES, waitReady } from './readiness.js';
-import { StartFailure, type ExitInfo, type Runtime } from './runtime.js';
-import { redactSpec, specHash, validateSpec } from './spec.js';
-import type { InstanceRecord, RuntimeRef, StateStore } from './state.js';
-import {
-  ACTIVE_STATES,
-  type GpuUsage,
-  type HostInfo,
-  type InstanceEvent,
-  type InstanceInfo,
-  type InstanceState,
-  type LaunchSpec,
-  type ReconcileResult,
-} from './types.js';
+import { InstanceLauncher } from './instance-launch.js';
+import { InstanceOutput } from './instance-output.js';
+import { InstanceResources } from './instance-resources.js';
+import { InstanceStopper } from './instance-stop.js';
+import { InstanceTable } from './instance-table.js';
+import type { Runtime } from './runtime.js';
+import type { RuntimeRef, StateStore } from './state.js';
+import type { GpuUsage, HostInfo, InstanceEvent, InstanceInfo, LaunchSpec, ReconcileResult } from './types.js';
 
 export interface SupervisorOptions {
   store: StateStore;
@@ -57,47 +59,56 @@ export interface SupervisorOptions {
   clock: Clock;
 }
 
-/** What exists only while the agent runs, per live instance. */
-interface Live {
-  abort: AbortController;
-  /** Settles when the start sequence (through readiness) is over. */
-  launching: Promise<void> | undefined;
-  stopping: Promise<void> | undefined;
-  /** Set while a failure cleans up (the status turns failed once nothing of the instance runs). */
-  failing: Promise<void> | undefined;
-  cancelExitWatch: (() => void) | undefined;
-  stopLogCopy: (() => void) | undefined;
-  logs: LogWatcher | undefined;
-}
-
-const FAILURE_LOG_LINES = 20;
-
 export class Supervisor {
   private readonly store: StateStore;
   private readonly runtime: Runtime;
   readonly gpus: GpuAllocator;
-  private readonly ports: HostPorts;
-  private readonly hub = new EventHub();
-  private readonly live = new Map<string, Live>();
+  private readonly table: InstanceTable;
+  private readonly events: InstanceEvents;
+  private readonly output: InstanceOutput;
   private readonly hostStatus: HostStatus;
-  private readonly files: InstanceFiles;
-  private readonly log: Logger;
+  private readonly launcher: InstanceLauncher;
+  private readonly stopper: InstanceStopper;
+  private readonly adopter: InstanceAdopter;
   private closed = false;
 
-  constructor(private readonly opts: SupervisorOptions) {
-    this.store = opts.store;
-    this.runtime = opts.runtime;
-    this.gpus = opts.gpus;
-    this.ports = new HostPorts(opts.runtime.checkHost);
-    this.log = opts.logger;
-    this.files = new InstanceFiles(opts.store.dir, opts.instancesRoot);
+  constructor(opts: SupervisorOptions) {
+    const { store, runtime, gpus, logger, clock, stopGraceMs } = opts;
+    this.store = store;
+    this.runtime = runtime;
+    this.gpus = gpus;
+    const hub = new EventHub();
+    const table = new InstanceTable({ store, hub, logger, clock });
+    const files = new InstanceFiles(store.dir, opts.instancesRoot);
     this.hostStatus = new HostStatus({
       agentId: () => this.agentId,
-      runtime: opts.runtime.kind,
+      runtime: runtime.kind,
       advertiseHost: opts.advertiseHost,
-      gpus: opts.gpus,
+      gpus,
       usage: opts.gpuUsage,
     });
+    const resources = new InstanceResources(gpus, runtime, () => this.hostStatus.changed());
+    const output = new InstanceOutput(table, files, runtime, opts.logCap);
+    const launcher = new InstanceLauncher({
+      table,
+      resources,
+      output,
+      files,
+      runtime,
+      advertiseHost: opts.advertiseHost,
+      readyTimeoutMs: opts.readyTimeoutMs,
+      servingReadyTimeoutMs: opts.servingReadyTimeoutMs,
+      stopGraceMs,
+      logger,
+      clock,
+    });
+    const stopper = new InstanceStopper({ table, resources, files, runtime, stopGraceMs });
+    this.adopter = new InstanceAdopter({ table, resources, launcher, stopper, runtime, stopGraceMs, logger });
+    this.table = table;
+    this.events = new InstanceEvents(hub, table);
+    this.output = output;
+    this.launcher = launcher;
+    this.stopper = stopper;
   }
 
   get agentId(): string {
@@ -105,369 +116,50 @@ export class Supervisor {
   }
 
   get seq(): number {
-    return this.store.state.seq;
+    return this.table.seq;
   }
-
-  private get records(): Record<string, InstanceRecord> {
-    return this.store.state.instances;
-  }
-
-  private logFile(id: string): string {
-    return this.files.logFile(id);
-  }
-
-  // ---- restart: adopt what still runs, fail what is gone, kill orphans -----------------------
 
   /** Takes over the instances recorded in the state file. Call once, before serving. */
-  async adopt(): Promise<void> {
-    await this.runtime.init?.();
-    const refusal = this.gpuRefusal(1);
-    if (refusal) this.log.warn('GPU launches will be refused', { detail: refusal });
-    // What the runtime runs for this agent, by instance id (labels or the environment say which).
-    const found = await this.runtime.discover();
-    for (const rec of Object.values(this.records)) {
-      const { info } = rec;
-      if (!ACTIVE_STATES.has(info.state)) continue;
-      // Killed between the runtime's start and the state-file write: take the one the runtime found.
-      if (!rec.ref && found.get(info.instanceId)?.length === 1) {
-        rec.ref = found.get(info.instanceId)![0]!;
-        info.runtimeId = this.runtime.describe(rec.ref);
-        this.store.save();
-      }
-      const running = rec.ref ? await this.runtime.isRunning(rec.ref) : false;
-      if (!running) {
-        if (rec.ref) await this.runtime.stop(rec.ref, 0); // leftovers of its process group
-        this.transition(
-          rec,
-          info.state === 'stopping' ? 'stopped' : 'failed',
-          info.state === 'stopping' ? '' : 'Instance is no longer running',
-          info.state === 'stopping' ? '' : FailureReason.lost,
-          info.state === 'stopping' ? '' : 'The instance was not running when the agent restarted',
-        );
-        continue;
-      }
-      this.gpus.claim(info.instanceId, info.gpus);
-      this.ports.claim(info.endpoints.map((e) => e.hostPort));
-      await this.runtime
-        .resume?.(info.spec, rec.ref!)
-        .catch((err: unknown) => this.log.warn('resuming an adopted instance failed', { instanceId: info.instanceId, err }));
-      const live = this.newLive(info.instanceId);
-      this.watch(rec, live);
-      this.log.info('adopted instance', { instanceId: info.instanceId, state: info.state, runtimeId: info.runtimeId });
-      if (info.state === 'pending') live.launching = this.awaitReady(rec, live);
-      else if (info.state === 'stopping') void this.stop(info.instanceId, this.opts.stopGraceMs).catch(() => {});
-    }
-    // Processes or containers of this agent that no active record accounts for.
-    for (const [id, refs] of found) {
-      const rec = this.records[id];
-      for (const ref of refs) {
-        const ours = rec && ACTIVE_STATES.has(rec.info.state) && rec.ref && this.runtime.describe(rec.ref) === this.runtime.describe(ref);
-        if (ours) continue;
-        this.log.warn('stopping orphan', { instanceId: id, runtimeId: this.runtime.describe(ref) });
-        await this.runtime.stop(ref, this.opts.stopGraceMs);
-        await this.runtime.remove(ref);
-      }
-    }
+  adopt(): Promise<void> {
+    return this.adopter.adopt();
   }
 
-  // ---- start ----------------------------------------------------------------------------------
-
-  /**
-   * Starts an instance (or returns the existing one for a repeated call with the same spec). The
-   * record is created synchronously, so concurrent calls with one id cannot both start it, and GPUs
-   * are assigned synchronously, so concurrent starts never share a GPU.
-   */
+  /** Starts an instance, or returns the existing one for a repeated call with the same spec (instance-launch.ts). */
   start(input: LaunchSpec): { info: InstanceInfo; created: boolean } {
     if (this.closed) throw new AgentClosingError();
-    const spec = validateSpec(input);
-    const hash = specHash(spec);
-    const existing = this.records[spec.instanceId];
-    if (existing) {
-      if (existing.specHash !== hash) throw new AgentSpecMismatchError(spec.instanceId);
-      return { info: existing.info, created: false };
-    }
-    const now = this.opts.clock.now();
-    const rec: InstanceRecord = {
-      specHash: hash,
-      info: {
-        instanceId: spec.instanceId,
-        state: 'pending',
-        message: 'starting',
-        reason: '',
-        detail: '',
-        seq: 0,
-        createdAtMs: now,
-        updatedAtMs: now,
-        runtime: this.runtime.kind,
-        gpus: [],
-        endpoints: [],
-        spec: redactSpec(spec),
-        runtimeId: '',
-      },
-    };
-    this.records[spec.instanceId] = rec;
-    const refusal = this.gpuRefusal(spec.gpuCount);
-    if (refusal) {
-      this.transition(rec, 'failed', 'GPUs cannot be used in containers on this host', FailureReason.gpuRuntimeMissing, refusal);
-      return { info: rec.info, created: true };
-    }
-    const gpus = this.gpus.allocate(spec.instanceId, spec.gpuCount);
-    if (!gpus) {
-      this.transition(
-        rec,
-        'failed',
-        'Not enough free GPUs',
-        FailureReason.gpusUnavailable,
-        `Requested ${spec.gpuCount} GPUs; ${this.gpus.free} of ${this.gpus.total} are free`,
-      );
-      return { info: rec.info, created: true };
-    }
-    rec.info.gpus = gpus;
-    this.transition(rec, 'pending', 'starting');
-    this.notifyHost();
-    const live = this.newLive(spec.instanceId);
-    live.launching = this.launch(rec, spec, live);
-    return { info: rec.info, created: true };
+    return this.launcher.start(input);
   }
-
-  /**
-   * Why a launch of `gpuCount` real GPUs cannot work here (the engine cannot give containers GPUs),
-   * or undefined. Simulated GPUs are never requested from the engine, so they need nothing.
-   */
-  private gpuRefusal(gpuCount: number): string | undefined {
-    return gpuLaunchRefusal(gpuCount, this.gpus.inventory.source, this.runtime.gpuSupport);
-  }
-
-  private newLive(id: string): Live {
-    const live: Live = {
-      abort: new AbortController(),
-      launching: undefined,
-      stopping: undefined,
-      failing: undefined,
-      cancelExitWatch: undefined,
-      stopLogCopy: undefined,
-      logs: undefined,
-    };
-    this.live.set(id, live);
-    return live;
-  }
-
-  private async launch(rec: InstanceRecord, spec: LaunchSpec, live: Live): Promise<void> {
-    const id = spec.instanceId;
-    try {
-      const hostPorts = new Map<number, number>();
-      for (const port of spec.ports) hostPorts.set(port, await this.ports.allocate());
-      rec.info.endpoints = spec.ports.map((port) => ({ port, host: this.opts.advertiseHost, hostPort: hostPorts.get(port)! }));
-      const { instanceDir, homeDir, volumePath } = this.files.provision(spec, this.runtime.kind);
-      if (live.abort.signal.aborted) return;
-      const gpuDeviceIds = this.gpus.deviceIds(rec.info.gpus);
-      const ref = await this.runtime.start({
-        spec,
-        gpus: rec.info.gpus,
-        gpuDeviceIds,
-        hostPorts,
-        instanceDir,
-        homeDir,
-        logFile: this.logFile(id),
-        volumePath,
-        agentEnv: {
-          RC_INSTANCE_ID: id,
-          ...instanceGpuEnv(this.runtime.kind, rec.info.gpus, gpuDeviceIds),
-          ...(spec.sshPublicKey ? { SSH_PUBLIC_KEY: spec.sshPublicKey } : {}),
-        },
-        onProgress: (message) => {
-          if (rec.info.state === 'pending' && rec.info.message !== message) this.transition(rec, 'pending', message);
-        },
-        signal: live.abort.signal,
-      });
-      rec.ref = ref;
-      rec.info.runtimeId = this.runtime.describe(ref);
-      this.store.save();
-      this.watch(rec, live);
-      if (live.abort.signal.aborted || rec.info.state !== 'pending') return;
-      await this.awaitReady(rec, live);
-    } catch (err) {
-      if (rec.info.state !== 'pending' || live.abort.signal.aborted) return;
-      const failure = err instanceof StartFailure ? err : new StartFailure(FailureReason.startFailed, (err as Error).message);
-      this.log.warn('instance failed to start', { instanceId: id, reason: failure.reason, detail: failure.detail });
-      await this.fail(rec, live, 'Instance failed to start', failure.reason, failure.detail);
-    }
-  }
-
-  /** Exit detection and log tailing for a started (or adopted) instance. */
-  private watch(rec: InstanceRecord, live: Live): void {
-    const ref = rec.ref!;
-    live.stopLogCopy = this.runtime.attachLogs?.(ref, this.logFile(rec.info.instanceId));
-    live.logs = new LogWatcher(this.logFile(rec.info.instanceId), this.opts.logCap ?? DEFAULT_LOG_CAP);
-    live.cancelExitWatch = this.runtime.watchExit(ref, (exit) => void this.onExit(rec, live, exit));
-  }
-
-  private async awaitReady(rec: InstanceRecord, live: Live): Promise<void> {
-    const { spec } = rec.info;
-    const main = rec.info.endpoints[0];
-    if (main) {
-      const serving = SERVING_TYPES.has(spec.instanceType);
-      this.transition(rec, 'pending', 'waiting for port');
-      // The app itself, not the published port: a proxy in front of it accepts before it listens.
-      let target: { host: string; port: number };
-      try {
-        target = await this.runtime.probeAddress(rec.ref!, main.port, main.hostPort);
-      } catch (err) {
-        if (rec.info.state === 'pending' && !live.failing) {
-          await this.fail(rec, live, 'Instance failed to start', FailureReason.startFailed, `Could not find the instance's address: ${(err as Error).message}`);
-        }
-        return;
-      }
-      const result = await waitReady({
-        host: target.host,
-        port: target.port,
-        http: serving,
-        signal: live.abort.signal,
-        timeoutMs: spec.readyTimeoutMs || (serving ? this.opts.servingReadyTimeoutMs : this.opts.readyTimeoutMs),
-        onPortOpen: serving
-          ? () => {
-              if (rec.info.state === 'pending') this.transition(rec, 'pending', 'waiting for health');
-            }
-          : undefined,
-      });
-      if (rec.info.state !== 'pending' || live.failing) return; // exited, stopped or failed meanwhile
-      if (!result.ok) {
-        if (result.aborted) return;
-        await this.fail(rec, live, 'Instance did not become ready', FailureReason.readyTimeout, this.withLogs(rec, live, result.detail));
-        return;
-      }
-    }
-    this.transition(rec, 'ready', 'ready');
-  }
-
-  private async onExit(rec: InstanceRecord, live: Live, exit: ExitInfo): Promise<void> {
-    if (live.failing || (rec.info.state !== 'pending' && rec.info.state !== 'ready')) return; // stopping: expected
-    const reason = exit.code === 127 ? FailureReason.commandNotFound : exit.code === 126 ? FailureReason.commandNotExecutable : FailureReason.exited;
-    const how = exit.code !== null ? `exit status ${exit.code}` : exit.signal ? `signal ${exit.signal}` : 'exit status unknown (adopted process)';
-    live.abort.abort();
-    await this.fail(rec, live, `Instance exited (${how})`, reason, this.withLogs(rec, live, `The instance's process ended: ${how}`));
-  }
-
-  private withLogs(rec: InstanceRecord, live: Live, detail: string): string {
-    const lines = live.logs ? live.logs.recent(FAILURE_LOG_LINES) : readLastLines(this.logFile(rec.info.instanceId), FAILURE_LOG_LINES);
-    return lines.length ? `${detail}\nLast output:\n${lines.join('\n')}` : detail;
-  }
-
-  /**
-   * Kills what is left of the instance, then marks it failed and frees what it holds: a caller who
-   * sees `failed` can trust that nothing of the instance runs any more.
-   */
-  private fail(rec: InstanceRecord, live: Live, message: string, reason: string, detail: string): Promise<void> {
-    if (live.failing) return live.failing;
-    live.abort.abort();
-    live.failing = (async () => {
-      if (rec.ref) await this.runtime.stop(rec.ref, this.opts.stopGraceMs).catch((err: unknown) => this.log.warn('cleanup stop failed', { err }));
-      this.transition(rec, 'failed', message, reason, detail);
-      this.release(rec, live);
-    })();
-    return live.failing;
-  }
-
-  /** Frees GPUs, ports and watchers of an instance that reached stopped or failed. */
-  private release(rec: InstanceRecord, live: Live | undefined): void {
-    const id = rec.info.instanceId;
-    this.gpus.release(id);
-    this.ports.release(rec.info.endpoints.map((e) => e.hostPort));
-    if (live) {
-      live.cancelExitWatch?.();
-      live.stopLogCopy?.();
-      live.logs?.close();
-      if (this.live.get(id) === live) this.live.delete(id);
-    }
-    this.notifyHost();
-  }
-
-  // ---- stop and remove --------------------------------------------------------------------------
 
   /** Stops an instance; repeating it (or stopping a failed one) returns the current status. */
-  async stop(id: string, graceMs = this.opts.stopGraceMs, reason = ''): Promise<InstanceInfo> {
-    const rec = this.records[id];
-    if (!rec) throw new AgentInstanceNotFoundError(id);
-    const live = this.live.get(id);
-    if (live?.failing) {
-      await live.failing;
-      return rec.info;
-    }
-    if (live?.stopping) {
-      await live.stopping;
-      return rec.info;
-    }
-    if (!ACTIVE_STATES.has(rec.info.state)) return rec.info;
-    const l = live ?? this.newLive(id);
-    l.stopping = (async () => {
-      if (rec.info.state !== 'stopping') this.transition(rec, 'stopping', 'stopping');
-      l.abort.abort();
-      await l.launching?.catch(() => {});
-      await l.failing;
-      if (rec.info.state !== 'stopping') return; // it failed while starting; fail() cleaned up
-      if (rec.ref) await this.runtime.stop(rec.ref, graceMs);
-      this.transition(rec, 'stopped', reason ? `Stopped by the agent` : 'stopped', reason, '');
-      this.release(rec, l);
-    })();
-    const stopping = l.stopping;
-    try {
-      await stopping;
-    } catch (err) {
-      // The runtime could not stop it (the engine refused, EMFILE, ...): the next stop or remove
-      // tries again instead of awaiting this failure forever (issue 44: destroy answered while
-      // the container kept running). It stays `stopping`, and active.
-      if (l.stopping === stopping) l.stopping = undefined;
-      throw err;
-    }
-    return rec.info;
+  stop(id: string, graceMs?: number, reason?: string): Promise<InstanceInfo> {
+    return this.stopper.stop(id, graceMs, reason);
   }
 
   /** Stops (if needed) and forgets an instance. Returns false when there was none. */
-  async remove(id: string, graceMs = this.opts.stopGraceMs): Promise<boolean> {
-    const rec = this.records[id];
-    if (!rec) return false;
-    await this.stop(id, graceMs);
-    if (this.records[id] !== rec) return false; // a concurrent remove won
-    if (rec.ref) await this.runtime.remove(rec.ref);
-    delete this.records[id];
-    this.transition(rec, 'removed', 'removed', '', '', false);
-    this.store.save();
-    this.files.remove(id);
-    return true;
+  remove(id: string, graceMs?: number): Promise<boolean> {
+    return this.stopper.remove(id, graceMs);
   }
 
   /** Stops and removes every instance not in `wanted`; reports wanted ids this host does not know. */
-  async reconcile(wanted: string[]): Promise<ReconcileResult> {
-    const want = new Set(wanted);
-    const unwanted = Object.keys(this.records).filter((id) => !want.has(id));
-    await Promise.all(unwanted.map((id) => this.stop(id, this.opts.stopGraceMs, 'unwanted').catch(() => undefined)));
-    await Promise.all(unwanted.map((id) => this.remove(id)));
-    return { removedInstanceIds: unwanted, unknownInstanceIds: [...want].filter((id) => !this.records[id]) };
+  reconcile(wanted: string[]): Promise<ReconcileResult> {
+    return this.stopper.reconcile(wanted);
   }
 
   /** Stops every active instance (the control plane has been gone too long). */
-  async stopAll(reason: string): Promise<string[]> {
-    const ids = Object.values(this.records)
-      .filter((r) => ACTIVE_STATES.has(r.info.state))
-      .map((r) => r.info.instanceId);
-    await Promise.all(ids.map((id) => this.stop(id, this.opts.stopGraceMs, reason).catch(() => undefined)));
-    return ids;
+  stopAll(reason: string): Promise<string[]> {
+    return this.stopper.stopAll(reason);
   }
 
   hasActive(): boolean {
-    return Object.values(this.records).some((r) => ACTIVE_STATES.has(r.info.state));
+    return this.table.hasActive();
   }
 
-  // ---- reads --------------------------------------------------------------------------------
-
   list(): InstanceInfo[] {
-    return Object.values(this.records)
-      .map((r) => r.info)
-      .sort((a, b) => a.createdAtMs - b.createdAtMs || a.instanceId.localeCompare(b.instanceId));
+    return this.table.list();
   }
 
   get(id: string): InstanceInfo | undefined {
-    return this.records[id]?.info;
+    return this.table.records[id]?.info;
   }
 
   host(): HostInfo {
@@ -484,62 +176,20 @@ export class Supervisor {
     this.hostStatus.changed();
   }
 
-  /**
-   * The events a watcher starting now should see first: those after `afterSeq` when still
-   * buffered, else a snapshot (one event per instance, its current status). Then live events.
-   */
+  /** Buffered events after `afterSeq` (or a snapshot of every instance), then live ones (instance-events.ts). */
   watchEvents(afterSeq: number, listener: EventListener): { backlog: InstanceEvent[]; unsubscribe: () => void } {
-    const replay = afterSeq > 0 ? (afterSeq >= this.seq ? [] : this.hub.since(afterSeq)) : undefined;
-    const backlog =
-      replay ??
-      this.list().map((i) => ({
-        instanceId: i.instanceId,
-        state: i.state,
-        message: i.message,
-        reason: i.reason,
-        detail: i.detail,
-        seq: i.seq,
-        timeMs: i.updatedAtMs,
-      }));
-    return { backlog, unsubscribe: this.hub.subscribe(listener) };
+    return this.events.watch(afterSeq, listener);
   }
 
-  /**
-   * The last `tail` lines of an instance's output and, when `follower` is given and the instance is
-   * live, the lines after them. Returns `following: false` when there is nothing more to come.
-   */
+  /** The last `tail` lines of an instance's output, then (with `follower`, while it lives) what follows. */
   logs(id: string, tail: number, follower?: LogFollower): { lines: string[]; following: boolean; unsubscribe: () => void } {
-    const rec = this.records[id];
-    if (!rec) throw new AgentInstanceNotFoundError(id);
-    const watcher = this.live.get(id)?.logs;
-    if (watcher && ACTIVE_STATES.has(rec.info.state)) {
-      const r = watcher.tailAndFollow(tail, follower);
-      return { lines: r.lines, following: follower !== undefined, unsubscribe: r.unsubscribe };
-    }
-    return { lines: readKeptLines(this.logFile(id), tail, this.opts.logCap ?? DEFAULT_LOG_CAP), following: false, unsubscribe: () => {} };
-  }
-
-  // ---- state changes --------------------------------------------------------------------------
-
-  private transition(rec: InstanceRecord, state: InstanceState, message: string, reason = '', detail = '', save = true): void {
-    const now = this.opts.clock.now();
-    const seq = ++this.store.state.seq;
-    Object.assign(rec.info, { state, message, reason, detail, seq, updatedAtMs: now });
-    if (save) this.store.save();
-    this.log.debug('instance state', { instanceId: rec.info.instanceId, state, message, reason });
-    this.hub.publish({ instanceId: rec.info.instanceId, state, message, reason, detail, seq, timeMs: now });
+    return this.output.read(id, tail, follower);
   }
 
   /** Stops watching (instances keep running: they are adopted by the next agent on this data dir). */
   close(): void {
     this.closed = true;
-    for (const live of this.live.values()) {
-      live.abort.abort();
-      live.cancelExitWatch?.();
-      live.stopLogCopy?.();
-      live.logs?.close();
-    }
-    this.live.clear();
+    this.table.dropAllLive();
     this.runtime.close?.();
   }
 }

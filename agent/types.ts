@@ -86,6 +86,8 @@ export interface Gpu {
   memoryMb: number;
   /** Empty when free. */
   instanceId: string;
+  /** nvidia-smi's GPU UUID; absent for simulated GPUs. */
+  uuid?: string;
   /** The last telemetry sample; absent for simulated GPUs, with sampling off, or when the last call failed. */
   usage?: GpuUsage;
 }

@@ -11,6 +11,7 @@ export function ephemeralPlatformEnv(dataDir: string): Record<string, string> {
     RC_PROXY_PORT: '0',
     RC_TUNNEL_PORT: '0',
     RC_METRICS_PORT: '0',
+    RC_CONTROL_METRICS_PORT: '0',
     RC_SIM_FAST: '1',
   };
 }

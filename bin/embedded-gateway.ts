@@ -8,7 +8,7 @@ import type { Server } from '../lib/http.js';
 import type { Logger } from '../lib/log.js';
 import type { Store } from '../control-plane/store.js';
 import { storeKeySource } from '../control-plane/sources.js';
-import { createDedicatedEndpoints } from '../gateway/dedicated/routes.js';
+import { createDedicatedEndpoints, dedicatedInflightFromConfig } from '../gateway/dedicated/routes.js';
 import type { InstanceRoutes } from '../lib/instance-routes.js';
 import { createTunnelBroker, tunnelLimitsFromConfig } from '../gateway/tunnel/broker.js';
 import { assertTunnelsApart } from '../gateway/tunnel/origins.js';
@@ -55,8 +55,15 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, closers: C
     publicUrl: config.tunnelPublicUrl || undefined,
     maxBodyBytes: config.gatewayMaxBodyBytes,
     limits: tunnelLimitsFromConfig(config),
+    // The control plane lists each instance's tunnels from what the brokers announce.
+    bus: bus,
   });
-  const dedicated = createDedicatedEndpoints({ routes, proxyUrl: deps.proxyUrl, maxBodyBytes: config.gatewayMaxBodyBytes });
+  const dedicated = createDedicatedEndpoints({
+    routes,
+    proxyUrl: deps.proxyUrl,
+    maxBodyBytes: config.gatewayMaxBodyBytes,
+    inflight: dedicatedInflightFromConfig(config),
+  });
   closers.add(() => dedicated.close());
   const gatewayOptions = gatewayOptionsFromConfig(config);
   const gateway = await createGateway({

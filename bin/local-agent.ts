@@ -28,11 +28,7 @@ export async function startLocalAgent(config: Config, dataDir: string, logger: L
     if (stale.length) logger.info('local images built from an older definition: rebuilt on first use', { images: stale });
     agentOptions.docker = {
       ...agentOptions.docker,
-      buildLocalImage: (image, onProgress) =>
-        buildKnownImage(config.agentDockerSocket, image, (line) => {
-          const step = /^Step \d+\/\d+/.exec(line);
-          if (step) onProgress(`building image: ${step[0].toLowerCase()}`);
-        }),
+      buildLocalImage: (image, onOutput) => buildKnownImage(config.agentDockerSocket, image, onOutput),
     };
   }
   mkdirSync(agentOptions.dataDir, { recursive: true });

@@ -17,6 +17,9 @@ import type { InstanceRoutes } from '../lib/instance-routes.js';
 import type { InstanceRouteSource } from '../gateway/dedicated/from-instances.js';
 import { tunnelProvisioning } from '../lib/tunnel/identity.js';
 import type { LimitGate } from '../gateway/gates/index.js';
+import type { Server } from '../lib/http.js';
+import { listenMetrics } from '../lib/prometheus.js';
+import { gpuMetrics } from '../control-plane/instances/gpu-metrics.js';
 import type { Closers } from './closers.js';
 import type { LocalAgent } from './local-agent.js';
 
@@ -65,6 +68,8 @@ export interface PlatformApiDeps {
 export interface PlatformApi {
   instances: Instances;
   controlPlane: ControlPlane;
+  /** The control plane's Prometheus listener (GPU gauges; RC_METRICS_HOST:RC_CONTROL_METRICS_PORT). */
+  metrics: Server;
   /** The token gateways present to the internal API (x-rc-internal-token). */
   internalToken: string;
 }
@@ -119,5 +124,10 @@ export async function startPlatformApi(deps: PlatformApiDeps, slot: InstancesSlo
   closers.add(() => controlPlane.close());
   // Closed before the control plane: no tick or agent call runs against a closing API.
   closers.add(() => instances.close());
-  return { instances, controlPlane, internalToken: token };
+  // Its own port like the gateway's: the gauges name every host, GPU and instance (lib/prometheus.ts).
+  const metrics = await listenMetrics(() => gpuMetrics(instances.service.agents), config.metricsHost, config.controlMetricsPort).catch(
+    namingSetting('RC_CONTROL_METRICS_PORT'),
+  );
+  closers.add(() => metrics.close());
+  return { instances, controlPlane, metrics, internalToken: token };
 }

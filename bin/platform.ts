@@ -48,6 +48,8 @@ export interface ControlPlaneParts {
   /** The tunnels' listener: `<tunnel id>.<tunnels host>`, an origin per tunnel (only where a gateway runs in this process). */
   tunnels?: Server;
   instances: Instances;
+  /** The control plane's Prometheus listener (`<url>/metrics`: the GPU gauges). */
+  controlMetrics: Server;
   /** The token gateways present to the internal API (x-rc-internal-token). */
   internalToken: string;
   close(): Promise<void>;
@@ -163,7 +165,20 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     );
     api.instances.start();
     const { instances, controlPlane, internalToken } = api;
-    return { config, bus, sims, controlPlane, gateway: front?.gateway, proxy, tunnels: front?.tunnels, agent: agent?.handle, instances, internalToken, close };
+    return {
+      config,
+      bus,
+      sims,
+      controlPlane,
+      gateway: front?.gateway,
+      proxy,
+      tunnels: front?.tunnels,
+      agent: agent?.handle,
+      instances,
+      controlMetrics: api.metrics,
+      internalToken,
+      close,
+    };
   } catch (err) {
     await close();
     throw err;

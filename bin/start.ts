@@ -20,11 +20,12 @@ and RC_CONFIG (see the README). Ctrl-C stops every part.
 const CONTROL_PLANE_HELP = `Usage: rc control-plane
 
 Runs the control plane on its own: platform API (RC_API_PORT), scheduling across the registered
-hosts, billing, the instance proxy (RC_PROXY_PORT) and simulated backends for the models that
-have no upstreams. No gateway and no agent run in this process: start \`rc gateway\` replicas with
+hosts, billing, the instance proxy (RC_PROXY_PORT), the GPU gauges for Prometheus
+(RC_METRICS_HOST:RC_CONTROL_METRICS_PORT) and simulated backends for the models that have no
+upstreams. No gateway and no agent run in this process: start \`rc gateway\` replicas with
 RC_CONTROL_PLANE_URL=<this API's URL>, RC_INTERNAL_TOKEN and REDIS_URL, and register each GPU
 host's \`rc agent\` with \`rc host add\`. Set REDIS_URL here too: events reach the gateways over it.
-Prints {"api","proxy","internal_token_file","pid"} as one JSON line on stdout when ready.
+Prints {"api","proxy","metrics","internal_token_file","pid"} as one JSON line on stdout when ready.
 `;
 
 /** A command that starts parts, announces them, and runs until SIGINT or SIGTERM. */
@@ -56,6 +57,7 @@ export const startCommand: Command = {
     out.write(`  platform API   ${p.controlPlane.url}/api   (OpenAPI: ${p.controlPlane.url}/api/openapi.json)\n`);
     out.write(`  model gateway  ${p.gateway.url}/v1   (messages protocol: ${p.gateway.url}/api)\n`);
     out.write(`  metrics        ${p.gateway.metricsUrl}/metrics   (Prometheus; not on the gateway's public port)\n`);
+    out.write(`  GPU metrics    ${p.controlMetrics.url}/metrics   (Prometheus: the control plane's GPU gauges)\n`);
     out.write(`  instance proxy ${instanceOrigin(proxyBaseUrl(config.proxyPublicUrl, p.proxy.port), '<id>')}/   (browser access: open it from the console)\n`);
     const tunnels = new TunnelOrigins(config.tunnelPublicUrl.replace(/\/+$/, '') || `http://${LOCAL_TUNNELS_HOST}:${p.tunnels.port}`);
     out.write(`  tunnels        ${tunnels.url('<tunnel id>')}   (rc-tunnel public URLs, an origin per tunnel)\n`);
@@ -82,6 +84,7 @@ export const controlPlaneCommand: Command = {
       JSON.stringify({
         api: p.controlPlane.url,
         proxy: p.proxy.url,
+        metrics: `${p.controlMetrics.url}/metrics`,
         internal_token_file: config.internalToken ? null : `${config.dataDir}/internal.token`,
         pid: process.pid,
       }) + '\n',

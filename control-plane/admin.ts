@@ -7,6 +7,7 @@ import { modelEntrySchema } from '../lib/config.js';
 import { accountByEmail, email, ensureKey, op, type AdminContext, type AdminOp } from './admin-op.js';
 import { API_ERRORS } from './errors.js';
 import { StoredFleet, type FleetControl } from './instances/fleet.js';
+import { checkModel } from './model-check.js';
 import { codeEntropyBits, MICROS, MIN_CUSTOM_CODE_BITS, toMicros } from './ledger.js';
 import { hashPassword } from './passwords.js';
 import { mergedCatalog } from './sources.js';
@@ -117,19 +118,37 @@ export const ADMIN_OPS = {
   ),
   'coupon.list': op(z.strictObject({}), async (ctx) => ({ coupons: await ctx.store.coupons.list() })),
   'image.add': op(
-    z.strictObject({ name: z.string().trim().min(1).max(200), image: z.string().trim().min(1).max(512).regex(/^\S+$/, 'image must not contain spaces') }),
-    (ctx, i) => ctx.store.images.add(i.name, i.image),
+    z.strictObject({
+      name: z.string().trim().min(1).max(200),
+      image: z.string().trim().min(1).max(512).regex(/^\S+$/, 'image must not contain spaces'),
+      // Left out: an image already in the catalog keeps what it said; a new one serves no SSH.
+      ssh: z.boolean().optional(),
+    }),
+    (ctx, i) => ctx.store.images.add(i.name, i.image, i.ssh),
   ),
   'image.disable': op(z.strictObject({ image: z.string().trim().min(1) }), async (ctx, i) => {
     if (!(await ctx.store.images.disable(i.image))) throw API_ERRORS.imageNotFound(i.image);
     return ctx.store.images.get(i.image);
   }),
+  'image.set-ssh': op(z.strictObject({ image: z.string().trim().min(1), ssh: z.boolean() }), async (ctx, i) => {
+    if (!(await ctx.store.images.setSsh(i.image, i.ssh))) throw API_ERRORS.imageNotFound(i.image);
+    return ctx.store.images.get(i.image);
+  }),
   'image.list': op(z.strictObject({}), async (ctx) => ({ images: await ctx.store.images.list() })),
-  'model.add': op(modelEntrySchema, async (ctx, entry) => {
+  // The upstreams are checked first (model-check.ts): a model whose upstreams do not serve it is
+  // not saved, unless `unchecked` (the operator's "Save anyway", rc model add --unchecked).
+  'model.add': op(modelEntrySchema.extend({ unchecked: z.boolean().default(false) }), async (ctx, { unchecked, ...entry }) => {
+    const check = unchecked ? undefined : await checkModel(entry);
+    if (check && !check.ok) throw API_ERRORS.modelCheckFailed(check.summary);
     const e = await ctx.store.models.put(entry);
     await ctx.publish({ type: 'catalog.changed' });
-    return e;
+    return check ? { ...e, check } : e;
   }),
+  /** The check alone (nothing saved): what the operator's model form shows before saving. */
+  'model.check': op(
+    z.strictObject({ name: modelEntrySchema.shape.name, upstreams: modelEntrySchema.shape.upstreams, servedName: modelEntrySchema.shape.servedName }),
+    (_ctx, i) => checkModel(i),
+  ),
   'model.remove': op(z.strictObject({ name: z.string().min(1) }), async (ctx, i) => {
     if (!(await ctx.store.models.remove(i.name))) throw API_ERRORS.modelNotFound(i.name);
     await ctx.publish({ type: 'catalog.changed' });

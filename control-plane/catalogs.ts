@@ -8,11 +8,23 @@ export interface ImageEntry {
   name: string;
   image: string;
   enabled: boolean;
+  /** Whether the image serves SSH (an SSH server on port 22 taking root's authorized_keys): SSH is offered only then. */
+  ssh: boolean;
 }
+
+interface ImageRow {
+  name: string;
+  image: string;
+  enabled: number;
+  ssh: number;
+}
+
+const toEntry = (r: ImageRow): ImageEntry => ({ name: r.name, image: r.image, enabled: r.enabled === 1, ssh: r.ssh === 1 });
 
 export class Images {
   private readonly upsert;
   private readonly setEnabled;
+  private readonly setSshStmt;
   private readonly listStmt;
   private readonly enabledStmt;
   private readonly getStmt;
@@ -21,21 +33,25 @@ export class Images {
     db: Sql,
     private readonly clock: Clock,
   ) {
-    this.upsert = db.prepare<[string, string, number]>(
-      'INSERT INTO images (name, image, enabled, created_at) VALUES (?, ?, 1, ?) ON CONFLICT (image) DO UPDATE SET name = excluded.name, enabled = 1',
+    // `ssh` NULL keeps what an image already in the catalog says (a new one: no SSH).
+    this.upsert = db.prepare<[{ name: string; image: string; ssh: number | null; now: number }]>(
+      'INSERT INTO images (name, image, enabled, ssh, created_at) VALUES (@name, @image, 1, COALESCE(@ssh, 0), @now) ' +
+        'ON CONFLICT (image) DO UPDATE SET name = excluded.name, enabled = 1, ssh = COALESCE(@ssh, ssh)',
     );
     this.setEnabled = db.prepare<[number, string]>('UPDATE images SET enabled = ? WHERE image = ?');
-    this.listStmt = db.prepare<[], { name: string; image: string; enabled: number }>('SELECT name, image, enabled FROM images ORDER BY id');
-    this.enabledStmt = db.prepare<[], { name: string; image: string; enabled: number }>(
-      'SELECT name, image, enabled FROM images WHERE enabled = 1 ORDER BY id',
-    );
-    this.getStmt = db.prepare<[string], { name: string; image: string; enabled: number }>('SELECT name, image, enabled FROM images WHERE image = ?');
+    this.setSshStmt = db.prepare<[number, string]>('UPDATE images SET ssh = ? WHERE image = ?');
+    this.listStmt = db.prepare<[], ImageRow>('SELECT name, image, enabled, ssh FROM images ORDER BY id');
+    this.enabledStmt = db.prepare<[], ImageRow>('SELECT name, image, enabled, ssh FROM images WHERE enabled = 1 ORDER BY id');
+    this.getStmt = db.prepare<[string], ImageRow>('SELECT name, image, enabled, ssh FROM images WHERE image = ?');
   }
 
-  /** Adds the image, or renames and re-enables it when it is already in the catalog. */
-  async add(name: string, image: string): Promise<ImageEntry> {
-    await this.upsert.run(name, image, this.clock.now());
-    return { name, image, enabled: true };
+  /**
+   * Adds the image, or renames and re-enables it when it is already in the catalog. `ssh`: whether
+   * it serves SSH; left out, an image already in the catalog keeps what it said (a new one: no).
+   */
+  async add(name: string, image: string, ssh?: boolean): Promise<ImageEntry> {
+    await this.upsert.run({ name, image, ssh: ssh === undefined ? null : ssh ? 1 : 0, now: this.clock.now() });
+    return (await this.get(image))!;
   }
 
   /** Disables the image; false when it is not in the catalog. */
@@ -43,9 +59,14 @@ export class Images {
     return (await this.setEnabled.run(0, image)).changes === 1;
   }
 
+  /** Says whether the image serves SSH; false when it is not in the catalog. */
+  async setSsh(image: string, ssh: boolean): Promise<boolean> {
+    return (await this.setSshStmt.run(ssh ? 1 : 0, image)).changes === 1;
+  }
+
   async get(image: string): Promise<ImageEntry | undefined> {
     const r = await this.getStmt.get(image);
-    return r && { name: r.name, image: r.image, enabled: r.enabled === 1 };
+    return r && toEntry(r);
   }
 
   async isEnabled(image: string): Promise<boolean> {
@@ -53,12 +74,12 @@ export class Images {
   }
 
   async list(): Promise<ImageEntry[]> {
-    return (await this.listStmt.all()).map((r) => ({ name: r.name, image: r.image, enabled: r.enabled === 1 }));
+    return (await this.listStmt.all()).map(toEntry);
   }
 
   /** The selectable images (enabled ones). */
   async enabled(): Promise<ImageEntry[]> {
-    return (await this.enabledStmt.all()).map((r) => ({ name: r.name, image: r.image, enabled: true }));
+    return (await this.enabledStmt.all()).map(toEntry);
   }
 }
 

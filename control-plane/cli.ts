@@ -179,11 +179,18 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
     summary: 'Manage the image catalog',
     subs: {
       add: {
-        summary: 'Add an image (or rename and re-enable it)',
-        usage: '--name NAME --image IMAGE',
-        options: { name: { type: 'string' }, image: { type: 'string' } },
+        summary: "Add an image (or rename and re-enable it); --ssh: it serves SSH (an SSH server on port 22 taking root's authorized_keys)",
+        usage: '--name NAME --image IMAGE [--ssh]',
+        options: { name: { type: 'string' }, image: { type: 'string' }, ssh: { type: 'boolean' } },
         op: 'image.add',
-        input: (v) => ({ name: required(v, 'name'), image: required(v, 'image') }),
+        input: (v) => defined({ name: required(v, 'name'), image: required(v, 'image'), ssh: v.ssh }),
+      },
+      ssh: {
+        summary: 'Say that an image serves SSH (or, with --off, that it does not): SSH is offered on instances of such images only',
+        usage: '--image IMAGE [--off]',
+        options: { image: { type: 'string' }, off: { type: 'boolean' } },
+        op: 'image.set-ssh',
+        input: (v) => ({ image: required(v, 'image'), ssh: !v.off }),
       },
       disable: {
         summary: 'Disable an image (templates using it can no longer launch)',
@@ -222,9 +229,12 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
     summary: 'Manage the shared model catalog',
     subs: {
       add: {
-        summary: 'Add or replace a model served by OpenAI-compatible upstreams',
-        usage: '--name N --upstream URL [--upstream URL...] [--served-name S] [--reasoning] [--no-tools] [--effort TIER...] [--max-context N] [--owned-by O]',
+        summary:
+          'Add or replace a model served by OpenAI-compatible upstreams; each upstream is checked first (it lists the served name and answers a one-token completion) and a failure is not saved unless --unchecked',
+        usage:
+          '--name N --upstream URL [--upstream URL...] [--served-name S] [--reasoning] [--no-tools] [--effort TIER...] [--max-context N] [--owned-by O] [--unchecked]',
         options: {
+          unchecked: { type: 'boolean' },
           name: { type: 'string' },
           upstream: { type: 'string', multiple: true },
           'served-name': { type: 'string' },
@@ -247,7 +257,19 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
             efforts: v.effort,
             maxContext: num(v, 'max-context', { integer: true, min: 1 }),
             ownedBy: str(v, 'owned-by'),
+            unchecked: v.unchecked,
           });
+        },
+      },
+      check: {
+        summary: 'Check upstreams for a model without saving anything: each must list the served name and answer a one-token completion',
+        usage: '--name N --upstream URL [--upstream URL...] [--served-name S]',
+        options: { name: { type: 'string' }, upstream: { type: 'string', multiple: true }, 'served-name': { type: 'string' } },
+        op: 'model.check',
+        input: (v) => {
+          const upstreams = (v.upstream as string[] | undefined) ?? [];
+          if (!upstreams.length) throw new UsageError('--upstream is required (repeat it for several backends)');
+          return defined({ name: required(v, 'name'), upstreams, servedName: str(v, 'served-name') });
         },
       },
       remove: {

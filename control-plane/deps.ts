@@ -27,6 +27,8 @@ const KEYS = [
   'smtpUrl',
   'mailFrom',
   'apiPublicUrl',
+  'apiStreamsPerAccount',
+  'apiStreamsPerAddress',
 ] as const;
 
 /** The documented defaults, overridden by `given`. */

@@ -32,6 +32,14 @@ export const API_ERRORS = {
   tooDeep: failure({ code: 'RC_ERR_TOO_DEEP', status: 400, message: `Request body nests deeper than ${MAX_JSON_DEPTH} levels` }),
   /** Input a route's zod schema refused; the message names the fields (validate.ts). */
   validation: failure({ code: 'RC_ERR_VALIDATION', status: 400, message: (issues: string) => issues }),
+  /** An event stream past RC_API_STREAMS_PER_ACCOUNT or _PER_ADDRESS (router.ts; the message names which, lib/held-limits.ts). */
+  streamLimit: failure({
+    code: 'RC_ERR_STREAM_LIMIT',
+    status: 429,
+    publicCode: 'stream_limit_exceeded',
+    message: (message: string, _retryAfterSec: number) => message,
+    headers: (_message: string, retryAfterSec: number) => retryAfter(retryAfterSec),
+  }),
 
   // Credentials (auth.ts, router.ts).
   noApiKey: failure({ code: 'RC_ERR_NO_API_KEY', status: 401, message: 'Unauthorized: No API key provided.' }),
@@ -144,6 +152,13 @@ export const API_ERRORS = {
     code: 'RC_ERR_MODEL_NOT_FOUND',
     status: 404,
     message: (name: string) => `No model ${name} in the database catalog (models from RC_CONFIG are edited there)`,
+  }),
+  /** model.add of a model whose upstreams failed the check (model-check.ts), without `unchecked`. */
+  modelCheckFailed: failure({
+    code: 'RC_ERR_MODEL_CHECK_FAILED',
+    status: 400,
+    publicCode: 'model_check_failed',
+    message: (summary: string) => `${summary} Not saved: fix it, or save it anyway (unchecked: true; rc model add --unchecked).`,
   }),
   hostNotFound: failure({ code: 'RC_ERR_HOST_NOT_FOUND', status: 404, message: (name: string) => `No host named ${name}` }),
   adminOpUnknown: failure({ code: 'RC_ERR_ADMIN_OP_UNKNOWN', status: 404, message: (name: string) => `Unknown admin operation ${name}` }),

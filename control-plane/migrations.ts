@@ -252,4 +252,10 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (day, account_id, model)
   ) STRICT, WITHOUT ROWID;
   `,
+  // 9 (issue 42): whether an image serves SSH (runs an SSH server on port 22 that takes root's
+  // authorized_keys). SSH is offered only on such images; none of the seeded images does, and an
+  // image added before this migration counts as not serving it until an operator says it does.
+  `
+  ALTER TABLE images ADD COLUMN ssh INTEGER NOT NULL DEFAULT 0 CHECK (ssh IN (0, 1));
+  `,
 ];

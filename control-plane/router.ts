@@ -12,6 +12,7 @@ import { checkCsrf, identify, type Caller, type CredentialHeaders } from './auth
 import { API_ERRORS, ApiError } from './errors.js';
 import type { Store } from './store.js';
 import { openSse, type Sse } from './sse.js';
+import { HeldLimits } from '../lib/held-limits.js';
 import { parseInput } from './validate.js';
 import { checkSameOriginJson, type OriginHeaders } from './auth/same-origin.js';
 
@@ -90,6 +91,42 @@ export interface RouterDeps {
   trustProxy?: boolean;
   /** RC_COOKIE_SECURE: which session cookie name is read (lib/session-cookie.ts); default auto. */
   cookieSecure?: CookieSecureMode;
+  /** Event streams open per account and per client address (`stream` routes; RC_API_STREAMS_*); none: not bounded. */
+  streams?: HeldLimits;
+}
+
+/** Seconds a refused event stream is told to wait: the caller's other streams close when their pages do. */
+export const API_STREAM_RETRY_AFTER_SEC = 30;
+
+/** The event streams' bounds (RouterDeps.streams) from the settings. */
+export function apiStreamLimits(s: { apiStreamsPerAccount: number; apiStreamsPerAddress: number }): HeldLimits {
+  return new HeldLimits(
+    'event streams',
+    { perAccount: s.apiStreamsPerAccount, perAddress: s.apiStreamsPerAddress },
+    { perAccount: 'RC_API_STREAMS_PER_ACCOUNT', perAddress: 'RC_API_STREAMS_PER_ADDRESS' },
+    API_STREAM_RETRY_AFTER_SEC,
+  );
+}
+
+/** A stream route's place (RouterDeps.streams), given back once: when its stream closes, or when no stream opened. */
+interface StreamPlace {
+  release(): void;
+}
+
+/** Takes a stream route's place for the caller and its address, or throws 429 stream_limit_exceeded. */
+function holdStream(streams: HeldLimits, caller: Caller | undefined, address: string): StreamPlace {
+  // Every stream route needs a caller; one without (none so far) is counted per address alone, under account 0.
+  const account = caller?.account.id ?? 0;
+  const refusal = streams.take(account, address);
+  if (refusal) throw API_ERRORS.streamLimit(refusal.message, refusal.retryAfterSec);
+  let held = true;
+  return {
+    release() {
+      if (!held) return;
+      held = false;
+      streams.give(account, address);
+    },
+  };
 }
 
 /** Operator routes: an operator account's browser session (keys are for scripts; the admin token is the scripts' operator credential). */
@@ -181,13 +218,19 @@ function queryObject(raw: string): Record<string, string> {
   return out;
 }
 
-/** Sends a reply: JSON, or the start of an event stream. */
-function reply(res: ApiRes, out: Reply): void {
+/** Sends a reply: JSON, or the start of an event stream (which holds `place` until it closes). */
+function reply(res: ApiRes, out: Reply, place: StreamPlace | undefined): void {
   if (out.sse) {
-    if (res.aborted) return;
-    out.sse(openSse(res, res.requestId));
+    if (res.aborted) {
+      place?.release();
+      return;
+    }
+    const sse = openSse(res, res.requestId);
+    if (place) sse.onClose(place.release);
+    out.sse(sse);
     return;
   }
+  place?.release();
   write(res, out.status ?? 200, out.body, out.headers, out.cookies);
 }
 
@@ -224,6 +267,7 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
         : undefined;
       const rawQuery = r.query ? (req.getQuery() ?? '') : '';
       const run = async (raw: Buffer | undefined) => {
+        let place: StreamPlace | undefined;
         try {
           if (originHeaders) checkSameOriginJson(originHeaders, r.body !== undefined && !r.optionalBody);
           let caller: Caller | undefined;
@@ -241,8 +285,11 @@ export function mount(app: TemplatedApp, routes: readonly Route[], deps: RouterD
           }
           const body = r.body && raw ? parseInput(r.body, raw.length === 0 && r.optionalBody ? {} : parseBody(raw)) : undefined;
           const query = r.query ? parseInput(r.query, queryObject(rawQuery)) : undefined;
-          reply(res, await r.handle({ params, body, query, forwardedProto, clientAddress: address } as RequestInfo<never, never>, caller as Caller));
+          // Counted before the handler starts the stream's work (an agent's log stream, bus subscriptions).
+          if (r.stream && deps.streams) place = holdStream(deps.streams, caller, address);
+          reply(res, await r.handle({ params, body, query, forwardedProto, clientAddress: address } as RequestInfo<never, never>, caller as Caller), place);
         } catch (err) {
+          place?.release();
           fail(res, err, deps.logger);
         }
       };

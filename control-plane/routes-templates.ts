@@ -16,6 +16,11 @@ export function templateRoutes(deps: ApiDeps): Route[] {
   const checkImage = async (t: TemplateInput) => {
     if (!(await store.images.isEnabled(t.image))) throw API_ERRORS.invalidImage();
   };
+  /** Adds `image_ssh` to listed templates: whether their image serves SSH (false when it left the catalog). */
+  const withImageSsh = async <T extends { image: string }>(list: T[]): Promise<(T & { image_ssh: boolean })[]> => {
+    const ssh = new Map((await store.images.list()).map((i) => [i.image, i.ssh]));
+    return list.map((t) => ({ ...t, image_ssh: ssh.get(t.image) === true }));
+  };
   return [
     route({
       method: 'get',
@@ -23,7 +28,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       summary: "The caller's templates and the selectable images",
       access: 'required',
       handle: async (_req, caller: Caller) => ({
-        body: { templates: (await store.templates.listOwned(caller.account.id)).map(toListItem), images: await store.images.enabled() },
+        body: { templates: await withImageSsh((await store.templates.listOwned(caller.account.id)).map(toListItem)), images: await store.images.enabled() },
       }),
     }),
     route({
@@ -79,7 +84,7 @@ export function templateRoutes(deps: ApiDeps): Route[] {
       path: '/api/templates',
       summary: "Published templates, plus the caller's own with a credential",
       access: 'optional',
-      handle: async (_req, caller) => ({ body: { templates: await store.templates.listPublic(caller?.account.id) } }),
+      handle: async (_req, caller) => ({ body: { templates: await withImageSsh(await store.templates.listPublic(caller?.account.id)) } }),
     }),
   ];
 }

@@ -4,13 +4,14 @@
 import { rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import type { HeldLimits } from '../lib/held-limits.js';
 import { hashKey, matchesHash } from '../lib/keys.js';
 import type { Bus } from '../lib/bus.js';
 import type { Clock } from '../lib/clock.js';
 import { DEFAULT_SIM_MODELS, type ModelEntry } from '../lib/config.js';
 import { listen } from '../lib/http.js';
 import { createLogger, type Logger } from '../lib/log.js';
-import { uws } from '../lib/uws.js';
+import { uws, type TemplatedApp } from '../lib/uws.js';
 import { runAdminOp, type AdminContext } from './admin.js';
 import { ADMIN_TOKEN_ACTOR } from './operator/audit-log.js';
 import { operatorRoutes } from './operator/routes.js';
@@ -27,7 +28,7 @@ import { creditRoutes } from './routes-credits.js';
 import { modelRoutes } from './routes-models.js';
 import { openApiRoute } from './openapi.js';
 import { registerConsole } from './console/serve.js';
-import { mount, route, type Route } from './router.js';
+import { apiStreamLimits, mount, route, type Route } from './router.js';
 import { sessionCookiePaths } from './auth.js';
 import { adminToken } from './secrets.js';
 import { Store } from './store.js';
@@ -77,6 +78,8 @@ export interface ControlPlane {
   store: Store;
   /** Route dependencies (store, bus, settings), for parts that add routes. */
   deps: ApiDeps;
+  /** Event streams open per account and per address (tests: back to nothing when they close). */
+  streams: HeldLimits;
   close(): Promise<void>;
 }
 
@@ -123,15 +126,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
 
   const app = uws().App();
   registerConsole(app);
-  mount(app, routes, {
-    store,
-    logger,
-    maxBodyBytes: settings.apiMaxBodyBytes,
-    isAdmin: (token) => adminHash !== undefined && matchesHash(token, adminHash),
-    trustProxy: settings.trustProxy,
-    cookieSecure: settings.cookieSecure,
-    isInternal: (token) => internalHash !== undefined && matchesHash(token, internalHash),
-  });
+  const streams = mountRoutes(app, routes, { store, logger, settings, adminHash, internalHash });
   const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);
   listeningUrl = server.url;
   const runtimePath = options.dataDir ? join(options.dataDir, RUNTIME_FILE) : undefined;
@@ -147,6 +142,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
     port: server.port,
     store,
     deps,
+    streams,
     close() {
       closing ??= (async () => {
         clearInterval(purge);
@@ -158,6 +154,30 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
       return closing;
     },
   };
+}
+
+/**
+ * Mounts the route table with the router's credentials (the admin and internal tokens' hashes)
+ * and its bounds; returns the event streams' counts (RC_API_STREAMS_*).
+ */
+function mountRoutes(
+  app: TemplatedApp,
+  routes: readonly Route[],
+  o: { store: Store; logger: Logger; settings: ControlPlaneSettings; adminHash: string | undefined; internalHash: string | undefined },
+): HeldLimits {
+  const { settings, adminHash, internalHash } = o;
+  const streams = apiStreamLimits(settings);
+  mount(app, routes, {
+    store: o.store,
+    logger: o.logger,
+    maxBodyBytes: settings.apiMaxBodyBytes,
+    isAdmin: (token) => adminHash !== undefined && matchesHash(token, adminHash),
+    trustProxy: settings.trustProxy,
+    cookieSecure: settings.cookieSecure,
+    isInternal: (token) => internalHash !== undefined && matchesHash(token, internalHash),
+    streams,
+  });
+  return streams;
 }
 
 /** Operator actions for the rc CLI (the admin token); the body is validated per operation (admin.ts). */

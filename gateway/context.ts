@@ -1,6 +1,7 @@
 // What every gateway route gets: the seam between the gateway core and route modules such as
 // gateway/messages/. A RoutePlugin receives the uWS app and this context and registers its routes.
 import type { Logger } from '../lib/log.js';
+import type { HeldLimits } from '../lib/held-limits.js';
 import type { UploadLimits, UploadLimitSettings } from '../lib/upload-limits.js';
 import type { HttpRequest, TemplatedApp } from '../lib/uws.js';
 import type { Catalog } from './backends/model-catalog.js';
@@ -10,6 +11,7 @@ import type { CredentialHeaders } from './auth/credentials.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { UpstreamRegistry } from './backends/upstreams.js';
 import type { ParseBudget } from './request/parse-budget.js';
+import type { StreamLimitSettings } from './request/held-streams.js';
 
 export interface GatewayLimits {
   /** Largest request body (413 beyond). */
@@ -22,6 +24,8 @@ export interface GatewayLimits {
   parseBudget: ParseBudget;
   /** Request bodies in flight per client address and per account (lib/upload-limits.ts). */
   uploads: UploadLimitSettings;
+  /** Streams on the shared model routes per account and per client address (request/held-streams.ts). */
+  streams: StreamLimitSettings;
 }
 
 /** Requests in flight to backends, across every route. */
@@ -48,6 +52,8 @@ export interface GatewayContext {
   readonly admission: Admission;
   /** Request bodies in flight per client address and per account. */
   readonly uploads: UploadLimits;
+  /** Streams on the shared model routes, per account and per client address. */
+  readonly streams: HeldLimits;
   readonly gate: RequestGate;
   readonly metrics: GatewayMetrics;
   /** Account id for the `authorization` and `x-api-key` header values ('' when absent), or why not. */

@@ -37,6 +37,8 @@ export const CHAT_CODES = {
   poolExhausted: 'pool_exhausted',
   /** Too many request bodies (or body bytes) still arriving for the client's address or account (lib/upload-limits.ts). */
   uploadLimit: 'upload_limit_exceeded',
+  /** Too many streams open for the client's account or address (request/held-streams.ts). */
+  streamLimit: 'stream_limit_exceeded',
   gateUnavailable: 'gate_unavailable',
   /** An account under review whose shared model access is off (RC_MODEL_UNVERIFIED_DAILY_TOKENS=0). */
   accountNotVerified: 'account_not_verified',
@@ -162,9 +164,9 @@ export function notFound(path: string): GatewayError {
   return new GatewayError(CHAT_CODES.notFound, `Unknown path ${shown}: not served by the model gateway`, 404, 'not_found_error');
 }
 
-/** 429 when a gate refuses; `code` names the gate. */
-export function rateLimited(code: string, retryAfterSec: number, headers: Record<string, string>): GatewayError {
-  return new GatewayError(code, RATE_LIMIT_MESSAGE, 429, 'rate_limit_error', null, {
+/** 429 when a gate (or a per-tenant bound, saying which in `message`) refuses; `code` names it. */
+export function rateLimited(code: string, retryAfterSec: number, headers: Record<string, string>, message = RATE_LIMIT_MESSAGE): GatewayError {
+  return new GatewayError(code, message, 429, 'rate_limit_error', null, {
     ...headers,
     'retry-after': String(Math.max(1, Math.ceil(retryAfterSec))),
   });
@@ -187,6 +189,6 @@ export function sendError(res: Res, e: GatewayError | CannedError): void {
 
 /** Answers a refusal of admission (gateway/admission/admit.ts) in the chat shape. */
 export const refuseChat: RefusalReply = (res, r) => {
-  if (r.kind === 'rate_limited') sendError(res, rateLimited(r.code, r.retryAfterSec, r.headers));
+  if (r.kind === 'rate_limited') sendError(res, rateLimited(r.code, r.retryAfterSec, r.headers, r.message));
   else sendCanned(res, r.kind === 'pool_exhausted' ? ERRORS.poolExhausted : ERRORS.gateUnavailable);
 };

@@ -30,7 +30,10 @@ export function limitsFrom(config: Config) {
       uploadsPerAccount: config.gatewayUploadsPerAccount,
       bytesPerAddress: config.gatewayUploadBytesPerAddress,
       bytesPerAccount: config.gatewayUploadBytesPerAccount,
+      uploadsPerInstance: config.dedicatedUploadsPerInstance,
+      bytesPerInstance: config.dedicatedUploadBytesPerInstance,
     },
+    streams: { perAccount: config.gatewayStreamsPerAccount, perAddress: config.gatewayStreamsPerAddress },
   };
 }
 

@@ -2,10 +2,12 @@
 // messages protocol), /metrics and /health, over an in-memory key directory and catalog.
 import { DEFAULT_PARSE_BUDGET } from './request/parse-budget.js';
 import { DEFAULT_UPLOAD_LIMITS, UploadLimits } from '../lib/upload-limits.js';
+import { DEFAULT_STREAM_LIMITS, modelStreamLimits } from './request/held-streams.js';
 import type { Bus } from '../lib/bus.js';
 import type { ModelEntry } from '../lib/config.js';
 import { ListenError } from '../lib/errors.js';
-import { listen, send, sendJson, track, type Server } from '../lib/http.js';
+import { listen, sendJson, track, type Server } from '../lib/http.js';
+import { listenMetrics } from '../lib/prometheus.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp } from '../lib/uws.js';
 import { Catalog } from './backends/model-catalog.js';
@@ -71,12 +73,14 @@ export const DEFAULT_LIMITS: GatewayLimits = {
   defaultMaxTokens: 1024,
   parseBudget: DEFAULT_PARSE_BUDGET,
   uploads: DEFAULT_UPLOAD_LIMITS,
+  streams: DEFAULT_STREAM_LIMITS,
 };
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const logger = options.logger ?? createLogger(undefined, { part: 'gateway' });
   const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...options.limits };
   limits.uploads = { ...DEFAULT_UPLOAD_LIMITS, ...options.limits?.uploads };
+  limits.streams = { ...DEFAULT_STREAM_LIMITS, ...options.limits?.streams };
   const metrics = new GatewayMetrics();
   const admission = new Admission(limits.maxInflight);
   metrics.inflight = () => admission.inflight;
@@ -97,6 +101,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     upstreams,
     admission,
     uploads: new UploadLimits(limits.uploads),
+    streams: modelStreamLimits(limits.streams),
     gate: options.gate ?? openGate,
     metrics,
     authenticate: (authorization, xApiKey) => credentials.key(authorization, xApiKey),
@@ -111,7 +116,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let metricsServer: Server;
   try {
     server = await listen(app, options.host ?? '127.0.0.1', options.port, () => admission.inflight === 0, { reusePort: options.reusePort });
-    metricsServer = await listenMetrics(metrics, options.metrics?.host ?? options.host ?? '127.0.0.1', options.metrics?.port ?? 0).catch(
+    // The gateway's and the gates' counters, on a listener of its own (lib/prometheus.ts).
+    const render = () => metrics.render() + gateMetrics();
+    metricsServer = await listenMetrics(render, options.metrics?.host ?? options.host ?? '127.0.0.1', options.metrics?.port ?? 0).catch(
       async (err: unknown) => {
         await server.close();
         throw err instanceof ListenError ? err.naming('RC_METRICS_PORT') : err;
@@ -162,22 +169,6 @@ function registerRoutes(app: TemplatedApp, ctx: GatewayContext, extra: readonly 
     ctx.metrics.request('unknown', NO_MODEL, 404);
     sendError(r, notFound(req.getUrl()));
   });
-}
-
-/**
- * The Prometheus listener: GET /metrics (the gateway's and the gates' counters) and nothing else.
- * Its own port, so that the public port never shows traffic, accounts' gates or backends to
- * anyone who asks; bind it where only Prometheus reaches (loopback, or a private address).
- */
-function listenMetrics(metrics: GatewayMetrics, host: string, port: number): Promise<Server> {
-  const app = uws().App();
-  app.get('/metrics', (res: HttpResponse) => {
-    send(track(res), 200, metrics.render() + gateMetrics(), 'text/plain; version=0.0.4; charset=utf-8');
-  });
-  app.any('/*', (res: HttpResponse) => {
-    send(track(res), 404, 'not found: this listener serves GET /metrics only\n', 'text/plain; charset=utf-8');
-  });
-  return listen(app, host, port);
 }
 
 function methodNotAllowed(ctx: GatewayContext, res: ReturnType<typeof track>): void {

@@ -21,7 +21,24 @@ export type BusEvent =
   /** `route`: where the instance is reachable now (null: no longer live), so gateways update their table without a lookup. */
   | { type: 'instance.changed'; instanceId: string; route?: InstanceRouteWire | null }
   /** A gateway replica saw traffic to the instance (throttled per replica): the control plane resets its idle timer. */
-  | { type: 'instance.activity'; instanceId: string };
+  | { type: 'instance.activity'; instanceId: string }
+  /**
+   * A gateway's tunnel broker (`brokerId`: one per broker process) opened or closed a tunnel, and,
+   * every few seconds, the whole list it holds (`tunnels.live`): the control plane lists an
+   * instance's tunnels from them (control-plane/instances/live-tunnels.ts). Each report holds for
+   * `ttlMs`, so the tunnels of a broker that died without a word go with it.
+   */
+  | ({ type: 'tunnel.opened'; brokerId: string; ttlMs: number } & TunnelReport)
+  | { type: 'tunnel.closed'; brokerId: string; instanceId: string; tunnelId: string }
+  | { type: 'tunnels.live'; brokerId: string; ttlMs: number; tunnels: TunnelReport[] };
+
+/** One tunnel as a broker reports it: whose, which port inside the instance, and its public URL. */
+export interface TunnelReport {
+  instanceId: string;
+  tunnelId: string;
+  port: number;
+  publicUrl: string;
+}
 
 export interface Bus {
   /**

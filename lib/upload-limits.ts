@@ -1,10 +1,11 @@
-// Request bodies in flight, bounded per client address and per account (issue 44: 192 uploads
+// Request bodies in flight, bounded per client address, per account and, on the dedicated
+// endpoints, per instance (issue 44: 192 uploads
 // that declared 8 MiB and withheld their last byte held 1.3 GiB of the gateway, each within the
 // per-request limit). A body is "in flight" from its first byte until it is whole (or refused, or
 // its client goes): after that the request holds an in-flight slot of its own (admission).
 //
 // - Concurrent uploads: a body that did not arrive whole with its headers counts as one upload of
-//   its address and of its account while it is incomplete. Bodies that come in one read (almost
+//   its address and of its account (and of its instance) while it is incomplete. Bodies that come in one read (almost
 //   every API call) never count, so high-concurrency clients are not refused for their number.
 // - Bytes in flight: what incomplete bodies have received so far (memory follows the bytes that
 //   arrive, never the declared length: lib/http.ts readBody grows its buffer as they come).
@@ -21,6 +22,10 @@ export interface UploadLimitSettings {
   bytesPerAddress: number;
   /** Bytes of incomplete request bodies per account (RC_GATEWAY_UPLOAD_BYTES_PER_ACCOUNT). */
   bytesPerAccount: number;
+  /** Incomplete request bodies per instance, on its dedicated endpoints (RC_DEDICATED_UPLOADS_PER_INSTANCE). */
+  uploadsPerInstance: number;
+  /** Bytes of incomplete request bodies per instance (RC_DEDICATED_UPLOAD_BYTES_PER_INSTANCE). */
+  bytesPerInstance: number;
 }
 
 export const DEFAULT_UPLOAD_LIMITS: UploadLimitSettings = {
@@ -28,6 +33,8 @@ export const DEFAULT_UPLOAD_LIMITS: UploadLimitSettings = {
   uploadsPerAccount: 128,
   bytesPerAddress: 256 * 1024 * 1024,
   bytesPerAccount: 128 * 1024 * 1024,
+  uploadsPerInstance: 64,
+  bytesPerInstance: 64 * 1024 * 1024,
 };
 
 /** Seconds a refused client is told to wait: uploads in flight finish or time out within seconds. */
@@ -44,7 +51,7 @@ interface Held {
   bytes: number;
 }
 
-/** One request body while it arrives: what it holds against its address and account. */
+/** One request body while it arrives: what it holds against its address and account (and instance). */
 export class Upload {
   /** Counted as an upload (it did not arrive whole at once). */
   counted = false;
@@ -55,6 +62,8 @@ export class Upload {
     private readonly limits: UploadLimits,
     readonly address: string,
     readonly accountKey: string,
+    /** The dedicated endpoint's instance; '': not counted per instance (the shared model routes). */
+    readonly instanceKey: string,
   ) {}
 
   /**
@@ -85,12 +94,13 @@ export class Upload {
 export class UploadLimits {
   private readonly byAddress = new Map<string, Held>();
   private readonly byAccount = new Map<string, Held>();
+  private readonly byInstance = new Map<string, Held>();
 
   constructor(readonly settings: UploadLimitSettings = DEFAULT_UPLOAD_LIMITS) {}
 
-  /** A body of `address`'s request for `accountId` starts arriving. */
-  start(address: string, accountId: number): Upload {
-    return new Upload(this, address, String(accountId));
+  /** A body of `address`'s request for `accountId` (to instance `instanceId`, on a dedicated endpoint) starts arriving. */
+  start(address: string, accountId: number, instanceId = ''): Upload {
+    return new Upload(this, address, String(accountId), instanceId);
   }
 
   /** Counts `n` more bytes (and the upload itself, the first time); the refusal when a limit is passed. */
@@ -99,6 +109,13 @@ export class UploadLimits {
     const a = this.byAddress.get(u.address) ?? { uploads: 0, bytes: 0 };
     const c = this.byAccount.get(u.accountKey) ?? { uploads: 0, bytes: 0 };
     const more = u.counted ? 0 : 1;
+    const i = u.instanceKey === '' ? undefined : (this.byInstance.get(u.instanceKey) ?? { uploads: 0, bytes: 0 });
+    if (i && i.uploads + more > s.uploadsPerInstance)
+      return new UploadRefusal(`Too many uploads in flight for this instance: at most ${s.uploadsPerInstance} (RC_DEDICATED_UPLOADS_PER_INSTANCE)`);
+    if (i && i.bytes + n > s.bytesPerInstance)
+      return new UploadRefusal(
+        `Too many request body bytes in flight for this instance: at most ${s.bytesPerInstance} (RC_DEDICATED_UPLOAD_BYTES_PER_INSTANCE)`,
+      );
     if (a.uploads + more > s.uploadsPerAddress)
       return new UploadRefusal(`Too many uploads in flight from this address: at most ${s.uploadsPerAddress} (RC_GATEWAY_UPLOADS_PER_ADDRESS)`);
     if (c.uploads + more > s.uploadsPerAccount)
@@ -113,6 +130,11 @@ export class UploadLimits {
     c.bytes += n;
     this.byAddress.set(u.address, a);
     this.byAccount.set(u.accountKey, c);
+    if (i) {
+      i.uploads += more;
+      i.bytes += n;
+      this.byInstance.set(u.instanceKey, i);
+    }
     u.counted = true;
     u.bytes += n;
     return undefined;
@@ -123,19 +145,20 @@ export class UploadLimits {
     if (!u.counted) return;
     drop(this.byAddress, u.address, u.bytes);
     drop(this.byAccount, u.accountKey, u.bytes);
+    if (u.instanceKey !== '') drop(this.byInstance, u.instanceKey, u.bytes);
     u.counted = false;
     u.bytes = 0;
   }
 
   /** What is held now (tests, metrics): entries and their sums. */
-  held(): { addresses: number; accounts: number; uploads: number; bytes: number } {
+  held(): { addresses: number; accounts: number; instances: number; uploads: number; bytes: number } {
     let uploads = 0;
     let bytes = 0;
     for (const h of this.byAddress.values()) {
       uploads += h.uploads;
       bytes += h.bytes;
     }
-    return { addresses: this.byAddress.size, accounts: this.byAccount.size, uploads, bytes };
+    return { addresses: this.byAddress.size, accounts: this.byAccount.size, instances: this.byInstance.size, uploads, bytes };
   }
 }
 

@@ -15,6 +15,17 @@ export interface BuildOptions {
   onOutput?: (line: string) => void;
 }
 
+/**
+ * The pending message for a line of docker build's output: the classic builder (the Engine API's
+ * /build) starts each Dockerfile instruction with `Step k/n : ...`, which becomes
+ * `building image: step k/n`; undefined for every other line (layer ids, the instruction's own
+ * output), which leaves the message as it was.
+ */
+export function buildStepMessage(line: string): string | undefined {
+  const step = /^Step (\d+)\/(\d+) :/.exec(line);
+  return step ? `building image: step ${step[1]}/${step[2]}` : undefined;
+}
+
 export async function buildImage(o: BuildOptions): Promise<void> {
   const client = new Client('http://localhost', { socketPath: o.socketPath });
   const tar = spawn('tar', ['-C', o.contextDir, '-c', '.'], { stdio: ['ignore', 'pipe', 'pipe'] });

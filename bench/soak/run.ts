@@ -102,13 +102,30 @@ async function main(): Promise<void> {
     await p.stop();
   }
 
+  const failed = report({ minutes, warmupMinutes, settleMinutes, runtime, redis: !!redisUrl }, samples, traffic, growth);
+  if (failed > 0) process.exitCode = 1;
+}
+
+interface SoakSettings {
+  minutes: number;
+  warmupMinutes: number;
+  settleMinutes: number;
+  runtime: string;
+  redis: boolean;
+}
+
+/** Prints the figures, writes them as JSON into RC_BENCH_RESULTS_DIR, and returns the failed operations. */
+function report(settings: SoakSettings, samples: RssSample[], traffic: Traffic, growth: HeapGroup[]): number {
+  const { minutes, warmupMinutes, settleMinutes } = settings;
   const slope = slopeMbPerHour(samples);
   const lastHour = samples.filter((x) => x.atS >= (samples.at(-1)?.atS ?? 0) - 3600);
   const lastHourSlope = slopeMbPerHour(lastHour);
   const stats = Object.fromEntries(traffic.stats);
   const total = [...traffic.stats.values()].reduce((n, s) => n + s.ok + s.refused + s.failed, 0);
   const failed = [...traffic.stats.values()].reduce((n, s) => n + s.failed, 0);
-  process.stdout.write(`\nsoak: ${minutes} min (${warmupMinutes} warm-up, ${settleMinutes} settling), ${total} operations, ${failed} failed (5xx or no answer)\n`);
+  process.stdout.write(
+    `\nsoak: ${minutes} min (${warmupMinutes} warm-up, ${settleMinutes} settling), ${total} operations, ${failed} failed (5xx or no answer)\n`,
+  );
   process.stdout.write(
     `RSS after warm-up: ${samples[0]?.rssMb.toFixed(1) ?? '-'} -> ${samples.at(-1)?.rssMb.toFixed(1) ?? '-'} MB, slope ${slope.toFixed(1)} MB/h over ${samples.length} quiet samples; over the last hour ${lastHourSlope.toFixed(1)} MB/h (${lastHour.length} samples)\n`,
   );
@@ -122,10 +139,21 @@ async function main(): Promise<void> {
   const file = join(dir, `soak-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(
     file,
-    JSON.stringify({ minutes, warmupMinutes, settleMinutes, runtime, redis: !!redisUrl, slopeMbPerHour: slope, lastHourSlopeMbPerHour: lastHourSlope, samples, stats, heapGrowth: growth }, null, 2),
+    JSON.stringify(
+      {
+        ...settings,
+        slopeMbPerHour: slope,
+        lastHourSlopeMbPerHour: lastHourSlope,
+        samples,
+        stats,
+        heapGrowth: growth,
+      },
+      null,
+      2,
+    ),
   );
   process.stdout.write(`\nwrote ${file}\n`);
-  if (failed > 0) process.exitCode = 1;
+  return failed;
 }
 
 await main();

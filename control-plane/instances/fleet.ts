@@ -43,6 +43,8 @@ export interface HostView {
 
 export interface HostGpuView {
   index: number;
+  /** nvidia-smi's GPU UUID; null for simulated GPUs. */
+  uuid: string | null;
   model: string;
   memory_mb: number;
   instance_id: string | null;
@@ -54,6 +56,7 @@ export interface HostGpuView {
 const gpuViews = (gpus: Gpu[]): HostGpuView[] =>
   gpus.map((g) => ({
     index: g.index,
+    uuid: g.uuid ?? null,
     model: g.model,
     memory_mb: g.memoryMb,
     instance_id: g.instanceId || null,

@@ -6,6 +6,7 @@
 //   ... await instances.close() before cp.close().
 import type { ApiDeps } from '../deps.js';
 import type { Route } from '../router.js';
+import { gpuRoutes } from './gpu-routes.js';
 import { instanceRoutes } from './routes.js';
 import { streamRoutes } from './streams.js';
 import type { InstanceRoute } from './live-routes.js';
@@ -34,7 +35,7 @@ export interface Instances {
 export async function createInstances(options: InstanceServiceOptions): Promise<Instances> {
   const service = await InstanceService.create(options);
   return {
-    routes: (deps) => [...instanceRoutes(service, deps), ...streamRoutes(service, deps)],
+    routes: (deps) => [...instanceRoutes(service, deps), ...streamRoutes(service, deps), ...gpuRoutes(service)],
     start: () => service.start(),
     close: () => service.close(),
     recordActivity: (id) => service.recordActivity(id),

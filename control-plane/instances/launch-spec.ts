@@ -18,6 +18,19 @@ export function mainPort(t: TemplateSnapshot): number | undefined {
   return t.app_port ?? DEFAULT_PORTS[t.instance_type];
 }
 
+/**
+ * Why an instance is offered no SSH: its template has SSH off, its image serves none (the image
+ * catalog's `ssh`), or no SSH key was saved when it launched; null when SSH is offered. A snapshot
+ * from before the catalog said (no `image_ssh`) is offered SSH whenever its template enables it,
+ * as it was then, so a spec resent after an upgrade stays the same.
+ */
+export function sshMissing(t: TemplateSnapshot): 'template' | 'image' | 'key' | null {
+  if (!t.ssh_enabled) return 'template';
+  if (t.image_ssh === undefined) return null;
+  if (!t.image_ssh) return 'image';
+  return t.ssh_public_key ? null : 'key';
+}
+
 export function buildSpec(row: InstanceRow, t: TemplateSnapshot): LaunchSpecInput & { instanceId: string } {
   const env: Record<string, string> = { RC_GPU_COUNT: String(row.gpu_count), RC_INSTANCE_TYPE: t.instance_type, RC_BRANCH: t.branch };
   if (t.repo_url) env.RC_REPO_URL = t.repo_url;
@@ -25,7 +38,9 @@ export function buildSpec(row: InstanceRow, t: TemplateSnapshot): LaunchSpecInpu
   if (t.id) env.RC_TEMPLATE_ID = String(t.id);
   const port = mainPort(t);
   const ports = port !== undefined ? [port] : [];
-  if (t.ssh_enabled && !ports.includes(SSH_PORT)) ports.push(SSH_PORT);
+  // Port 22 only where something can log in: an image with an SSH server and a saved key.
+  const ssh = sshMissing(t) === null;
+  if (ssh && !ports.includes(SSH_PORT)) ports.push(SSH_PORT);
   const command = t.start_command ?? '';
   return {
     instanceId: row.id,
@@ -36,7 +51,7 @@ export function buildSpec(row: InstanceRow, t: TemplateSnapshot): LaunchSpecInpu
     ports,
     gpuCount: row.gpu_count,
     diskGb: row.disk_gb,
-    sshPublicKey: t.ssh_enabled ? (t.ssh_public_key ?? '') : '',
+    sshPublicKey: ssh ? (t.ssh_public_key ?? '') : '',
     volume: t.persistent_storage ? volumeName(row.account_id) : '',
     readyTimeoutMs: 0,
   };

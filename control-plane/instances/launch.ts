@@ -40,8 +40,12 @@ interface LaunchRequest {
   token: unknown;
 }
 
-/** What an instance keeps of its template; the account's SSH key is copied when the template enables SSH. */
-function templateSnapshot(template: Template, account: Account): TemplateSnapshot {
+/**
+ * What an instance keeps of its template; the account's SSH key is copied when the template enables
+ * SSH, and whether the image serves SSH (its catalog entry now: an operator's later change applies
+ * to later launches).
+ */
+function templateSnapshot(template: Template, account: Account, imageSsh: boolean): TemplateSnapshot {
   return {
     id: template.id,
     title: template.title,
@@ -56,6 +60,7 @@ function templateSnapshot(template: Template, account: Account): TemplateSnapsho
     persistent_storage: template.persistent_storage,
     disk_gb: template.disk_gb,
     ssh_public_key: template.ssh_enabled ? account.sshPublicKey : null,
+    image_ssh: imageSsh,
   };
 }
 
@@ -83,7 +88,8 @@ export class Launcher {
     // A DNS label (lowercase hex): the id is the first label of the app's own origin on the
     // instance proxy (lib/instance-origin.ts).
     const id = `inst-${randomBytes(12).toString('hex')}`;
-    await this.admit(account, request, id, templateSnapshot(request.template, account), now);
+    const imageSsh = (await this.ctx.store.images.get(request.template.image))?.ssh === true;
+    await this.admit(account, request, id, templateSnapshot(request.template, account, imageSsh), now);
     const { instances } = this.ctx.store;
     const row = (await instances.get(id))!;
     this.lifecycle.changed(row);

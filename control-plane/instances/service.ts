@@ -8,6 +8,7 @@
 //   reconciliation.ts  database and agents brought back in line after a restart of either side
 //   tick.ts            the periodic checks: billing, credits, lifetime, idle, silent hosts
 //   gpu-activity.ts    the GPU side of the idle rule: a busy GPU (its telemetry) is activity
+//   gpu-history.ts     the last samples of every GPU (the console's sparklines; gpu-views.ts)
 //   lifecycle.ts       every state change (route cache, bus), failing and destroying
 //   connections.ts     the connections to the host agents
 //
@@ -17,6 +18,7 @@ import type { Bus } from '../../lib/bus.js';
 import { systemClock, type Clock } from '../../lib/clock.js';
 import { createLogger, type Logger } from '../../lib/log.js';
 import type { Account } from '../accounts.js';
+import type { HostInfo } from '../../agent/types.js';
 import type { Store } from '../store.js';
 import { AgentReports } from './agent-reports.js';
 import type { AgentConfig, AgentConnection } from './agents.js';
@@ -28,8 +30,11 @@ import { Launcher, type LaunchInput } from './launch.js';
 import { launchQuote, type LaunchQuote } from './launch-quote.js';
 import { InstanceLifecycle } from './lifecycle.js';
 import { LiveRoutes, type InstanceRoute } from './live-routes.js';
+import { LiveTunnels } from './live-tunnels.js';
 import type { LogTails } from './log-tails.js';
 import { GpuActivity } from './gpu-activity.js';
+import { GpuHistory } from './gpu-history.js';
+import { hostGpusView, instanceGpusView, type HostGpuHistoryView, type InstanceGpusView } from './gpu-views.js';
 import { Placement, type Provisioner } from './placement.js';
 import { Reconciliation } from './reconciliation.js';
 import { publicUrls, resolveInstanceSettings, type InstanceSettings, type PublicUrls } from './settings.js';
@@ -67,6 +72,8 @@ export class InstanceService {
   readonly settings: InstanceSettings;
   /** The connections to the host agents, by host name. */
   readonly agents: ReadonlyMap<string, AgentConnection>;
+  /** Each live instance's tunnels, as the gateways' brokers announce them (live-tunnels.ts). */
+  readonly tunnels: LiveTunnels;
   private readonly clock: Clock;
   private readonly urls: PublicUrls;
   private readonly connections: AgentConnections;
@@ -78,6 +85,10 @@ export class InstanceService {
   private readonly launcher: Launcher;
   private readonly ticker: InstanceTicker;
   private readonly gpuActivity: GpuActivity;
+  /** The last telemetry samples of every GPU, in this process's memory (gpu-history.ts). */
+  readonly gpuHistory: GpuHistory;
+  /** Told which instances' GPUs got a new sample (in this process only: never on the bus, which may be Redis). */
+  private readonly sampleListeners = new Set<(instanceIds: ReadonlySet<string>) => void>();
   private readonly ctx: InstanceContext;
 
   /** Builds the service over the database's hosts and live instances (InstanceService.create). */
@@ -90,6 +101,8 @@ export class InstanceService {
     this.instances = store.instances;
     this.logTails = store.logTails;
     this.hosts = store.hosts;
+    this.gpuHistory = new GpuHistory(this.settings.instanceGpuHistorySamples);
+    this.tunnels = new LiveTunnels(o.bus, this.clock);
     this.gpuActivity = new GpuActivity({ busyPct: this.settings.instanceGpuBusyPct, windowMs: this.settings.instanceGpuBusyWindowSec * 1000 }, (id, at) =>
       this.routes.recordActivity(id, at),
     );
@@ -97,7 +110,7 @@ export class InstanceService {
       onConnect: (c) => this.reconciliation.reconcile(c),
       onEvent: (c, e) => this.reports.onEvent(c, e),
       onHost: (c) => {
-        if (c.host) this.gpuActivity.record(c.id, c.host, this.clock.now());
+        if (c.host) this.recordTelemetry(c.id, c.host);
         void this.placement.schedule();
       },
     });
@@ -128,9 +141,11 @@ export class InstanceService {
   }
 
   /** Closes the connection to a host and forgets it (its instances must have ended: see endOnHost). */
-  detachHost(id: string): Promise<void> {
+  async detachHost(id: string): Promise<void> {
+    await this.connections.detach(id);
+    // After the hang-up: no host item of it can arrive any more to bring its GPUs back.
     this.gpuActivity.forget(id);
-    return this.connections.detach(id);
+    this.gpuHistory.forget(id);
   }
 
   /**
@@ -139,6 +154,19 @@ export class InstanceService {
    */
   endOnHost(id: string): Promise<void> {
     return this.reconciliation.endOnHost(id);
+  }
+
+  /** A host status arrived: its GPUs' samples go to the idle rule and the history, and the instances that got one are told. */
+  private recordTelemetry(hostName: string, host: HostInfo): void {
+    this.gpuActivity.record(hostName, host, this.clock.now());
+    const fresh = this.gpuHistory.record(hostName, host);
+    if (fresh.size) for (const l of this.sampleListeners) l(fresh);
+  }
+
+  /** Calls `listener` with the instances whose GPUs got a new telemetry sample; returns the unsubscribe function. */
+  onGpuSamples(listener: (instanceIds: ReadonlySet<string>) => void): () => void {
+    this.sampleListeners.add(listener);
+    return () => this.sampleListeners.delete(listener);
   }
 
   /** Dials the agents and starts the periodic tick. */
@@ -153,6 +181,7 @@ export class InstanceService {
     await this.ticker.stop();
     await this.connections.close();
     await this.ticker.flushActivity();
+    this.tunnels.close();
   }
 
   // ---- the API -------------------------------------------------------------------------------
@@ -162,7 +191,23 @@ export class InstanceService {
     const position = await this.queuePosition(r);
     if (position !== null) return { ...status, message: queuedMessage(position) };
     if (r.agent_id === null || (r.state !== 'ready' && r.state !== 'pending')) return status;
-    return { ...status, gpus: instanceGpuUsage(this.agents.get(r.agent_id)?.host, r.id) };
+    return { ...status, gpus: instanceGpuUsage(this.agents.get(r.agent_id)?.host, r.id), tunnels: this.tunnels.of(r.id) };
+  }
+
+  /**
+   * The GPUs an instance holds while pending or ready, their figures and (with `history`) the
+   * samples taken while it held them; none once it ended or while it waits in the queue.
+   */
+  gpus(r: InstanceRow, history: boolean): InstanceGpusView {
+    const live = r.agent_id !== null && (r.state === 'ready' || r.state === 'pending');
+    const conn = live ? this.agents.get(r.agent_id!) : undefined;
+    return instanceGpusView(r.id, conn, history ? this.gpuHistory : undefined);
+  }
+
+  /** Every GPU of a host with its holder, figures and history (operators); undefined for an unknown host. */
+  hostGpus(name: string): HostGpuHistoryView | undefined {
+    const conn = this.agents.get(name);
+    return conn && hostGpusView(conn, this.gpuHistory);
   }
 
   /** 1-based place of a queued (pending, unplaced) instance in the queue; null otherwise. */

@@ -12,6 +12,7 @@ const KEYS = [
   'instanceStopWarningSec',
   'instanceGpuBusyPct',
   'instanceGpuBusyWindowSec',
+  'instanceGpuHistorySamples',
   'instanceLaunchRate',
   'instanceSchedule',
   'instanceTickMs',

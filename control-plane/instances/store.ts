@@ -50,7 +50,11 @@ export type TemplateSnapshot = Pick<
   | 'ssh_enabled'
   | 'persistent_storage'
   | 'disk_gb'
-> & { ssh_public_key: string | null };
+> & {
+  ssh_public_key: string | null;
+  /** Whether the image served SSH at launch (its catalog entry); absent in snapshots made before the catalog said so. */
+  image_ssh?: boolean;
+};
 
 export const snapshotOf = (r: InstanceRow): TemplateSnapshot => JSON.parse(r.template) as TemplateSnapshot;
 

@@ -7,7 +7,9 @@
 //   until it is placed. Once the host has removed an ended instance, its saved tail is served.
 // - GET /api/notebook/events: the caller's current instance's status object whenever it
 //   changes (event `status`; data null when the account never had one), with `queue_position`
-//   (1 = next to be placed) while it waits for capacity, so clients need not poll.
+//   (1 = next to be placed) while it waits for capacity, so clients need not poll; and event
+//   `gpus` (its GPUs' latest figures, the shape of GET /api/notebook/gpus without the history)
+//   whenever its host reports a new telemetry sample of them.
 import { z } from 'zod';
 import { AgentCallError } from '../../agent/client.js';
 import type { Bus } from '../../lib/bus.js';
@@ -120,6 +122,19 @@ function followStatus(service: InstanceService, bus: Bus, accountId: number, sse
     current = await service.instances.latest(accountId);
     await push();
   });
+  // Telemetry comes every few seconds per GPU: told in this process, never through the bus.
+  // In order with the status events, so that none comes before the first status.
+  const offSamples = service.onGpuSamples((ids) => {
+    inOrder(async () => {
+      if (current && ids.has(current.id) && sse.open) sse.send('gpus', JSON.stringify(service.gpus(current, false)));
+    });
+  });
+  sse.onClose(offSamples);
+  // A tunnel of the current instance opened or closed (the brokers' reports, live-tunnels.ts).
+  const offTunnels = service.tunnels.onChange((id) => {
+    if (sse.open && current?.id === id) inOrder(push);
+  });
+  sse.onClose(offTunnels);
   const off = bus.subscribe((ev) => {
     if (ev.type !== 'instance.changed' || !sse.open) return;
     inOrder(async () => {

@@ -2,8 +2,9 @@
 // with what a client needs besides. Times are ISO strings; credits are numbers.
 import type { HostInfo } from '../../agent/types.js';
 import { accruedMicros, MICROS_PER_CREDIT } from './billing.js';
-import { mainPort } from './launch-spec.js';
+import { mainPort, sshMissing } from './launch-spec.js';
 import { EndReason } from './lifecycle.js';
+import type { TunnelView } from './live-tunnels.js';
 import type { PublicUrls } from './settings.js';
 import { snapshotOf, type InstanceRow, type TemplateSnapshot } from './store.js';
 
@@ -33,7 +34,10 @@ export interface InstanceStatus {
   dedicated_base_url: string | null;
   /** vllm and sglang: the model name the server answers to, read from the start command (null when it cannot be told). */
   served_model: string | null;
+  /** Where SSH answers; null unless the template enables it, the image serves it and a key was saved at launch. */
   ssh: { host: string; port: number } | null;
+  /** Why SSH is not offered: `template` (SSH off), `image` (it serves no SSH), `key` (no SSH key saved at launch); null when it is. */
+  ssh_missing: 'template' | 'image' | 'key' | null;
   credits_per_hour: number;
   credits_spent: number;
   host: string | null;
@@ -50,6 +54,29 @@ export interface InstanceStatus {
   stop_warning: StopWarning | null;
   /** Why it ended, in one word (its `reason` grouped); null while it runs. */
   stopped_by: StoppedBy | null;
+  /**
+   * How far a pending launch's image step is, from its host's message: `image_build` (docker
+   * build's Dockerfile steps, `building image: step k/n`) or `image_pull` (`pulling image: k/n
+   * layers`); null otherwise.
+   */
+  progress: LaunchProgress | null;
+  /** Its rc-tunnel tunnels connected now, by port (live-tunnels.ts); [] unless it is pending or ready. */
+  tunnels: TunnelView[];
+}
+
+export interface LaunchProgress {
+  stage: 'image_build' | 'image_pull';
+  done: number;
+  total: number;
+}
+
+/** The progress a pending instance's message tells (the agent's wording: agent/images/build.ts, agent/docker-api.ts). */
+export function launchProgress(state: InstanceRow['state'], message: string): LaunchProgress | null {
+  if (state !== 'pending') return null;
+  const build = /^building image: step (\d+)\/(\d+)/.exec(message);
+  if (build) return { stage: 'image_build', done: Number(build[1]), total: Number(build[2]) };
+  const pull = /^pulling image: (\d+)\/(\d+) layers/.exec(message);
+  return pull ? { stage: 'image_pull', done: Number(pull[1]), total: Number(pull[2]) } : null;
 }
 
 export interface StopWarning {
@@ -185,12 +212,15 @@ export function toStatus(r: InstanceRow, now: number, urls: PublicUrls, idleTime
     base_url: instanceBaseUrl(urls, r.id),
     dedicated_base_url: dedicatedBaseUrl(urls, r.id, t),
     served_model: servedModel(t),
-    ssh: t.ssh_enabled && r.endpoint_host && r.ssh_port ? { host: r.endpoint_host, port: r.ssh_port } : null,
+    ssh: sshMissing(t) === null && r.endpoint_host && r.ssh_port ? { host: r.endpoint_host, port: r.ssh_port } : null,
+    ssh_missing: sshMissing(t),
     credits_per_hour: r.micros_per_hour / MICROS_PER_CREDIT,
     credits_spent: spentMicros / MICROS_PER_CREDIT,
     host: r.agent_id,
     gpus: null,
     stop_warning: stopWarning(r, now, idleTimeoutMs, stopWarningMs) ?? null,
     stopped_by: stoppedBy(r),
+    progress: launchProgress(r.state, r.message),
+    tunnels: [],
   };
 }

@@ -12,6 +12,7 @@
 // near a limit, or the bound fills the context), so the common case costs nothing more.
 import type { Route } from '../backends/upstreams.js';
 import { headerName } from '../../lib/http.js';
+import { CHAT_CODES } from '../errors.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { ModelRequest } from '../request/lifecycle.js';
 import type { ProtocolError } from '../request/protocol.js';
@@ -38,7 +39,8 @@ export function fitRequested(model: ModelState, headerValue: string): boolean {
  * A model call on `model`: binds it to the request (its route, max tokens, the prompt builder),
  * fits its max tokens, admits it (counting the input when its bound bites), then calls `forward`
  * with the request admitted (`r.forwardMaxTokens`, `r.inputTokens` and `r.decision` set); answers
- * a too-long prompt or a refusal itself. The request's `finish` settles and releases from then on.
+ * a too-long prompt or a refusal itself. A stream (`r.stream`) first takes its place per account
+ * and address (request/held-streams.ts): call it in the body's callback. The request's `finish` settles and releases from then on.
  */
 export function fitAndAdmit<E extends ProtocolError>(
   r: ModelRequest<E>,
@@ -49,6 +51,7 @@ export function fitAndAdmit<E extends ProtocolError>(
   forward: (r: ModelRequest<E>) => void,
 ): void {
   r.model = model;
+  if (r.stream && !holdStream(r)) return;
   r.routeHint = route;
   r.maxTokens = maxTokens;
   r.prompt = prompt;
@@ -56,6 +59,21 @@ export function fitAndAdmit<E extends ProtocolError>(
   r.fit = fitRequested(model, r.fitHeader);
   if (!r.fit) admitCall(r, undefined);
   else fitPrompt(r, admitCall);
+}
+
+/** Takes the stream's place (request/held-streams.ts), or answers 429 stream_limit_exceeded and finishes the request. */
+function holdStream<E extends ProtocolError>(r: ModelRequest<E>): boolean {
+  const refusal = r.holdStream();
+  if (refusal === undefined) return true;
+  r.protocol.refuse(r.res, {
+    kind: 'rate_limited',
+    code: CHAT_CODES.streamLimit,
+    retryAfterSec: refusal.retryAfterSec,
+    headers: { 'x-rc-limit': refusal.message },
+    message: refusal.message,
+  });
+  r.finish(429, undefined);
+  return false;
 }
 
 function admitCall<E extends ProtocolError>(r: ModelRequest<E>, fit: FitResult | undefined): void {

@@ -8,8 +8,17 @@ import type { Res } from '../../lib/http.js';
 export type Refusal =
   /** Every in-flight slot is taken: 503 with Retry-After: 5. */
   | { readonly kind: 'pool_exhausted' }
-  /** A gate refused: 429 with the gate's code, Retry-After and headers. */
-  | { readonly kind: 'rate_limited'; readonly code: string; readonly retryAfterSec: number; readonly headers: Record<string, string> }
+  /**
+   * A gate or a per-tenant bound refused: 429 with its code, Retry-After and headers; `message`
+   * says which bound when it is not a gate (else the protocol's rate-limit message).
+   */
+  | {
+      readonly kind: 'rate_limited';
+      readonly code: string;
+      readonly retryAfterSec: number;
+      readonly headers: Record<string, string>;
+      readonly message?: string;
+    }
   /** The gate threw: 503 with Retry-After: 5. */
   | { readonly kind: 'gate_unavailable' };
 

@@ -19,13 +19,12 @@
 // which outlives catalog reloads (the registry keeps it while a model uses its URL). A backend
 // that cannot be reached is asked again after RETRY_MS; one that answers without these fields is
 // not asked again.
+import { readModelList, readPropsContext, type ServerKind } from '../../lib/model-list.js';
 import type { ModelState } from './model-catalog.js';
 import type { Upstream } from './upstreams.js';
 
-export type ServerKind = 'vllm' | 'sglang' | 'llama.cpp';
-
-/** The `owned_by` each server writes on its /v1/models entries. */
-const OWNED_BY: Record<string, ServerKind> = { vllm: 'vllm', sglang: 'sglang', llamacpp: 'llama.cpp' };
+// Reading the bodies is shared with the control plane (lib/model-list.ts), which shows the same context.
+export { readModelList, readPropsContext, type ServerKind } from '../../lib/model-list.js';
 
 /** A probe that failed (unreachable, an error status) is tried again after this long. */
 const RETRY_MS = 30_000;
@@ -112,26 +111,6 @@ export function backendContext(model: ModelState): number | undefined {
     if (c !== undefined && (min === undefined || c < min)) min = c;
   }
   return min;
-}
-
-const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-const positiveInt = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined);
-
-/** Kind and context from a /v1/models body (the entry of `served`, else the first), or undefined when it is not such a list. */
-export function readModelList(body: unknown, served: string): { kind: ServerKind | undefined; context: number | undefined } | undefined {
-  if (!isRecord(body) || !Array.isArray(body.data)) return undefined;
-  const items = body.data.filter(isRecord);
-  const item = items.find((d) => d.id === served) ?? items[0];
-  if (!item) return undefined;
-  const kind = typeof item.owned_by === 'string' ? OWNED_BY[item.owned_by] : undefined;
-  const context = positiveInt(item.max_model_len) ?? (isRecord(item.meta) ? positiveInt(item.meta.n_ctx) : undefined);
-  return { kind, context };
-}
-
-/** The slot context of a llama.cpp /props body. */
-export function readPropsContext(body: unknown): number | undefined {
-  if (!isRecord(body) || !isRecord(body.default_generation_settings)) return undefined;
-  return positiveInt(body.default_generation_settings.n_ctx);
 }
 
 async function getJson(u: Upstream, path: string): Promise<unknown> {

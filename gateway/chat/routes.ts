@@ -136,6 +136,7 @@ function completion(r: ModelRequest<ChatError>, raw: Buffer, o: Record<string, u
   }
   const f = chatFields(r, raw, o, model);
   if (!f) return;
+  r.stream = f.stream;
   fitAndAdmit(
     r,
     model,

@@ -5,9 +5,17 @@
 // did not match, so nothing is learnt about other accounts' instances) -> not /v1/messages
 // (404) -> the instance is ready (503 with Retry-After while it starts). After admission the
 // backend's response is relayed verbatim. No model gates: credits pay for the instance.
-import { declaredLength, readBody, sendJson, type Res } from '../../lib/http.js';
+//
+// Per-tenant bounds (issue 44): an admitted request holds a place per instance, per account and
+// per client address until its response ends, however it ends (lib/held-limits.ts;
+// RC_DEDICATED_INFLIGHT_*), and its body, while it arrives, counts against the gateway's upload
+// limits with the instance's own on top (lib/upload-limits.ts). Past one: 429 `{detail}` with
+// Retry-After, naming the limit.
+import type { HeldLimits } from '../../lib/held-limits.js';
+import { declaredLength, readBody, sendJson, type BodyWatch, type Res } from '../../lib/http.js';
 import { mainEndpoint, type InstanceRoutes } from '../../lib/instance-routes.js';
 import { forward, forwardedHeaders, type InstancePools, ResponseRelay } from '../../lib/relay/forward.js';
+import type { Upload } from '../../lib/upload-limits.js';
 import type { HttpRequest } from '../../lib/uws.js';
 import { AUTH_MISSING } from '../auth/keys.js';
 import type { GatewayContext } from '../context.js';
@@ -32,6 +40,14 @@ export interface DedicatedRelayOptions {
   maxBodyBytes: number;
   /** Retry-After (seconds) of the 503 while an instance starts. */
   retryAfter: string;
+  /** Requests in flight per instance, account and client address. */
+  inflight: HeldLimits;
+}
+
+/** What an admitted request is: its instance's address and the account whose key it carries. */
+interface Admitted {
+  address: string;
+  accountId: number;
 }
 
 export class DedicatedRelay {
@@ -48,12 +64,12 @@ export class DedicatedRelay {
 
   /** Admission then relay; `target` undefined: a malformed URL (403 after the key check). */
   handle(res: Res, req: HttpRequest, target: DedicatedTarget | undefined): void {
-    const address = this.admit(res, req, target);
-    if (address !== undefined && target) this.relay(res, req, target, address);
+    const admitted = this.admit(res, req, target);
+    if (admitted !== undefined && target) this.relay(res, req, target, admitted);
   }
 
-  /** The instance's address for `target`, or undefined after answering a refusal. */
-  private admit(res: Res, req: HttpRequest, target: DedicatedTarget | undefined): string | undefined {
+  /** The instance's address for `target` and the caller's account, or undefined after answering a refusal. */
+  private admit(res: Res, req: HttpRequest, target: DedicatedTarget | undefined): Admitted | undefined {
     const auth = this.ctx.authenticate(req.getHeader('authorization'), req.getHeader('x-api-key'));
     if (typeof auth !== 'number') {
       this.answer(res, 401, auth === AUTH_MISSING ? 'Unauthorized: No API key provided.' : 'Invalid bearer token');
@@ -74,25 +90,55 @@ export class DedicatedRelay {
       this.answer(res, 503, STARTING, { 'retry-after': this.o.retryAfter });
       return undefined;
     }
-    return address;
+    return { address, accountId: auth };
   }
 
-  /** Relays the request (its body read first, within the limit) to `address`, and the response back verbatim. */
-  private relay(res: Res, req: HttpRequest, target: DedicatedTarget, address: string): void {
-    const { pools, maxBodyBytes } = this.o;
+  /**
+   * Relays the request (its body read first, within the limit and the upload limits) to the
+   * instance, and the response back verbatim; refused with 429 when the instance, the account or
+   * the client's address holds its most requests in flight.
+   */
+  private relay(res: Res, req: HttpRequest, target: DedicatedTarget, admitted: Admitted): void {
+    const { pools, maxBodyBytes, inflight } = this.o;
+    const { address, accountId } = admitted;
+    const instanceId = target.instanceId;
+    const client = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const refusal = inflight.take(accountId, client, instanceId);
+    if (refusal) {
+      this.answer(res, 429, refusal.message, { 'retry-after': String(refusal.retryAfterSec) });
+      return;
+    }
     const metrics = this.ctx.metrics;
-    this.o.routes.recordActivity(target.instanceId);
+    this.o.routes.recordActivity(instanceId);
     const method = req.getCaseSensitiveMethod().toUpperCase();
     const query = req.getQuery();
     const path = query ? `${target.path}?${query}` : target.path;
     const headers = forwardedHeaders(req, DROP_HEADERS);
-    const relay = new ResponseRelay(res, method, (status) => metrics.request(DEDICATED_ROUTE, NO_MODEL, status));
+    let upload: Upload | undefined;
+    // Called once however the response ends (its end, the instance's failure, the client gone).
+    const relay = new ResponseRelay(res, method, (status) => {
+      inflight.give(accountId, client, instanceId);
+      upload?.release();
+      metrics.request(DEDICATED_ROUTE, NO_MODEL, status);
+    });
     const length = declaredLength(req);
     const chunked = req.getHeader('transfer-encoding') !== '';
     if ((length === '' || length === '0') && !chunked) {
       forward(pools, address, { method, path, headers, body: undefined }, relay);
       return;
     }
+    const watch: BodyWatch = (bytes, last) => {
+      if (upload === undefined) {
+        if (last) return true; // whole in one read: never in flight
+        upload = this.ctx.uploads.start(client, accountId, instanceId);
+      }
+      const refused = upload.received(bytes, last);
+      if (refused === undefined) return true;
+      // The rest of the body is never read: the connection closes after the answer.
+      res.closeAfter = true;
+      relay.fail(429, refused.message, { 'retry-after': String(refused.retryAfterSec), 'x-rc-limit': refused.message });
+      return false;
+    };
     readBody(
       res,
       length,
@@ -101,6 +147,7 @@ export class DedicatedRelay {
         if (!relay.finished) forward(pools, address, { method, path, headers, body }, relay);
       },
       (err) => relay.fail(err.status, err.message),
+      watch,
     );
   }
 }

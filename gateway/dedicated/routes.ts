@@ -3,6 +3,8 @@
 // the same with the instance's main routed port (browsers without a key are redirected to the
 // instance proxy when its URL is configured). The URL forms are read in urls.ts; admission and
 // the verbatim relay of one request are in relay.ts.
+import type { Config } from '../../lib/config.js';
+import { HeldLimits, type HeldLimitSettings } from '../../lib/held-limits.js';
 import { track } from '../../lib/http.js';
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { InstancePools, type PoolOptions } from '../../lib/relay/forward.js';
@@ -23,18 +25,42 @@ export interface DedicatedOptions {
   pool?: Partial<PoolOptions>;
   /** Public URL of the instance proxy: browsers (no key) on `<gateway>/instances/...` are redirected there. */
   proxyUrl?: string;
+  /** Requests in flight per instance, account and client address (RC_DEDICATED_INFLIGHT_*); DEFAULT_DEDICATED_INFLIGHT for what is left out. */
+  inflight?: Partial<HeldLimitSettings>;
+}
+
+export const DEFAULT_DEDICATED_INFLIGHT: HeldLimitSettings = { perInstance: 512, perAccount: 1024, perAddress: 1024 };
+
+/** Seconds a refused client is told to wait: requests to an instance end within seconds to minutes. */
+export const DEDICATED_RETRY_AFTER_SEC = 5;
+
+/** The settings' part of createDedicatedEndpoints' options. */
+export function dedicatedInflightFromConfig(config: Config): HeldLimitSettings {
+  return {
+    perInstance: config.dedicatedInflightPerInstance,
+    perAccount: config.dedicatedInflightPerAccount,
+    perAddress: config.dedicatedInflightPerAddress,
+  };
 }
 
 export interface DedicatedEndpoints {
   plugin: RoutePlugin;
   /** Instance addresses with a connection pool (dropped when the instance goes: routes.onGone). */
   readonly pools: number;
+  /** Requests in flight per instance, account and address (tests: back to nothing when they end). */
+  readonly inflight: HeldLimits;
   /** Closes the connection pools to instances. */
   close(): Promise<void>;
 }
 
 export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEndpoints {
   let pools: InstancePools | undefined;
+  const inflight = new HeldLimits(
+    'requests in flight',
+    { ...DEFAULT_DEDICATED_INFLIGHT, ...options.inflight },
+    { perInstance: 'RC_DEDICATED_INFLIGHT_PER_INSTANCE', perAccount: 'RC_DEDICATED_INFLIGHT_PER_ACCOUNT', perAddress: 'RC_DEDICATED_INFLIGHT_PER_ADDRESS' },
+    DEDICATED_RETRY_AFTER_SEC,
+  );
   // An ended instance's pool is closed (its requests in flight finish): one pool per instance ever
   // launched stayed behind otherwise.
   const unfollow = options.routes.onGone?.((_id, addresses) => {
@@ -55,6 +81,7 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
       pools,
       maxBodyBytes: options.maxBodyBytes ?? ctx.limits.maxBodyBytes,
       retryAfter: String(options.startingRetryAfterSec ?? 10),
+      inflight,
     });
 
     app.any('/dedicated/*', (uwsRes: HttpResponse, req: HttpRequest) => {
@@ -82,6 +109,7 @@ export function createDedicatedEndpoints(options: DedicatedOptions): DedicatedEn
     get pools() {
       return pools?.size ?? 0;
     },
+    inflight,
     async close() {
       unfollow?.();
       await pools?.close();

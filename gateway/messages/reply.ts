@@ -35,7 +35,7 @@ export const refuseMessages: RefusalReply = (res, r) => {
       ? poolExhausted()
       : r.kind === 'gate_unavailable'
         ? new MessagesError(503, UPSTREAM_UNAVAILABLE_MESSAGE, { 'retry-after': '5' })
-        : new MessagesError(429, RATE_LIMIT_MESSAGE, { ...r.headers, 'retry-after': String(Math.max(1, Math.ceil(r.retryAfterSec))) });
+        : new MessagesError(429, r.message ?? RATE_LIMIT_MESSAGE, { ...r.headers, 'retry-after': String(Math.max(1, Math.ceil(r.retryAfterSec))) });
   sendError(res, e);
 };
 

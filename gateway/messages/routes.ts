@@ -65,6 +65,7 @@ function createEntry(signer: ThinkingSigner, pingIntervalMs: number): RouteEntry
     const p = prepare(r, json, model, messagesRequestSchema, signer);
     if (!p) return;
     const chat = p.chat;
+    r.stream = p.body.stream === true;
     // max_tokens fitted into the context (a prompt alone too long: 400), then admission on the
     // input's bound or exact count (gateway/admission/model-call.ts).
     fitAndAdmit(

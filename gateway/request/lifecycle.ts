@@ -5,7 +5,7 @@
 // reservation. However the request ends (an answer of the gateway's own, a relayed response, a
 // client that left), it ends through `finish(status, usage)`, once: the gate settled (only when
 // it reserved something; a settle that throws is logged, never thrown into a relay), the slot
-// released, the model's token series and the request metrics counted. Each protocol plugs in its
+// and a stream's place released, the model's token series and the request metrics counted. Each protocol plugs in its
 // error shape (protocol.ts); `fail(e)` answers in it and finishes with its status.
 //
 // One object with fields, made once per request, instead of what the routes allocated for the
@@ -18,6 +18,7 @@ import type { PromptParts } from '../admission/prompt.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { GatewayContext } from '../context.js';
 import type { GateDecision, GateRequest, GateUsage } from '../gates/gate.js';
+import type { HeldRefusal } from '../../lib/held-limits.js';
 import { NO_MODEL } from '../metrics.js';
 import { ZERO_USAGE } from '../usage.js';
 import type { Protocol, ProtocolError } from './protocol.js';
@@ -69,6 +70,11 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
   gateRequest: GateRequest | undefined = undefined;
   /** The gate's decision once it let the request through: what `finish` settles. */
   decision: Allowed | undefined = undefined;
+  /** The client asked for a stream (set by the route before fitAndAdmit): it holds a stream place (held-streams.ts) until `finish`. */
+  stream = false;
+  /** Whether it holds a stream place, and the client address it is counted under (undefined: not per address). */
+  private streamHeld = false;
+  private streamAddress: string | undefined = undefined;
   private slot = false;
   private finished = false;
 
@@ -85,6 +91,23 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
     if (!this.ctx.admission.tryEnter()) return false;
     this.slot = true;
     return true;
+  }
+
+  /**
+   * Takes a stream place for the account and the client's address (call while the uWS response is
+   * valid: in the body's callback); the refusal when a bound is reached. `finish` gives it back.
+   */
+  holdStream(): HeldRefusal | undefined {
+    if (this.res.aborted) return undefined; // the request finishes as client-closed on its way
+    const streams = this.ctx.streams;
+    // The address costs a string from uWS: read only while the process holds many streams (lib/held-limits.ts).
+    const address = streams.needsAddress ? Buffer.from(this.res.getRemoteAddressAsText()).toString() : undefined;
+    const refusal = streams.take(this.accountId, address);
+    if (refusal === undefined) {
+      this.streamHeld = true;
+      this.streamAddress = address;
+    }
+    return refusal;
   }
 
   /** Tokens the gate reserved: charged whole when the client abandons a non-stream request. */
@@ -112,6 +135,10 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
     if (this.slot) {
       this.slot = false;
       ctx.admission.leave();
+    }
+    if (this.streamHeld) {
+      this.streamHeld = false;
+      ctx.streams.give(this.accountId, this.streamAddress);
     }
     const model = this.model;
     if (model !== undefined && usage !== undefined && usage !== ZERO_USAGE) model.series.tokens(usage.inputTokens, usage.outputTokens);

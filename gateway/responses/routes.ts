@@ -64,7 +64,7 @@ function create(r: ModelRequest<ChatError>, raw: Buffer, o: Record<string, unkno
       return;
     }
   }
-  const stream = o.stream === true;
+  const stream = (r.stream = o.stream === true);
   // Sticky routing keeps a conversation on one backend's prefix cache: prompt_cache_key is meant for it.
   const sticky = [o.prompt_cache_key, o.user, o.safety_identifier].find((v): v is string => typeof v === 'string' && v !== '');
   // max_output_tokens fitted into the context, then admission on the input's bound or count.

@@ -8,7 +8,7 @@ import type { Config } from '../../lib/config.js';
 import type { GatewaySnapshot } from '../../lib/gateway-snapshot.js';
 import type { Logger } from '../../lib/log.js';
 import type { RoutePlugin } from '../context.js';
-import { createDedicatedEndpoints } from '../dedicated/routes.js';
+import { createDedicatedEndpoints, dedicatedInflightFromConfig } from '../dedicated/routes.js';
 import type { AccountLimits } from '../gates/limits.js';
 import type { KeySource } from '../auth/keys.js';
 import type { Gateway } from '../server.js';
@@ -51,6 +51,7 @@ export async function platformGatewayParts(config: Config, o: { url: string; tok
     routes,
     proxyUrl: config.proxyPublicUrl || snapshot.tunnel.proxyUrl || undefined,
     maxBodyBytes: config.gatewayMaxBodyBytes,
+    inflight: dedicatedInflightFromConfig(config),
   });
   // Tunnels are served on their own listener, a host name per tunnel (gateway/tunnel/origins.ts),
   // never on the gateway's origin.
@@ -63,6 +64,8 @@ export async function platformGatewayParts(config: Config, o: { url: string; tok
     publicUrl: config.tunnelPublicUrl || undefined,
     maxBodyBytes: config.gatewayMaxBodyBytes,
     limits: tunnelLimitsFromConfig(config),
+    // The control plane lists each instance's tunnels from what the brokers announce.
+    bus: o.bus,
   });
   let tunnels: Server | undefined;
   return {

@@ -12,12 +12,16 @@
 //   429 with a reason and Retry-After.
 // - Tunnels count as activity: on connect, on every public request and on every ping tick while
 //   connected (the routes throttle it); the live tunnels and that tick are in registry.ts.
+// - With a bus, the control plane is told which tunnels are connected here (announce.ts), so the
+//   instance page lists their public URLs.
+import type { Bus } from '../../lib/bus.js';
 import type { Config } from '../../lib/config.js';
 import { listen, type Server } from '../../lib/http.js';
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { CLOSE_SHUTDOWN } from '../../lib/tunnel/protocol.js';
 import { uws, type TemplatedApp } from '../../lib/uws.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
+import { ANNOUNCE_INTERVAL_MS, TunnelAnnouncer } from './announce.js';
 import { STREAM_BUFFER_BYTES, TUNNEL_BUFFER_BYTES } from './credit.js';
 import { DEFAULT_TUNNEL_LIMITS, TunnelLimits, type TunnelLimitSettings } from './limits.js';
 import { LOCAL_TUNNELS_HOST, TunnelOrigins } from './origins.js';
@@ -56,6 +60,10 @@ export interface TunnelBrokerOptions {
   probeTimeoutMs?: number;
   /** Per instance, account and client address (DEFAULT_TUNNEL_LIMITS for what is not set). */
   limits?: Partial<TunnelLimitSettings>;
+  /** The platform's bus: tunnels opened and closed here are told to the control plane (announce.ts). */
+  bus?: Bus;
+  /** How often the whole list of tunnels is sent on the bus (ANNOUNCE_INTERVAL_MS unless set). */
+  announceIntervalMs?: number;
 }
 
 export interface TunnelBroker {
@@ -75,6 +83,7 @@ export interface TunnelBroker {
 
 export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
   const registry = new TunnelRegistry(options.routes, options.publicUrl ? new TunnelOrigins(options.publicUrl.replace(/\/+$/, '')) : undefined);
+  if (options.bus) registry.announcer = new TunnelAnnouncer(options.bus, () => registry.reports(), options.announceIntervalMs ?? ANNOUNCE_INTERVAL_MS);
   const limits = new TunnelLimits({ ...DEFAULT_TUNNEL_LIMITS, ...definedOnly(options.limits ?? {}) });
   /** The public side (set once the plugin has the gateway context). */
   let publicSide: PublicRequests | undefined;
@@ -99,6 +108,7 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
     });
     publicSide.redirectOn(app);
     registry.watch(options.pingIntervalMs ?? 30_000);
+    registry.announcer?.start();
   };
 
   return {

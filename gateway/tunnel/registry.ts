@@ -1,9 +1,11 @@
 // The live tunnels of a broker: the current connection of each tunnel id, every open connection
 // (a replaced one stays until its socket closes), the origins tunnels get their URLs from, and the
-// periodic check of connected tunnels against their instance.
+// periodic check of connected tunnels against their instance. Tunnels that connect and close are
+// told to the control plane (announce.ts), when the broker has a bus.
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { CLOSE_INSTANCE_GONE } from '../../lib/tunnel/protocol.js';
 import type { WebSocket } from '../../lib/uws.js';
+import { report, type TunnelAnnouncer } from './announce.js';
 import type { ConnData, Tunnel } from './connection.js';
 import type { TunnelOrigins } from './origins.js';
 
@@ -25,6 +27,8 @@ export class TunnelRegistry {
   /** Every open connection (a replaced one stays here until its socket closes). */
   private readonly live = new Map<WebSocket<ConnData>, Tunnel>();
   private ticker: NodeJS.Timeout | undefined;
+  /** Tells the control plane which tunnels are connected here (absent: no bus, nobody is told). */
+  announcer: TunnelAnnouncer | undefined;
 
   constructor(
     readonly routes: InstanceRoutes,
@@ -47,6 +51,7 @@ export class TunnelRegistry {
     const previous = this.current.get(tunnel.data.tunnelId);
     this.current.set(tunnel.data.tunnelId, tunnel);
     this.live.set(tunnel.ws, tunnel);
+    this.announcer?.opened(tunnel.data);
     return previous;
   }
 
@@ -55,7 +60,10 @@ export class TunnelRegistry {
     const tunnel = this.live.get(ws);
     if (!tunnel) return undefined;
     this.live.delete(ws);
-    if (this.current.get(tunnel.data.tunnelId) === tunnel) this.current.delete(tunnel.data.tunnelId);
+    if (this.current.get(tunnel.data.tunnelId) === tunnel) {
+      this.current.delete(tunnel.data.tunnelId);
+      this.announcer?.closed(tunnel.data);
+    }
     return tunnel;
   }
 
@@ -91,9 +99,15 @@ export class TunnelRegistry {
     }));
   }
 
+  /** The connected tunnels as the control plane is told of them. */
+  reports(): ReturnType<typeof report>[] {
+    return [...this.current.values()].map((t) => report(t.data));
+  }
+
   /** Stops the check and closes every open connection with `code`. */
   close(code: number, reason: string): void {
     if (this.ticker) clearInterval(this.ticker);
+    this.announcer?.stop();
     for (const t of [...this.live.values()]) t.end(code, reason);
   }
 }

@@ -140,14 +140,14 @@ export class ResponseRelay implements WriterHooks {
   }
 
   /**
-   * The source failed. Before anything reached the client: answers `status` with `{detail}`.
-   * After: cuts the connection, so a truncated body is never taken as whole.
+   * The source failed. Before anything reached the client: answers `status` with `{detail}` (and
+   * `headers`). After: cuts the connection, so a truncated body is never taken as whole.
    */
-  fail(status: number, detail: string): void {
+  fail(status: number, detail: string, headers?: Record<string, string>): void {
     if (this.done) return;
     const out = this.out;
     if (!out.started) {
-      out.reply(status, JSON.stringify({ detail }));
+      out.reply(status, JSON.stringify({ detail }), headers);
       out.finish(status, undefined);
       return;
     }

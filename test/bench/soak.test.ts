@@ -55,6 +55,7 @@ test('a short soak of the whole platform: every kind answered, none failed, samp
         // Short samples: a heap snapshot on a loaded machine can take most of a longer interval.
         RC_SOAK_MINUTES: '0.75',
         RC_SOAK_WARMUP_MINUTES: '0.15',
+        RC_SOAK_SETTLE_MINUTES: '0',
         RC_SOAK_SAMPLE_S: '3',
         RC_SOAK_WORKERS: '2',
         RC_BENCH_RESULTS_DIR: results,

@@ -226,10 +226,13 @@ test('template form: defaults agree, errors are sentences next to their fields (
   assert.equal(await error('Title'), '');
   assert.equal(await error('Description'), 'The description can have at most 10,000 characters.');
 
-  // SSH switched on without a saved key: the form says so, with the way to Account.
+  // SSH switched on without a saved key, on an image without an SSH server: the form says both, with the way to Account.
   assert.equal(await page.locator('#ssh-key-note').isVisible(), false);
   await page.getByLabel('SSH access').check();
-  assert.match(await page.locator('#ssh-key-note').innerText(), /^No SSH key saved: add one on Account before launching/);
+  assert.match(
+    await page.locator('#ssh-key-note').innerText(),
+    /^The image rc\/jupyter-pytorch:latest runs no SSH server: instances of this template get no SSH\. Pick an image marked “SSH”\. No SSH key saved: add one on Account before launching/,
+  );
   await page.getByLabel('SSH access').uncheck();
   assert.equal(await page.locator('#ssh-key-note').isVisible(), false);
 

@@ -56,7 +56,15 @@ test('rc against a running platform: accounts, coupons, images, models go throug
     assert.deepEqual(changed?.limits, { rpm: 10, tpm: null, dailyTokens: 5000 });
 
     const img = await rc(p.dir, ['image', 'add', '--name', 'Custom', '--image', 'me/custom:1']);
-    assert.deepEqual(img.json, { name: 'Custom', image: 'me/custom:1', enabled: true });
+    assert.deepEqual(img.json, { name: 'Custom', image: 'me/custom:1', enabled: true, ssh: false });
+    // Whether it serves SSH: --ssh on add, `rc image ssh` after; a re-add without --ssh keeps it.
+    assert.equal((await rc(p.dir, ['image', 'ssh', '--image', 'me/custom:1'])).json.ssh, true);
+    assert.equal((await rc(p.dir, ['image', 'add', '--name', 'Custom', '--image', 'me/custom:1'])).json.ssh, true);
+    assert.equal((await rc(p.dir, ['image', 'ssh', '--image', 'me/custom:1', '--off'])).json.ssh, false);
+    assert.equal((await rc(p.dir, ['image', 'add', '--name', 'Custom', '--image', 'me/custom:1', '--ssh'])).json.ssh, true);
+    const unknownImage = await rc(p.dir, ['image', 'ssh', '--image', 'no/such:1']);
+    assert.notEqual(unknownImage.code, 0);
+    assert.match(unknownImage.stderr, /No image no\/such:1/);
     const tpl = await p.call('POST', '/api/profile/templates', { key: created.json.api_token, body: { title: 'c', image: 'me/custom:1' } });
     assert.equal(tpl.status, 200);
     assert.equal((await rc(p.dir, ['image', 'disable', '--image', 'me/custom:1'])).json.enabled, false);
@@ -66,19 +74,15 @@ test('rc against a running platform: accounts, coupons, images, models go throug
     assert.ok(images.json.images.some((i: { image: string; enabled: boolean }) => i.image === 'me/custom:1' && !i.enabled));
 
     const before = p.events.filter((e) => e.type === 'catalog.changed').length;
-    const model = await rc(p.dir, [
-      'model',
-      'add',
-      '--name',
-      'llama',
-      '--upstream',
-      'http://127.0.0.1:9000',
-      '--upstream',
-      'http://127.0.0.1:9001',
-      '--reasoning',
-    ]);
+    const args = ['model', 'add', '--name', 'llama', '--upstream', 'http://127.0.0.1:9', '--upstream', 'http://127.0.0.1:9001', '--reasoning'];
+    // Nothing answers there: the check refuses to save, saying what failed; --unchecked saves anyway.
+    const refused = await rc(p.dir, args);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /2 of 2 upstreams failed the check for “llama”\. http:\/\/127\.0\.0\.1:9 could not be reached \(connection refused\)/);
+    assert.match(refused.stderr, /Not saved/);
+    const model = await rc(p.dir, [...args, '--unchecked']);
     assert.equal(model.code, 0, model.stderr);
-    assert.deepEqual(model.json.upstreams, ['http://127.0.0.1:9000', 'http://127.0.0.1:9001']);
+    assert.deepEqual(model.json.upstreams, ['http://127.0.0.1:9', 'http://127.0.0.1:9001']);
     const list = await rc(p.dir, ['model', 'list']);
     assert.equal(list.json.models.find((m: { name: string }) => m.name === 'llama').source, 'database');
     assert.equal((await rc(p.dir, ['model', 'remove', '--name', 'llama'])).code, 0);

@@ -127,9 +127,10 @@ test('create returns the full template with defaults; PUT replaces; DELETE remov
     ssh_enabled: true,
     enabled: false,
     sort_order: 0,
+    image_ssh: false, // whether the image serves SSH (issue 42): the seeded ones do not
   });
   assert.ok(list.body.images.length >= 4);
-  for (const img of list.body.images) assert.deepEqual(Object.keys(img).sort(), ['enabled', 'image', 'name']);
+  for (const img of list.body.images) assert.deepEqual(Object.keys(img).sort(), ['enabled', 'image', 'name', 'ssh']);
 
   const del = await p.call('DELETE', `/api/profile/templates/${t.id}`, { key });
   assert.deepEqual([del.status, del.body], [200, { success: true }]);

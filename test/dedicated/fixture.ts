@@ -12,7 +12,9 @@ import { generateKey, hashKey } from '../../lib/keys.js';
 import { createLogger } from '../../lib/log.js';
 import { createGateway, type Gateway } from '../../gateway/server.js';
 import { memoryKeySource } from '../../gateway/auth/keys.js';
-import { createDedicatedEndpoints } from '../../gateway/dedicated/routes.js';
+import { createDedicatedEndpoints, type DedicatedEndpoints } from '../../gateway/dedicated/routes.js';
+import type { HeldLimitSettings } from '../../lib/held-limits.js';
+import { DEFAULT_UPLOAD_LIMITS, type UploadLimitSettings } from '../../lib/upload-limits.js';
 import { InstanceRouteTable, type InstanceRoute, type RouteStatus } from '../../lib/instance-routes.js';
 import { createTunnelBroker, type TunnelBroker, type TunnelLimitSettings } from '../../gateway/tunnel/broker.js';
 import type { Server } from '../../lib/http.js';
@@ -27,6 +29,7 @@ export const OTHER = 8;
 
 export interface GatewayFixture {
   gateway: Gateway;
+  dedicated: DedicatedEndpoints;
   routes: InstanceRouteTable;
   /** Instance ids passed to recordActivity (unthrottled in tests). */
   activity: string[];
@@ -41,7 +44,14 @@ export interface GatewayFixture {
 
 export async function startGatewayFixture(
   t: TestContext,
-  o: { maxBodyBytes?: number; proxyUrl?: string; probeTimeoutMs?: number; tunnelLimits?: Partial<TunnelLimitSettings> } = {},
+  o: {
+    maxBodyBytes?: number;
+    proxyUrl?: string;
+    probeTimeoutMs?: number;
+    tunnelLimits?: Partial<TunnelLimitSettings>;
+    inflight?: Partial<HeldLimitSettings>;
+    uploads?: Partial<UploadLimitSettings>;
+  } = {},
 ): Promise<GatewayFixture> {
   const activity: string[] = [];
   const routes = new InstanceRouteTable((id) => activity.push(id), 0);
@@ -49,7 +59,7 @@ export async function startGatewayFixture(
   const otherKey = generateKey();
   const bus = new MemoryBus();
   const tunnelSecret = 'test-tunnel-secret-0123456789abcdef';
-  const dedicated = createDedicatedEndpoints({ routes, startingRetryAfterSec: 7, maxBodyBytes: o.maxBodyBytes, proxyUrl: o.proxyUrl });
+  const dedicated = createDedicatedEndpoints({ routes, startingRetryAfterSec: 7, maxBodyBytes: o.maxBodyBytes, proxyUrl: o.proxyUrl, inflight: o.inflight });
   const broker = createTunnelBroker({
     routes,
     secret: tunnelSecret,
@@ -67,6 +77,7 @@ export async function startGatewayFixture(
     ]),
     bus,
     logger: createLogger('silent'),
+    limits: { uploads: { ...DEFAULT_UPLOAD_LIMITS, ...o.uploads } },
     routes: [dedicated.plugin, broker.plugin],
   });
   const tunnels = await broker.listenPublic('127.0.0.1', 0);
@@ -79,6 +90,7 @@ export async function startGatewayFixture(
   });
   return {
     gateway,
+    dedicated,
     routes,
     activity,
     broker,

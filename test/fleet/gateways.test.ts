@@ -31,6 +31,7 @@ test('standalone gateways learn everything from the control plane and follow it'
     RC_DATA_DIR: dir,
     RC_API_PORT: String(apiPort),
     RC_PROXY_PORT: '0',
+    RC_CONTROL_METRICS_PORT: '0',
     RC_SIM_PORT_BASE: '0',
     RC_SIM_TTFT_MS: '0',
     RC_SIM_TOKENS_PER_SECOND: '20',

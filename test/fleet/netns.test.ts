@@ -51,6 +51,7 @@ test('a fleet: two hosts in network namespaces, two gateways, one control plane'
     RC_DATA_DIR: dir,
     RC_API_PORT: String(apiPort),
     RC_PROXY_PORT: '0',
+    RC_CONTROL_METRICS_PORT: '0',
     RC_SIM_PORT_BASE: '0',
     RC_SIM_FAST: '1',
     RC_INSTANCE_TICK_MS: '200',

@@ -1,6 +1,7 @@
 // On a real GPU (issue 41): the process runtime runs a start command that keeps the GPU busy with
 // no traffic at all; the platform samples it, does not stop it as idle past the idle timeout, and
-// stops it (idle_timeout) once the GPU has gone quiet. Real time, short settings: about 2 minutes.
+// stops it (idle_timeout) once the GPU has gone quiet; its short history (GET /api/notebook/gpus)
+// and the Prometheus gauge show both stretches. Real time, short settings: about 2 minutes.
 //
 // Runs only where `nvidia-smi` answers and python3 has torch with CUDA; elsewhere it skips saying
 // so (CI has no GPU: test/instances/gpu-idle.test.ts drives the same path with an nvidia-smi
@@ -14,6 +15,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { startAgent } from '../../agent/server.js';
+import { gpuMetrics } from '../../control-plane/instances/gpu-metrics.js';
 import { createLogger } from '../../lib/log.js';
 import { FOUR_H100, NvidiaSmiStandIn } from '../agent/nvidia-smi-stand-in.js';
 import { waitFor } from '../helpers.js';
@@ -137,6 +139,16 @@ test('a busy GPU with no traffic is not stopped as idle; once quiet, it is (real
     500,
   );
   note(`GPU quiet: ${quiet.utilization_pct} %, ${quiet.memory_used_mb} MiB`);
+  // Its short history saw both stretches (GET /api/notebook/gpus), and Prometheus has the gauge.
+  const history = (await p.call('GET', '/api/notebook/gpus', { key: me.key })).body.gpus[0].history;
+  const util: number[] = history.utilization_pct;
+  assert.ok(Math.max(...util) >= 50 && util.at(-1) === 0, `history: ${JSON.stringify(util)}`);
+  note(`history: ${util.length} samples, peak ${Math.max(...util)} %, last ${util.at(-1)} %`);
+  note(
+    gpuMetrics(p.instances.service.agents)
+      .split('\n')
+      .find((l) => l.startsWith('rc_gpu_utilization_percent{')) ?? 'no utilization gauge',
+  );
   const stopped = await waitFor(
     async () => {
       const s = await status();

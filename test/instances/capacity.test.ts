@@ -155,7 +155,12 @@ test('host.list shows every GPU of a host with its holder and its telemetry (fro
     ],
   );
   assert.ok(!Number.isNaN(Date.parse(r.gpus[0].sampled_at)));
+  assert.deepEqual(
+    r.gpus.map((g: { uuid: string }) => g.uuid),
+    [FOUR_H100[0]!.uuid, FOUR_H100[1]!.uuid],
+    "nvidia-smi's UUID of each GPU",
+  );
   assert.deepEqual(s.gpus, [
-    { index: 0, model: 'Simulated GPU', memory_mb: 81920, instance_id: null, utilization_pct: null, memory_used_mb: null, sampled_at: null },
+    { index: 0, uuid: null, model: 'Simulated GPU', memory_mb: 81920, instance_id: null, utilization_pct: null, memory_used_mb: null, sampled_at: null },
   ]);
 });

@@ -1,7 +1,7 @@
 // Issue 44: at the platform's descriptor limit the agent's engine calls failed with EMFILE, the
 // owner's destroy answered 200 and the container kept running, unbilled, its GPUs held
 // "stopping": the control plane retried only on a reconnect, and the agent awaited its first
-// failed stop forever. Now a failed stop is tried again (agent/supervisor.ts) and the control
+// failed stop forever. Now a failed stop is tried again (agent/instance-stop.ts) and the control
 // plane retries the removal from its tick until the host confirms (control-plane/instances/
 // lifecycle.ts retryRemovals); meanwhile another account's launch runs.
 import assert from 'node:assert/strict';

@@ -12,7 +12,7 @@ import { runAdminOp } from '../../control-plane/admin.js';
 import { openInstanceRoutes, ProxyTickets } from '../../control-plane/proxy/handover.js';
 import { LiveFleet } from '../../control-plane/instances/fleet.js';
 import { createInstances, type AgentConfig, type Instances, type InstanceSettings } from '../../control-plane/instances/index.js';
-import { createControlPlane, type ControlPlane } from '../../control-plane/server.js';
+import { createControlPlane, type ControlPlane, type ControlPlaneOptions } from '../../control-plane/server.js';
 import { Store } from '../../control-plane/store.js';
 import { templateInputSchema, type Template } from '../../control-plane/templates.js';
 import { MemoryBus, type BusEvent } from '../../lib/bus.js';
@@ -112,6 +112,8 @@ export interface PlatformOptions {
   dir?: string;
   /** Do not start the tick timer and agent connections automatically. */
   manual?: boolean;
+  /** The platform API's own settings (createControlPlane's). */
+  apiSettings?: ControlPlaneOptions['settings'];
 }
 
 /** Test defaults: a fast tick, no launch rate limit unless a test sets one. */
@@ -132,6 +134,7 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
     logger: silent,
     port: 0,
     dataDir: dir,
+    settings: o.apiSettings,
     // As the platform assembly mounts them: the instance routes and the proxy's hand-over.
     routes: (deps) => [
       ...instances.routes(deps),

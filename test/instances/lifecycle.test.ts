@@ -35,6 +35,8 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   const states = recordStates(p);
   const me = await p.account('e2e@example.com', { credits: 10 });
   await p.store.accounts.setSshPublicKey(me.id, 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey me@laptop');
+  // SSH is offered only on an image that serves it (the catalog's `ssh`, issue 42).
+  assert.equal(await p.store.images.setSsh('vllm/vllm-openai:latest', true), true);
   const tpl = await p.template(me.id, { ssh_enabled: true, title: 'Dedicated sim' });
 
   const launched = await p.call('POST', `/api/templates/${tpl.id}/launch`, { key: me.key, body: { gpu_count: 2 } });
@@ -58,6 +60,7 @@ test('launch -> pending -> ready -> destroy, end to end with the sim', async (t)
   assert.equal(ready.dedicated_base_url, `http://127.0.0.1:8090/dedicated/${id}/8000/v1`);
   assert.equal(ready.base_url, `http://127.0.0.1:8080/api/instances/${id}/open`);
   assert.match(id, /^inst-[0-9a-f]{24}$/);
+  assert.equal(ready.ssh_missing, null);
   assert.equal(ready.ssh.host, '127.0.0.1');
   assert.ok(Number.isInteger(ready.ssh.port) && ready.ssh.port > 0);
   assert.equal(

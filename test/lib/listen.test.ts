@@ -74,6 +74,7 @@ test('a second platform on a port in use fails at start, naming the port and its
     RC_API_PORT: portOf(first.controlPlane.url),
     RC_GATEWAY_PORT: String(first.gateway.port),
     RC_METRICS_PORT: portOf(first.gateway.metricsUrl),
+    RC_CONTROL_METRICS_PORT: portOf(first.controlMetrics.url),
     RC_PROXY_PORT: portOf(first.proxy.url),
     RC_TUNNEL_PORT: portOf(first.tunnels.url),
     RC_SIM_PORT_BASE: portOf(first.sims[0]!.url),

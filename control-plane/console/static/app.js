@@ -231,7 +231,7 @@ async function templatesPage() {
   const cell = (label, ...c) => h('td', { 'data-label': label }, c);
   const rows = mine.templates.map((t) => h('tr', {},
     cell('Title', t.title), cell('Image', h('code', {}, t.image)), cell('Type', t.instance_type),
-    cell('SSH', t.ssh_enabled ? 'yes' : 'no'), cell('Visibility', t.enabled ? 'public' : 'private'),
+    cell('SSH', t.ssh_enabled ? (t.image_ssh ? 'yes' : 'on, but the image runs no SSH server') : 'no'), cell('Visibility', t.enabled ? 'public' : 'private'),
     cell('Actions', h('div', { class: 'row' },
       h('a', { class: 'button', href: `/launch/${t.id}`, 'aria-label': `Launch ${t.title}` }, 'Launch'),
       h('a', { href: `/templates/${t.id}/edit`, 'aria-label': `Edit ${t.title}` }, 'Edit'),
@@ -327,19 +327,27 @@ async function templateFormPage(id) {
   let typeTouched = editing;
   type.addEventListener('change', () => { typeTouched = true; });
   // Until the type is picked by hand, it follows the image (the Gradio image is a gradio template).
-  const image = h('select', { name: 'image', onchange: () => { const x = typeOfImage(image.value); if (!typeTouched && x) type.value = x; } },
-    images.map((i) => opt(i.image, `${i.name} (${i.image})`, i.image === v.image)));
+  const image = h('select', { name: 'image', onchange: () => { const x = typeOfImage(image.value); if (!typeTouched && x) type.value = x; showSshNote(); } },
+    images.map((i) => opt(i.image, `${i.name} (${i.image})${i.ssh ? ' · SSH' : ''}`, i.image === v.image)));
   if (t && !images.some((i) => i.image === t.image)) image.prepend(opt(t.image, `${t.image} (disabled: pick another)`, true));
   const port = h('select', { name: 'app_port' }, opt('', 'Default of the instance type', v.app_port === null), ROUTED_PORTS.map(([p, n]) => opt(String(p), `${p} (${n})`, p === v.app_port)));
   const command = h('textarea', { name: 'start_command', rows: '3' });
   command.value = v.start_command || '';
   const description = h('textarea', { name: 'description', rows: '2' });
   description.value = v.description || '';
-  // SSH needs a key saved before the launch (it is copied then): say so where SSH is switched on.
-  const sshNote = h('p', { class: 'warning', id: 'ssh-key-note', role: 'status', hidden: true }, 'No SSH key saved: add one on ', h('a', { href: '/account' }, 'Account'),
-    ' before launching, or nobody can log in. SSH also needs an image that runs an SSH server.');
-  const ssh = h('input', { type: 'checkbox', name: 'ssh_enabled', checked: v.ssh_enabled, onchange: () => { sshNote.hidden = !(ssh.checked && !me.ssh_public_key); } });
-  sshNote.hidden = !(v.ssh_enabled && !me.ssh_public_key);
+  // SSH needs an image that serves it and a key saved before the launch (it is copied then): say
+  // which is missing where SSH is switched on.
+  const sshNote = h('p', { class: 'warning', id: 'ssh-key-note', role: 'status', hidden: true });
+  const ssh = h('input', { type: 'checkbox', name: 'ssh_enabled', checked: v.ssh_enabled, onchange: () => showSshNote() });
+  function showSshNote() {
+    const img = images.find((i) => i.image === image.value);
+    const noServer = img && !img.ssh;
+    sshNote.hidden = !(ssh.checked && (noServer || !me.ssh_public_key));
+    sshNote.replaceChildren(
+      noServer ? `The image ${img.image} runs no SSH server: instances of this template get no SSH. Pick an image marked “SSH”. ` : '',
+      ...(me.ssh_public_key ? [] : ['No SSH key saved: add one on ', h('a', { href: '/account' }, 'Account'), ' before launching, or nobody can log in.']));
+  }
+  showSshNote();
   const persistent = h('input', { type: 'checkbox', name: 'persistent_storage', checked: v.persistent_storage });
   const disk = h('input', { type: 'number', name: 'disk_gb', min: '100', max: '200', step: '1', value: String(v.disk_gb), inputmode: 'numeric' });
   const enabled = h('input', { type: 'checkbox', name: 'enabled', checked: v.enabled });
@@ -466,7 +474,9 @@ async function launchPage(id) {
     h('dt', {}, 'Balance'), h('dd', { id: 'balance' }, `${fmtCredits(quote.balance)} credits · `, h('a', { href: '/credits' }, 'Credits')),
     h('dt', {}, 'Free GPUs'), h('dd', { id: 'capacity' }, `${cap.free_gpus}${cap.gpu_model ? ` × ${cap.gpu_model}` : ''} (at most ${cap.largest_free} on one host)`,
       cap.queued ? `; ${cap.queued} launch${cap.queued > 1 ? 'es' : ''} waiting` : '')),
-  t.ssh_enabled && !me.ssh_public_key ? h('p', { class: 'warning', id: 'ssh-key-note' }, 'This template has SSH on but no SSH key is saved: add one on ', h('a', { href: '/account' }, 'Account'), ' first, or nobody can log in.') : null,
+  t.ssh_enabled && !t.image_ssh ? h('p', { class: 'warning', id: 'ssh-key-note' }, `This template has SSH on, but its image ${t.image} runs no SSH server: the instance will have no SSH.`,
+    t.owned ? [' Pick an image that serves SSH in ', h('a', { href: `/templates/${t.id}/edit` }, 'the template'), '.'] : '') : null,
+  t.ssh_enabled && t.image_ssh && !me.ssh_public_key ? h('p', { class: 'warning', id: 'ssh-key-note' }, 'This template has SSH on but no SSH key is saved: add one on ', h('a', { href: '/account' }, 'Account'), ' first, or nobody can log in.') : null,
   h('fieldset', {}, h('legend', {}, 'GPUs'), radios),
   h('p', { class: 'hint' }, `Credits are spent per GPU-hour (${fmtCredits(quote.credits_per_gpu_hour)} per GPU) while the instance exists, idle or not.`),
   launchRateNote(quote.launch_rate),
@@ -484,15 +494,50 @@ function fmtElapsed(iso) {
   return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} min`;
 }
 
-/** The stage of a pending instance, from where it is and its agent's message. */
+/** The stage of a pending instance, from where it is, its progress and its agent's message. */
 function launchStage(st) {
   if (st.queue_position || !st.placed_at) return 'waiting for free GPUs';
+  const p = st.progress;
+  if (p && p.stage === 'image_build') return `building the image: step ${p.done} of ${p.total}`;
+  if (p && p.stage === 'image_pull') return `pulling the image: ${p.done} of ${p.total} layers`;
   const m = st.message || '';
   if (/build/i.test(m)) return 'building the image';
   if (/pull|layers/i.test(m)) return 'pulling the image';
   if (/weight|download|model/i.test(m)) return 'loading the weights';
   if (/port|health|ready|start/i.test(m)) return 'starting: waiting for the app to answer on its port';
   return m || 'starting';
+}
+
+/**
+ * SSH while the instance lives: the command where the image serves SSH and a key was saved at
+ * launch; otherwise which of the two is missing (status ssh_missing), with the way to fix it.
+ */
+function sshFact(st, hasKey, fact) {
+  const relaunch = ', then launch again (SSH is set when an instance launches).';
+  if (st.ssh) return fact('SSH', h('code', { id: 'ssh' }, `ssh -p ${st.ssh.port} root@${st.ssh.host}`));
+  if (st.ssh_missing === 'image') {
+    return fact('SSH', h('span', { id: 'ssh' }, `Not offered: the image ${st.image} runs no SSH server. Pick an image that serves SSH in `,
+      st.template_id ? h('a', { href: `/templates/${st.template_id}/edit` }, 'the template') : 'the template', relaunch));
+  }
+  // Saved at launch or not: a key saved since applies to the next launch only.
+  if (st.ssh_missing === 'key' || (st.ssh_missing === null && hasKey === false)) {
+    return fact('SSH', h('span', { id: 'ssh' }, 'Not offered: no SSH key was saved when it launched. Add one on ', h('a', { href: '/account' }, 'Account'), relaunch));
+  }
+  return null;
+}
+
+/** The instance's tunnels, live (status `tunnels`), and the one line that opens one from inside. */
+function tunnelsBlock(st) {
+  const list = st.tunnels || [];
+  const example = `rc-tunnel expose --port 8080 --detach`;
+  return h('section', { id: 'tunnels', 'aria-labelledby': 'tunnels-h' },
+    h('h3', { id: 'tunnels-h' }, 'Tunnels'),
+    list.length
+      ? h('ul', { class: 'tunnels', 'aria-label': 'Open tunnels' }, list.map((t) => h('li', {},
+        h('a', { href: t.public_url, target: '_blank', rel: 'noopener noreferrer' }, t.public_url), h('span', { class: 'hint' }, ` → port ${t.port} in the instance`))))
+      : h('p', { class: 'muted' }, 'No tunnel is open.'),
+    h('p', { class: 'hint' }, 'To open one, run inside the instance (its terminal, SSH or the start command); the URL appears here. Anyone with the URL reaches the service: put authentication in front of it.'),
+    snippet(example, 'Open a tunnel'));
 }
 
 function instancePage() {
@@ -503,7 +548,11 @@ function instancePage() {
   const statusBox = h('section', { class: 'card', 'aria-labelledby': 'st-h' }, h('p', { class: 'muted' }, 'Connecting…'));
   const logs = h('pre', { id: 'logs', role: 'log', 'aria-label': 'Instance logs', tabindex: '0', 'data-empty': 'No logs: no instance yet.' });
   const logsNote = h('p', { class: 'hint', 'aria-live': 'polite' });
-  page('Instance', err, statusBox, h('h2', {}, 'Logs'), logsNote, logs);
+  // Its GPUs' utilization and memory, live, with their recent history (gpus.js, loaded on demand).
+  const gpuBox = h('section', { class: 'card', 'aria-labelledby': 'gpu-h', hidden: true });
+  let gpus = null;
+  import('/console/gpus.js').then((m) => { gpus = m.instanceGpus(gpuBox); if (current) gpus.status(current); }).catch(() => {});
+  page('Instance', err, statusBox, gpuBox, h('h2', {}, 'Logs'), logsNote, logs);
 
   let current = null;
   let received = 0;
@@ -546,12 +595,14 @@ function instancePage() {
     const live = st.status === 'pending' || st.status === 'ready';
     const facts = [];
     const fact = (k, ...v) => facts.push(h('dt', {}, k), h('dd', {}, v));
-    fact('Status', h('span', { id: 'status', class: `badge s-${st.status}` }, st.status), st.message !== st.status ? ` ${st.message}` : '');
+    // The agent's raw message, unless the stage below says it better (image build or pull progress).
+    fact('Status', h('span', { id: 'status', class: `badge s-${st.status}` }, st.status), st.message !== st.status && !st.progress ? ` ${st.message}` : '');
     // A launch's stage and how long it has taken so far (ticks every second; see the timer below).
     if (st.status === 'pending') fact('Launching', h('span', { id: 'stage' }, launchStage(st)), ' · ', h('span', { id: 'elapsed', 'data-since': st.created_at }, fmtElapsed(st.created_at)), ' so far');
     if (st.queue_position) fact('Queue', `position ${st.queue_position} (waiting for free GPUs)`);
-    const pull = /(\d+)\/(\d+) layers/.exec(st.status === 'pending' ? st.message : '');
-    if (pull) fact('Pulling', h('progress', { value: pull[1], max: pull[2], 'aria-label': 'Image layers pulled' }), ` ${pull[1]} of ${pull[2]} layers`);
+    const p = st.status === 'pending' && st.progress;
+    if (p) fact(p.stage === 'image_build' ? 'Building' : 'Pulling', h('progress', { id: 'image-progress', value: p.done, max: p.total, 'aria-label': p.stage === 'image_build' ? 'Image build steps' : 'Image layers pulled' }),
+      p.stage === 'image_build' ? ` step ${p.done} of ${p.total}` : ` ${p.done} of ${p.total} layers`);
     if (st.reason) fact('Reason', h('code', {}, st.reason));
     if (st.detail) fact('Detail', st.detail);
     fact('Template', st.template_title, ` · ${st.instance_type} · ${st.gpu_count} GPU${st.gpu_count > 1 ? 's' : ''} · ${st.disk_gb} GB`);
@@ -560,10 +611,9 @@ function instancePage() {
     fact('Credits', h('span', { id: 'spent' }, fmtCredits(spentNow())), ` spent · ${fmtCredits(st.credits_per_hour)} per hour`);
     if (live && st.expires_at) fact('Lifetime ends', fmtTime(st.expires_at), ` (${fmtIn(st.expires_at)})`);
     if (live && st.idle_expires_at) fact('Idle stop', fmtTime(st.idle_expires_at), ` (${fmtIn(st.idle_expires_at)}, unless used)`);
-    // SSH only while the instance lives, and only with a key: without one nothing can log in.
-    if (live && st.ssh && hasKey === false) fact('SSH', h('span', { id: 'ssh' }, 'No SSH key saved: add one on ', h('a', { href: '/account' }, 'Account'), ', then launch again (a key applies to instances launched afterwards).'));
-    else if (live && st.ssh) fact('SSH', h('code', { id: 'ssh' }, `ssh -p ${st.ssh.port} root@${st.ssh.host}`), h('span', { class: 'hint' }, ' answers only if the image runs an SSH server'));
+    if (live) sshFact(st, hasKey, fact);
     const parts = [h('h2', { id: 'st-h' }, st.template_title), h('dl', { class: 'facts' }, facts)];
+    if (live) parts.push(tunnelsBlock(st));
     if (st.dedicated_base_url) {
       parts.push(h('h3', {}, 'Dedicated endpoint'), snippet(
         `from openai import OpenAI\nclient = OpenAI(base_url="${st.dedicated_base_url}", api_key="YOUR_API_KEY")\n` +
@@ -587,9 +637,11 @@ function instancePage() {
     current = JSON.parse(e.data);
     received = Date.now();
     render(current);
+    gpus?.status(current);
     if (current && current.instance_id !== logsFor) followLogs(current.instance_id);
     else if (current && logStream && logStream.readyState === EventSource.CLOSED && (current.status === 'pending' || current.status === 'ready')) followLogs(current.instance_id);
   });
+  events.addEventListener('gpus', (e) => gpus?.sample(JSON.parse(e.data)));
   events.addEventListener('error', () => { if (events.readyState === EventSource.CLOSED) err.textContent = 'Lost the status stream; reload the page.'; });
   const tick = setInterval(() => {
     const el = document.getElementById('spent');
@@ -717,6 +769,12 @@ function agentSnippets(openai, anthropic, key, model, names) {
   ];
 }
 
+/** A model's context window: the number (and whether the backend told it), or "unknown" said plainly. */
+function modelContext(m) {
+  if (m.context == null) return h('td', { class: 'num' }, 'unknown', h('span', { class: 'hint' }, ' (the backend does not say)'));
+  return h('td', { class: 'num' }, `${m.context.toLocaleString()} tokens`, m.context_source === 'backend' ? h('span', { class: 'hint' }, ' (from the backend)') : '');
+}
+
 async function modelsPage() {
   page('Model APIs', h('p', { class: 'muted' }, 'Loading…'));
   const [cat, usage] = await Promise.all([api('GET', '/api/models'), api('GET', '/api/profile/model-usage')]);
@@ -742,7 +800,7 @@ async function modelsPage() {
     h('h2', {}, 'Catalog'),
     h('div', { class: 'table' }, h('table', {}, h('thead', {}, h('tr', {}, ['Model', 'Tools', 'Reasoning', 'Context'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, cat.models.map((m) => h('tr', {}, h('td', {}, h('code', {}, m.name)), h('td', {}, m.tools ? 'yes' : 'no'),
-        h('td', {}, m.reasoning ? `yes${m.efforts.length ? ` (${m.efforts.join(', ')})` : ''}` : 'no'), h('td', { class: 'num' }, m.max_context == null ? 'from the backend' : m.max_context.toLocaleString())))))),
+        h('td', {}, m.reasoning ? `yes${m.efforts.length ? ` (${m.efforts.join(', ')})` : ''}` : 'no'), modelContext(m)))))),
     h('h2', {}, 'Base URLs'),
     h('dl', { class: 'facts' }, h('dt', {}, 'Chat completions'), h('dd', {}, h('code', {}, openai)), h('dt', {}, 'Messages protocol'), h('dd', {}, h('code', {}, anthropic))),
     h('h3', {}, 'openai'),

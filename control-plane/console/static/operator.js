@@ -5,6 +5,7 @@
 import {
   act, alertBox, api, compact, confirmDialog, field, fmtCredits, fmtTime, go, h, hh, hourChart, MODEL_COLOURS, onLeave, page, svg,
 } from '/console/app.js';
+import { hostGpus } from '/console/gpus.js';
 
 const SECTIONS = [
   ['review', 'Review'], ['accounts', 'Accounts'], ['coupons', 'Coupons'], ['hosts', 'Hosts'],
@@ -245,8 +246,14 @@ function hostsPage() {
     await operate('host.add', { name: name.value.trim(), address: address.value.trim(), token: token.value.trim() });
     for (const input of [name, address, token]) input.value = '';
   }); } }, field('Name', name), field('Agent address', address, 'host:port of the agent’s gRPC server.'), field('Agent token', token, 'The agent’s token file.'), submit);
-  page('Hosts', opNav('hosts'), err, list, h('h2', {}, 'Add a host'), form);
-  follow('hosts', (d) => list.replaceChildren(table('Hosts', ['Host', 'State', 'GPUs', 'Instances', 'Last contact', 'Actions'], d.hosts.map((x) => hostRow(x, err)), 'No hosts.')), err);
+  // Every GPU of every host with its figures and history (gpus.js).
+  const gpuBox = h('section', { 'aria-labelledby': 'gpus-h' });
+  const gpus = hostGpus(gpuBox, table);
+  page('Hosts', opNav('hosts'), err, list, gpuBox, h('h2', {}, 'Add a host'), form);
+  follow('hosts', (d) => {
+    list.replaceChildren(table('Hosts', ['Host', 'State', 'GPUs', 'Instances', 'Last contact', 'Actions'], d.hosts.map((x) => hostRow(x, err)), 'No hosts.'));
+    gpus.update(d.hosts);
+  }, err);
 }
 
 // ---- instances ------------------------------------------------------------------------------------
@@ -276,43 +283,82 @@ function instancesPage() {
 function imageSection(images, err, reload) {
   const name = h('input', { name: 'name', required: true });
   const image = h('input', { name: 'image', required: true, spellcheck: 'false' });
+  const ssh = h('input', { type: 'checkbox', name: 'ssh' });
   const submit = h('button', { type: 'submit' }, 'Add image');
+  // Whether an image serves SSH decides whether its instances are offered SSH (the tenant's pages say so).
+  const sshCell = (i) => h('span', { class: 'row' }, yesNo(i.ssh), h('button', { type: 'button', class: 'secondary', 'aria-label': `Mark ${i.image} as ${i.ssh ? 'not serving' : 'serving'} SSH`,
+    onclick: (e) => act(e.target, err, async () => { await operate('image.set-ssh', { image: i.image, ssh: !i.ssh }); await reload(); }) }, i.ssh ? 'Turn off' : 'Turn on'));
   return [
     h('h2', {}, 'Images'),
-    table('Images', ['Name', 'Image', 'Enabled', 'Actions'], images.map((i) => [i.name, h('code', {}, i.image), yesNo(i.enabled),
+    table('Images', ['Name', 'Image', 'Enabled', 'SSH', 'Actions'], images.map((i) => [i.name, h('code', {}, i.image), yesNo(i.enabled), sshCell(i),
       i.enabled ? h('button', { type: 'button', class: 'secondary', 'aria-label': `Disable ${i.image}`, onclick: (e) => act(e.target, err, async () => { await operate('image.disable', { image: i.image }); await reload(); }) }, 'Disable') : '—'])),
-    h('form', { class: 'card', onsubmit: (e) => { e.preventDefault(); act(submit, err, async () => { await operate('image.add', { name: name.value.trim(), image: image.value.trim() }); await reload(); }); } },
-      field('Name', name), field('Image', image, 'A registry reference, e.g. rc/jupyter-pytorch:latest; adding a disabled one enables it.'), submit),
+    h('form', { class: 'card', onsubmit: (e) => { e.preventDefault(); act(submit, err, async () => { await operate('image.add', { name: name.value.trim(), image: image.value.trim(), ssh: ssh.checked }); await reload(); }); } },
+      field('Name', name), field('Image', image, 'A registry reference, e.g. rc/jupyter-pytorch:latest; adding a disabled one enables it.'),
+      field('Serves SSH', ssh, 'It runs an SSH server on port 22 that takes root’s authorized_keys; only then are its instances offered SSH.'), submit),
   ];
+}
+
+/** The upstream check (model.check) in sentences: what was checked, what failed, per upstream. */
+function checkResult(c) {
+  return h('div', { class: `check-result ${c.ok ? 'ok' : 'bad'}`, id: 'model-check', role: 'status' },
+    h('p', { class: 'row' }, h('strong', {}, c.ok ? 'Check passed.' : 'Check failed.'), c.upstreams.length ? '' : c.summary),
+    c.upstreams.map((u) => h('div', {}, h('code', {}, u.url), h('ul', {}, u.sentences.map((x) => h('li', {}, x))))));
 }
 
 function modelSection(models, err, reload) {
   const name = h('input', { name: 'model', required: true, spellcheck: 'false' });
+  const served = h('input', { name: 'served_name', spellcheck: 'false', autocomplete: 'off' });
   const upstreams = h('textarea', { name: 'upstreams', rows: '2', spellcheck: 'false' });
   const maxContext = h('input', { type: 'number', name: 'max_context', min: '1', step: '1', inputmode: 'numeric' });
-  const submit = h('button', { type: 'submit' }, 'Add model');
+  const submit = h('button', { type: 'submit' }, 'Check and save');
+  const result = h('div', { 'aria-live': 'polite' });
+  const anyway = h('button', { type: 'button', class: 'danger', hidden: true }, 'Save anyway');
+  const body = () => {
+    const b = { name: name.value.trim(), upstreams: upstreams.value.split(/\s+/).filter(Boolean) };
+    if (served.value.trim()) b.servedName = served.value.trim();
+    if (maxContext.value) b.maxContext = Number(maxContext.value);
+    return b;
+  };
+  // Saving checks the upstreams first (the server checks again): a failure is shown and not saved
+  // unless the operator confirms "Save anyway" (model.add with unchecked, recorded in the audit log).
+  const save = (unchecked) => act(unchecked ? anyway : submit, err, async () => {
+    const b = body();
+    let found = '';
+    if (!unchecked) {
+      anyway.hidden = true;
+      const c = await operate('model.check', { name: b.name, upstreams: b.upstreams, servedName: b.servedName });
+      result.replaceChildren(checkResult(c));
+      if (!c.ok) { anyway.hidden = false; return; }
+      found = ` ${c.summary}`;
+    } else if (!(await confirmDialog('Save without a passing check?', `“${b.name}” goes into the shared catalog now; requests for it fail until its upstreams serve it.`, 'Save anyway', true))) return;
+    await operate('model.add', unchecked ? { ...b, unchecked: true } : b);
+    await reload(`Saved “${b.name}”${unchecked ? ' without a passing check' : ''}.${found}`);
+  });
+  anyway.onclick = () => save(true);
   return [
     h('h2', {}, 'Shared models'),
-    table('Shared models', ['Name', 'Upstreams', 'Context', 'Source', 'Actions'], models.map((m) => [h('code', {}, m.name), m.upstreams.join(', ') || 'embedded sim',
+    table('Shared models', ['Name', 'Served name', 'Upstreams', 'Context', 'Source', 'Actions'], models.map((m) => [h('code', {}, m.name), m.servedName ? h('code', {}, m.servedName) : 'same', m.upstreams.join(', ') || 'embedded sim',
       m.maxContext ? m.maxContext.toLocaleString() : 'from the backend', m.source,
       m.source === 'database' ? h('button', { type: 'button', class: 'secondary', 'aria-label': `Remove ${m.name}`, onclick: async (e) => {
         if (!(await confirmDialog('Remove model?', `“${m.name}” leaves the shared catalog now: requests for it get 404 until it is added again.`, 'Remove', true))) return;
         act(e.target, err, async () => { await operate('model.remove', { name: m.name }); await reload(); });
       } }, 'Remove') : 'RC_CONFIG'])),
-    h('form', { class: 'card', onsubmit: (e) => { e.preventDefault(); act(submit, err, async () => {
-      const body = { name: name.value.trim(), upstreams: upstreams.value.split(/\s+/).filter(Boolean) };
-      if (maxContext.value) body.maxContext = Number(maxContext.value);
-      await operate('model.add', body);
-      await reload();
-    }); } }, field('Model name', name), field('Upstreams', upstreams, 'OpenAI-compatible base URLs, one per line; replaces a model of the same name.'), field('Context window (tokens)', maxContext, 'Empty: the backend’s.'), submit),
+    h('form', { class: 'card', id: 'model-form', onsubmit: (e) => { e.preventDefault(); save(false); } },
+      field('Model name', name, 'What clients send as “model”.'),
+      field('Served name', served, 'The name the backend was started with (vLLM and SGLang --served-model-name, llama.cpp --alias); empty: the model name.'),
+      field('Upstreams', upstreams, 'OpenAI-compatible base URLs, one per line; replaces a model of the same name.'),
+      field('Context window (tokens)', maxContext, 'Empty: the backend’s.'),
+      h('p', { class: 'hint' }, 'Saving first checks each upstream: it must list the served name (GET /v1/models) and answer a one-token completion.'),
+      result, h('div', { class: 'row' }, submit, anyway)),
   ];
 }
 
 async function catalogsPage() {
   const err = alertBox();
-  async function load() {
+  async function load(saved) {
     const d = await api('GET', '/api/operator/catalogs');
-    page('Catalogs', opNav('catalogs'), err, imageSection(d.images, err, load), modelSection(d.models, err, load),
+    page('Catalogs', opNav('catalogs'), err, saved ? h('p', { class: 'notice', role: 'status', id: 'catalog-saved' }, saved) : null,
+      imageSection(d.images, err, load), modelSection(d.models, err, load),
       h('p', { class: 'hint' }, 'Per-account model limits are set on each account’s page.'));
   }
   await load();
