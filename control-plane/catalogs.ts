@@ -36,7 +36,7 @@ export class Images {
     // `ssh` NULL keeps what an image already in the catalog says (a new one: no SSH).
     this.upsert = db.prepare<[{ name: string; image: string; ssh: number | null; now: number }]>(
       'INSERT INTO images (name, image, enabled, ssh, created_at) VALUES (@name, @image, 1, COALESCE(@ssh, 0), @now) ' +
-        'ON CONFLICT (image) DO UPDATE SET name = excluded.name, enabled = 1, ssh = COALESCE(@ssh, ssh)',
+        'ON CONFLICT (image) DO UPDATE SET name = excluded.name, enabled = 1, ssh = COALESCE(@ssh, images.ssh)',
     );
     this.setEnabled = db.prepare<[number, string]>('UPDATE images SET enabled = ? WHERE image = ?');
     this.setSshStmt = db.prepare<[number, string]>('UPDATE images SET ssh = ? WHERE image = ?');

@@ -65,6 +65,33 @@ test('seed runs once: the catalog and public templates survive an operator disab
   }
 });
 
+test("image catalog's ssh: a new image serves none unless said; re-adding without saying keeps it; set-ssh changes it (on either engine)", async () => {
+  const dir = tempDir();
+  // A data dir, not ':memory:': with RC_TEST_DATABASE=postgres this store is on PostgreSQL, whose
+  // upsert must name the table's column (`ssh` alone is ambiguous next to excluded.ssh there).
+  const store = await Store.open({ dataDir: dir, seed: false });
+  try {
+    assert.deepEqual(await store.images.add('Plain', 'rc/plain:1'), { name: 'Plain', image: 'rc/plain:1', enabled: true, ssh: false });
+    assert.equal((await store.images.add('Shell', 'rc/shell:1', true)).ssh, true);
+    await store.images.disable('rc/shell:1');
+    // Renamed and re-enabled; ssh left out keeps what the catalog said.
+    assert.deepEqual(await store.images.add('Shell 2', 'rc/shell:1'), { name: 'Shell 2', image: 'rc/shell:1', enabled: true, ssh: true });
+    assert.equal((await store.images.add('Shell 2', 'rc/shell:1', false)).ssh, false);
+    assert.equal(await store.images.setSsh('rc/plain:1', true), true);
+    assert.equal(await store.images.setSsh('rc/missing:1', true), false);
+    assert.deepEqual(
+      (await store.images.enabled()).map((i) => [i.image, i.ssh]),
+      [
+        ['rc/plain:1', true],
+        ['rc/shell:1', false],
+      ],
+    );
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('ledger: idempotent entries, derived balance, append-only', async () => {
   const store = await Store.open({ db: openDatabase(':memory:'), seed: false });
   const a = await store.accounts.create({ email: 'l@x.io' });
