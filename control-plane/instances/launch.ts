@@ -88,8 +88,7 @@ export class Launcher {
     // A DNS label (lowercase hex): the id is the first label of the app's own origin on the
     // instance proxy (lib/instance-origin.ts).
     const id = `inst-${randomBytes(12).toString('hex')}`;
-    const imageSsh = (await this.ctx.store.images.get(request.template.image))?.ssh === true;
-    await this.admit(account, request, id, templateSnapshot(request.template, account, imageSsh), now);
+    await this.admit(account, request, id, now);
     const { instances } = this.ctx.store;
     const row = (await instances.get(id))!;
     this.lifecycle.changed(row);
@@ -118,13 +117,18 @@ export class Launcher {
     return { template, gpus, token };
   }
 
-  /** The checks that need the transaction, then the instance and the accepted launch written in it. */
-  private async admit(account: Account, { template, gpus, token }: LaunchRequest, id: string, snapshot: TemplateSnapshot, now: number): Promise<void> {
+  /**
+   * The checks that need the transaction, then the instance and the accepted launch written in it.
+   * The image is read once, in the transaction: whether it is enabled and whether it serves SSH
+   * (the snapshot's image_ssh) are what held at the launch, together.
+   */
+  private async admit(account: Account, { template, gpus, token }: LaunchRequest, id: string, now: number): Promise<void> {
     const { store, settings } = this.ctx;
     await store.transaction(async (tx) => {
       const { instances } = tx;
       if (account.launchVerification && !(await instances.consumeLaunchToken(account.id, token as string, now))) throw launchTokenInvalid();
-      if (!(await tx.images.isEnabled(template.image))) throw API_ERRORS.invalidImage();
+      const image = await tx.images.get(template.image);
+      if (!image?.enabled) throw API_ERRORS.invalidImage();
       const ceiling = DISK_CEILING_GB[gpus]!;
       if (template.disk_gb > ceiling) throw diskTooLarge(template.disk_gb, ceiling, gpus);
       if (await instances.active(account.id)) throw oneActiveInstance();
@@ -136,7 +140,7 @@ export class Launcher {
           id,
           accountId: account.id,
           templateId: template.id,
-          template: snapshot,
+          template: templateSnapshot(template, account, image.ssh),
           gpuCount: gpus,
           diskGb: template.disk_gb,
           microsPerHour: Math.round(settings.instanceCreditsPerGpuHour * gpus * MICROS_PER_CREDIT),
