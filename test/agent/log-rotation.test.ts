@@ -60,8 +60,9 @@ test('LogWatcher rotates past the cap, delivers every line, and counts what it d
 test('process runtime: a flood is rotated within the cap and the logs API says what was dropped', async (t) => {
   const fileBytes = 64 * 1024;
   const { client, agent, dataDir } = await startTestAgent(t, { stopGraceMs: 500, logCap: { fileBytes, files: 2 } });
-  // 40,000 lines of 50 bytes (2,000,000 bytes) as fast as the shell writes, then a last line.
-  const cmd = `i=0; while [ $i -lt 40000 ]; do printf 'flood %08d %034d\\n' $i 0; i=$((i+1)); done; echo quiet; exec sleep 600`;
+  // 40,000 lines of 50 bytes (2,000,000 bytes) from one process (seq: a shell loop took over a
+  // minute on a loaded machine), then a last line.
+  const cmd = `seq -f 'flood %08g ${'0'.repeat(34)}' 0 39999; echo quiet; exec sleep 600`;
   await client.start({ instanceId: 'flood', startCommand: cmd, env: {} });
   await waitForState(client, 'flood', 'ready');
   const collect = async (tail: number) => {
@@ -70,7 +71,7 @@ test('process runtime: a flood is rotated within the cap and the logs API says w
     return lines;
   };
   const file = join(dataDir, 'instances', 'flood', 'instance.log');
-  await waitFor(async () => (await collect(1))[0] === 'quiet', 60_000);
+  await waitFor(async () => (await collect(1))[0] === 'quiet', 120_000);
   // Once quiet, the next poll leaves the live file under its cap; never more than 2 files.
   await waitFor(() => statSync(file).size < fileBytes, 10_000);
   assert.ok(!existsSync(`${file}.2`), 'no third file');
