@@ -8,9 +8,10 @@
 // llama.cpp builds it with CPPHTTPLIB_TCP_NODELAY=1, read in ggml-org/llama.cpp
 // vendor/cpp-httplib/CMakeLists.txt, so a llama-server built from source sets it.) A client opens a fresh connection per request (as curl does), writes the request and
 // times the first token's bytes; each target gets blocks of 10 requests back to back, the targets
-// taking turns block by block, so each sees the same machine. Two more rows time the backend client (lib/relay/http-pool.ts) alone, in this
+// taking turns block by block, so each sees the same machine. Three more rows time the backend client (lib/relay/http-pool.ts) alone, in this
 // process, on the Nagle-on backend: one connection reused at once (what the pool did before issue
-// 40) and connections that rest before reuse (what it does now).
+// 40), connections that always rest before reuse, and the default: reused at once until the
+// backend has shown a delayed-ACK stall, resting from then on (the stall happens in the warm-up).
 //
 // Environment: RC_BENCH_REQUESTS (default 200 per target, after 20 warm-up rounds),
 // RC_BENCH_TOKENS (default 20 per stream), RC_BENCH_GAP_MS (between tokens, default 1).
@@ -173,10 +174,12 @@ try {
 
   const poolOptions = { connections: 64, connectTimeoutMs: 5000, headersTimeoutMs: 60_000, bodyTimeoutMs: 60_000, keepAliveTimeoutMs: 4000 };
   const atOnce = new HttpPool(nagle.url, { ...poolOptions, reuseAfterMs: 0 });
-  const rested = new HttpPool(nagle.url, poolOptions);
+  const rested = new HttpPool(nagle.url, { ...poolOptions, restBeforeReuse: 'always' });
+  const onStall = new HttpPool(nagle.url, poolOptions);
   stops.push(
     () => atOnce.destroy(),
     () => rested.destroy(),
+    () => onStall.destroy(),
   );
 
   const targets: { label: string; run: () => Promise<number>; ms: number[] }[] = [
@@ -186,6 +189,7 @@ try {
     { label: 'Nagle off, through the gateway', run: () => firstTokenMs(gateway.url, 'nodelay', key), ms: [] },
     { label: 'Nagle on, HttpPool, one connection reused at once', run: () => poolFirstTokenMs(atOnce), ms: [] },
     { label: 'Nagle on, HttpPool, connections rested before reuse', run: () => poolFirstTokenMs(rested), ms: [] },
+    { label: 'Nagle on, HttpPool, resting once a stall was seen (the default)', run: () => poolFirstTokenMs(onStall), ms: [] },
   ];
   // Blocks of back-to-back requests per target, the targets taking turns block by block: back to
   // back, as on a busy gateway, a pooled connection is reused within milliseconds of its last

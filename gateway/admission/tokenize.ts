@@ -17,9 +17,9 @@
 // What cannot count is remembered per upstream (it outlives catalog reloads) and never asked
 // again: a 404, 405 or 501 (no endpoint), a 200 that is not a count, SGLang 0.5's 400. Then
 // count_tokens answers the documented estimate and fitting leaves the backend to judge.
-import { noteKind, serverKind } from '../backends/backend-kind.js';
+import { canCount, cannotCount, noteKind, serverKind } from '../backends/backend-kind.js';
 import type { ModelState } from '../backends/model-catalog.js';
-import { requestUpstream, type Route, type Upstream } from '../backends/upstreams.js';
+import { requestUpstream, type Route } from '../backends/upstreams.js';
 import type { GatewayContext } from '../context.js';
 
 /** Statuses of a backend without the endpoint. */
@@ -36,18 +36,8 @@ export const APPLY_TEMPLATE_PATH = '/apply-template';
  */
 const PROMPT_REQUIRED = /\(\s*'body',\s*'prompt'\s*\)|"loc":\s*\[\s*"body",\s*"prompt"\s*\]|\bprompt: Field required\b/;
 
-/** Upstreams that showed they cannot count a chat prompt. */
-const cannot = new WeakSet<Upstream>();
-
-/** Whether `model`'s backends may be asked for a count (none has shown that it cannot). */
-export function canCount(model: ModelState): boolean {
-  for (const u of model.upstreams) if (cannot.has(u)) return false;
-  return true;
-}
-
-function cannotCount(model: ModelState): void {
-  for (const u of model.upstreams) cannot.add(u);
-}
+// What cannot count is kept with the other facts of a backend (backends/backend-kind.ts).
+export { canCount };
 
 /** The outcome of a count. */
 export type CountOutcome =

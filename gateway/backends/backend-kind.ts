@@ -20,7 +20,7 @@
 // that cannot be reached is asked again after RETRY_MS; one that answers without these fields is
 // not asked again.
 import { readModelList, readPropsContext, type ServerKind } from '../../lib/model-list.js';
-import type { ModelState } from './model-catalog.js';
+import type { BackendSummary, ModelState } from './model-catalog.js';
 import type { Upstream } from './upstreams.js';
 
 // Reading the bodies is shared with the control plane (lib/model-list.ts), which shows the same context.
@@ -41,13 +41,53 @@ interface Facts {
 }
 
 const factsOf = new WeakMap<Upstream, Map<string, Facts>>();
+/** Upstreams that showed they cannot count a chat prompt (admission/tokenize.ts). */
+const cannot = new WeakSet<Upstream>();
+
+/** Bumped on every change of a Facts or of `cannot`: every summary is recomputed at its next read. */
+let generation = 0;
+
+function summaryOf(model: ModelState): BackendSummary {
+  const s = model.backend;
+  if (s.generation === generation) return s;
+  const served = servedName(model);
+  let settled = true;
+  let context: number | undefined;
+  let count = true;
+  for (const u of model.upstreams) {
+    const f = factsOf.get(u)?.get(served);
+    if (f === undefined || f.probedAt === 0 || f.failed || f.pending !== undefined) settled = false;
+    const c = f?.context;
+    if (c !== undefined && (context === undefined || c < context)) context = c;
+    if (cannot.has(u)) count = false;
+  }
+  s.settled = settled;
+  s.context = context;
+  s.canCount = count;
+  s.generation = generation;
+  return s;
+}
 
 function facts(u: Upstream, served: string): Facts {
   let m = factsOf.get(u);
   if (!m) factsOf.set(u, (m = new Map()));
   let f = m.get(served);
-  if (!f) m.set(served, (f = { kind: undefined, context: undefined, probedAt: 0, failed: false, pending: undefined }));
+  if (!f) {
+    m.set(served, (f = { kind: undefined, context: undefined, probedAt: 0, failed: false, pending: undefined }));
+    generation++;
+  }
   return f;
+}
+
+/** Whether `model`'s backends may be asked for a count (none has shown that it cannot). */
+export function canCount(model: ModelState): boolean {
+  return summaryOf(model).canCount;
+}
+
+/** Remembers that `model`'s backends cannot count a chat prompt (never asked again). */
+export function cannotCount(model: ModelState): void {
+  for (const u of model.upstreams) cannot.add(u);
+  generation++;
 }
 
 const servedName = (model: ModelState): string => model.servedName ?? model.name;
@@ -59,6 +99,7 @@ function due(f: Facts, now: number): boolean {
 
 /** Whether everything there is to learn of `model`'s backends is known (no probe due or under way). */
 export function backendLearned(model: ModelState): boolean {
+  if (summaryOf(model).settled) return true;
   const now = Date.now();
   const served = servedName(model);
   for (const u of model.upstreams) {
@@ -75,7 +116,10 @@ export function learnBackend(model: ModelState): Promise<void> {
   const waits: Promise<void>[] = [];
   for (const u of model.upstreams) {
     const f = facts(u, served);
-    if (due(f, now)) f.pending = probe(u, served, f);
+    if (due(f, now)) {
+      f.pending = probe(u, served, f);
+      generation++;
+    }
     if (f.pending) waits.push(f.pending);
   }
   return Promise.all(waits).then(() => undefined);
@@ -100,17 +144,12 @@ export function noteKind(model: ModelState, kind: ServerKind): void {
     const f = facts(u, served);
     f.kind ??= kind;
   }
+  generation++;
 }
 
 /** The context window the backends of `model` report (the smallest over its upstreams), when known. */
 export function backendContext(model: ModelState): number | undefined {
-  const served = servedName(model);
-  let min: number | undefined;
-  for (const u of model.upstreams) {
-    const c = factsOf.get(u)?.get(served)?.context;
-    if (c !== undefined && (min === undefined || c < min)) min = c;
-  }
-  return min;
+  return summaryOf(model).context;
 }
 
 async function getJson(u: Upstream, path: string): Promise<unknown> {
@@ -148,5 +187,6 @@ async function probe(u: Upstream, served: string, f: Facts): Promise<void> {
     f.failed = failed;
     f.probedAt = Date.now();
     f.pending = undefined;
+    generation++;
   }
 }

@@ -8,6 +8,23 @@ import type { GatewayMetrics, ModelSeries } from '../metrics.js';
 import type { Upstream, UpstreamRegistry } from './upstreams.js';
 import { createRouter, type ModelRouter } from './router.js';
 
+/**
+ * What the request path reads of a model's backends, kept on its ModelState (`backend`) and
+ * recomputed by backend-kind.ts only after a fact changed anywhere (its `generation`): a request
+ * asks whether they are learned, their context and whether they can count several times, and each
+ * read of the facts themselves is a WeakMap and a Map per upstream (and a clock reading).
+ */
+export interface BackendSummary {
+  /** The `generation` it was computed at; -1: never. */
+  generation: number;
+  /** Every upstream probed, none failed, none being probed: learned for good (until a change). */
+  settled: boolean;
+  /** backendContext's answer. */
+  context: number | undefined;
+  /** canCount's answer. */
+  canCount: boolean;
+}
+
 export interface ModelState {
   readonly name: string;
   readonly entry: ModelEntry;
@@ -19,6 +36,8 @@ export interface ModelState {
   readonly router: ModelRouter | undefined;
   /** Route choices per upstream (metrics.ts RouteSeries, by reason); undefined with a single upstream. */
   readonly choices: readonly Float64Array[] | undefined;
+  /** What its backends reported, summarized for the request path (backend-kind.ts). */
+  readonly backend: BackendSummary;
 }
 
 export class Catalog {
@@ -65,6 +84,7 @@ export class Catalog {
         series,
         router: several ? this.router(entry, upstreams) : undefined,
         choices: several ? upstreams.map((u) => series.routes.upstream(u.url)) : undefined,
+        backend: { generation: -1, settled: false, context: undefined, canCount: true },
       });
       if (!this.created.has(entry.name)) this.created.set(entry.name, now);
     }

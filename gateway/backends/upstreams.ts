@@ -320,8 +320,11 @@ class Exchange implements ResponseHandler, UpstreamCall {
     const router = this.model.router;
     if (router !== undefined && !COUNT_PATHS.has(this.path)) router.learn(this.route, this.model.upstreams, u);
     u.inflight++;
-    this.t0 = performance.now();
-    this.request = u.pool.request(this.path === CHAT_PATH ? u.chatPath : u.basePath + this.path, this.body, this);
+    const request = u.pool.request(this.path === CHAT_PATH ? u.chatPath : u.basePath + this.path, this.body, this);
+    this.request = request;
+    // The times count from the write, stamped by the pool; a request that waits for a connection
+    // counts its wait too.
+    this.t0 = request.conn !== undefined ? request.sentAt : performance.now();
   }
 
   abort(): void {
@@ -346,7 +349,7 @@ class Exchange implements ResponseHandler, UpstreamCall {
   onData(chunk: Buffer): boolean {
     if (!this.firstByte) {
       this.firstByte = true;
-      this.model.series.ttfbSeconds.observe((performance.now() - this.t0) / 1000);
+      this.model.series.ttfbSeconds.observe((this.request!.readAt - this.t0) / 1000);
     }
     return this.handler.onData(chunk);
   }
@@ -355,7 +358,8 @@ class Exchange implements ResponseHandler, UpstreamCall {
     if (this.done) return;
     this.done = true;
     this.upstream!.inflight--;
-    this.model.series.upstreamSeconds.observe((performance.now() - this.t0) / 1000);
+    // The read that ended the response (its time stamped by the pool).
+    this.model.series.upstreamSeconds.observe((this.request!.readAt - this.t0) / 1000);
     this.handler.onEnd();
   }
 

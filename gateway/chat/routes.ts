@@ -41,22 +41,17 @@ export function requestedMaxTokens(obj: Record<string, unknown>): number | undef
 }
 
 /**
- * The 400 for a max tokens field of `o` (among `fields`) that is a number below 1, else undefined.
+ * The 400 for a max tokens field `field` whose value `v` is a number below 1, else undefined.
  * The gateway checks it itself: a bound or fitted max tokens would replace a 0 and forward a
  * request the client's value makes invalid (vLLM refuses it; SGLang and llama.cpp take a 0 or a
- * negative as "no limit").
+ * negative as "no limit"). The caller reads the field by its name: a read by a name in a variable
+ * goes through V8's megamorphic keyed load (some 300 instructions a request under callgrind).
  */
-export function maxTokensBelowOne(o: Record<string, unknown>, fields: readonly string[]): GatewayError | undefined {
-  for (const f of fields) {
-    const v = o[f];
-    if (typeof v === 'number' && !(v >= 1))
-      return new GatewayError(CHAT_CODES.invalidBody, `${f}: must be at least 1, got ${v}`, 400, 'invalid_request_error', f);
-  }
+export function maxTokensBelowOne(field: string, v: unknown): GatewayError | undefined {
+  if (typeof v === 'number' && !(v >= 1))
+    return new GatewayError(CHAT_CODES.invalidBody, `${field}: must be at least 1, got ${v}`, 400, 'invalid_request_error', field);
   return undefined;
 }
-
-/** The max tokens fields of a chat completion. */
-const CHAT_MAX_TOKENS_FIELDS = ['max_tokens', 'max_completion_tokens'] as const;
 
 /**
  * The body to forward for a completion body `o` of `model` (stream_options.include_usage added,
@@ -128,7 +123,7 @@ function spliceIncludeUsage(raw: Buffer): Buffer {
 
 /** Through the door: the fields read, then fitted and admitted (admission/model-call.ts). */
 function completion(r: ModelRequest<ChatError>, raw: Buffer, o: Record<string, unknown>, model: ModelState): void {
-  const belowOne = maxTokensBelowOne(o, CHAT_MAX_TOKENS_FIELDS);
+  const belowOne = maxTokensBelowOne('max_tokens', o.max_tokens) ?? maxTokensBelowOne('max_completion_tokens', o.max_completion_tokens);
   if (belowOne) {
     r.model = model;
     r.fail(belowOne);

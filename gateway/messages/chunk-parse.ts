@@ -207,13 +207,20 @@ const USAGE_KEY = '"usage":{';
  * either nothing, `null` or `{"cached_tokens":N}` as details, then the completion, total and
  * prompt counts, each after its fixed key: only digits are scanned and the keys checked where
  * they must be (a lastIndexOf of the key and a regex over the object cost about 2k instructions
- * a call under callgrind). Any other shape (SGLang's and current vLLM's extras, llama.cpp's key
- * order) fails a check: the last `"usage":{` before the end is read by one sticky regex (the
+ * a call under callgrind); the extras current vLLM and SGLang write after them are stepped over
+ * first (beforeExtras). Any other shape (llama.cpp's key order) fails a check: the last
+ * `"usage":{` before the end is read by one sticky regex (the
  * usage is the chunk's last member in every shape, and a string cannot hold the key's bytes: its
  * quotes are escaped).
  */
 export function usageOf(s: string, end: number): ChatUsage {
-  let last = end - 5; // the usage object's last character before its `}`
+  // end - 5: the usage object's last character before its `}`.
+  return countsBefore(s, beforeExtras(s, end - 5), end);
+}
+
+/** usageOf's counts, read backwards from `from`, the last character of the prompt details or of the completion count. */
+function countsBefore(s: string, from: number, end: number): ChatUsage {
+  let last = from;
   let details: ChatUsage['prompt_tokens_details'];
   const ch = s.charCodeAt(last);
   if (ch === 0x7d) {
@@ -237,6 +244,38 @@ export function usageOf(s: string, end: number): ChatUsage {
   const usage: ChatUsage = { prompt_tokens: intIn(s, digitsFrom(s, promptEnd - 1), promptEnd), completion_tokens: intIn(s, completionFrom, last + 1) };
   if (details !== undefined) usage.prompt_tokens_details = details;
   return usage;
+}
+
+// The extras after the counts (usage.ts USAGE_EXTRAS), from their end: current vLLM's
+// `,"completion_tokens_details":` with a flat object or null, SGLang's `,"reasoning_tokens":N`.
+const COMPLETION_DETAILS_KEY = ',"completion_tokens_details":';
+const REASONING_KEY = ',"reasoning_tokens":';
+
+/**
+ * The index of the usage object's last character before its extras, from `last`, its last
+ * character (itself when there are none). The event regex has matched the object whole, so its
+ * shape is one that usage.ts's pattern allows: a `}` or a `null` at its end closes the prompt
+ * details or the completion details (told apart by the key before them), the completion details'
+ * object is flat (the last `{` opens it), and a count at its end is the completion count or
+ * SGLang's reasoning tokens. Before, current vLLM's usage failed countsBefore's key checks and
+ * compactUsageOf read it (its lastIndexOf and regex: about 1.7k instructions a read under callgrind).
+ */
+function beforeExtras(s: string, last: number): number {
+  let at = last;
+  const ch = s.charCodeAt(at);
+  if (ch === 0x7d || ch === 0x6c) {
+    // `}` or `null`: the key before the completion details' value starts `,"c`; the prompt details' `,"p`.
+    const key = (ch === 0x7d ? s.lastIndexOf('{', at) : at - 3) - COMPLETION_DETAILS_KEY.length;
+    if (s.charCodeAt(key + 2) !== 0x63 || !s.startsWith(COMPLETION_DETAILS_KEY, key)) return at;
+    at = key - 1;
+  }
+  const c = s.charCodeAt(at);
+  if (c < 0x30 || c > 0x39) return at; // the prompt details' end
+  // A count: `r` where "reasoning_tokens" starts, where "completion_tokens" has an `o`.
+  const digits = digitsFrom(s, at);
+  const key = digits - REASONING_KEY.length;
+  if (s.charCodeAt(key + 2) === 0x72 && s.startsWith(REASONING_KEY, key)) return key - 1;
+  return at;
 }
 
 /** usageOf of any compact usage: the last `"usage":{` before `end`, read by one sticky regex. */

@@ -5,7 +5,7 @@ import type { Config } from '../../lib/config.js';
 import { sendJson, track } from '../../lib/http.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import { admit } from '../admission/admit.js';
-import { FIT_HEADER, fitAndAdmit } from '../admission/model-call.js';
+import { fitAndAdmit } from '../admission/model-call.js';
 import { chatPrompt } from '../admission/prompt.js';
 import { requestUpstream, UpstreamError } from '../backends/upstreams.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
@@ -21,6 +21,7 @@ import { prepare, type PreparedRequest } from './request.js';
 import { countTokensRequestSchema, messagesRequestSchema } from './schema.js';
 import { ThinkingSigner } from './signature.js';
 import { relayStream } from './stream-relay.js';
+import { chatRequestJson } from './translate-request.js';
 import { gateUsage, toMessagesResponse, type ChatCompletion } from './translate-response.js';
 
 export interface MessagesRouteOptions {
@@ -48,9 +49,8 @@ export function messagesRoutes(options: MessagesRouteOptions = {}): RoutePlugin 
   const count = countEntry(signer);
   return (app: TemplatedApp, ctx: GatewayContext) => {
     const onCreate = (res: HttpResponse, req: HttpRequest) => {
-      const r = new ModelRequest(ctx, track(res), MESSAGES_ROUTE, MESSAGES_PROTOCOL);
-      r.fitHeader = req.getHeader(FIT_HEADER);
-      frontDoor(r, req, create);
+      // frontDoor reads x-rc-fit-max-tokens (r.fitHeader) with the other headers.
+      frontDoor(new ModelRequest(ctx, track(res), MESSAGES_ROUTE, MESSAGES_PROTOCOL), req, create);
     };
     const onCount = (res: HttpResponse, req: HttpRequest) => frontDoor(new ModelRequest(ctx, track(res), COUNT_TOKENS_ROUTE, MESSAGES_PROTOCOL), req, count);
     const wrongMethod = (res: HttpResponse) => new ModelRequest(ctx, track(res), 'unknown', MESSAGES_PROTOCOL).fail(METHOD_NOT_ALLOWED);
@@ -98,7 +98,7 @@ function streamExchange(r: ModelRequest<MessagesError>, p: PreparedRequest, sign
   chat.stream = true;
   // vLLM then reports usage on every chunk: message_start gets the real input_tokens.
   chat.stream_options = { include_usage: true, continuous_usage_stats: true };
-  relayStream(r, JSON.stringify(chat), signer, p.thinking, pingIntervalMs);
+  relayStream(r, chatRequestJson(chat), signer, p.thinking, pingIntervalMs);
 }
 
 /** An exchange failed in our code (a backend's failure is answered by the exchange itself): logged, and answered in the messages shape. */
@@ -115,7 +115,7 @@ async function answerWhole(r: ModelRequest<MessagesError>, p: PreparedRequest, s
   res.onAbort = () => ac.abort();
   let usage: GateUsage | undefined;
   try {
-    const up = await requestUpstream(r.ctx.upstreams, model, r.routeHint, JSON.stringify(p.chat), { signal: ac.signal, maxBytes: MAX_RESPONSE_BYTES });
+    const up = await requestUpstream(r.ctx.upstreams, model, r.routeHint, chatRequestJson(p.chat), { signal: ac.signal, maxBytes: MAX_RESPONSE_BYTES });
     if (up.status !== 200) {
       r.fail(backendError(up.status, up.body.toString('utf8'), up.headers['retry-after']));
       return;

@@ -65,7 +65,14 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
   private events = 0;
   /** The backend answered 200 while the client was there: this is an SSE response. */
   private streaming = false;
-  private lastWrite = 0;
+  /**
+   * Pings: the timer ticks every half interval; a tick that finds something written since the one
+   * before starts the count of quiet ticks again, and the second quiet tick in a row pings (after
+   * one to one and a half intervals of silence). A flag set per write, where a clock read per
+   * backend read cost some 350 instructions under callgrind.
+   */
+  private wrote = false;
+  private quietTicks = 0;
   private pinger: NodeJS.Timeout | undefined;
 
   constructor(
@@ -127,9 +134,8 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     }
     if (this.res.aborted) return;
     this.streaming = true;
-    this.lastWrite = Date.now();
-    const every = this.pingIntervalMs;
-    this.pinger = setInterval(() => this.ping(), Math.max(10, every >> 1));
+    this.wrote = true;
+    this.pinger = setInterval(() => this.ping(), pingTick(this.pingIntervalMs));
     this.pinger.unref();
     this.w.head(200, SSE_HEAD, this.r.decision!.headers);
     queueMicrotask(() => this.w.flush()); // the head goes out with the events of this read, or alone after it
@@ -155,7 +161,7 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     }
     this.out += t.takeText();
     if (this.out !== '') {
-      this.lastWrite = Date.now();
+      this.wrote = true;
       w.write(this.out);
       this.out = '';
     }
@@ -204,9 +210,25 @@ class MessagesStreamRelay implements UpstreamHandler, WriterHooks<GateUsage> {
 
   private ping(): void {
     const w = this.w;
-    if (w.isClosed || Date.now() - this.lastWrite < this.pingIntervalMs) return;
+    if (w.isClosed) return;
+    if (this.wrote) {
+      this.wrote = false;
+      this.quietTicks = 0;
+      return;
+    }
+    if (++this.quietTicks < quietTicksToPing(this.pingIntervalMs)) return;
+    this.quietTicks = 0;
     // Before message_start an SSE comment (ignored by every parser); after it, the protocol's ping.
-    this.lastWrite = Date.now();
     w.write(this.t.started ? PING_EVENT : KEEPALIVE_COMMENT);
   }
+}
+
+/** The ping timer's period for a ping interval: half of it, 10 ms at least. */
+function pingTick(intervalMs: number): number {
+  return Math.max(10, intervalMs >> 1);
+}
+
+/** Quiet ticks in a row that make a silence of at least `intervalMs` (2, or 1 below 20 ms). */
+function quietTicksToPing(intervalMs: number): number {
+  return Math.max(1, Math.ceil(intervalMs / pingTick(intervalMs)));
 }

@@ -48,7 +48,7 @@ export const responsesRoutes: RoutePlugin = (app: TemplatedApp, ctx: GatewayCont
 
 /** Through the door: the body checked and rewritten for the backend, then fitted and admitted (admission/model-call.ts). */
 function create(r: ModelRequest<ChatError>, raw: Buffer, o: Record<string, unknown>, model: ModelState): void {
-  const belowOne = maxTokensBelowOne(o, ['max_output_tokens']);
+  const belowOne = maxTokensBelowOne('max_output_tokens', o.max_output_tokens);
   if (belowOne) return refuseOnModel(r, model, belowOne);
   const tools = prepareResponsesBody(o);
   if (tools instanceof GatewayError) return refuseOnModel(r, model, tools);

@@ -27,6 +27,22 @@
 // Node cannot set TCP_QUICKACK, so the pool prefers a connection that has rested, and opens a new
 // one (up to `connections`) rather than reuse one at once (bench/first-token.ts measures it).
 //
+// Resting only where it helps (restBeforeReuse 'on-stall', the default): at a high request rate
+// every connection is reused within 100 ms, so the rule opened connections up to the limit (256)
+// on every backend, where a backend that sets TCP_NODELAY (uvicorn's asyncio does, hence vLLM and
+// SGLang; the sim) never needs it: natively the chat stream ran at 7-12k requests a second against
+// 14-15k with a handful of connections, and under callgrind connections opened and closed as the
+// rate moved (several thousand instructions a request). So a pool reuses its most recent idle
+// connection at once until its backend shows the stall itself: a response head that came alone in
+// its read on a connection reused at once, and the next bytes STALL_MIN_MS to STALL_MAX_MS later
+// (http-connection.ts; the delayed-ACK timer, 40 ms and up). From then on the pool rests its
+// connections for good.
+// A GPU backend whose first token comes that long after its head is taken for one (its prefill):
+// it gets the rule it had before, which only costs at high request rates, which GPU backends do
+// not serve. A backend that sends its head with its first token and leaves Nagle on (cpp-httplib's
+// default; current llama.cpp builds set TCP_NODELAY) is not seen: its second chunk can wait 40 ms
+// on a connection reused at once.
+//
 // Why not undici (which this replaced; see gateway/README.md "Benchmark"): on the gateway's
 // request path undici cost about 4 µs of CPU per request more than a plain socket write and
 // read (a Request object with header validation, a setImmediate before every write on a reused
@@ -72,6 +88,11 @@ export interface HttpPoolOptions {
    * for a new one (see "Reusing a connection that has rested" above). Default 100 ms.
    */
   reuseAfterMs?: number;
+  /**
+   * 'on-stall' (default): connections rest before reuse once the backend has shown a delayed-ACK
+   * stall ("Resting only where it helps" above); 'always': from the start.
+   */
+  restBeforeReuse?: 'on-stall' | 'always';
   /** Largest response head (status line and headers). */
   maxHeaderBytes?: number;
   /** Extra TLS settings for an https origin (for example `ca`). */
@@ -111,13 +132,23 @@ export class HttpPool {
   private readonly conns = new Set<Connection>();
   /** The request head of each path POSTed to (request()), as text and as bytes; a few paths per pool. */
   private readonly heads = new Map<string, { text: string; bytes: Buffer }>();
-  /** Idle connections, most recently used last (the first has rested longest: reused first). */
-  private readonly idle: Connection[] = [];
+  /**
+   * Idle connections, a list through their idlePrev / idleNext links: the first has rested longest
+   * (reused first while resting), the last was released last (reused first otherwise). Taking
+   * either end, adding one and taking one out from the middle (unidle) are O(1), where an array's
+   * shift moved every entry (about 400 instructions a request under callgrind with a few dozen
+   * idle connections).
+   */
+  private idleFirst: Connection | undefined;
+  private idleLast: Connection | undefined;
+  private idleCount = 0;
   private readonly queue: PoolRequest[] = [];
   private sweeper: NodeJS.Timeout | undefined;
   private readonly sweepMs: number;
   private readonly requestTimeoutMs: number;
-  private readonly reuseAfterMs: number;
+  readonly reuseAfterMs: number;
+  /** Connections rest before reuse (restBeforeReuse 'always', or the backend showed a stall). */
+  rests: boolean;
   /** performance.now() of the last sign of life from the backend: bytes read on any connection, or a probe's answer. */
   heardAt = Number.NEGATIVE_INFINITY;
   /** The liveness probe asked last (running, or its verdict until the sweep has used it). */
@@ -140,12 +171,13 @@ export class HttpPool {
     this.headTail = ` HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\ncontent-length: `;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.reuseAfterMs = opts.reuseAfterMs ?? DEFAULT_REUSE_AFTER_MS;
+    this.rests = opts.restBeforeReuse === 'always';
     const shortest = Math.min(opts.connectTimeoutMs, opts.headersTimeoutMs, opts.bodyTimeoutMs, opts.keepAliveTimeoutMs, this.requestTimeoutMs);
     this.sweepMs = Math.min(1000, Math.max(10, Math.floor(shortest / 4)));
   }
 
   get stats(): PoolStats {
-    return { running: this.running, queued: this.queue.length, connections: this.conns.size, free: this.idle.length };
+    return { running: this.running, queued: this.queue.length, connections: this.conns.size, free: this.idleCount };
   }
 
   /** POSTs `body` (JSON) to `path` and reports the response to `handler`. */
@@ -189,15 +221,25 @@ export class HttpPool {
   }
 
   /**
-   * Puts a request on an idle connection that has rested, else a new one, else the idle
-   * connection that rested longest, else the queue (reuseAfterMs: why rest).
+   * Puts a request on an idle connection, else a new one, else the queue. Resting (`rests`): an
+   * idle connection that has rested, else a new one, else the one that rested longest; else the
+   * most recently used idle one, whose socket is warm and which lets the others idle out.
    */
   dispatch(req: PoolRequest): void {
-    const idle = this.idle;
+    // One clock reading for the choice and the send's stamps (performance.now: some 300 instructions).
+    const now = performance.now();
     const room = this.conns.size < this.opts.connections;
-    if (idle.length > 0 && (!room || performance.now() - idle[0]!.activeAt >= this.reuseAfterMs)) idle.shift()!.send(req);
-    else if (room) this.open().send(req);
+    const conn = this.rests ? this.idleFirst : this.idleLast;
+    if (conn !== undefined && (!this.rests || !room || now - conn.activeAt >= this.reuseAfterMs)) {
+      this.unidle(conn);
+      conn.send(req, now);
+    } else if (room) this.open().send(req, now);
     else this.queue.push(req);
+  }
+
+  /** A connection met a delayed-ACK stall (Connection.onBytes): its connections rest from now on. */
+  noteStall(): void {
+    this.rests = true;
   }
 
   abort(req: PoolRequest): void {
@@ -244,21 +286,35 @@ export class HttpPool {
   release(conn: Connection): void {
     const next = this.queue.shift();
     if (next) {
-      conn.send(next);
+      conn.send(next, performance.now());
       return;
     }
     if (this.closing) {
       conn.destroy();
       return;
     }
-    conn.activeAt = performance.now();
-    this.idle.push(conn);
+    // Its rest counts from conn.activeAt: the read that ended the response stamped it (or resume()).
+    conn.idle = true;
+    conn.idlePrev = this.idleLast;
+    conn.idleNext = undefined;
+    if (this.idleLast === undefined) this.idleFirst = conn;
+    else this.idleLast.idleNext = conn;
+    this.idleLast = conn;
+    this.idleCount++;
   }
 
-  /** Takes a closing connection off the idle list, so no request is put on it. */
+  /** Takes a connection off the idle list (to serve a request, or closing: no request is put on it). */
   unidle(conn: Connection): void {
-    const i = this.idle.indexOf(conn);
-    if (i >= 0) this.idle.splice(i, 1);
+    if (!conn.idle) return;
+    conn.idle = false;
+    const prev = conn.idlePrev;
+    const next = conn.idleNext;
+    if (prev === undefined) this.idleFirst = next;
+    else prev.idleNext = next;
+    if (next === undefined) this.idleLast = prev;
+    else next.idlePrev = prev;
+    conn.idlePrev = conn.idleNext = undefined;
+    this.idleCount--;
   }
 
   /** A connection closed (for whatever reason). */
@@ -273,7 +329,7 @@ export class HttpPool {
     }
     // A queued request needs a connection: open one in its place.
     const next = this.queue.shift();
-    if (next) this.open().send(next);
+    if (next) this.open().send(next, performance.now());
     this.checkDrained();
   }
 
@@ -287,7 +343,7 @@ export class HttpPool {
   checkDrained(): void {
     if (!this.closing || !this.onDrained) return;
     if (this.running === 0 && this.queue.length === 0) {
-      for (const c of this.idle.splice(0)) c.destroy();
+      while (this.idleFirst !== undefined) this.idleFirst.destroy(); // destroy() takes it off the list
       if (this.conns.size === 0) {
         const resolve = this.onDrained;
         this.onDrained = undefined;

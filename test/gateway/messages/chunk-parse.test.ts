@@ -15,7 +15,8 @@ const vllm = (contentJson: string, p = 21, c = 2) =>
 /** What the translator reads of a plain chunk, from JSON.parse's object: textChunk must give the same. */
 function read(c: ChatChunk): TextChunk {
   const choice = c.choices?.[0];
-  const { total_tokens: _, ...usage } = c.usage as Record<string, unknown>;
+  // The counts the translator reads: not the total, nor the extras SGLang and current vLLM add.
+  const { total_tokens: _, reasoning_tokens: _r, completion_tokens_details: _d, ...usage } = c.usage as Record<string, unknown>;
   return { content: choice?.delta?.content ?? undefined, finish: choice?.finish_reason ?? null, usage };
 }
 
@@ -174,6 +175,16 @@ test('chunks read in place (textChunksAt, usageOf) read what JSON.parse reads, w
     `${head}"choices":[],"usage":{"prompt_tokens":0,"total_tokens":0,"completion_tokens":0,"prompt_tokens_details":{"cached_tokens":0}}}`,
     `${head}"choices":[],"usage":{"prompt_tokens":999999999999999,"total_tokens":3,"completion_tokens":12345678901234567,"prompt_tokens_details":{"cached_tokens":98765432109876543210}}}`,
     `${head}"choices":[{"index":0,"delta":{"content":"1"},"logprobs":null,"finish_reason":"length","stop_reason":12}],"usage":{"prompt_tokens":98765432109876543210,"total_tokens":1000000,"completion_tokens":9,"prompt_tokens_details":null}}`,
+    // The extras after the counts (usageOf steps over them from the end): current vLLM's
+    // completion details (an object, empty, or null), SGLang's reasoning tokens, both.
+    `${head}"choices":[],"usage":{"prompt_tokens":21,"total_tokens":23,"completion_tokens":2,"completion_tokens_details":{"reasoning_tokens":0}}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":21,"total_tokens":23,"completion_tokens":12,"completion_tokens_details":{}}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":21,"total_tokens":23,"completion_tokens":2,"completion_tokens_details":null}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":7,"accepted_prediction_tokens":null}}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":null,"completion_tokens_details":null}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":null,"reasoning_tokens":0}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":123,"reasoning_tokens":45}}`,
+    `${head}"choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2},"reasoning_tokens":1,"completion_tokens_details":{"reasoning_tokens":1}}}`,
   ]) {
     const parsed = JSON.parse(data) as ChatChunk;
     const { fields, usage } = readInPlace(data);

@@ -5,7 +5,7 @@ import { modelEntrySchema } from '../../../lib/config.js';
 import { MessagesError } from '../../../gateway/messages/errors.js';
 import { countTokensRequestSchema, describeIssue, messagesRequestSchema } from '../../../gateway/messages/schema.js';
 import { ThinkingSigner } from '../../../gateway/messages/signature.js';
-import { toChatRequest } from '../../../gateway/messages/translate-request.js';
+import { chatRequestJson, toChatRequest } from '../../../gateway/messages/translate-request.js';
 import { toMessagesResponse } from '../../../gateway/messages/translate-response.js';
 
 const signer = new ThinkingSigner('s3cret');
@@ -15,11 +15,21 @@ const noTools = modelEntrySchema.parse({ name: 'plain', tools: false });
 
 const base = { model: 'sim-chat', max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] };
 
-/** Parses and translates; returns the chat request or throws the MessagesError. */
+/**
+ * Parses and translates; returns the chat request or throws the MessagesError. Every request
+ * translated here is also serialized by chatRequestJson, which must write what JSON.stringify
+ * does, as the relays send it (non-stream; stream with its options).
+ */
 function translate(body: Record<string, unknown>, model = chat) {
   const parsed = messagesRequestSchema.safeParse(body);
   if (!parsed.success) throw new MessagesError(400, describeIssue(parsed.error, body));
-  return toChatRequest(parsed.data, model, signer);
+  const t = toChatRequest(parsed.data, model, signer);
+  const c = structuredClone(t.chat);
+  assert.equal(chatRequestJson(c), JSON.stringify(c));
+  c.stream = true;
+  c.stream_options = { include_usage: true, continuous_usage_stats: true };
+  assert.equal(chatRequestJson(c), JSON.stringify(c));
+  return t;
 }
 function rejects(body: Record<string, unknown>, pattern: RegExp, model = chat): void {
   assert.throws(
