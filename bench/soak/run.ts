@@ -28,6 +28,7 @@ import { type HeapGroup, HeapSnapshot, type HeldGroup, heapGrowth, heldLine } fr
 import { rssMb, slopeMbPerHour, type RssSample } from './memory.js';
 import { type SoakPlatform, startSoakPlatform } from './platform.js';
 import { Traffic } from './traffic.js';
+import { simOptionsSchema } from '../../sim/options.js';
 
 const num = (name: string, fallback: number) => {
   const v = process.env[name];
@@ -78,6 +79,8 @@ async function main(): Promise<void> {
   try {
     const accounts = await Promise.all(Array.from({ length: workers + 1 }, (_, i) => traffic.account(`soak-${i}@example.com`)));
     log(`platform pid ${p.pid} up (${runtime} runtime, ${redisUrl ? 'Redis' : 'memory'} gates); ${workers} workers and a launcher`);
+    const blocks = simOptionsSchema.parse({ model: 'sim-chat' }).kvCacheBlocks;
+    log(`sim-chat's prefix cache filled: ${await traffic.fillPrefixCache(accounts[0]!, blocks)} blocks sent (capacity ${blocks})`);
     const running = [traffic.launcher(accounts[0]!), ...accounts.slice(1).map((a, i) => traffic.worker(a, [...KINDS.slice(i), ...KINDS.slice(0, i)]))];
 
     const warmupEnd = warmupMinutes * 60;
