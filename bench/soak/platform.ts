@@ -1,13 +1,15 @@
 // The platform a soak runs against: `rc start` as a child process of its own (so the soak's
 // client is not in the process it measures), on ephemeral ports and a fresh data dir, with every
-// per-account limit that would refuse a soak's steady traffic raised. It can write a heap
-// snapshot on SIGUSR2 (into its diagnostic dir).
+// per-account limit that would refuse a soak's steady traffic raised. The child listens for V8's
+// inspector on loopback (an ephemeral port), through which the soak collects its garbage before a
+// quiet sample and takes heap snapshots (inspector.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ephemeralPlatformEnv } from '../platform-env.js';
+import { Inspector } from './inspector.js';
 
 const RC = fileURLToPath(new URL('../../bin/rc.js', import.meta.url));
 
@@ -19,8 +21,8 @@ export interface SoakPlatform {
   gateway: string;
   /** The tunnels' listener port (public tunnel URLs are `http://<id>.<host>:<port>/`). */
   tunnelsPort: number;
-  /** Writes a heap snapshot of the platform and returns its text. */
-  heapSnapshot(): Promise<string>;
+  /** The platform's V8 inspector: full collections and heap snapshots. */
+  inspector: Inspector;
   stop(): Promise<void>;
 }
 
@@ -31,18 +33,21 @@ export interface SoakPlatformOptions {
 
 export async function startSoakPlatform(o: SoakPlatformOptions): Promise<SoakPlatform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rc-soak-'));
-  const diagDir = mkdtempSync(join(tmpdir(), 'rc-soak-heap-'));
   const env = soakEnv(o, dataDir);
-  const child = spawn(process.execPath, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${diagDir}`, RC, 'start'], {
+  const child = spawn(process.execPath, ['--inspect=127.0.0.1:0', RC, 'start'], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   let err = '';
   child.stdout!.on('data', (d: Buffer) => (out += d));
-  child.stderr!.on('data', (d: Buffer) => (err = (err + d).slice(-20_000)));
+  let inspectorUrl: string | undefined;
+  child.stderr!.on('data', (d: Buffer) => {
+    err = (err + d).slice(-20_000);
+    inspectorUrl ??= /Debugger listening on (ws:\/\/\S+)/.exec(err)?.[1];
+  });
   const deadline = Date.now() + 120_000;
-  while (!/Then:/.test(out)) {
+  while (!/Then:/.test(out) || !inspectorUrl) {
     if (child.exitCode !== null || Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`rc start did not come up:\n${out}\n${err}`);
@@ -52,7 +57,8 @@ export async function startSoakPlatform(o: SoakPlatformOptions): Promise<SoakPla
   const api = /platform API\s+(http:\/\/\S+)\/api/.exec(out)?.[1];
   const gateway = /model gateway\s+(http:\/\/\S+)\/v1/.exec(out)?.[1];
   const tunnelsPort = Number(/tunnels\s+http:\/\/<tunnel id>\.\S+?:(\d+)\//.exec(out)?.[1]);
-  if (!api || !gateway || !tunnelsPort) throw new Error(`cannot read the URLs of rc start:\n${out}`);
+  if (!api || !gateway || !tunnelsPort || !inspectorUrl) throw new Error(`cannot read the URLs of rc start:\n${out}\n${err}`);
+  const inspector = await Inspector.connect(inspectorUrl);
   const pid = child.pid!;
   return {
     child,
@@ -61,12 +67,9 @@ export async function startSoakPlatform(o: SoakPlatformOptions): Promise<SoakPla
     api,
     gateway,
     tunnelsPort,
-    async heapSnapshot() {
-      const before = new Set(readdirSync(diagDir));
-      child.kill('SIGUSR2');
-      return takeSnapshot(diagDir, before);
-    },
+    inspector,
     async stop() {
+      inspector.close();
       if (child.exitCode === null) {
         const exited = new Promise((r) => child.once('exit', r));
         child.kill('SIGTERM');
@@ -74,7 +77,6 @@ export async function startSoakPlatform(o: SoakPlatformOptions): Promise<SoakPla
       }
       rmSync(dataDir, { recursive: true, force: true });
       rmSync(`${dataDir}-instances`, { recursive: true, force: true });
-      rmSync(diagDir, { recursive: true, force: true });
     },
   };
 }
@@ -100,25 +102,4 @@ function soakEnv(o: SoakPlatformOptions, dataDir: string): NodeJS.ProcessEnv {
     RC_MODEL_DAILY_TOKENS: '1000000000000',
     RC_AGENT_STOP_GRACE_MS: '1000',
   };
-}
-
-/** Waits for the heap snapshot V8 writes into `diagDir` (a file not in `before`) and returns its text. */
-async function takeSnapshot(diagDir: string, before: Set<string>): Promise<string> {
-  // The file appears when V8 starts writing it: wait until its size holds still and it ends
-  // as the format's JSON object does.
-  let size = -1;
-  for (;;) {
-    await new Promise((r) => setTimeout(r, 500));
-    const file = readdirSync(diagDir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
-    if (!file) continue;
-    const now = statSync(join(diagDir, file)).size;
-    if (now !== size || now === 0) {
-      size = now;
-      continue;
-    }
-    const text = readFileSync(join(diagDir, file), 'utf8');
-    if (!text.trimEnd().endsWith('}')) continue;
-    rmSync(join(diagDir, file));
-    return text;
-  }
 }

@@ -79,6 +79,25 @@ export class Traffic {
     return { email, password, key: a.api_token };
   }
 
+  /**
+   * Fills the embedded `sim-chat`'s prefix cache (`blocks` blocks of 16 tokens, the sim's
+   * capacity) with long prompts of their own, and returns how many blocks were sent. The cache is
+   * bounded, but the soak's short prompts take it 10-20 minutes to fill (about 5 MB of block
+   * hashes): a warm-up that ends before it is full counts the filling as growth.
+   */
+  async fillPrefixCache(a: Account, blocks: number): Promise<number> {
+    let sent = 0;
+    for (let r = 0; sent < blocks; r++) {
+      // About 16,000 tokens (the sim's words are tokens), every block after the first unique.
+      const words = Array.from({ length: 16_000 }, (_, i) => (r * 7919 + i * 104_729) % 1_000_003).join(' ');
+      const messages = [{ role: 'user', content: `Soak fill ${r}: ${words}` }];
+      const res = await this.fetch('POST', `${this.gateway}/v1/chat/completions`, a.key, { model: MODEL, messages, max_tokens: 1 });
+      if (res.status !== 200) throw new Error(`filling the prefix cache: ${res.status} ${res.text.slice(0, 300)}`);
+      sent += Math.floor((res.json as { usage: { prompt_tokens: number } }).usage.prompt_tokens / 16);
+    }
+    return sent;
+  }
+
   /** Runs `kinds` in turn on `account` until stopped. */
   async worker(account: Account, kinds: readonly string[]): Promise<void> {
     for (let i = 0; !this.stopped; i++) {

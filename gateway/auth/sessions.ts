@@ -38,16 +38,34 @@ export class SessionDirectory {
     return this.byToken.size;
   }
 
+  /**
+   * Sessions ended while the snapshot loads, so the snapshot cannot revive them. Only then: kept
+   * past the load, it would hold a hash for every sign-out the process ever heard.
+   */
+  private endedDuringLoad: Set<string> | undefined;
+
+  /** How many session ends are remembered for a snapshot still loading (0 once it is loaded). */
+  get endsHeldForLoad(): number {
+    return this.endedDuringLoad?.size ?? 0;
+  }
+
   /** Subscribes to `bus`, then loads the snapshot; events that arrive meanwhile win over it. */
   async start(load: (() => Promise<Iterable<SessionRecord>>) | undefined, bus?: Bus): Promise<void> {
-    const ended = new Set<string>();
+    this.endedDuringLoad = load ? new Set() : undefined;
     if (bus) {
       this.unsubscribe = bus.subscribe((ev) => {
-        if (ev.type === 'session.ended') ended.add(ev.tokenHash);
+        if (ev.type === 'session.ended') this.endedDuringLoad?.add(ev.tokenHash);
         this.apply(ev);
       });
     }
-    if (load) for (const r of await load()) if (!ended.has(r.tokenHash) && !this.byToken.has(r.tokenHash)) this.byToken.set(r.tokenHash, r);
+    try {
+      if (load) {
+        const ended = this.endedDuringLoad!;
+        for (const r of await load()) if (!ended.has(r.tokenHash) && !this.byToken.has(r.tokenHash)) this.byToken.set(r.tokenHash, r);
+      }
+    } finally {
+      this.endedDuringLoad = undefined;
+    }
   }
 
   /** Replaces every session with a fresh snapshot, then applies the events that arrived while it was fetched (see KeyDirectory.replaceAll). */

@@ -1,5 +1,5 @@
-// The soak's measurements (bench/soak/memory.ts) on known inputs and on real heap snapshots of this
-// process, and one short soak of the whole platform end to end (every kind of traffic answered,
+// The soak's measurements (bench/soak/memory.ts, heap-snapshot.ts) on known inputs and on real heap
+// snapshots of this process, and one short soak of the whole platform end to end (every kind of traffic answered,
 // quiet samples taken, the heap compared), so `npm run bench:soak` keeps working.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -10,7 +10,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { getHeapSnapshot } from 'node:v8';
-import { heapGroups, heapGrowth, slopeMbPerHour } from '../../bench/soak/memory.js';
+import { HeapSnapshot, heapGrowth } from '../../bench/soak/heap-snapshot.js';
+import { slopeMbPerHour } from '../../bench/soak/memory.js';
 
 test('slopeMbPerHour: least squares over the samples, in MB per hour', () => {
   assert.equal(slopeMbPerHour([]), 0);
@@ -23,11 +24,11 @@ test('slopeMbPerHour: least squares over the samples, in MB per hour', () => {
   assert.ok(Math.abs(slopeMbPerHour(flat)) < 10, String(slopeMbPerHour(flat)));
 });
 
-/** A V8 heap snapshot of this process, as text. */
-async function snapshot(): Promise<string> {
+/** A V8 heap snapshot of this process. */
+async function snapshot(): Promise<HeapSnapshot> {
   let text = '';
   for await (const chunk of getHeapSnapshot()) text += chunk;
-  return text;
+  return new HeapSnapshot(text);
 }
 
 class SoakLeakProbe {
@@ -35,14 +36,41 @@ class SoakLeakProbe {
 }
 
 test('heapGrowth names what grew between two snapshots by its constructor', async () => {
-  const before = heapGroups(await snapshot());
+  const before = (await snapshot()).groups();
   const kept = Array.from({ length: 5000 }, (_, i) => new SoakLeakProbe(i));
-  const after = heapGroups(await snapshot());
+  const after = (await snapshot()).groups();
   const grown = heapGrowth(before, after, 1000).find((g) => g.name === 'SoakLeakProbe');
   assert.ok(grown, 'the probe class is among the grown groups');
   assert.equal(grown.count, 5000);
   assert.ok(grown.bytes > 0);
   assert.equal(kept.length, 5000);
+});
+
+class SoakRegistry {
+  readonly byId = new Map<string, { note: string }>();
+}
+const registry = new SoakRegistry();
+
+test('heldSince names what holds the objects allocated since an earlier snapshot, with samples of strings', async () => {
+  for (let i = 0; i < 100; i++) registry.byId.set(`old-${i}`, { note: `old note ${i}` });
+  const since = (await snapshot()).maxId();
+  for (let i = 0; i < 3000; i++) registry.byId.set(`soak-instance-${i}-`.padEnd(40, 'x'), { note: `kept ${i}` });
+  const held = (await snapshot()).heldSince(since, 50);
+  const listed = held.map((h) => `${h.group} ${h.count} ${h.heldBy}`).join('\n');
+  const strings = held.find((h) => h.group === '(string)' && h.heldBy.includes('SoakRegistry.byId'));
+  assert.ok(strings, listed);
+  assert.ok(strings.count >= 3000, listed);
+  assert.match(strings.heldBy, /SoakRegistry\.byId → Map\.table/);
+  assert.ok(
+    strings.samples.some((s) => /^soak-instance-\d+-x+$|^kept \d+$/.test(s)),
+    String(strings.samples),
+  );
+  // The notes are objects of their own, held at the same place; nothing old counts as new.
+  assert.ok(
+    held.some((h) => h.group === 'Object' && h.heldBy === strings.heldBy && h.count >= 2900),
+    listed,
+  );
+  assert.ok(!held.some((h) => h.samples.some((s) => s.startsWith('old'))));
 });
 
 test('a short soak of the whole platform: every kind answered, none failed, samples and heap growth reported', { timeout: 240_000 }, async () => {

@@ -139,6 +139,34 @@ test('SessionDirectory: expiry, and the rc_session cookie among others', async (
   assert.equal(sessionToken('rc_session='), undefined);
 });
 
+test('SessionDirectory drops the session ends it kept for the snapshot once the snapshot is loaded', async () => {
+  const dir = new SessionDirectory();
+  const bus = new MemoryBus();
+  const { createHash } = await import('node:crypto');
+  const h = (s: string) => createHash('sha256').update(s).digest('hex');
+  let release!: () => void;
+  const loaded = new Promise<void>((r) => (release = r));
+  const old = { tokenHash: h('old'), csrfHash: h('c'), accountId: 1, expiresAt: Date.now() + 60_000 };
+  const ended = { ...old, tokenHash: h('ended-meanwhile') };
+  const starting = dir.start(async () => {
+    await loaded;
+    return [old, ended];
+  }, bus);
+  await bus.publish({ type: 'session.ended', tokenHash: ended.tokenHash });
+  assert.equal(dir.endsHeldForLoad, 1, 'an end heard while the snapshot loads is remembered');
+  release();
+  await starting;
+  assert.equal(dir.size, 1, 'the snapshot does not revive the session ended meanwhile');
+  assert.equal(dir.endsHeldForLoad, 0);
+  // Sign-ins and sign-outs for the rest of the process's life: nothing kept per ended session.
+  for (let i = 0; i < 1000; i++) {
+    await bus.publish({ type: 'session.started', tokenHash: h(`s${i}`), csrfHash: h('c'), accountId: 2, expiresAt: Date.now() + 60_000 });
+    await bus.publish({ type: 'session.ended', tokenHash: h(`s${i}`) });
+  }
+  assert.equal(dir.endsHeldForLoad, 0);
+  assert.equal(dir.size, 1);
+});
+
 test('attack: accounts minted by open sign-up each get only the unverified cap; 0 turns shared access off', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'rc-sessions-cap-'));
   const bus = new MemoryBus();
