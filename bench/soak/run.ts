@@ -5,9 +5,10 @@
 // stands in the GC's sawtooth), and the heap's growth by constructor between a snapshot at the end
 // of the warm-up and one at the end, with what holds the objects allocated in between.
 //
-// Writing a heap snapshot lifts the child's RSS by the snapshot's own working memory (a 2-hour run
-// saw 216 -> 369 MB, settling over about 20 minutes), which a slope counted from that moment reads
-// as growth or hides it. So the samples count from the end of a settle period after the baseline
+// Writing a heap snapshot lifts the child's RSS by the snapshot's own working memory, which glibc
+// keeps in its main arena once freed (a 2-hour run saw 216 -> 369 MB; a 25-minute one, the arena
+// 16 -> 207 MB for a 32 MB snapshot), which a slope counted from that moment reads as growth or
+// hides it. So the samples count from the end of a settle period after the baseline
 // snapshot (RC_SOAK_SETTLE_MINUTES), and the report adds the slope over the last hour alone and
 // the slope of V8's heap in use (which the snapshot's native memory does not touch).
 //
