@@ -61,3 +61,12 @@ export function screenshots(folder: string): (page: Page, name: string) => Promi
     await page.setViewportSize({ width: 1440, height: 900 });
   };
 }
+
+/** Signs in through the console's form and waits to be taken off /signin. */
+export async function signInPage(page: Page, api: string, email: string, password: string): Promise<void> {
+  await page.goto(`${api}/signin`);
+  await page.getByLabel('E-mail').fill(email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL((u) => u.pathname !== '/signin');
+}

@@ -12,20 +12,14 @@ import type { Page } from 'playwright-core';
 import { startTestAgent, tempDir } from '../agent/harness.js';
 import { FOUR_H100, NvidiaSmiStandIn } from '../agent/nvidia-smi-stand-in.js';
 import { waitFor } from '../helpers.js';
-import { browserAvailable, launchBrowser, screenshots } from './browser.js';
+import { browserAvailable, launchBrowser, screenshots, signInPage } from './browser.js';
 import { startConsolePlatform } from './platform.js';
 
 const PASSWORD = 'gpu console password';
 const APP = `require('http').createServer((q, s) => s.end('ok')).listen(process.env.PORT)`;
 const shots = screenshots('gpus');
 
-async function signIn(page: Page, api: string, email: string): Promise<void> {
-  await page.goto(`${api}/signin`);
-  await page.getByLabel('E-mail').fill(email);
-  await page.getByLabel('Password').fill(PASSWORD);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.waitForURL((u) => u.pathname !== '/signin');
-}
+const signIn = (page: Page, api: string, email: string) => signInPage(page, api, email, PASSWORD);
 
 /** Launches a small app for the account with `key`; resolves with its instance id once ready. */
 async function launchReady(api: string, key: string): Promise<string> {

@@ -26,7 +26,7 @@ import { startTestAgent } from '../agent/harness.js';
 import { engine, removeAgentContainers, removeTestFirewall, testIsolation } from '../agent/docker-isolation-harness.js';
 import { tunnelFetch } from '../dedicated/fixture.js';
 import { DOCKER_SOCKET, dockerAvailable, listenLocal, localImagesBuildable } from '../helpers.js';
-import { browserAvailable, launchBrowser, screenshots, SHOTS_ONLY } from './browser.js';
+import { browserAvailable, launchBrowser, screenshots, SHOTS_ONLY, signInPage } from './browser.js';
 import { startConsolePlatform, type ConsolePlatform } from './platform.js';
 
 const PASSWORD = 'issue 42 password';
@@ -36,13 +36,7 @@ const KEY = `ssh-ed25519 ${Buffer.concat([Buffer.from([0, 0, 0, 11]), Buffer.fro
 /** An app on $PORT that also opens a tunnel to itself with rc-tunnel (the instance's own identity). */
 const TUNNELLED_APP = `d=$(mktemp -d) && cd "$d" && echo 'tunnelled page' > index.html && { rc-tunnel expose --port $PORT & } && exec python3 -m http.server $PORT`;
 
-async function signIn(page: Page, api: string, email: string): Promise<void> {
-  await page.goto(`${api}/signin`);
-  await page.getByLabel('E-mail').fill(email);
-  await page.getByLabel('Password').fill(PASSWORD);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.waitForURL((u) => u.pathname !== '/signin');
-}
+const signIn = (page: Page, api: string, email: string) => signInPage(page, api, email, PASSWORD);
 
 /** A page of a fresh browser, with its script errors collected (each test asserts there are none). */
 async function browserPage(t: TestContext): Promise<{ page: Page; errors: string[] }> {

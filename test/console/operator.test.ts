@@ -14,7 +14,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
 import { startTestAgent } from '../agent/harness.js';
-import { browserAvailable, launchBrowser } from './browser.js';
+import { browserAvailable, launchBrowser, signInPage } from './browser.js';
 import { startConsolePlatform } from './platform.js';
 
 const OUTPUT_DIR = fileURLToPath(new URL('../../../test-output/console/operator/', import.meta.url));
@@ -42,13 +42,7 @@ async function check(page: Page, name: string): Promise<void> {
   await page.setViewportSize({ width: 1280, height: 860 });
 }
 
-async function signIn(page: Page, api: string, email: string): Promise<void> {
-  await page.goto(`${api}/signin`);
-  await page.getByLabel('E-mail').fill(email);
-  await page.getByLabel('Password').fill(PASSWORD);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.waitForURL((u) => u.pathname !== '/signin');
-}
+const signIn = (page: Page, api: string, email: string) => signInPage(page, api, email, PASSWORD);
 
 test('operator console: review, coupon, hosts, drain, launch elsewhere, destroy with a reason, accounts, usage, audit; tenants get 403', {
   timeout: 400_000,
