@@ -8,18 +8,16 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { startAgent } from '../../agent/server.js';
 import type { HostInfo } from '../../agent/types.js';
 import { LiveFleet } from '../../control-plane/instances/fleet.js';
 import { GpuHistory } from '../../control-plane/instances/gpu-history.js';
 import { gpuMetrics } from '../../control-plane/instances/gpu-metrics.js';
 import { adminToken } from '../../control-plane/secrets.js';
-import { createLogger } from '../../lib/log.js';
 import { EXPOSITION_TYPE, listenMetrics } from '../../lib/prometheus.js';
 import { FOUR_H100, NvidiaSmiStandIn } from '../agent/nvidia-smi-stand-in.js';
 import { sessionCookieOf } from '../control-plane/platform.js';
 import { waitFor } from '../helpers.js';
-import { killAgentProcesses, newToken, startPlatform, startTestAgent, tempDir, waitStatus, type Platform } from './harness.js';
+import { startPlatform, startTestAgent, tempDir, waitStatus, type Platform } from './harness.js';
 import { openSse } from './sse.js';
 
 const MIB = 1024 * 1024;
@@ -68,23 +66,8 @@ test('GPU telemetry from a real agent: the owner sees its GPUs and their history
     { index: 0, utilization: 97, memoryUsedMb: 4915 },
     { index: 1, utilization: 0, memoryUsedMb: 0 },
   ]);
-  const token = newToken();
-  const real = await startAgent({
-    host: '127.0.0.1',
-    port: 0,
-    token,
-    dataDir: tempDir(t, 'rc-inst-agent-'),
-    gpus: { detect: 'auto', command: smi.command },
-    gpuSampleMs: 40,
-    readyTimeoutMs: 20_000,
-    lostControlPlaneGraceMs: 0,
-    heartbeatMs: 200,
-    logger: createLogger('silent'),
-  });
-  t.after(async () => {
-    await real.close();
-    killAgentProcesses(real.agentId);
-  });
+  const { handle: real, config } = await startTestAgent(t, { id: 'gpu-host', smi: { command: smi.command, sampleMs: 40 } });
+  const token = config.token;
   const sim = await startTestAgent(t, { id: 'sim-host', gpus: 1 });
   const p = await startPlatform(t, { agents: [sim.config], settings: { instanceGpuHistorySamples: 5 } });
   assert.equal((await admin(p, 'host.add', { name: 'gpu-host', address: real.address, token })).status, 200);

@@ -5,14 +5,12 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { startAgent } from '../../agent/server.js';
 import type { HostInfo } from '../../agent/types.js';
 import { GpuActivity } from '../../control-plane/instances/gpu-activity.js';
 import { FakeClock } from '../../lib/clock.js';
-import { createLogger } from '../../lib/log.js';
 import { FOUR_H100, NvidiaSmiStandIn } from '../agent/nvidia-smi-stand-in.js';
 import { waitFor } from '../helpers.js';
-import { killAgentProcesses, newToken, startPlatform, tempDir, waitStatus } from './harness.js';
+import { startPlatform, startTestAgent, tempDir, waitStatus } from './harness.js';
 
 const HOUR = 3_600_000;
 
@@ -20,23 +18,8 @@ test('a busy GPU keeps an instance without traffic alive; once it is quiet, the 
   const smi = new NvidiaSmiStandIn(join(tempDir(t, 'rc-smi-'), 'smi'));
   smi.setGpus(FOUR_H100.slice(0, 1));
   smi.setUsage([{ index: 0, utilization: 0, memoryUsedMb: 0 }]);
-  const token = newToken();
-  const agent = await startAgent({
-    host: '127.0.0.1',
-    port: 0,
-    token,
-    dataDir: tempDir(t, 'rc-inst-agent-'),
-    gpus: { detect: 'auto', command: smi.command },
-    gpuSampleMs: 30,
-    readyTimeoutMs: 20_000,
-    lostControlPlaneGraceMs: 0,
-    heartbeatMs: 200,
-    logger: createLogger('silent'),
-  });
-  t.after(async () => {
-    await agent.close();
-    killAgentProcesses(agent.agentId);
-  });
+  const { handle: agent, config } = await startTestAgent(t, { id: 'gpu-host', smi: { command: smi.command, sampleMs: 30 } });
+  const token = config.token;
   const clock = new FakeClock();
   const p = await startPlatform(t, {
     agents: [{ id: 'gpu-host', address: agent.address, token }],

@@ -39,8 +39,14 @@ export interface TestAgent {
   dataDir: string;
 }
 
-/** An in-process agent with `gpus` configured GPUs; closed and its instances killed after the test. */
-export async function startTestAgent(t: TestContext, o: { id?: string; gpus?: number; dataDir?: string; token?: string } = {}): Promise<TestAgent> {
+/**
+ * An in-process agent with `gpus` configured GPUs, or, with `smi`, the GPUs an nvidia-smi
+ * stand-in reports (sampled every `smi.sampleMs`); closed and its instances killed after the test.
+ */
+export async function startTestAgent(
+  t: TestContext,
+  o: { id?: string; gpus?: number; dataDir?: string; token?: string; smi?: { command: string; sampleMs: number } } = {},
+): Promise<TestAgent> {
   const token = o.token ?? newToken();
   // Its own data dir goes after the agent stopped (one hook, in that order): an agent saving its
   // state into a dir already removed is an unhandled ENOENT after the test.
@@ -56,7 +62,9 @@ export async function startTestAgent(t: TestContext, o: { id?: string; gpus?: nu
     port: 0,
     token,
     dataDir,
-    gpus: { detect: 'configured', count: o.gpus ?? 4 },
+    ...(o.smi
+      ? { gpus: { detect: 'auto', command: o.smi.command } as const, gpuSampleMs: o.smi.sampleMs }
+      : { gpus: { detect: 'configured', count: o.gpus ?? 4 } as const }),
     readyTimeoutMs: 20_000,
     servingReadyTimeoutMs: 20_000,
     stopGraceMs: 2_000,
