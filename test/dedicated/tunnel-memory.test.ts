@@ -1,6 +1,6 @@
 // Issue 27, item 4: a tunnel cannot make the broker buffer without bound. The broker (a gateway
 // with the broker plugin) runs in a child process whose resident memory we read from
-// /proc/<pid>/status: its peak (VmHWM, reset after warm-up) may not grow by more than 64 MiB while
+// /proc/<pid>/status: its peak (VmHWM, reset after warm-up) may not grow by more than 96 MiB while
 // - a tunnel client that ignores PAUSE pushes up to 256 MiB to one public reader that never reads;
 // - 100 public readers that never read fetch 12 MiB each through the normal rc-tunnel client
 //   (which keeps to its window: the per-tunnel bound resets the largest streams).
@@ -23,8 +23,14 @@ import { listenLocal, waitFor } from '../helpers.js';
 
 const CHILD_JS = fileURLToPath(new URL('./broker-process.js', import.meta.url));
 const MiB = 1024 * 1024;
-/** How much the broker's peak resident memory may grow. */
-const RSS_BOUND = 64 * MiB;
+/**
+ * How much the broker's peak resident memory may grow: the tunnel's held bound (16 MiB), plus the
+ * garbage V8 lets pile up before it collects (a Buffer's memory lives outside the heap, and V8
+ * starts a full collection only once such memory has grown by 64 MiB since the last one), plus
+ * slack. At 64 MiB this failed once in CI with 14.9 MiB held (peak +68.6 MiB); the broker without
+ * its bound grows by hundreds of MiB here.
+ */
+const RSS_BOUND = 96 * MiB;
 
 interface BrokerChild {
   pid: number;
