@@ -19,6 +19,8 @@ interface Sub {
   /** Takes one positional argument (the host name of `rc host drain N`), passed to `input`. */
   positional?: boolean;
   input(v: Values, positional?: string): Record<string, unknown>;
+  /** A result that reports a failure (still printed as JSON): its sentence for stderr, and the command exits 1. */
+  failure?(result: unknown): string | undefined;
 }
 
 const COMMON: Options = { 'data-dir': { type: 'string' }, init: { type: 'boolean' } };
@@ -271,6 +273,11 @@ const GROUPS: Record<string, { summary: string; subs: Record<string, Sub> }> = {
           if (!upstreams.length) throw new UsageError('--upstream is required (repeat it for several backends)');
           return defined({ name: required(v, 'name'), upstreams, servedName: str(v, 'served-name') });
         },
+        // A failed check is the command's answer (printed whole), and a script must see it: exit 1.
+        failure: (r) => {
+          const check = r as { ok?: boolean; summary?: string };
+          return check.ok === false ? (check.summary ?? 'the check failed') : undefined;
+        },
       },
       remove: {
         summary: 'Remove a model added with rc model add',
@@ -338,7 +345,10 @@ function groupCommand(group: string): Command {
         throw err;
       }
       printJson(result);
-      return 0;
+      const failure = sub.failure?.(result);
+      if (failure === undefined) return 0;
+      process.stderr.write(`rc ${group} ${name}: ${failure}\n`);
+      return 1;
     },
   };
 }

@@ -3,6 +3,7 @@ import type { Bus } from '../lib/bus.js';
 import { SETTINGS, type Config, type ModelEntry } from '../lib/config.js';
 import type { Logger } from '../lib/log.js';
 import type { Store } from './store.js';
+import type { ModelContexts } from './model-contexts.js';
 
 /** The settings the control plane reads (lib/config.ts SETTINGS). */
 export type ControlPlaneSettings = Pick<Config, (typeof KEYS)[number]>;
@@ -53,4 +54,6 @@ export interface ApiDeps {
   modelUsage: ModelUsageReader | undefined;
   /** Public URL of the model gateway (for base URLs and snippets shown to users); undefined when unknown. */
   gatewayUrl: string | undefined;
+  /** Each shared model's context window as its backends report it (Model APIs and the operator's Catalogs page). */
+  modelContexts: ModelContexts;
 }

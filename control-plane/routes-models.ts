@@ -2,12 +2,10 @@
 // never upstream addresses) with the gateway's base URLs for the two client protocols, and each
 // model's context window: the catalog's, else its backend's (model-contexts.ts).
 import type { ApiDeps } from './deps.js';
-import { ModelContexts } from './model-contexts.js';
 import { route, type Route } from './router.js';
 import { mergedCatalog } from './sources.js';
 
 export function modelRoutes(deps: ApiDeps): Route[] {
-  const contexts = new ModelContexts();
   return [
     route({
       method: 'get',
@@ -17,7 +15,7 @@ export function modelRoutes(deps: ApiDeps): Route[] {
       async handle() {
         const gateway = deps.gatewayUrl ?? null;
         const catalog = await mergedCatalog(deps.configuredModels, deps.store);
-        const known = await contexts.of(catalog);
+        const known = await deps.modelContexts.of(catalog);
         return {
           body: {
             models: catalog.map((m, i) => ({

@@ -32,6 +32,7 @@ import { apiStreamLimits, mount, route, type Route } from './router.js';
 import { sessionCookiePaths } from './auth.js';
 import { adminToken } from './secrets.js';
 import { Store } from './store.js';
+import { ModelContexts } from './model-contexts.js';
 
 /** Written into the data dir while a control plane listens; read by `rc` to reach it. */
 export const RUNTIME_FILE = 'control-plane.json';
@@ -89,7 +90,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const store = options.store ?? (await Store.open({ dataDir: options.dataDir, db: options.db, clock: options.clock }));
   const settings = resolveSettings(options.settings);
   const configuredModels = options.configuredModels ?? DEFAULT_SIM_MODELS;
-  const deps: ApiDeps = { store, bus: options.bus, logger, settings, configuredModels, modelUsage: options.modelUsage, gatewayUrl: options.gatewayUrl };
+  const deps: ApiDeps = { store, bus: options.bus, logger, settings, configuredModels, modelUsage: options.modelUsage, gatewayUrl: options.gatewayUrl, modelContexts: new ModelContexts() };
 
   // The admin token exists only with a data dir (the CLI reads it from there).
   const adminHash = options.dataDir ? hashKey(adminToken(options.dataDir)) : undefined;

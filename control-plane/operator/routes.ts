@@ -155,7 +155,9 @@ function platformReadRoutes(deps: ApiDeps, reads: OperatorReads, hosts: () => Pr
       access: 'operator',
       async handle() {
         const inDb = new Set((await store.models.list()).map((m) => m.name));
-        const models = (await mergedCatalog(deps.configuredModels, store)).map((m) => ({ ...m, source: inDb.has(m.name) ? 'database' : 'config' }));
+        const catalog = await mergedCatalog(deps.configuredModels, store);
+        const contexts = await deps.modelContexts.of(catalog); // the window in use, as Model APIs shows it
+        const models = catalog.map((m, i) => ({ ...m, context: contexts[i]!.context, contextSource: contexts[i]!.source, source: inDb.has(m.name) ? 'database' : 'config' }));
         return { body: { images: await store.images.list(), models } };
       },
     }),

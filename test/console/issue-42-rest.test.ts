@@ -252,6 +252,8 @@ test('operator’s model form: served name, the upstream checked before saving (
   );
   const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'team-chat', exact: true }) });
   assert.equal(await row.getByRole('cell').nth(1).innerText(), 'sim-chat');
+  // The window in use as a number, the one Model APIs shows (the sim reports vLLM's 32768).
+  assert.equal(await row.getByRole('cell').nth(3).innerText(), '32,768 tokens (from the backend)');
   // It serves: a chat completion for team-chat through the gateway.
   const tenant = await rc('account', 'create', '--email', 'user42@example.com', '--verified');
   const chat = await fetch(`${platform.gateway.url}/v1/chat/completions`, {

@@ -80,6 +80,11 @@ test('rc against a running platform: accounts, coupons, images, models go throug
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /2 of 2 upstreams failed the check for “llama”\. http:\/\/127\.0\.0\.1:9 could not be reached \(connection refused\)/);
     assert.match(refused.stderr, /Not saved/);
+    // rc model check says the same, prints the whole result, and exits 1: a script sees the failure.
+    const check = await rc(p.dir, ['model', 'check', '--name', 'llama', '--upstream', 'http://127.0.0.1:9']);
+    assert.equal(check.code, 1, check.stderr);
+    assert.equal(check.json.ok, false);
+    assert.match(check.stderr, /^rc model check: 1 of 1 upstream failed the check for “llama”\. http:\/\/127\.0\.0\.1:9 could not be reached/);
     const model = await rc(p.dir, [...args, '--unchecked']);
     assert.equal(model.code, 0, model.stderr);
     assert.deepEqual(model.json.upstreams, ['http://127.0.0.1:9', 'http://127.0.0.1:9001']);

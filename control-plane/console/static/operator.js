@@ -305,6 +305,12 @@ function checkResult(c) {
     c.upstreams.map((u) => h('div', {}, h('code', {}, u.url), h('ul', {}, u.sentences.map((x) => h('li', {}, x))))));
 }
 
+/** The window in use: the catalog's, else the backend's figure (said so), else unknown. */
+function contextCell(m) {
+  if (m.context === null || m.context === undefined) return h('span', { class: 'hint' }, 'unknown (the backend does not say)');
+  return h('span', {}, `${m.context.toLocaleString()} tokens`, m.contextSource === 'backend' ? h('span', { class: 'hint' }, ' (from the backend)') : '');
+}
+
 function modelSection(models, err, reload) {
   const name = h('input', { name: 'model', required: true, spellcheck: 'false' });
   const served = h('input', { name: 'served_name', spellcheck: 'false', autocomplete: 'off' });
@@ -338,7 +344,7 @@ function modelSection(models, err, reload) {
   return [
     h('h2', {}, 'Shared models'),
     table('Shared models', ['Name', 'Served name', 'Upstreams', 'Context', 'Source', 'Actions'], models.map((m) => [h('code', {}, m.name), m.servedName ? h('code', {}, m.servedName) : 'same', m.upstreams.join(', ') || 'embedded sim',
-      m.maxContext ? m.maxContext.toLocaleString() : 'from the backend', m.source,
+      contextCell(m), m.source,
       m.source === 'database' ? h('button', { type: 'button', class: 'secondary', 'aria-label': `Remove ${m.name}`, onclick: async (e) => {
         if (!(await confirmDialog('Remove model?', `“${m.name}” leaves the shared catalog now: requests for it get 404 until it is added again.`, 'Remove', true))) return;
         act(e.target, err, async () => { await operate('model.remove', { name: m.name }); await reload(); });
