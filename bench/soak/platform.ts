@@ -29,6 +29,8 @@ export interface SoakPlatform {
 export interface SoakPlatformOptions {
   runtime: 'process' | 'docker';
   redisUrl: string;
+  /** More environment for `rc start` (the platform API benchmark's RC_DATABASE_URL). */
+  env?: Record<string, string>;
 }
 
 export async function startSoakPlatform(o: SoakPlatformOptions): Promise<SoakPlatform> {
@@ -101,5 +103,6 @@ function soakEnv(o: SoakPlatformOptions, dataDir: string): NodeJS.ProcessEnv {
     RC_MODEL_TPM: '1000000000',
     RC_MODEL_DAILY_TOKENS: '1000000000000',
     RC_AGENT_STOP_GRACE_MS: '1000',
+    ...o.env,
   };
 }
