@@ -22,6 +22,7 @@
 import { readModelList, readPropsContext, type ServerKind } from '../../lib/model-list.js';
 import type { BackendSummary, ModelState } from './model-catalog.js';
 import type { Upstream } from './upstreams.js';
+import { probeGet } from './probe-http.js';
 
 // Reading the bodies is shared with the control plane (lib/model-list.ts), which shows the same context.
 export { readModelList, readPropsContext, type ServerKind } from '../../lib/model-list.js';
@@ -153,12 +154,9 @@ export function backendContext(model: ModelState): number | undefined {
 }
 
 async function getJson(u: Upstream, path: string): Promise<unknown> {
-  const res = await fetch(`${new URL(u.url).origin}${u.basePath}${path}`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
-  if (!res.ok) {
-    await res.body?.cancel();
-    throw new Error(`HTTP ${res.status}`);
-  }
-  return (await res.json()) as unknown;
+  const res = await probeGet(`${new URL(u.url).origin}${u.basePath}${path}`, PROBE_TIMEOUT_MS);
+  if (res.status < 200 || res.status >= 300) throw new Error(`HTTP ${res.status}`);
+  return JSON.parse(res.text) as unknown; // a SyntaxError: a 200 that is not JSON (the caller tells it apart)
 }
 
 async function probe(u: Upstream, served: string, f: Facts): Promise<void> {

@@ -6,6 +6,7 @@
 // RC_UPSTREAM_METRICS_INTERVAL_MS). A backend that does not
 // answer, or answers without the metric, keeps no reading (waitingAt 0), so only in-flight
 // counts judge it.
+import { probeGet } from './probe-http.js';
 
 /** What the scraper writes on an upstream (upstreams.ts Upstream). */
 export interface ScrapedUpstream {
@@ -82,9 +83,8 @@ export class LoadScraper {
     this.busy.add(u);
     try {
       const origin = new URL(u.url).origin;
-      const res = await fetch(`${origin}${u.basePath}/metrics`, { signal: AbortSignal.timeout(this.intervalMs) });
-      const text = await res.text();
-      const waiting = res.ok ? waitingRequests(text) : undefined;
+      const res = await probeGet(`${origin}${u.basePath}/metrics`, this.intervalMs);
+      const waiting = res.status >= 200 && res.status < 300 ? waitingRequests(res.text) : undefined;
       if (this.stopped) return;
       if (waiting === undefined) u.waitingAt = 0;
       else {
