@@ -2,7 +2,7 @@
 // stacks (vllm, sglang), GET /health answers 200 (GET /v1/models when /health is 404).
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request } from 'undici';
+import { probeGet } from '../lib/probe-http.js';
 
 /** Instance types whose readiness also needs an HTTP health answer. */
 export const SERVING_TYPES: ReadonlySet<string> = new Set(['vllm', 'sglang']);
@@ -34,9 +34,8 @@ function tcpOpen(host: string, port: number, timeoutMs: number): Promise<boolean
 
 async function httpStatus(url: string, timeoutMs: number): Promise<number | string> {
   try {
-    const res = await request(url, { method: 'GET', headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
-    await res.body.dump();
-    return res.statusCode;
+    // Our own client, not the global dispatcher: it forgets the instance's origin once it is gone (lib/probe-http.ts).
+    return (await probeGet(url, timeoutMs)).status;
   } catch (err) {
     return (err as Error).message;
   }

@@ -22,7 +22,7 @@
 import { readModelList, readPropsContext, type ServerKind } from '../../lib/model-list.js';
 import type { BackendSummary, ModelState } from './model-catalog.js';
 import type { Upstream } from './upstreams.js';
-import { probeGet } from './probe-http.js';
+import { probeGet } from '../../lib/probe-http.js';
 
 // Reading the bodies is shared with the control plane (lib/model-list.ts), which shows the same context.
 export { readModelList, readPropsContext, type ServerKind } from '../../lib/model-list.js';

@@ -6,7 +6,7 @@
 // RC_UPSTREAM_METRICS_INTERVAL_MS). A backend that does not
 // answer, or answers without the metric, keeps no reading (waitingAt 0), so only in-flight
 // counts judge it.
-import { probeGet } from './probe-http.js';
+import { probeGet } from '../../lib/probe-http.js';
 
 /** What the scraper writes on an upstream (upstreams.ts Upstream). */
 export interface ScrapedUpstream {

@@ -1,11 +1,11 @@
-// The gateway's client for asking backends about themselves (gateway/backends/probe-http.ts):
+// The client for asking backends and instances about themselves (lib/probe-http.ts):
 // every dedicated instance is an origin of its own, so a client that kept a pool per origin for
 // good (Node 20's fetch did: the soak's heap grew 18 KB per instance launched) leaks as
 // instances come and go. Real HTTP servers on ephemeral ports.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { test } from 'node:test';
-import { probeGet, probeOrigins } from '../../gateway/backends/probe-http.js';
+import { probeGet, probeOrigins } from '../../lib/probe-http.js';
 import { listenLocal, waitFor } from '../helpers.js';
 
 test('a backend that is gone is forgotten: no pool is kept for its origin', async (t) => {
@@ -13,7 +13,10 @@ test('a backend that is gone is forgotten: no pool is kept for its origin', asyn
   const origins: string[] = [];
   for (const s of servers) origins.push(`http://127.0.0.1:${await listenLocal(t, s)}`);
   for (const o of origins) assert.deepEqual(await probeGet(`${o}/v1/models`, 5_000), { status: 200, text: '{"data":[]}' });
-  assert.ok(origins.every((o) => probeOrigins().includes(o)), 'a pool per origin while its connection lives');
+  assert.ok(
+    origins.every((o) => probeOrigins().includes(o)),
+    'a pool per origin while its connection lives',
+  );
   // The instances go: their servers close their connections.
   for (const s of servers) {
     s.closeAllConnections();

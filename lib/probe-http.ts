@@ -1,8 +1,10 @@
-// The gateway's own HTTP client for asking backends about themselves (GET /v1/models, /props,
-// /metrics): never on a request path. undici's request on an Agent of our own, not the global
-// fetch: Node 20's fetch keeps a connection pool per origin it has ever called for the life of the
-// process (its bundled undici 6 drops none), and every dedicated instance is a new origin (a port
-// of its own), so the 2-hour soak's heap grew by 18 KB per instance launched (5 MB per 1,000;
+// Asking a program we started, or a tenant runs, about itself over HTTP: the gateway's questions
+// to backends (GET /v1/models, /props, /metrics) and the agent's readiness check (GET /health).
+// Never on a request path. undici's request on an Agent of our own, never the process's global
+// dispatcher: in a platform process that is Node 20's own fetch Agent (its bundled undici 6 sets
+// the global first, and the undici package's request then uses it too), which keeps a connection
+// pool per origin it has ever called for the life of the process, and every instance is a new
+// origin (a port of its own): the soak's heap grew 18 KB per instance launched (41-51 MB/h;
 // bench/README.md "Soak"). This Agent (undici 7) closes and forgets an origin's pool once its last
 // connection is gone; idle connections close after IDLE_MS. Also, fetch refuses the browsers' "bad
 // ports" (6000, 6665, 10080...), which a model server may well use.
