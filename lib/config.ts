@@ -596,6 +596,42 @@ export const SETTINGS = {
     1024,
     'Dedicated endpoints: requests in flight per client address (429 beyond)',
   ),
+  proxyInflightPerInstance: setting(
+    'RC_PROXY_INFLIGHT_PER_INSTANCE',
+    positiveInt,
+    256,
+    "Instance proxy: requests in flight and WebSockets open per instance, from admission to the response's end or the socket's close (429, or a WebSocket closed with 1013 and the reason, beyond)",
+  ),
+  proxyInflightPerAccount: setting(
+    'RC_PROXY_INFLIGHT_PER_ACCOUNT',
+    positiveInt,
+    512,
+    'Instance proxy: requests in flight and WebSockets open per account, all its instances together (429 or 1013 beyond)',
+  ),
+  proxyInflightPerAddress: setting(
+    'RC_PROXY_INFLIGHT_PER_ADDRESS',
+    positiveInt,
+    512,
+    'Instance proxy: requests in flight and WebSockets open per client address (429 or 1013 beyond)',
+  ),
+  proxyUploadBytesPerInstance: setting(
+    'RC_PROXY_UPLOAD_BYTES_PER_INSTANCE',
+    positiveInt,
+    64 * 1024 * 1024,
+    'Instance proxy: bytes of request bodies still arriving per instance (429 beyond; a body that arrives in one read never counts)',
+  ),
+  proxyUploadBytesPerAccount: setting(
+    'RC_PROXY_UPLOAD_BYTES_PER_ACCOUNT',
+    positiveInt,
+    128 * 1024 * 1024,
+    'Instance proxy: bytes of request bodies still arriving per account (429 beyond)',
+  ),
+  proxyUploadBytesPerAddress: setting(
+    'RC_PROXY_UPLOAD_BYTES_PER_ADDRESS',
+    positiveInt,
+    256 * 1024 * 1024,
+    'Instance proxy: bytes of request bodies still arriving per client address, counted from their first byte, before the session is known (429 beyond)',
+  ),
   apiStreamsPerAccount: setting(
     'RC_API_STREAMS_PER_ACCOUNT',
     positiveInt,
