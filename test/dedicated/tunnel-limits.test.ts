@@ -167,3 +167,34 @@ test('connection attempts are bounded per client address, refused before the tok
   assert.equal(sixth.status, 429);
   assert.match(sixth.detail!, /Too many tunnel connection attempts from this address: at most 5 per minute/);
 });
+
+// The soak's 1 launch in ~3,700 whose tunnel URL never came: a destroyed instance's tunnel stayed
+// connected until the broker's next check (30 s), counting against the account's live tunnels (in
+// the process runtime rc-tunnel --detach outlives its instance), so a launch right after 32 others
+// got 429 and rc-tunnel --detach gave up waiting. The broker ends them when the instance goes.
+test("an instance's tunnels end as soon as it goes: its account's next instance connects at once, and rc-tunnel stops", async (t) => {
+  const f = await startGatewayFixture(t, { tunnelLimits: { perAccount: 1, connectsPerInstance: 1000 }, pingIntervalMs: 600_000 });
+  f.addRoute('i_gone', '127.0.0.1:1', { accountId: OWNER });
+  f.addRoute('i_next', '127.0.0.1:1', { accountId: OWNER });
+  const statuses: TunnelStatus[] = [];
+  const client = new TunnelClient({
+    broker: f.gateway.url,
+    token: issueTunnelToken(f.tunnelSecret, 'i_gone'),
+    port: 3000,
+    log: () => {},
+    onStatus: (s) => statuses.push(s),
+    maxBackoffMs: 200,
+  });
+  client.start();
+  t.after(() => client.stop());
+  await until(() => statuses.some((s) => s.state === 'connected'), 'connected');
+  const busy = await attempt(f, 'i_next', 3000);
+  assert.equal(busy.status, 429, 'the account holds its one tunnel');
+  f.routes.delete('i_gone');
+  await until(() => statuses.at(-1)?.state === 'failed', 'rc-tunnel is told the instance is gone, and stops');
+  assert.match(statuses.at(-1)!.error!, /The instance is no longer running/);
+  const next = await attempt(f, 'i_next', 3000);
+  t.after(() => closeAll([next]));
+  assert.equal(next.status, 101, "the gone instance's tunnel no longer counts");
+  assert.deepEqual(f.broker.limits.held(), { instances: 1, accounts: 1, addresses: 1, tunnelIds: 1 });
+});
