@@ -533,37 +533,37 @@ export const SETTINGS = {
     'RC_GATEWAY_UPLOADS_PER_ADDRESS',
     positiveInt,
     256,
-    'Model gateway (shared model routes and dedicated endpoints): request bodies still arriving per client address (429 beyond; a body that arrives in one read never counts)',
+    "Model gateway (shared model routes, dedicated endpoints, tunnels' public requests): request bodies still arriving per client address (429 beyond; a body that arrives in one read never counts)",
   ),
   gatewayUploadsPerAccount: setting(
     'RC_GATEWAY_UPLOADS_PER_ACCOUNT',
     positiveInt,
     128,
-    'Model gateway (shared model routes and dedicated endpoints): request bodies still arriving per account (429 beyond)',
+    "Model gateway (shared model routes, dedicated endpoints, tunnels' public requests to the account's instances): request bodies still arriving per account (429 beyond)",
   ),
   gatewayUploadBytesPerAddress: setting(
     'RC_GATEWAY_UPLOAD_BYTES_PER_ADDRESS',
     positiveInt,
     256 * 1024 * 1024,
-    'Model gateway (shared model routes and dedicated endpoints): bytes of request bodies still arriving per client address (429 beyond)',
+    "Model gateway (shared model routes, dedicated endpoints, tunnels' public requests): bytes of request bodies still arriving per client address (429 beyond)",
   ),
   gatewayUploadBytesPerAccount: setting(
     'RC_GATEWAY_UPLOAD_BYTES_PER_ACCOUNT',
     positiveInt,
     128 * 1024 * 1024,
-    'Model gateway (shared model routes and dedicated endpoints): bytes of request bodies still arriving per account (429 beyond)',
+    "Model gateway (shared model routes, dedicated endpoints, tunnels' public requests to the account's instances): bytes of request bodies still arriving per account (429 beyond)",
   ),
   dedicatedUploadsPerInstance: setting(
     'RC_DEDICATED_UPLOADS_PER_INSTANCE',
     positiveInt,
     64,
-    "Dedicated endpoints: request bodies still arriving per instance (429 beyond; they count against their address's and account's RC_GATEWAY_UPLOAD* limits too)",
+    "Dedicated endpoints and tunnels' public requests: request bodies still arriving per instance (429 beyond; they count against their address's and account's RC_GATEWAY_UPLOAD* limits too)",
   ),
   dedicatedUploadBytesPerInstance: setting(
     'RC_DEDICATED_UPLOAD_BYTES_PER_INSTANCE',
     positiveInt,
     64 * 1024 * 1024,
-    'Dedicated endpoints: bytes of request bodies still arriving per instance (429 beyond)',
+    "Dedicated endpoints and tunnels' public requests: bytes of request bodies still arriving per instance (429 beyond)",
   ),
   // Responses held open (lib/held-limits.ts): streams, requests waiting on an instance, event streams.
   gatewayStreamsPerAccount: setting(
