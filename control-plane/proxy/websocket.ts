@@ -127,6 +127,7 @@ function upgrade(o: ProxyWebSocketOptions, uwsRes: HttpResponse, req: HttpReques
         sendJson(res, target.status, { detail: target.detail }, target.headers);
         return;
       }
+      if (res.aborted) return; // the browser went while its session was looked up: nothing to hold
       const release = holdPlace(o.inflight, target, client);
       if (typeof release === 'string') {
         // Upgraded to say why: closed with 1013 and the reason as it opens.
