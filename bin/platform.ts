@@ -119,6 +119,7 @@ async function startProxy(config: Config, store: Store, routes: InstanceRoutes, 
     logger,
     publicUrl: config.proxyPublicUrl || undefined,
     limits: proxyLimitsFromConfig(config),
+    trustProxy: config.trustProxy,
     host: config.host,
     port: config.proxyPort,
   }).catch(namingSetting('RC_PROXY_PORT'));

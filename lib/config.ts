@@ -223,7 +223,7 @@ export const SETTINGS = {
     'RC_TRUST_PROXY',
     bool,
     false,
-    'Platform API behind a reverse proxy: client address from the last X-Forwarded-For entry, X-Forwarded-Host counts as own origin (1/true)',
+    "Platform API and instance proxy behind a reverse proxy: client address from the last X-Forwarded-For entry (the per-address limits), X-Forwarded-Host counts as the API's own origin (1/true)",
   ),
   loginPerAddressPerMinute: setting(
     'RC_LOGIN_PER_ADDRESS_PER_MINUTE',

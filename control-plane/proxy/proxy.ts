@@ -35,6 +35,7 @@ import type { Store } from '../store.js';
 import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../lib/relay/forward.js';
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { API_ERRORS } from '../errors.js';
+import { clientAddress } from '../router.js';
 import { ProxyAdmission, type ProxyReply, type Target } from './admission.js';
 import { AppCookieSeals } from './app-cookies.js';
 import { AUTH_PATH, ProxyCookies, type ProxyTickets } from './handover.js';
@@ -91,6 +92,11 @@ export interface InstanceProxyOptions {
   pool?: Partial<PoolOptions>;
   /** Per-tenant bounds (RC_PROXY_INFLIGHT_*, RC_PROXY_UPLOAD_BYTES_*); the defaults for what is left out. */
   limits?: Partial<ProxyLimitSettings>;
+  /**
+   * Behind a reverse proxy (RC_TRUST_PROXY, as the platform API): a client's address for the
+   * per-address bounds is the last X-Forwarded-For entry, else every browser would share one.
+   */
+  trustProxy?: boolean;
 }
 
 export interface InstanceProxy {
@@ -130,7 +136,8 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     startingRetryAfterSec: options.startingRetryAfterSec ?? 10,
   });
   const limits = createProxyLimits(options.limits);
-  const http = proxyHttp({ admission, seals, pools, routes: options.routes, maxBody: options.maxBodyBytes ?? 32 * 1024 * 1024, logger, limits });
+  const trustProxy = options.trustProxy === true;
+  const http = proxyHttp({ admission, seals, pools, routes: options.routes, maxBody: options.maxBodyBytes ?? 32 * 1024 * 1024, logger, limits, trustProxy });
   const maxWsMessageBytes = options.maxWsMessageBytes ?? 16 * 1024 * 1024;
   return {
     cookies,
@@ -138,7 +145,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     register(app) {
       app.ws<WsData>(
         '/*',
-        proxyWebSocket({ admission, routes: options.routes, logger, maxMessageBytes: maxWsMessageBytes, upstreams, inflight: limits.inflight }),
+        proxyWebSocket({ admission, routes: options.routes, logger, maxMessageBytes: maxWsMessageBytes, upstreams, inflight: limits.inflight, trustProxy }),
       );
       app.any('/*', http);
     },
@@ -161,6 +168,7 @@ interface ProxyHttpOptions {
   maxBody: number;
   logger: Logger;
   limits: ProxyLimits;
+  trustProxy: boolean;
 }
 
 /** The HTTP handler: the hand-over's redemption on AUTH_PATH, else an admitted request forwarded to the app. */
@@ -186,7 +194,8 @@ function proxyHttp(o: ProxyHttpOptions) {
     // read while the session is looked up (uWS delivers it to a handler attached now or never).
     const admitted = admission.admit(req, method);
     const headers = forwardedHeaders(req, DROP_HEADERS);
-    const body = readProxiedBody(o, res, req);
+    const client = clientAddress(res, req, o.trustProxy);
+    const body = readProxiedBody(o, res, req, client);
     admitted.then((target) => {
       if (!('address' in target) || res.aborted) {
         // Refused (or gone): the rest of a body still arriving is not read (nor counted), the connection closes.
@@ -194,7 +203,7 @@ function proxyHttp(o: ProxyHttpOptions) {
         body.abandon();
         return 'address' in target ? undefined : answer(res, target);
       }
-      forwardAdmitted(o, res, method, target, headers, body);
+      forwardAdmitted(o, res, method, target, headers, body, client);
     }, failed(res));
   };
 }
@@ -213,11 +222,10 @@ interface ProxiedBody {
 }
 
 /** Starts reading the request's body (now: uWS gives it to a handler attached now or never), counting it per address. */
-function readProxiedBody(o: ProxyHttpOptions, res: Res, req: HttpRequest): ProxiedBody {
+function readProxiedBody(o: ProxyHttpOptions, res: Res, req: HttpRequest, client: string): ProxiedBody {
   const length = declaredLength(req);
   if ((length === '' || length === '0') && req.getHeader('transfer-encoding') === '')
     return { bytes: Promise.resolve(undefined), refused: () => undefined, pending: () => false, claim: () => undefined, abandon: () => {} };
-  const client = Buffer.from(res.getRemoteAddressAsText()).toString();
   let upload: Upload | undefined;
   let owner: { accountId: number; instanceId: string } | undefined;
   let refusal: { message: string; retryAfterSec: number } | undefined;
@@ -264,9 +272,8 @@ function readProxiedBody(o: ProxyHttpOptions, res: Res, req: HttpRequest): Proxi
  * its body's bytes charged to them, then forwarded; what it holds is given back when its response
  * ends, however it ends.
  */
-function forwardAdmitted(o: ProxyHttpOptions, res: Res, method: string, target: Target, headers: string[], body: ProxiedBody): void {
+function forwardAdmitted(o: ProxyHttpOptions, res: Res, method: string, target: Target, headers: string[], body: ProxiedBody, client: string): void {
   const { instanceId, accountId } = target;
-  const client = Buffer.from(res.getRemoteAddressAsText()).toString();
   const held = o.limits.inflight.take(accountId, client, instanceId);
   if (held) {
     if (body.pending()) res.closeAfter = true;

@@ -13,6 +13,7 @@ import type { HttpRequest, HttpResponse, WebSocket as UwsWebSocket } from '../..
 import { forwardedHeaders } from '../../lib/relay/forward.js';
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { API_ERRORS } from '../errors.js';
+import { clientAddress } from '../router.js';
 import type { ProxyAdmission, Target } from './admission.js';
 import type { HeldLimits } from '../../lib/held-limits.js';
 
@@ -51,6 +52,8 @@ export interface ProxyWebSocketOptions {
   upstreams: Set<WebSocket>;
   /** Requests in flight per instance, account and address; a WebSocket counts as one until it closes. */
   inflight: HeldLimits;
+  /** The client's address from X-Forwarded-For (RC_TRUST_PROXY). */
+  trustProxy: boolean;
 }
 
 /** A close code that may be sent on (the reserved and out-of-range ones become 1000). */
@@ -120,7 +123,7 @@ function upgrade(o: ProxyWebSocketOptions, uwsRes: HttpResponse, req: HttpReques
     .map((p) => p.trim())
     .filter(Boolean);
   const flat = forwardedHeaders(req, WS_DROP_HEADERS);
-  const client = Buffer.from(res.getRemoteAddressAsText()).toString();
+  const client = clientAddress(res, req, o.trustProxy);
   admitted.then(
     (target) => {
       if (!('address' in target)) {

@@ -58,13 +58,13 @@ async function signUp(p: Platform, email: string): Promise<{ cookie: string; id:
 }
 
 /** The platform API, the proxy with `limits`, the app; the owner's instances i-a and i-b, the other account's i-o, each with its proxy cookie. */
-async function setup(t: TestContext, limits: Partial<ProxyLimitSettings>) {
+async function setup(t: TestContext, limits: Partial<ProxyLimitSettings>, trustProxy?: boolean) {
   const routes = new InstanceRouteTable(() => {}, 0);
   const tickets = new ProxyTickets(systemClock);
   let base = '';
   const platform = await startPlatform({ routes: () => openInstanceRoutes({ tickets, proxyBase: () => base, instance: (id) => routes.get(id) }) });
   t.after(() => platform.close());
-  const server = await startInstanceProxyServer({ store: platform.cp.store, routes, tickets, logger: createLogger('silent'), limits });
+  const server = await startInstanceProxyServer({ store: platform.cp.store, routes, tickets, logger: createLogger('silent'), limits, trustProxy });
   t.after(() => server.close());
   base = `http://localhost:${server.port}`;
   const app = await startApp(t);
@@ -83,8 +83,13 @@ async function setup(t: TestContext, limits: Partial<ProxyLimitSettings>) {
   }
   const host = (id: string) => `${id}.localhost:${server.port}`;
   /** A POST to instance `id` that the app holds open once it answered its head. */
-  const hold = (id: string, localAddress?: string): Promise<OpenRequest> =>
-    openRequest(`http://127.0.0.1:${server.port}/run`, { hold: true }, { host: host(id), cookie: cookies.get(id)! }, localAddress);
+  const hold = (id: string, localAddress?: string, forwardedFor?: string): Promise<OpenRequest> =>
+    openRequest(
+      `http://127.0.0.1:${server.port}/run`,
+      { hold: true },
+      { host: host(id), cookie: cookies.get(id)!, ...(forwardedFor ? { 'x-forwarded-for': forwardedFor } : {}) },
+      localAddress,
+    );
   return { proxy: server.proxy, port: server.port, app, cookies, host, hold };
 }
 
@@ -132,12 +137,35 @@ test('proxied requests in flight per client address: past the bound 429; another
   t.after(() => {
     for (const h of held) h.abort();
   });
-  refusedWith(await s.hold('i-b'), 'Too many requests in flight from this address: at most 2 (RC_PROXY_INFLIGHT_PER_ADDRESS); wait for one to end');
+  // X-Forwarded-For is anyone's to write: without trustProxy it names no other client.
+  refusedWith(
+    await s.hold('i-b', undefined, '198.51.100.9'),
+    'Too many requests in flight from this address: at most 2 (RC_PROXY_INFLIGHT_PER_ADDRESS); wait for one to end',
+  );
   const elsewhere = await s.hold('i-b', '127.0.0.2');
   held.push(elsewhere);
   assert.equal(elsewhere.status, 200);
   for (const h of held) h.abort();
   await waitFor(() => s.proxy.limits.inflight.held().total === 0);
+});
+
+test('behind a reverse proxy (trustProxy): the per-address bound is per X-Forwarded-For client; without it the header is ignored', async (t) => {
+  const behind = await setup(t, { inflightPerAddress: 1 }, true);
+  const held = [await behind.hold('i-a', undefined, 'spoofed, 203.0.113.1'), await behind.hold('i-o', undefined, '203.0.113.2')];
+  t.after(() => {
+    for (const h of held) h.abort();
+  });
+  assert.deepEqual(
+    held.map((h) => h.status),
+    [200, 200],
+    'two clients through one reverse proxy',
+  );
+  refusedWith(
+    await behind.hold('i-b', undefined, '203.0.113.1'),
+    'Too many requests in flight from this address: at most 1 (RC_PROXY_INFLIGHT_PER_ADDRESS); wait for one to end',
+  );
+  for (const h of held) h.abort();
+  await waitFor(() => behind.proxy.limits.inflight.held().total === 0);
 });
 
 /** Opens a WebSocket to instance `id` through the proxy: its messages, or its close code and reason. */
