@@ -4,9 +4,10 @@
 // told to the control plane (announce.ts), when the broker has a bus.
 //
 // An instance's tunnels end as soon as the routes say it is gone (onGone), not at the next check:
-// until then they counted against its account's live tunnels (limits.ts), and in the process
-// runtime `rc-tunnel --detach` outlives its instance (its own session), so a soak that launched
-// and destroyed instances quickly saw a launch refused 429 once in ~3,700 and never got its URL.
+// until then they counted against its account's live tunnels (limits.ts), and a client that
+// outlives its instance (`rc-tunnel --detach` did in the process runtime: a session of its own)
+// kept its place, so a soak that launched and destroyed instances quickly saw a launch refused
+// 429 once in ~3,700, and rc-tunnel --detach gave up before printing its URL.
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { CLOSE_INSTANCE_GONE } from '../../lib/tunnel/protocol.js';
 import type { WebSocket } from '../../lib/uws.js';
