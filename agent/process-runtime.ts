@@ -1,6 +1,9 @@
 // The process runtime: the start command runs through /bin/sh -c in the instance's own directory,
 // in its own session and process group (so it outlives the agent), with stdout and stderr written
-// straight into the log file. Stop signals the whole group: SIGTERM, then SIGKILL after the grace.
+// straight into the log file. Stop signals the whole group: SIGTERM, then SIGKILL after the grace;
+// and so the groups of the instance's processes that left it for sessions of their own (`rc-tunnel
+// --detach` must outlive an SSH login, so it calls setsid): they carry the instance's id and this
+// agent's in their environment. Left alone they outlived the instance (issue 44's soak).
 //
 // It is for one trusted user on their own machine (see agent/README.md, "The process runtime"):
 // when the platform runs as root, instances run as an unprivileged user (instanceUser) in homes
@@ -147,7 +150,7 @@ export class ProcessRuntime implements Runtime {
     child.on('error', () => {});
     // The process exists (at worst as a zombie, until Node reaps it), so its start time is readable.
     const startTime = readProcStat(pid)?.startTime ?? '';
-    return { pid, startTime };
+    return { pid, startTime, instanceId: ctx.agentEnv[INSTANCE_ID_ENV] ?? '' };
   }
 
   describe(ref: RuntimeRef): string {
@@ -194,19 +197,28 @@ export class ProcessRuntime implements Runtime {
     const { pid, startTime } = asProcessRef(ref);
     // The group is ours unless its leader's pid now belongs to a different process.
     const leader = readProcStat(pid);
-    if (leader && leader.state !== 'Z' && leader.startTime !== startTime) return;
-    if (groupMembers(pid).length === 0) return;
-    signalGroup(pid, 'SIGTERM');
+    const ours = !(leader && leader.state !== 'Z' && leader.startTime !== startTime);
+    const groups = [...(ours ? [pid] : []), ...this.strayGroups(String(ref.instanceId ?? ''), pid)];
+    const alive = () => groups.some((g) => groupMembers(g).length > 0);
+    if (!alive()) return;
+    for (const g of groups) signalGroup(g, 'SIGTERM');
     const deadline = Date.now() + graceMs;
     while (Date.now() < deadline) {
-      if (groupMembers(pid).length === 0) return this.forget(pid);
+      if (!alive()) return this.forget(pid);
       await sleep(Math.min(50, Math.max(1, deadline - Date.now())));
     }
-    for (let i = 0; i < 100 && groupMembers(pid).length > 0; i++) {
-      signalGroup(pid, 'SIGKILL');
+    for (let i = 0; i < 100 && alive(); i++) {
+      for (const g of groups) signalGroup(g, 'SIGKILL');
       await sleep(50);
     }
     this.forget(pid);
+  }
+
+  /** Process groups other than `group` with processes of `instanceId` started by this agent (sessions of their own). */
+  private strayGroups(instanceId: string, group: number): number[] {
+    if (instanceId === '') return []; // a ref from before instance ids were kept in it
+    const found = findByEnv(INSTANCE_ID_ENV, instanceId).filter((p) => p.env.get(AGENT_ID_ENV) === this.opts.agentId && p.pid !== process.pid);
+    return [...new Set(found.map((p) => p.stat.pgrp))].filter((g) => g !== group && g > 1);
   }
 
   private forget(pid: number): void {

@@ -20,9 +20,11 @@ import { startCatalogSims } from '../sim/model-sims.js';
 import type { SimServer } from '../sim/server.js';
 import type { ControlPlane } from '../control-plane/server.js';
 import { Store } from '../control-plane/store.js';
+import type { InstanceRoutes } from '../lib/instance-routes.js';
 import type { Instances } from '../control-plane/instances/index.js';
 import { startInstanceProxyServer, type InstanceProxy } from '../control-plane/proxy/proxy.js';
 import { ProxyTickets } from '../control-plane/proxy/handover.js';
+import { proxyLimitsFromConfig } from '../control-plane/proxy/limits.js';
 import { proxyBaseUrl } from '../lib/instance-origin.js';
 import { followGone, routesFromInstances } from '../gateway/dedicated/from-instances.js';
 import { tunnelSecret } from '../lib/tunnel/identity.js';
@@ -104,6 +106,26 @@ async function startSims(config: Config, logger: Logger, closers: Closers): Prom
   return { sims, models: withSimUpstreams(config.models, simsByModel) };
 }
 
+/**
+ * Each instance's app on an origin of its own (`<id>.localhost:<port>` by default); the platform
+ * API hands the browser session over with single-use tickets (control-plane/proxy/handover.ts).
+ */
+async function startProxy(config: Config, store: Store, routes: InstanceRoutes, logger: Logger) {
+  const tickets = new ProxyTickets(store.clock);
+  const proxy = await startInstanceProxyServer({
+    store,
+    routes,
+    tickets,
+    logger,
+    publicUrl: config.proxyPublicUrl || undefined,
+    limits: proxyLimitsFromConfig(config),
+    trustProxy: config.trustProxy,
+    host: config.host,
+    port: config.proxyPort,
+  }).catch(namingSetting('RC_PROXY_PORT'));
+  return { proxy, tickets };
+}
+
 async function assemble(config: Config, logger: Logger, parts: Parts): Promise<ControlPlaneParts & Partial<Platform>> {
   const dataDir = resolve(config.dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -136,18 +158,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     const unfollowGone = followGone(bus, routes);
     closers.add(async () => unfollowGone());
     const secret = tunnelSecret(config.tunnelSecret, dataDir);
-    // Each instance's app on an origin of its own (`<id>.localhost:<port>` by default); the platform
-    // API hands the browser session over with single-use tickets (control-plane/proxy/handover.ts).
-    const tickets = new ProxyTickets(store.clock);
-    const proxy = await startInstanceProxyServer({
-      store,
-      routes,
-      tickets,
-      logger,
-      publicUrl: config.proxyPublicUrl || undefined,
-      host: config.host,
-      port: config.proxyPort,
-    }).catch(namingSetting('RC_PROXY_PORT'));
+    const { proxy, tickets } = await startProxy(config, store, routes, logger);
     closers.add(() => proxy.close(1000));
     const catalog = storeCatalogSource(models, store);
     const proxyUrl = proxyBaseUrl(config.proxyPublicUrl, proxy.port);

@@ -296,6 +296,13 @@ export const API_ERRORS = {
     status: 403,
     message: 'Cross-site request refused: only navigations may come from another site',
   }),
+  /** Past an instance proxy bound (RC_PROXY_INFLIGHT_*, RC_PROXY_UPLOAD_BYTES_*; proxy/limits.ts): the message names which. */
+  proxyLimit: failure({
+    code: 'RC_ERR_PROXY_LIMIT',
+    status: 429,
+    message: (message: string, _retryAfterSec: number) => message,
+    headers: (_message: string, retryAfterSec: number) => retryAfter(retryAfterSec),
+  }),
 } satisfies Record<string, AnyFailure>;
 
 export type ApiErrorName = keyof typeof API_ERRORS;

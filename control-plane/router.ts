@@ -135,8 +135,8 @@ function checkOperator(caller: Caller): void {
   if (!caller.account.isOperator) throw API_ERRORS.operatorOnly();
 }
 
-/** The client address of a request (read synchronously in the handler). */
-function clientAddress(res: HttpResponse, req: HttpRequest, trustProxy: boolean): string {
+/** The client address of a request (read synchronously in the handler); the instance proxy's too. */
+export function clientAddress(res: HttpResponse, req: HttpRequest, trustProxy: boolean): string {
   if (trustProxy) {
     const xff = req.getHeader('x-forwarded-for');
     const last = xff.slice(xff.lastIndexOf(',') + 1).trim();

@@ -8,7 +8,9 @@
 // - the dedicated endpoints' requests in flight, per instance, per account and per address
 //   (gateway/dedicated/relay.ts);
 // - the platform API's event streams (instance status, logs, operator events), per account and
-//   per address (control-plane/router.ts).
+//   per address (control-plane/router.ts);
+// - the instance proxy's requests in flight and WebSockets, per instance, per account and per
+//   address (control-plane/proxy/limits.ts).
 //
 // A place is taken before the work starts and given back exactly once, however the response
 // ends (its end, a backend's error, the client going away). Past a bound the request is refused

@@ -12,6 +12,10 @@
 //
 // Past a limit the request is refused with 429 and Retry-After (the route's own error shape) and
 // its connection closed (its body is unread); the bytes it held are freed at once.
+//
+// Where the body arrives before its owner is known (the instance proxy reads it while the session
+// is looked up), an upload starts counted per address only and `claim` charges what it holds to
+// its account and instance once they are known, so nobody can fill another tenant's counts.
 
 export interface UploadLimitSettings {
   /** Incomplete request bodies per client address (RC_GATEWAY_UPLOADS_PER_ADDRESS). */
@@ -27,6 +31,25 @@ export interface UploadLimitSettings {
   /** Bytes of incomplete request bodies per instance (RC_DEDICATED_UPLOAD_BYTES_PER_INSTANCE). */
   bytesPerInstance: number;
 }
+
+/** The settings' names, for the refusal messages (each part has its own: the gateway's, the proxy's). */
+export interface UploadSettingNames {
+  uploadsPerAddress: string;
+  uploadsPerAccount: string;
+  bytesPerAddress: string;
+  bytesPerAccount: string;
+  uploadsPerInstance: string;
+  bytesPerInstance: string;
+}
+
+export const GATEWAY_UPLOAD_SETTINGS: UploadSettingNames = {
+  uploadsPerAddress: 'RC_GATEWAY_UPLOADS_PER_ADDRESS',
+  uploadsPerAccount: 'RC_GATEWAY_UPLOADS_PER_ACCOUNT',
+  bytesPerAddress: 'RC_GATEWAY_UPLOAD_BYTES_PER_ADDRESS',
+  bytesPerAccount: 'RC_GATEWAY_UPLOAD_BYTES_PER_ACCOUNT',
+  uploadsPerInstance: 'RC_DEDICATED_UPLOADS_PER_INSTANCE',
+  bytesPerInstance: 'RC_DEDICATED_UPLOAD_BYTES_PER_INSTANCE',
+};
 
 export const DEFAULT_UPLOAD_LIMITS: UploadLimitSettings = {
   uploadsPerAddress: 256,
@@ -61,10 +84,31 @@ export class Upload {
   constructor(
     private readonly limits: UploadLimits,
     readonly address: string,
-    readonly accountKey: string,
+    /** '': not known yet (counted per address only until `claim`). */
+    public accountKey: string,
     /** The dedicated endpoint's instance; '': not counted per instance (the shared model routes). */
-    readonly instanceKey: string,
+    public instanceKey: string,
   ) {}
+
+  /**
+   * The body's owner is known now: what it holds so far (and what arrives from now on) counts
+   * against `accountId` and `instanceId` too. Undefined when that fits; else the refusal (what
+   * this upload held is released). Once per upload, on one started without an account.
+   */
+  claim(accountId: number, instanceId = ''): UploadRefusal | undefined {
+    if (this.done || this.accountKey !== '') return undefined;
+    this.accountKey = String(accountId);
+    this.instanceKey = instanceId;
+    if (!this.counted) return undefined;
+    const refusal = this.limits.charge(this);
+    if (refusal) {
+      // Nothing was charged to the owner: only the address's part is given back.
+      this.accountKey = '';
+      this.instanceKey = '';
+      this.release();
+    }
+    return refusal;
+  }
 
   /**
    * `n` more bytes arrived (`last`: the body is whole with them). Undefined when they fit; else
@@ -96,55 +140,77 @@ export class UploadLimits {
   private readonly byAccount = new Map<string, Held>();
   private readonly byInstance = new Map<string, Held>();
 
-  constructor(readonly settings: UploadLimitSettings = DEFAULT_UPLOAD_LIMITS) {}
+  constructor(
+    readonly settings: UploadLimitSettings = DEFAULT_UPLOAD_LIMITS,
+    private readonly names: UploadSettingNames = GATEWAY_UPLOAD_SETTINGS,
+  ) {}
 
-  /** A body of `address`'s request for `accountId` (to instance `instanceId`, on a dedicated endpoint) starts arriving. */
-  start(address: string, accountId: number, instanceId = ''): Upload {
-    return new Upload(this, address, String(accountId), instanceId);
+  /**
+   * A body of `address`'s request for `accountId` (to instance `instanceId`, on a dedicated
+   * endpoint) starts arriving. `accountId` undefined: its owner is not known yet (Upload.claim).
+   */
+  start(address: string, accountId?: number, instanceId = ''): Upload {
+    return new Upload(this, address, accountId === undefined ? '' : String(accountId), accountId === undefined ? '' : instanceId);
   }
 
   /** Counts `n` more bytes (and the upload itself, the first time); the refusal when a limit is passed. */
   take(u: Upload, n: number): UploadRefusal | undefined {
-    const s = this.settings;
-    const a = this.byAddress.get(u.address) ?? { uploads: 0, bytes: 0 };
-    const c = this.byAccount.get(u.accountKey) ?? { uploads: 0, bytes: 0 };
     const more = u.counted ? 0 : 1;
-    const i = u.instanceKey === '' ? undefined : (this.byInstance.get(u.instanceKey) ?? { uploads: 0, bytes: 0 });
-    if (i && i.uploads + more > s.uploadsPerInstance)
-      return new UploadRefusal(`Too many uploads in flight for this instance: at most ${s.uploadsPerInstance} (RC_DEDICATED_UPLOADS_PER_INSTANCE)`);
-    if (i && i.bytes + n > s.bytesPerInstance)
-      return new UploadRefusal(
-        `Too many request body bytes in flight for this instance: at most ${s.bytesPerInstance} (RC_DEDICATED_UPLOAD_BYTES_PER_INSTANCE)`,
-      );
-    if (a.uploads + more > s.uploadsPerAddress)
-      return new UploadRefusal(`Too many uploads in flight from this address: at most ${s.uploadsPerAddress} (RC_GATEWAY_UPLOADS_PER_ADDRESS)`);
-    if (c.uploads + more > s.uploadsPerAccount)
-      return new UploadRefusal(`Too many uploads in flight for this account: at most ${s.uploadsPerAccount} (RC_GATEWAY_UPLOADS_PER_ACCOUNT)`);
-    if (a.bytes + n > s.bytesPerAddress)
-      return new UploadRefusal(`Too many request body bytes in flight from this address: at most ${s.bytesPerAddress} (RC_GATEWAY_UPLOAD_BYTES_PER_ADDRESS)`);
-    if (c.bytes + n > s.bytesPerAccount)
-      return new UploadRefusal(`Too many request body bytes in flight for this account: at most ${s.bytesPerAccount} (RC_GATEWAY_UPLOAD_BYTES_PER_ACCOUNT)`);
+    const a = this.byAddress.get(u.address) ?? { uploads: 0, bytes: 0 };
+    const refusal = this.refusal(u, a, more, n);
+    if (refusal) return refusal;
     a.uploads += more;
-    c.uploads += more;
     a.bytes += n;
-    c.bytes += n;
     this.byAddress.set(u.address, a);
-    this.byAccount.set(u.accountKey, c);
-    if (i) {
-      i.uploads += more;
-      i.bytes += n;
-      this.byInstance.set(u.instanceKey, i);
-    }
+    this.add(this.byAccount, u.accountKey, more, n);
+    this.add(this.byInstance, u.instanceKey, more, n);
     u.counted = true;
     u.bytes += n;
     return undefined;
+  }
+
+  /** Charges what a claimed upload holds to its account and instance (Upload.claim); the refusal when that passes a limit. */
+  charge(u: Upload): UploadRefusal | undefined {
+    const refusal = this.refusal(u, undefined, 1, u.bytes);
+    if (refusal) return refusal;
+    this.add(this.byAccount, u.accountKey, 1, u.bytes);
+    this.add(this.byInstance, u.instanceKey, 1, u.bytes);
+    return undefined;
+  }
+
+  /**
+   * Whether `more` uploads and `n` bytes pass a limit of the instance, the address (`a`; undefined:
+   * not checked) or the account, in that order ('' keys are not counted).
+   */
+  private refusal(u: Upload, a: Held | undefined, more: number, n: number): UploadRefusal | undefined {
+    const s = this.settings;
+    const names = this.names;
+    const i = u.instanceKey === '' ? undefined : (this.byInstance.get(u.instanceKey) ?? { uploads: 0, bytes: 0 });
+    const c = u.accountKey === '' ? undefined : (this.byAccount.get(u.accountKey) ?? { uploads: 0, bytes: 0 });
+    const tooMany = (what: string, owner: string, max: number, setting: string) =>
+      new UploadRefusal(`Too many ${what} in flight ${owner}: at most ${max} (${setting})`);
+    if (i && i.uploads + more > s.uploadsPerInstance) return tooMany('uploads', 'for this instance', s.uploadsPerInstance, names.uploadsPerInstance);
+    if (i && i.bytes + n > s.bytesPerInstance) return tooMany('request body bytes', 'for this instance', s.bytesPerInstance, names.bytesPerInstance);
+    if (a && a.uploads + more > s.uploadsPerAddress) return tooMany('uploads', 'from this address', s.uploadsPerAddress, names.uploadsPerAddress);
+    if (c && c.uploads + more > s.uploadsPerAccount) return tooMany('uploads', 'for this account', s.uploadsPerAccount, names.uploadsPerAccount);
+    if (a && a.bytes + n > s.bytesPerAddress) return tooMany('request body bytes', 'from this address', s.bytesPerAddress, names.bytesPerAddress);
+    if (c && c.bytes + n > s.bytesPerAccount) return tooMany('request body bytes', 'for this account', s.bytesPerAccount, names.bytesPerAccount);
+    return undefined;
+  }
+
+  private add(map: Map<string, Held>, key: string, more: number, n: number): void {
+    if (key === '') return;
+    const h = map.get(key) ?? { uploads: 0, bytes: 0 };
+    h.uploads += more;
+    h.bytes += n;
+    map.set(key, h);
   }
 
   /** Gives back what `u` held. */
   give(u: Upload): void {
     if (!u.counted) return;
     drop(this.byAddress, u.address, u.bytes);
-    drop(this.byAccount, u.accountKey, u.bytes);
+    if (u.accountKey !== '') drop(this.byAccount, u.accountKey, u.bytes);
     if (u.instanceKey !== '') drop(this.byInstance, u.instanceKey, u.bytes);
     u.counted = false;
     u.bytes = 0;

@@ -19,6 +19,8 @@ export const PROXY_PREFIX = '/instances/';
 /** Where an admitted request goes. */
 export interface Target {
   instanceId: string;
+  /** The instance's owner, whose session this is (the proxy's per-account bounds: limits.ts). */
+  accountId: number;
   address: string;
   /** The request's path, with its query. */
   path: string;
@@ -90,7 +92,7 @@ export class ProxyAdmission {
     if (!endpoint) return API_ERRORS.instanceWithoutApp();
     if (route.status !== 'ready' || endpoint.address === '') return API_ERRORS.instanceStarting(this.o.startingRetryAfterSec);
     const cookie = this.o.seals.forwardable(instanceId, cookieHeader, this.secure);
-    return { instanceId, address: endpoint.address, path: query ? `${url}?${query}` : url, cookie };
+    return { instanceId, accountId: route.accountId, address: endpoint.address, path: query ? `${url}?${query}` : url, cookie };
   }
 
   /** `GET /_rc/auth?ticket=T` on an instance's origin: the hand-over's second half (handover.ts) sets the proxy's cookie. */

@@ -22,22 +22,27 @@
 //   so an app cannot make its owner's browser post to another instance's app with its cookie.
 // - The old path form `<proxy>/instances/<id>/<path>` redirects (308) to the instance's origin.
 // - Traffic (requests and WebSocket messages) counts as activity (throttled by the routes).
+// - Per instance, account and client address: requests in flight (WebSockets included) and bytes
+//   of request bodies still arriving are bounded (limits.ts; 429, or a WebSocket closed with 1013).
 //
 // admission.ts decides who goes where, websocket.ts relays WebSockets, handover.ts holds the
 // tickets and the proxy's cookie; this module wires them on a uWS app and forwards HTTP.
 import type WebSocket from 'ws';
-import { declaredLength, listen, readBody, sendJson, track, type Res, type Server } from '../../lib/http.js';
+import { declaredLength, listen, readBody, sendJson, track, type BodyWatch, type Res, type Server } from '../../lib/http.js';
 import { createLogger, type Logger } from '../../lib/log.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp } from '../../lib/uws.js';
 import type { Store } from '../store.js';
 import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../lib/relay/forward.js';
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { API_ERRORS } from '../errors.js';
-import { ProxyAdmission, type ProxyReply } from './admission.js';
+import { clientAddress } from '../router.js';
+import { ProxyAdmission, type ProxyReply, type Target } from './admission.js';
 import { AppCookieSeals } from './app-cookies.js';
 import { AUTH_PATH, ProxyCookies, type ProxyTickets } from './handover.js';
 import { headerNameIs } from '../../lib/relay/response-writer.js';
 import { proxyWebSocket, type WsData } from './websocket.js';
+import { createProxyLimits, type ProxyLimits, type ProxyLimitSettings } from './limits.js';
+import type { Upload, UploadRefusal } from '../../lib/upload-limits.js';
 
 /** The browser's Cookie header is replaced by the app's own cookies (Target.cookie, app-cookies.ts). */
 const DROP_HEADERS: ReadonlySet<string> = new Set(['cookie']);
@@ -49,8 +54,9 @@ class SealingRelay extends ResponseRelay {
     res: Res,
     method: string,
     private readonly seal: (setCookie: string) => string | undefined,
+    onEnded: (status: number) => void,
   ) {
-    super(res, method);
+    super(res, method, onEnded);
   }
 
   override head(status: number, headers: readonly (string | Buffer)[]): void {
@@ -84,6 +90,13 @@ export interface InstanceProxyOptions {
   /** Largest WebSocket message; default 16 MiB. */
   maxWsMessageBytes?: number;
   pool?: Partial<PoolOptions>;
+  /** Per-tenant bounds (RC_PROXY_INFLIGHT_*, RC_PROXY_UPLOAD_BYTES_*); the defaults for what is left out. */
+  limits?: Partial<ProxyLimitSettings>;
+  /**
+   * Behind a reverse proxy (RC_TRUST_PROXY, as the platform API): a client's address for the
+   * per-address bounds is the last X-Forwarded-For entry, else every browser would share one.
+   */
+  trustProxy?: boolean;
 }
 
 export interface InstanceProxy {
@@ -93,6 +106,8 @@ export interface InstanceProxy {
   readonly cookies: ProxyCookies;
   /** Instance addresses with a connection pool (dropped when the instance goes: routes.onGone). */
   readonly pools: number;
+  /** What is held per instance, account and address (tests: back to nothing when requests end). */
+  readonly limits: ProxyLimits;
   close(): Promise<void>;
 }
 
@@ -120,12 +135,18 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     publicUrl: options.publicUrl,
     startingRetryAfterSec: options.startingRetryAfterSec ?? 10,
   });
-  const http = proxyHttp(admission, seals, pools, options.routes, options.maxBodyBytes ?? 32 * 1024 * 1024, logger);
+  const limits = createProxyLimits(options.limits);
+  const trustProxy = options.trustProxy === true;
+  const http = proxyHttp({ admission, seals, pools, routes: options.routes, maxBody: options.maxBodyBytes ?? 32 * 1024 * 1024, logger, limits, trustProxy });
   const maxWsMessageBytes = options.maxWsMessageBytes ?? 16 * 1024 * 1024;
   return {
     cookies,
+    limits,
     register(app) {
-      app.ws<WsData>('/*', proxyWebSocket({ admission, routes: options.routes, logger, maxMessageBytes: maxWsMessageBytes, upstreams }));
+      app.ws<WsData>(
+        '/*',
+        proxyWebSocket({ admission, routes: options.routes, logger, maxMessageBytes: maxWsMessageBytes, upstreams, inflight: limits.inflight, trustProxy }),
+      );
       app.any('/*', http);
     },
     get pools() {
@@ -139,8 +160,20 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
   };
 }
 
+interface ProxyHttpOptions {
+  admission: ProxyAdmission;
+  seals: AppCookieSeals;
+  pools: InstancePools;
+  routes: InstanceRoutes;
+  maxBody: number;
+  logger: Logger;
+  limits: ProxyLimits;
+  trustProxy: boolean;
+}
+
 /** The HTTP handler: the hand-over's redemption on AUTH_PATH, else an admitted request forwarded to the app. */
-function proxyHttp(admission: ProxyAdmission, seals: AppCookieSeals, pools: InstancePools, routes: InstanceRoutes, maxBody: number, logger: Logger) {
+function proxyHttp(o: ProxyHttpOptions) {
+  const { admission, logger } = o;
   const wrongMethod = API_ERRORS.methodNotAllowed('GET');
   const failed = (res: Res) => (err: unknown) => {
     logger.error('instance proxy failed', { err });
@@ -161,26 +194,119 @@ function proxyHttp(admission: ProxyAdmission, seals: AppCookieSeals, pools: Inst
     // read while the session is looked up (uWS delivers it to a handler attached now or never).
     const admitted = admission.admit(req, method);
     const headers = forwardedHeaders(req, DROP_HEADERS);
-    const length = declaredLength(req);
-    const bodyless = (length === '' || length === '0') && req.getHeader('transfer-encoding') === '';
-    const body = bodyless ? Promise.resolve(undefined) : new Promise<Buffer>((resolve, reject) => readBody(res, length, maxBody, resolve, reject));
-    body.catch(() => {}); // a refused request's body is not awaited
-    admitted.then(async (target) => {
-      if (!('address' in target)) return answer(res, target);
-      routes.recordActivity(target.instanceId);
-      if (target.cookie !== '') headers.push('cookie', target.cookie);
-      const instanceId = target.instanceId;
-      const relay = new SealingRelay(res, method, (setCookie) => seals.sealFor(instanceId, setCookie, admission.secure));
-      let bytes: Buffer | undefined;
-      try {
-        bytes = await body;
-      } catch (err) {
-        const e = err as { status: number; message: string };
-        return relay.fail(e.status, e.message);
+    const client = clientAddress(res, req, o.trustProxy);
+    const body = readProxiedBody(o, res, req, client);
+    admitted.then((target) => {
+      if (!('address' in target) || res.aborted) {
+        // Refused (or gone): the rest of a body still arriving is not read (nor counted), the connection closes.
+        if (body.pending()) res.closeAfter = true;
+        body.abandon();
+        return 'address' in target ? undefined : answer(res, target);
       }
-      if (!relay.finished) forward(pools, target.address, { method, path: target.path, headers, body: bytes }, relay);
+      forwardAdmitted(o, res, method, target, headers, body, client);
     }, failed(res));
   };
+}
+
+/** A request body as the proxy reads it: the bytes, and the upload they count as while they arrive. */
+interface ProxiedBody {
+  bytes: Promise<Buffer | undefined>;
+  /** A refusal of the upload limits while the body arrived (the body is then never whole). */
+  refused(): { message: string; retryAfterSec: number } | undefined;
+  /** Whether some of the body may still arrive (a refusal answered now closes the connection, its rest unread). */
+  pending(): boolean;
+  /** Admission named the body's owner: what it holds, and what arrives from now on, counts against them too. */
+  claim(accountId: number, instanceId: string): UploadRefusal | undefined;
+  /** The request was refused or its client went: what the body holds is free, and the rest is not read. */
+  abandon(): void;
+}
+
+/** Starts reading the request's body (now: uWS gives it to a handler attached now or never), counting it per address. */
+function readProxiedBody(o: ProxyHttpOptions, res: Res, req: HttpRequest, client: string): ProxiedBody {
+  const length = declaredLength(req);
+  if ((length === '' || length === '0') && req.getHeader('transfer-encoding') === '')
+    return { bytes: Promise.resolve(undefined), refused: () => undefined, pending: () => false, claim: () => undefined, abandon: () => {} };
+  let upload: Upload | undefined;
+  let owner: { accountId: number; instanceId: string } | undefined;
+  let refusal: { message: string; retryAfterSec: number } | undefined;
+  let stop: ((err: unknown) => void) | undefined;
+  let abandoned = false;
+  const watch: BodyWatch = (bytes, last) => {
+    if (abandoned) return false;
+    if (upload === undefined) {
+      if (last) return true; // whole in one read: never in flight
+      upload = o.limits.uploads.start(client, owner?.accountId, owner?.instanceId);
+    }
+    refusal = upload.received(bytes, last);
+    if (refusal === undefined) return true;
+    res.closeAfter = true; // the rest of the body is never read
+    stop?.(refusal);
+    return false;
+  };
+  const bytes = new Promise<Buffer>((resolve, reject) => {
+    stop = reject;
+    readBody(res, length, o.maxBody, resolve, reject, watch);
+  });
+  let settled = false;
+  bytes.then(
+    () => (settled = true),
+    () => (settled = true), // a refused request's body is not awaited
+  );
+  return {
+    bytes,
+    refused: () => refusal,
+    pending: () => !settled,
+    claim(accountId, instanceId) {
+      owner = { accountId, instanceId };
+      return upload?.claim(accountId, instanceId);
+    },
+    abandon() {
+      abandoned = true;
+      upload?.release();
+    },
+  };
+}
+
+/**
+ * An admitted request: a place among the requests in flight of its instance, account and address,
+ * its body's bytes charged to them, then forwarded; what it holds is given back when its response
+ * ends, however it ends.
+ */
+function forwardAdmitted(o: ProxyHttpOptions, res: Res, method: string, target: Target, headers: string[], body: ProxiedBody, client: string): void {
+  const { instanceId, accountId } = target;
+  const held = o.limits.inflight.take(accountId, client, instanceId);
+  if (held) {
+    if (body.pending()) res.closeAfter = true;
+    body.abandon();
+    return answer(res, API_ERRORS.proxyLimit(held.message, held.retryAfterSec));
+  }
+  o.routes.recordActivity(instanceId);
+  if (target.cookie !== '') headers.push('cookie', target.cookie);
+  const relay = new SealingRelay(
+    res,
+    method,
+    (setCookie) => o.seals.sealFor(instanceId, setCookie, o.admission.secure),
+    () => {
+      o.limits.inflight.give(accountId, client, instanceId);
+      body.abandon();
+    },
+  );
+  const claimed = body.claim(accountId, instanceId);
+  const refused = claimed ?? body.refused();
+  if (refused) {
+    res.closeAfter = true;
+    return relay.fail(429, refused.message, { 'retry-after': String(refused.retryAfterSec) });
+  }
+  body.bytes.then(
+    (bytes) => {
+      if (!relay.finished) forward(o.pools, target.address, { method, path: target.path, headers, body: bytes }, relay);
+    },
+    (err: unknown) => {
+      const e = body.refused() ?? (err as { status: number; message: string });
+      if ('retryAfterSec' in e) return relay.fail(429, e.message, { 'retry-after': String(e.retryAfterSec) });
+      relay.fail(e.status, e.message);
+    },
+  );
 }
 
 /** The proxy on its own listener (its own origin: the app's scripts cannot read the platform API). */

@@ -105,6 +105,7 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
       metrics: ctx.metrics,
       maxBodyBytes: options.maxBodyBytes ?? ctx.limits.maxBodyBytes,
       headersTimeoutMs: options.headersTimeoutMs ?? ctx.upstreams.opts.headersTimeoutMs,
+      uploads: ctx.uploads,
     });
     publicSide.redirectOn(app);
     registry.watch(options.pingIntervalMs ?? 30_000);

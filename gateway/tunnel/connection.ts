@@ -1,6 +1,7 @@
 // One rc-tunnel connection, seen from the broker: its WebSocket, the public requests relayed over
 // it as multiplexed streams (lib/tunnel/protocol.ts), their flow control (credit.ts) and the ping
 // that tells whether it is still alive.
+import type { Upload } from '../../lib/upload-limits.js';
 import type { Res } from '../../lib/http.js';
 import type { ResponseRelay } from '../../lib/relay/forward.js';
 import { encodeFrame, FrameType } from '../../lib/tunnel/protocol.js';
@@ -28,6 +29,8 @@ export class Stream {
   held = 0;
   /** Body bytes received while the public client was full: credit returned (WINDOW) when it drains. */
   owed = 0;
+  /** The public request body's place in the gateway's upload counts while it arrives (public-side.ts). */
+  upload: Upload | undefined;
 
   constructor(
     readonly id: number,
@@ -90,10 +93,10 @@ export class Tunnel {
   }
 
   /** Resets a stream both ways: RESET to the tunnel client; `status` with `{detail}`, or a cut connection once the response started, to the public client. */
-  reset(s: Stream, detail: string, status = 502): void {
+  reset(s: Stream, detail: string, status = 502, headers?: Record<string, string>): void {
     this.forget(s);
     this.send(FrameType.Reset, s.id);
-    s.relay.fail(status, detail);
+    s.relay.fail(status, detail, headers);
   }
 
   /** The socket closed (any reason): nothing more is sent, a pending probe fails, the streams still open fail. */

@@ -5,7 +5,15 @@
 // and on the gateway) is redirected (308) to the tunnel's origin; tenant content is never served
 // on a shared origin. Platform credentials are removed (forwardedHeaders,
 // lib/instance-credentials.ts), and so is Service-Worker-Allowed on the way back.
+//
+// A public request body still arriving counts in the gateway's upload counts (issue 44;
+// lib/upload-limits.ts, one budget per process with the model routes and dedicated endpoints):
+// per client address, and per account and instance of the tunnel's owner, so a tunnel's public
+// clients cannot hold more of the process than its instance may (RC_DEDICATED_UPLOAD*_PER_INSTANCE,
+// half the account's by default). Past a bound: 429 `{detail}` naming it, Retry-After, the
+// connection closed; the body is relayed as it comes, never buffered whole.
 import { CONFLICTING_LENGTH, declaredLength, track, type Res } from '../../lib/http.js';
+import type { Upload, UploadLimits } from '../../lib/upload-limits.js';
 import { forwardedHeaders, ResponseRelay } from '../../lib/relay/forward.js';
 import { FrameType, type RequestHead } from '../../lib/tunnel/protocol.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
@@ -31,6 +39,8 @@ export interface PublicRequestsOptions {
   maxBodyBytes: number;
   /** Wait for the response head of a public request. */
   headersTimeoutMs: number;
+  /** The gateway's request bodies in flight (per address, account and instance). */
+  uploads: UploadLimits;
 }
 
 /** Public requests to tunnels, and the redirects of the old path form. */
@@ -70,6 +80,13 @@ export class PublicRequests {
     this.forwardBody(res, req, tunnel, s);
   }
 
+  /** The upload a public body counts as while it arrives: the client's address, the tunnel owner's account and instance. */
+  private upload(res: Res, tunnel: Tunnel): Upload {
+    const instanceId = tunnel.data.instanceId;
+    const accountId = this.o.registry.routes.get(instanceId)?.accountId;
+    return this.o.uploads.start(Buffer.from(res.getRemoteAddressAsText()).toString(), accountId, instanceId);
+  }
+
   /** A stream for the request, its relay wired to the tunnel: credit, abort, the head's timeout. */
   private open(res: Res, method: string, tunnel: Tunnel): Stream {
     const metrics = this.o.metrics;
@@ -78,6 +95,7 @@ export class PublicRequests {
     let s: Stream;
     const relay = new ResponseRelay(res, method, (status) => {
       if (timer) clearTimeout(timer);
+      s.upload?.release();
       tunnel.forget(s);
       metrics.request(TUNNEL_ROUTE, NO_MODEL, status);
     });
@@ -119,6 +137,16 @@ export class PublicRequests {
       if (size > maxBody) {
         tunnel.reset(s, `Request body exceeds ${maxBody} bytes`, 413);
         return;
+      }
+      // Whole in its first read: never in flight, and the address is not even read.
+      if (!(isLast && s.upload === undefined)) {
+        s.upload ??= this.upload(res, tunnel);
+        const refused = s.upload.received(chunk.byteLength, isLast);
+        if (refused) {
+          res.closeAfter = true; // the rest of the body is never read
+          tunnel.reset(s, refused.message, 429, { 'retry-after': String(refused.retryAfterSec) });
+          return;
+        }
       }
       if (chunk.byteLength) tunnel.send(FrameType.RequestBody, s.id, new Uint8Array(chunk));
       if (isLast) tunnel.send(FrameType.RequestEnd, s.id);

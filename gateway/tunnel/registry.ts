@@ -2,12 +2,20 @@
 // (a replaced one stays until its socket closes), the origins tunnels get their URLs from, and the
 // periodic check of connected tunnels against their instance. Tunnels that connect and close are
 // told to the control plane (announce.ts), when the broker has a bus.
+//
+// An instance's tunnels end as soon as the routes say it is gone (onGone), not at the next check:
+// until then they counted against its account's live tunnels (limits.ts), and a client that
+// outlives its instance (`rc-tunnel --detach` did in the process runtime: a session of its own)
+// kept its place, so a soak that launched and destroyed instances quickly saw a launch refused
+// 429 once in ~3,700, and rc-tunnel --detach gave up before printing its URL.
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { CLOSE_INSTANCE_GONE } from '../../lib/tunnel/protocol.js';
 import type { WebSocket } from '../../lib/uws.js';
 import { report, type TunnelAnnouncer } from './announce.js';
 import type { ConnData, Tunnel } from './connection.js';
 import type { TunnelOrigins } from './origins.js';
+
+const INSTANCE_GONE = 'The instance is no longer running';
 
 export interface TunnelInfo {
   tunnelId: string;
@@ -27,6 +35,7 @@ export class TunnelRegistry {
   /** Every open connection (a replaced one stays here until its socket closes). */
   private readonly live = new Map<WebSocket<ConnData>, Tunnel>();
   private ticker: NodeJS.Timeout | undefined;
+  private readonly unfollowGone: (() => void) | undefined;
   /** Tells the control plane which tunnels are connected here (absent: no bus, nobody is told). */
   announcer: TunnelAnnouncer | undefined;
 
@@ -34,7 +43,14 @@ export class TunnelRegistry {
     readonly routes: InstanceRoutes,
     /** Tunnel origins: from the public URL now, else once the tunnels' listener is started. */
     public origins: TunnelOrigins | undefined,
-  ) {}
+  ) {
+    this.unfollowGone = routes.onGone?.((instanceId) => this.endInstance(instanceId));
+  }
+
+  /** Ends the tunnels of an instance that is gone (rc-tunnel stops on this close code). */
+  private endInstance(instanceId: string): void {
+    for (const t of [...this.current.values()]) if (t.data.instanceId === instanceId) t.end(CLOSE_INSTANCE_GONE, INSTANCE_GONE);
+  }
 
   /** The current connection of `id`, closed or not. */
   get(id: string): Tunnel | undefined {
@@ -78,7 +94,7 @@ export class TunnelRegistry {
     this.ticker = setInterval(() => {
       for (const t of this.current.values()) {
         if (!this.running(t.data.instanceId)) {
-          t.end(CLOSE_INSTANCE_GONE, 'The instance is no longer running');
+          t.end(CLOSE_INSTANCE_GONE, INSTANCE_GONE);
           continue;
         }
         this.routes.recordActivity(t.data.instanceId);
@@ -107,6 +123,7 @@ export class TunnelRegistry {
   /** Stops the check and closes every open connection with `code`. */
   close(code: number, reason: string): void {
     if (this.ticker) clearInterval(this.ticker);
+    this.unfollowGone?.();
     this.announcer?.stop();
     for (const t of [...this.live.values()]) t.end(code, reason);
   }

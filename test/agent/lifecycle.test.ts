@@ -147,3 +147,16 @@ test('files, the SSH key and a persistent volume are provisioned into the instan
   assert.equal(existsSync(home), false);
   assert.equal(readFileSync(join(volume, 'f'), 'utf8'), 'kept\n');
 });
+
+// rc-tunnel --detach runs in a session of its own (it must outlive an SSH login), so it was out of
+// the instance's process group and outlived the instance's stop in the process runtime (issue 44's
+// soak: destroyed instances' tunnels piled up). Stop ends every process of the instance.
+test('stop ends the processes an instance started in sessions of their own (rc-tunnel --detach), not only its group', async (t) => {
+  const { agent, client } = await startTestAgent(t);
+  const spec = { instanceId: 'inst-setsid', instanceType: 'custom', startCommand: `setsid sleep 600 & ${httpCommand()}`, ports: [8000], gpuCount: 0 };
+  await client.start(spec);
+  await waitForState(client, 'inst-setsid', 'ready');
+  await waitFor(() => instanceGroups(agent.agentId, 'inst-setsid').length === 2);
+  await client.stop('inst-setsid');
+  await waitFor(() => instanceGroups(agent.agentId, 'inst-setsid').length === 0, 5_000);
+});

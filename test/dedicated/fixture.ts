@@ -48,6 +48,8 @@ export async function startGatewayFixture(
     maxBodyBytes?: number;
     proxyUrl?: string;
     probeTimeoutMs?: number;
+    /** The broker's check of connected tunnels against their instance (default 1 s). */
+    pingIntervalMs?: number;
     tunnelLimits?: Partial<TunnelLimitSettings>;
     inflight?: Partial<HeldLimitSettings>;
     uploads?: Partial<UploadLimitSettings>;
@@ -63,7 +65,7 @@ export async function startGatewayFixture(
   const broker = createTunnelBroker({
     routes,
     secret: tunnelSecret,
-    pingIntervalMs: 1_000,
+    pingIntervalMs: o.pingIntervalMs ?? 1_000,
     maxBodyBytes: o.maxBodyBytes,
     probeTimeoutMs: o.probeTimeoutMs,
     limits: o.tunnelLimits,

@@ -3,7 +3,9 @@
 // refusal is 429 with its reason and Retry-After, rc-tunnel shows that reason, another tenant
 // still gets its tunnels, and everything a connection held is freed when it closes.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { createServer } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { test, type TestContext } from 'node:test';
 import WebSocket from 'ws';
 import { connectUrl, TunnelClient, type TunnelStatus } from '../../agent/tunnel/client.js';
 import { issueTunnelToken } from '../../lib/tunnel/identity.js';
@@ -166,4 +168,130 @@ test('connection attempts are bounded per client address, refused before the tok
   const sixth = await attempt(f, 'i_a', 6);
   assert.equal(sixth.status, 429);
   assert.match(sixth.detail!, /Too many tunnel connection attempts from this address: at most 5 per minute/);
+});
+
+// The soak's 1 launch in ~3,700 whose tunnel URL never came: a destroyed instance's tunnel stayed
+// connected until the broker's next check (30 s), counting against the account's live tunnels (in
+// the process runtime rc-tunnel --detach outlives its instance), so a launch right after 32 others
+// got 429 and rc-tunnel --detach gave up waiting. The broker ends them when the instance goes.
+test("an instance's tunnels end as soon as it goes: its account's next instance connects at once, and rc-tunnel stops", async (t) => {
+  const f = await startGatewayFixture(t, { tunnelLimits: { perAccount: 1, connectsPerInstance: 1000 }, pingIntervalMs: 600_000 });
+  f.addRoute('i_gone', '127.0.0.1:1', { accountId: OWNER });
+  f.addRoute('i_next', '127.0.0.1:1', { accountId: OWNER });
+  const statuses: TunnelStatus[] = [];
+  const client = new TunnelClient({
+    broker: f.gateway.url,
+    token: issueTunnelToken(f.tunnelSecret, 'i_gone'),
+    port: 3000,
+    log: () => {},
+    onStatus: (s) => statuses.push(s),
+    maxBackoffMs: 200,
+  });
+  client.start();
+  t.after(() => client.stop());
+  await until(() => statuses.some((s) => s.state === 'connected'), 'connected');
+  const busy = await attempt(f, 'i_next', 3000);
+  assert.equal(busy.status, 429, 'the account holds its one tunnel');
+  f.routes.delete('i_gone');
+  await until(() => statuses.at(-1)?.state === 'failed', 'rc-tunnel is told the instance is gone, and stops');
+  assert.match(statuses.at(-1)!.error!, /The instance is no longer running/);
+  const next = await attempt(f, 'i_next', 3000);
+  t.after(() => closeAll([next]));
+  assert.equal(next.status, 101, "the gone instance's tunnel no longer counts");
+  assert.deepEqual(f.broker.limits.held(), { instances: 1, accounts: 1, addresses: 1, tunnelIds: 1 });
+});
+
+/** A local service that answers every request with the size of its body, once whole. */
+async function sizeService(t: TestContext): Promise<number> {
+  const server = createServer((req, res) => {
+    let size = 0;
+    req.on('data', (c: Buffer) => (size += c.length));
+    req.on('end', () => {
+      const json = JSON.stringify({ size });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(json.length) }).end(json);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return (server.address() as { port: number }).port;
+}
+
+/** rc-tunnel for `instanceId`'s service on `port`, connected: its public URL. */
+async function connectedTunnel(t: TestContext, f: GatewayFixture, instanceId: string, port: number): Promise<URL> {
+  const statuses: TunnelStatus[] = [];
+  const client = new TunnelClient({
+    broker: f.gateway.url,
+    token: issueTunnelToken(f.tunnelSecret, instanceId),
+    port,
+    log: () => {},
+    onStatus: (s) => statuses.push(s),
+  });
+  client.start();
+  t.after(() => client.stop());
+  await until(() => statuses.some((s) => s.state === 'connected'), 'connected');
+  return new URL(statuses.find((s) => s.state === 'connected')!.publicUrl!);
+}
+
+interface PublicUpload {
+  socket: Socket;
+  reply: string;
+  closed: boolean;
+  rest: Buffer;
+}
+
+/** POSTs `size` bytes to a tunnel's public URL, all but the last `withhold`. */
+function publicUpload(f: GatewayFixture, url: URL, size: number, withhold: number): PublicUpload {
+  const body = Buffer.alloc(size, 'x');
+  const socket = connect({ host: '127.0.0.1', port: f.tunnels.port });
+  const u: PublicUpload = { socket, reply: '', closed: false, rest: body.subarray(size - withhold) };
+  socket.on('connect', () => {
+    socket.write(`POST /upload HTTP/1.1\r\nHost: ${url.host}\r\nContent-Length: ${size}\r\n\r\n`);
+    socket.write(body.subarray(0, size - withhold));
+  });
+  socket.on('data', (d: Buffer) => (u.reply += d.toString('latin1')));
+  socket.on('close', () => (u.closed = true));
+  socket.on('error', () => {});
+  return u;
+}
+
+const answered = (u: PublicUpload) => /\r\n\r\n\{.*\}$/s.test(u.reply);
+
+test("tunnels' public request bodies count in the gateway's uploads: past the instance's bound 429 and closed; the other account's tunnel takes uploads; all freed", async (t) => {
+  const f = await startGatewayFixture(t, { uploads: { uploadsPerInstance: 2 } });
+  const uploads = f.gateway.context.uploads;
+  f.addRoute('i_app', '127.0.0.1:1', { accountId: OWNER });
+  f.addRoute('i_else', '127.0.0.1:1', { accountId: OTHER });
+  const service = await sizeService(t);
+  const mine = await connectedTunnel(t, f, 'i_app', service);
+  const theirs = await connectedTunnel(t, f, 'i_else', service);
+  const slow = Array.from({ length: 4 }, () => publicUpload(f, mine, 256 * 1024, 1));
+  t.after(() => {
+    for (const u of slow) u.socket.destroy();
+  });
+  await until(() => slow.filter(answered).length >= 2, 'two refused');
+  const refused = slow.filter(answered);
+  assert.equal(refused.length, 2);
+  for (const u of refused) {
+    assert.match(u.reply, /^HTTP\/1\.1 429 /);
+    assert.match(u.reply, /\r\nretry-after: 5\r\n/i);
+    assert.ok(u.reply.endsWith('{"detail":"Too many uploads in flight for this instance: at most 2 (RC_DEDICATED_UPLOADS_PER_INSTANCE)"}'), u.reply);
+  }
+  await until(() => refused.every((u) => u.closed), 'refused connections closed, their bodies unread');
+  assert.deepEqual(uploads.held(), { addresses: 1, accounts: 1, instances: 1, uploads: 2, bytes: 2 * (256 * 1024 - 1) });
+  // The other account's tunnel takes an upload meanwhile, and it completes.
+  const other = publicUpload(f, theirs, 256 * 1024, 1);
+  t.after(() => other.socket.destroy());
+  await until(() => uploads.held().instances === 2, "the other tenant's upload counts against its own instance");
+  other.socket.write(other.rest);
+  await until(() => answered(other), 'answered');
+  assert.match(other.reply, /^HTTP\/1\.1 200 [\s\S]*\{"size":262144\}$/);
+  // The held ones complete when their last byte comes; then nothing is held.
+  const held = slow.filter((u) => !answered(u));
+  for (const u of held) u.socket.write(u.rest);
+  await until(() => held.every(answered), 'held ones answered');
+  for (const u of held) assert.match(u.reply, /^HTTP\/1\.1 200 [\s\S]*\{"size":262144\}$/);
+  assert.deepEqual(uploads.held(), { addresses: 0, accounts: 0, instances: 0, uploads: 0, bytes: 0 });
 });
