@@ -18,6 +18,8 @@
 // (sim: the default; or a comma-separated list of vllm-0.10.1, vllm-0.10.2, vllm-0.11.1, vllm,
 // sglang-0.5, sglang, llama.cpp: the backend replays that server's bytes,
 // bench/profile/replay-backend.ts, and every target is profiled once per flavour; not paced).
+// RC_PROFILE_REP_MOVSB (1: glibc's memcpy keeps its `rep movsb` for large copies, which callgrind
+// counts one instruction a byte; by default the targets copy with the vector loop: callgrind.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { tmpdir } from 'node:os';

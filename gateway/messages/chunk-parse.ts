@@ -193,89 +193,88 @@ export interface ChunkFields {
   usage: UsageKind;
 }
 
-// The usage object's keys between its numbers, read backwards from the event's end (usageOf).
-const CACHED_KEY = ',"prompt_tokens_details":{"cached_tokens":';
-const NULL_DETAILS = ',"prompt_tokens_details":null';
-const COMPLETION_KEY = ',"completion_tokens":';
-const TOTAL_KEY = ',"total_tokens":';
+// The usage object's keys between its numbers, read backwards from the event's end (usageOf): their lengths.
+const CACHED_KEY_LENGTH = ',"prompt_tokens_details":{"cached_tokens":'.length;
+const NULL_DETAILS_LENGTH = ',"prompt_tokens_details":null'.length;
+const COMPLETION_KEY_LENGTH = ',"completion_tokens":'.length;
+const TOTAL_KEY_LENGTH = ',"total_tokens":'.length;
+const COMPLETION_DETAILS_KEY_LENGTH = ',"completion_tokens_details":'.length;
+const REASONING_KEY_LENGTH = ',"reasoning_tokens":'.length;
 const USAGE_KEY = '"usage":{';
 
 /**
  * The usage of a chunk with one (textChunksAt: `s` its read's text, `end` its event's end), read
- * backwards from the end of its event: the event regex matched the event whole, so a compact
- * usage object closes it (`}}\n\n`). vLLM 0.10's own shape (and the sim's) holds, from its end,
- * either nothing, `null` or `{"cached_tokens":N}` as details, then the completion, total and
- * prompt counts, each after its fixed key: only digits are scanned and the keys checked where
- * they must be (a lastIndexOf of the key and a regex over the object cost about 2k instructions
- * a call under callgrind); the extras current vLLM and SGLang write after them are stepped over
- * first (beforeExtras). Any other shape (llama.cpp's key order) fails a check: the last
- * `"usage":{` before the end is read by one sticky regex (the
- * usage is the chunk's last member in every shape, and a string cannot hold the key's bytes: its
- * quotes are escaped).
+ * backwards from the end of its event. The event regex matched the event whole, so a compact usage
+ * object closes it (`}}\n\n`) and is one of the shapes usage.ts's pattern allows: every key there
+ * is known, so one character where the possible keys differ tells which one is there, and only
+ * the digits are scanned (the keys checked whole with startsWith cost about 450 instructions
+ * each under callgrind, 2k a usage read in all; a lastIndexOf of the key and a regex over the
+ * object about as much). vLLM's order (vLLM, SGLang, the sim): the extras current vLLM and SGLang
+ * write after the counts are stepped over (beforeExtras), then `null` or `{"cached_tokens":N}` as
+ * the prompt details, then the completion, total and prompt counts, each after its fixed key.
+ * llama.cpp's order ends with its total count: read by one sticky regex from the last
+ * `"usage":{` before the end (the usage is the chunk's last member in every shape, and a string
+ * cannot hold the key's bytes: its quotes are escaped).
  */
 export function usageOf(s: string, end: number): ChatUsage {
   // end - 5: the usage object's last character before its `}`.
-  return countsBefore(s, beforeExtras(s, end - 5), end);
+  const last = beforeExtras(s, end - 5);
+  return last < 0 ? compactUsageOf(s, end) : countsBefore(s, last);
 }
 
-/** usageOf's counts, read backwards from `from`, the last character of the prompt details or of the completion count. */
-function countsBefore(s: string, from: number, end: number): ChatUsage {
-  let last = from;
+/** usageOf's counts in vLLM's order, read backwards from `last`, the last character of the prompt details or of the completion count. */
+function countsBefore(s: string, last: number): ChatUsage {
+  let at = last;
   let details: ChatUsage['prompt_tokens_details'];
-  const ch = s.charCodeAt(last);
+  const ch = s.charCodeAt(at);
   if (ch === 0x7d) {
     // `{"cached_tokens":N}`
-    const from = digitsFrom(s, last - 1);
-    if (!s.startsWith(CACHED_KEY, from - CACHED_KEY.length)) return compactUsageOf(s, end);
-    details = { cached_tokens: intIn(s, from, last) };
-    last = from - CACHED_KEY.length - 1;
+    const from = digitsFrom(s, at - 1);
+    details = { cached_tokens: intIn(s, from, at) };
+    at = from - CACHED_KEY_LENGTH - 1;
   } else if (ch === 0x6c) {
     // `null`
-    if (!s.startsWith(NULL_DETAILS, last - NULL_DETAILS.length + 1)) return compactUsageOf(s, end);
     details = null;
-    last -= NULL_DETAILS.length;
+    at -= NULL_DETAILS_LENGTH;
   }
-  const completionFrom = digitsFrom(s, last);
-  const totalEnd = completionFrom - COMPLETION_KEY.length;
-  if (!s.startsWith(COMPLETION_KEY, totalEnd)) return compactUsageOf(s, end);
-  const totalFrom = digitsFrom(s, totalEnd - 1);
-  const promptEnd = totalFrom - TOTAL_KEY.length;
-  if (!s.startsWith(TOTAL_KEY, promptEnd)) return compactUsageOf(s, end);
-  const usage: ChatUsage = { prompt_tokens: intIn(s, digitsFrom(s, promptEnd - 1), promptEnd), completion_tokens: intIn(s, completionFrom, last + 1) };
+  const completionFrom = digitsFrom(s, at);
+  const totalFrom = digitsFrom(s, completionFrom - COMPLETION_KEY_LENGTH - 1);
+  const promptEnd = totalFrom - TOTAL_KEY_LENGTH;
+  const usage: ChatUsage = { prompt_tokens: intIn(s, digitsFrom(s, promptEnd - 1), promptEnd), completion_tokens: intIn(s, completionFrom, at + 1) };
   if (details !== undefined) usage.prompt_tokens_details = details;
   return usage;
 }
 
-// The extras after the counts (usage.ts USAGE_EXTRAS), from their end: current vLLM's
-// `,"completion_tokens_details":` with a flat object or null, SGLang's `,"reasoning_tokens":N`.
-const COMPLETION_DETAILS_KEY = ',"completion_tokens_details":';
-const REASONING_KEY = ',"reasoning_tokens":';
-
 /**
- * The index of the usage object's last character before its extras, from `last`, its last
- * character (itself when there are none). The event regex has matched the object whole, so its
- * shape is one that usage.ts's pattern allows: a `}` or a `null` at its end closes the prompt
- * details or the completion details (told apart by the key before them), the completion details'
- * object is flat (the last `{` opens it), and a count at its end is the completion count or
- * SGLang's reasoning tokens. Before, current vLLM's usage failed countsBefore's key checks and
- * compactUsageOf read it (its lastIndexOf and regex: about 1.7k instructions a read under callgrind).
+ * From `last`, the usage object's last character: the index of its last character before its
+ * extras (itself when there are none), or -1 for llama.cpp's key order. What the pattern allows
+ * there, from the end: the completion details (current vLLM: `,"completion_tokens_details":` with
+ * a flat object or null), SGLang's `,"reasoning_tokens":N`, the prompt details (`null` or
+ * `{"cached_tokens":N}`), a count (vLLM's completion count, llama.cpp's total). A `}` or a `null`
+ * closes one of the two details (their keys differ 23 characters before the value: `"prompt...`
+ * has its `p` there, `"completion...` its `l`; the completion details' object is flat, so the `{`
+ * before the end opens it); a count's key is told by its 10th character from the end (`g` of
+ * reasoning_tokens, `n` of completion_tokens, `l` of total_tokens).
  */
 function beforeExtras(s: string, last: number): number {
   let at = last;
-  const ch = s.charCodeAt(at);
+  let ch = s.charCodeAt(at);
   if (ch === 0x7d || ch === 0x6c) {
-    // `}` or `null`: the key before the completion details' value starts `,"c`; the prompt details' `,"p`.
-    const key = (ch === 0x7d ? s.lastIndexOf('{', at) : at - 3) - COMPLETION_DETAILS_KEY.length;
-    if (s.charCodeAt(key + 2) !== 0x63 || !s.startsWith(COMPLETION_DETAILS_KEY, key)) return at;
-    at = key - 1;
+    // Where the value starts: `null`'s `n`, or the `{` that opens the object.
+    let value = at - 3;
+    if (ch === 0x7d) {
+      value = at - 1;
+      while (s.charCodeAt(value) !== 0x7b) value--;
+    }
+    if (s.charCodeAt(value - 23) !== 0x6c) return at; // the prompt details
+    at = value - COMPLETION_DETAILS_KEY_LENGTH - 1;
+    ch = s.charCodeAt(at);
   }
-  const c = s.charCodeAt(at);
-  if (c < 0x30 || c > 0x39) return at; // the prompt details' end
-  // A count: `r` where "reasoning_tokens" starts, where "completion_tokens" has an `o`.
+  if (ch < 0x30 || ch > 0x39) return at; // the prompt details' end
   const digits = digitsFrom(s, at);
-  const key = digits - REASONING_KEY.length;
-  if (s.charCodeAt(key + 2) === 0x72 && s.startsWith(REASONING_KEY, key)) return key - 1;
-  return at;
+  const key = s.charCodeAt(digits - 10);
+  if (key === 0x67) return digits - REASONING_KEY_LENGTH - 1; // reasoning_tokens
+  return key === 0x6e ? at : -1; // completion_tokens, or llama.cpp's total_tokens
 }
 
 /** usageOf of any compact usage: the last `"usage":{` before `end`, read by one sticky regex. */

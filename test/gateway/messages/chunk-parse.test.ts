@@ -191,6 +191,19 @@ test('chunks read in place (textChunksAt, usageOf) read what JSON.parse reads, w
     assert.ok(fields, data);
     assert.deepEqual({ content: fields.content, finish: fields.finish, usage }, read(parsed), data);
   }
+  // llama.cpp's chunk (keys sorted) with its usage in either order: usageOf tells its order by the
+  // key before the last count (llama.cpp's total_tokens) and reads it by the regex.
+  const llama = '{"choices":[],"created":1,"id":"x","model":"m","object":"chat.completion.chunk","usage":';
+  for (const usageJson of [
+    '{"completion_tokens":3,"prompt_tokens":5,"total_tokens":8}',
+    '{"completion_tokens":30,"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":4},"total_tokens":35}',
+    '{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3,"prompt_tokens_details":null,"reasoning_tokens":0}',
+  ]) {
+    const data = `${llama}${usageJson}}`;
+    const { fields, usage } = readInPlace(data);
+    assert.ok(fields, data);
+    assert.deepEqual({ content: fields.content, finish: fields.finish, usage }, read(JSON.parse(data) as ChatChunk), data);
+  }
 });
 
 test('chunks of other shapes or malformed are not read in place', () => {
