@@ -258,4 +258,15 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE images ADD COLUMN ssh INTEGER NOT NULL DEFAULT 0 CHECK (ssh IN (0, 1));
   `,
+  // 10 (issue 43): leases on background work (control-plane/leases.ts), so that however many
+  // control planes share one database, one of them runs each job: the holder renews its lease
+  // before each run; another takes it once it has expired, with the next fencing token.
+  `
+  CREATE TABLE leases (
+    name       TEXT    PRIMARY KEY,                     -- the work it guards: background, usage-rollup
+    holder     TEXT    NOT NULL,                        -- the control plane holding it (an id per process)
+    token      INTEGER NOT NULL,                        -- fencing token: grows each time the lease changes hands
+    expires_at INTEGER NOT NULL                         -- ms; past it, any control plane may take the lease
+  ) STRICT;
+  `,
 ];

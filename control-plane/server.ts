@@ -84,25 +84,39 @@ export interface ControlPlane {
   close(): Promise<void>;
 }
 
+/** What the admin operations (the CLI's and the operator pages') work with. */
+function adminContext(options: ControlPlaneOptions, deps: ApiDeps): AdminContext {
+  return {
+    store: deps.store,
+    publish: (ev) => options.bus.publish(ev),
+    configuredModels: deps.configuredModels,
+    fleet: options.fleet,
+    instances: options.instances,
+    settings: deps.settings, // coupon.redemption switches the setting POST /api/credits/redeem reads
+  };
+}
+
 export async function createControlPlane(options: ControlPlaneOptions): Promise<ControlPlane> {
   const logger = (options.logger ?? createLogger()).child({ part: 'control-plane' });
   const ownsStore = !options.store;
   const store = options.store ?? (await Store.open({ dataDir: options.dataDir, db: options.db, clock: options.clock }));
   const settings = resolveSettings(options.settings);
   const configuredModels = options.configuredModels ?? DEFAULT_SIM_MODELS;
-  const deps: ApiDeps = { store, bus: options.bus, logger, settings, configuredModels, modelUsage: options.modelUsage, gatewayUrl: options.gatewayUrl, modelContexts: new ModelContexts() };
+  const deps: ApiDeps = {
+    store,
+    bus: options.bus,
+    logger,
+    settings,
+    configuredModels,
+    modelUsage: options.modelUsage,
+    gatewayUrl: options.gatewayUrl,
+    modelContexts: new ModelContexts(),
+  };
 
   // The admin token exists only with a data dir (the CLI reads it from there).
   const adminHash = options.dataDir ? hashKey(adminToken(options.dataDir)) : undefined;
   const internalHash = options.internalToken ? hashKey(options.internalToken) : undefined;
-  const admin: AdminContext = {
-    store,
-    publish: (ev) => options.bus.publish(ev),
-    configuredModels,
-    fleet: options.fleet,
-    instances: options.instances,
-    settings, // coupon.redemption switches the setting POST /api/credits/redeem reads
-  };
+  const admin = adminContext(options, deps);
 
   // Sign-up and verification-mail requests share one per-address bucket (each can send a mail).
   const signUps = new KeyedBuckets(settings.signupPerAddressPerHour, 3_600_000, store.clock);

@@ -11,6 +11,7 @@ import { databasePath, openDatabase, type Db } from './db.js';
 import { HostStore } from './instances/host-store.js';
 import { LogTails } from './instances/log-tails.js';
 import { InstanceStore } from './instances/store.js';
+import { Leases } from './leases.js';
 import { Coupons, Ledger } from './ledger.js';
 import { AuditLog } from './operator/audit-log.js';
 import { OperatorReads } from './operator/reads.js';
@@ -58,6 +59,7 @@ export class Repositories {
   private _modelUsageDays?: ModelUsageDays;
   private _emailVerifications?: EmailVerifications;
   private _operatorReads?: OperatorReads;
+  private _leases?: Leases;
 
   constructor(
     /** The executor these repositories run their statements on. */
@@ -75,6 +77,9 @@ export class Repositories {
   }
   get sessions(): Sessions {
     return (this._sessions ??= new Sessions(this.sql, this.clock));
+  }
+  get leases(): Leases {
+    return (this._leases ??= new Leases(this.sql));
   }
   get ledger(): Ledger {
     return (this._ledger ??= new Ledger(this.sql, this.clock));

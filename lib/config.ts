@@ -431,6 +431,12 @@ export const SETTINGS = {
   ),
   instanceSchedule: setting('RC_INSTANCE_SCHEDULE', z.enum(['pack', 'spread']), 'pack', 'Placement: pack (fullest host that fits) or spread (emptiest host)'),
   instanceTickMs: setting('RC_INSTANCE_TICK_MS', ms, 1_000, 'How often billing, lifetime, idle and host checks run'),
+  instanceLeaseMs: setting(
+    'RC_INSTANCE_LEASE_MS',
+    ms,
+    15_000,
+    'Control planes on one database: the lease on billing, stops, host checks and the queue runs this long past its last renewal (each tick renews it); another control plane takes over after it',
+  ),
   instanceHostUnreachableMs: setting('RC_INSTANCE_HOST_UNREACHABLE_MS', ms, 10_000, 'An agent silent this long: its instances are marked "host unreachable"'),
   instanceHostLostMs: setting('RC_INSTANCE_HOST_LOST_MS', ms, 600_000, 'An agent silent this long: its instances fail (host_lost) and billing stops'),
   instanceHostStallMs: setting(

@@ -16,6 +16,7 @@ const KEYS = [
   'instanceLaunchRate',
   'instanceSchedule',
   'instanceTickMs',
+  'instanceLeaseMs',
   'instanceHostUnreachableMs',
   'instanceHostLostMs',
   'instanceHostStallMs',

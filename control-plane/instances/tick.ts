@@ -1,10 +1,13 @@
 // The periodic checks, every instanceTickMs: activity flushed to the database, billing of
 // complete periods, the zero-balance stop, lifetime and idle enforcement, removals a host failed
 // (retried), hosts that stopped answering; then the queue. Tests call tick() directly with a fake clock.
+// With several control planes on one database, only the holder of the "background" lease runs
+// these (control-plane/leases.ts); every control plane still writes the activity it saw.
 import type { InstanceContext } from './context.js';
 import { EndReason, type InstanceLifecycle } from './lifecycle.js';
 import { liveBalanceMicros } from './live-balance.js';
 import type { LiveRoutes } from './live-routes.js';
+import { LeaseLostError, WorkLease } from '../work-lease.js';
 import type { Placement } from './placement.js';
 import type { InstanceRow } from './store.js';
 import type { UsageBilling } from './usage-billing.js';
@@ -19,6 +22,8 @@ export class InstanceTicker {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private closed = false;
+  /** Billing, stops, host checks and the queue run on one control plane at a time. */
+  readonly lease: WorkLease;
 
   constructor(
     private readonly ctx: InstanceContext,
@@ -26,11 +31,17 @@ export class InstanceTicker {
     private readonly billing: UsageBilling,
     private readonly lifecycle: InstanceLifecycle,
     private readonly placement: Placement,
-  ) {}
+  ) {
+    this.lease = new WorkLease(ctx.store, 'background', ctx.settings.instanceLeaseMs, ctx.clock);
+  }
 
   /** Starts the periodic tick (once). */
   start(): void {
-    this.timer ??= setInterval(() => void this.tick(), this.ctx.settings.instanceTickMs);
+    // A failed tick (the database unreachable a moment) is logged and the next one tries again, never an unhandled rejection.
+    this.timer ??= setInterval(
+      () => void this.tick().catch((err: unknown) => this.ctx.log.warn('instance tick failed; the next one retries', { err })),
+      this.ctx.settings.instanceTickMs,
+    );
     this.timer.unref();
   }
 
@@ -64,13 +75,22 @@ export class InstanceTicker {
   private async runTick(): Promise<void> {
     if (this.closed) return;
     await this.flushActivity();
+    if (!(await this.lease.acquire())) return; // another control plane runs them
     const now = this.ctx.clock.now();
     const ends: Promise<void>[] = [];
     const live = new Set<string>();
     for (const r0 of await this.ctx.store.instances.live()) {
       if (r0.state === 'stopping') continue;
+      // A control plane paused past its lease (SIGSTOP, a long GC) stops here rather than act on what it read before.
+      if (!(await this.lease.stillHeld())) break;
       live.add(r0.id);
-      const r = await this.billing.billCompletePeriods(r0, now);
+      let r: InstanceRow;
+      try {
+        r = await this.billing.billCompletePeriods(r0, now, (tx) => this.lease.guard(tx));
+      } catch (err) {
+        if (err instanceof LeaseLostError) break; // taken over while this run went on: its writes are the other's now
+        throw err;
+      }
       if (r.placed_at === null) continue;
       const end = await this.limitReached(r, now);
       if (end) ends.push(this.lifecycle.destroy(r, end.reason, end.detail));

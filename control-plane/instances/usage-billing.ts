@@ -31,9 +31,13 @@ export class UsageBilling {
     await tx.instances.setBilledPeriods(r.id, r.billed_periods, billedPeriods);
   }
 
-  /** Bills the complete periods of a running instance up to `now` (its own transaction); the row as it is afterwards. */
-  billCompletePeriods(r: InstanceRow, now: number): Promise<InstanceRow> {
+  /**
+   * Bills the complete periods of a running instance up to `now` (its own transaction, which
+   * `guard` may refuse first: the lease check of several control planes); the row as it is afterwards.
+   */
+  billCompletePeriods(r: InstanceRow, now: number, guard?: (tx: Repositories) => Promise<void>): Promise<InstanceRow> {
     return this.store.transaction(async (tx) => {
+      await guard?.(tx);
       await this.bill(tx, r, now, false);
       return (await tx.instances.get(r.id))!;
     });

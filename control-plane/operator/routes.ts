@@ -157,7 +157,12 @@ function platformReadRoutes(deps: ApiDeps, reads: OperatorReads, hosts: () => Pr
         const inDb = new Set((await store.models.list()).map((m) => m.name));
         const catalog = await mergedCatalog(deps.configuredModels, store);
         const contexts = await deps.modelContexts.of(catalog); // the window in use, as Model APIs shows it
-        const models = catalog.map((m, i) => ({ ...m, context: contexts[i]!.context, contextSource: contexts[i]!.source, source: inDb.has(m.name) ? 'database' : 'config' }));
+        const models = catalog.map((m, i) => ({
+          ...m,
+          context: contexts[i]!.context,
+          contextSource: contexts[i]!.source,
+          source: inDb.has(m.name) ? 'database' : 'config',
+        }));
         return { body: { images: await store.images.list(), models } };
       },
     }),

@@ -7,6 +7,7 @@
 // overlap; a failed run (Redis unreachable) is logged and repeated by the next one.
 import type { Logger } from '../../lib/log.js';
 import type { ModelUsageReader } from '../deps.js';
+import { WorkLease } from '../work-lease.js';
 import type { Store } from '../store.js';
 import { dayIndex, dayString, type ModelDayCounters } from './usage-days.js';
 
@@ -30,8 +31,15 @@ export class UsageRollup {
   private stopped = false;
   /** The day of the last run that copied everything; undefined until the backfill succeeded. */
   private lastDay: number | undefined;
+  /**
+   * Control planes on one database: one of them copies (leases.ts). Renewed by each run, so it
+   * lasts two intervals: when its holder goes, another takes over within two.
+   */
+  private readonly lease: WorkLease;
 
-  constructor(private readonly o: UsageRollupOptions) {}
+  constructor(private readonly o: UsageRollupOptions) {
+    this.lease = new WorkLease(o.store, 'usage-rollup', 2 * (o.everyMs ?? ROLLUP_EVERY_MS), o.store.clock);
+  }
 
   /** Runs now (the backfill) and then every `everyMs`. */
   start(): this {
@@ -71,6 +79,8 @@ export class UsageRollup {
     const now = this.o.store.clock.now();
     const days = this.daysDue(now);
     try {
+      // Another control plane copies (the copy keeps the larger counter, so overlapping runs are harmless, only wasted).
+      if (!(await this.lease.acquire())) return;
       if (await this.copy(days.map(dayString))) this.lastDay = dayIndex(now);
     } catch (err) {
       this.o.logger?.warn('shared-model usage roll-up failed; the next run repeats it', { days: days.length, error: String(err) });
