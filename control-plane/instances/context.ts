@@ -4,6 +4,7 @@
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../../lib/log.js';
 import type { Store } from '../store.js';
+import type { WorkLease } from '../work-lease.js';
 import type { AgentConnection } from './agents.js';
 import type { InstanceSettings } from './settings.js';
 
@@ -15,4 +16,9 @@ export interface InstanceContext {
   readonly log: Logger;
   /** The connected (or redialling) host agents by host name (connections.ts). */
   readonly agents: ReadonlyMap<string, AgentConnection>;
+  /**
+   * Control planes on one database: the lease under which one of them runs the tick's work and
+   * placement (control-plane/leases.ts); on a single control plane, always this one's.
+   */
+  readonly background: WorkLease;
 }

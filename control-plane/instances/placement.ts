@@ -83,6 +83,11 @@ export class Placement {
 
   private async pass(): Promise<void> {
     if (this.closed) return;
+    // Control planes on one database: one places at a time, the holder of the background lease
+    // (free GPUs are counted outside the placing transaction: two placing at once would count the
+    // same GPUs). Elsewhere a launch waits for the holder's next tick, at most instanceTickMs.
+    const lease = this.ctx.background;
+    if (!(await lease.stillHeld()) && !(await lease.acquire())) return;
     const largest = this.largestHost();
     for (const r of await this.ctx.store.instances.queue()) {
       if (largest !== undefined && r.gpu_count > largest) {

@@ -43,6 +43,7 @@ import { InstanceTicker } from './tick.js';
 import { UsageBilling } from './usage-billing.js';
 import { ACTIVE } from './states.js';
 import { instanceGpuUsage, queuedMessage, toStatus, type InstanceStatus } from './views.js';
+import { WorkLease } from '../work-lease.js';
 
 export type { InstanceRoute } from './live-routes.js';
 export type { LaunchInput } from './launch.js';
@@ -115,7 +116,8 @@ export class InstanceService {
       },
     });
     this.agents = this.connections.all;
-    const ctx: InstanceContext = { store, settings: this.settings, clock: this.clock, log, agents: this.agents };
+    const background = new WorkLease(store, 'background', this.settings.instanceLeaseMs, this.clock);
+    const ctx: InstanceContext = { store, settings: this.settings, clock: this.clock, log, agents: this.agents, background };
     this.ctx = ctx;
     const billing = new UsageBilling(store);
     this.lifecycle = new InstanceLifecycle(ctx, this.routes, o.bus, billing, () => void this.placement.schedule());

@@ -7,7 +7,7 @@ import type { InstanceContext } from './context.js';
 import { EndReason, type InstanceLifecycle } from './lifecycle.js';
 import { liveBalanceMicros } from './live-balance.js';
 import type { LiveRoutes } from './live-routes.js';
-import { LeaseLostError, WorkLease } from '../work-lease.js';
+import { LeaseLostError, type WorkLease } from '../work-lease.js';
 import type { Placement } from './placement.js';
 import type { InstanceRow } from './store.js';
 import type { UsageBilling } from './usage-billing.js';
@@ -22,17 +22,17 @@ export class InstanceTicker {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private closed = false;
-  /** Billing, stops, host checks and the queue run on one control plane at a time. */
-  readonly lease: WorkLease;
-
   constructor(
     private readonly ctx: InstanceContext,
     private readonly routes: LiveRoutes,
     private readonly billing: UsageBilling,
     private readonly lifecycle: InstanceLifecycle,
     private readonly placement: Placement,
-  ) {
-    this.lease = new WorkLease(ctx.store, 'background', ctx.settings.instanceLeaseMs, ctx.clock);
+  ) {}
+
+  /** Billing, stops, host checks and the queue run on one control plane at a time. */
+  private get lease(): WorkLease {
+    return this.ctx.background;
   }
 
   /** Starts the periodic tick (once). */

@@ -108,3 +108,19 @@ test('billing runs on the lease holder only: held elsewhere, nothing is billed; 
   assert.ok(entries.every((e) => e.ref === r.body.instance_id));
   assert.ok(Math.abs((await p.store.ledger.balance(me.id)) - (100 - entries.reduce((s, e) => s - e.credits, 0))) < 1e-9);
 });
+
+test('placement runs on the lease holder only: a launch where another control plane holds the lease waits in the queue; once that lease expires, this one places it', async (t) => {
+  const clock = new FakeClock();
+  const agent = await startTestAgent(t);
+  const p = await startPlatform(t, { agents: [agent.config], clock, settings: { instanceTickMs: 86_400_000, instanceLeaseMs: 60_000 } });
+  const me = await p.account('queue@example.com', { credits: 100 });
+  assert.equal(await p.store.leases.take('background', 'other-replica', clock.now(), 60_000), 1);
+  const r = await p.call('POST', `/api/templates/${(await p.template(me.id)).id}/launch`, { key: me.key, body: { gpu_count: 1 } });
+  assert.equal(r.status, 200);
+  await new Promise((resolve) => setTimeout(resolve, 300)); // time for a placement that should not happen
+  const row = (await p.store.instances.get(r.body.instance_id))!;
+  assert.equal(row.agent_id, null, 'not placed by this control plane');
+  clock.advance(60_001);
+  await p.instances.service.tick();
+  await waitStatus(p, me.key, 'ready');
+});
