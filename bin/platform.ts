@@ -111,7 +111,7 @@ async function startSims(config: Config, logger: Logger, closers: Closers): Prom
  * API hands the browser session over with single-use tickets (control-plane/proxy/handover.ts).
  */
 async function startProxy(config: Config, store: Store, routes: InstanceRoutes, logger: Logger) {
-  const tickets = new ProxyTickets(store.clock);
+  const tickets = new ProxyTickets(store);
   const proxy = await startInstanceProxyServer({
     store,
     routes,

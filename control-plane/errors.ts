@@ -316,4 +316,6 @@ export const INTERNAL_ERROR_CODES = {
   RC_ERR_SMTP: 'SmtpError',
   RC_ERR_ADMIN_API: 'AdminApiError',
   RC_ERR_NO_PLATFORM: 'NoPlatformError',
+  RC_ERR_SEAL_KEY_MISMATCH: 'SealKeyMismatchError',
+  RC_ERR_LEASE_LOST: 'LeaseLostError',
 } as const;

@@ -269,4 +269,15 @@ export const MIGRATIONS: readonly string[] = [
     expires_at INTEGER NOT NULL                         -- ms; past it, any control plane may take the lease
   ) STRICT;
   `,
+  // 11 (issue 43): the proxy's single-use hand-over tickets (control-plane/proxy/handover.ts) in
+  // the database, so a ticket minted by one control plane is redeemed by whichever serves the
+  // instance's origin, once: redeeming deletes the row.
+  `
+  CREATE TABLE proxy_tickets (
+    token_hash   TEXT    PRIMARY KEY,                   -- SHA-256 hex of the ticket (the ticket itself is never stored)
+    instance_id  TEXT    NOT NULL,
+    session_hash TEXT    NOT NULL,                      -- SHA-256 hex of the console session's token
+    expires_at   INTEGER NOT NULL                       -- ms
+  ) STRICT;
+  `,
 ];

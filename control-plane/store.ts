@@ -2,7 +2,7 @@
 // typed repositories over it. The Store is opened once per process (Store.open: migrations, then
 // the first-start seed); `store.transaction(async (tx) => ...)` runs a change in one transaction,
 // with `tx` holding the same repositories bound to it.
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { Accounts, ApiKeys, Sessions } from './accounts.js';
 import { EmailVerifications } from './auth/email-verification.js';
@@ -23,6 +23,7 @@ import { seedOnce } from './seed.js';
 import type { Sql } from './sql.js';
 import { SqliteSql } from './sqlite.js';
 import { Templates } from './templates.js';
+import { RcError } from '../lib/errors.js';
 
 export interface StoreOptions {
   /** Data dir: the database file (SQLite) and the sealing key live there. */
@@ -150,6 +151,7 @@ export class Store extends Repositories {
     const seal = options.sealKey ?? (options.dataDir ? sealKey(options.dataDir) : randomBytes(32));
     const store = new Store(database, options.clock ?? systemClock, seal);
     try {
+      await checkSealKey(store);
       if (options.seed !== false) await seedOnce(store);
     } catch (err) {
       await store.close();
@@ -161,6 +163,31 @@ export class Store extends Repositories {
   async close(): Promise<void> {
     await this.database.close();
   }
+}
+
+/** The database was sealed with another key than this control plane's: its API keys and host tokens would not open. */
+export class SealKeyMismatchError extends RcError {
+  constructor() {
+    super(
+      'RC_ERR_SEAL_KEY_MISMATCH',
+      "this database's secrets were sealed with another seal.key: every control plane on one database needs the same one " +
+        '(copy seal.key from the data dir of the first, or point RC_DATA_DIR at a copy of it); refusing to start',
+      500,
+    );
+  }
+}
+
+/**
+ * Control planes on one database must share the key that seals API keys and host tokens at rest
+ * (the data dir's seal.key). The first to open the database records a check value (an HMAC of a
+ * constant under the key, which says nothing of the key); one with another key refuses to start
+ * rather than answer 401 to every key it cannot unseal.
+ */
+async function checkSealKey(store: Store): Promise<void> {
+  const check = createHmac('sha256', store.sealKey).update('rc-seal-check').digest('hex');
+  await store.sql.prepare<[string]>("INSERT INTO meta (key, value) VALUES ('seal_check', ?) ON CONFLICT (key) DO NOTHING").run(check);
+  const stored = await store.sql.prepare<[], { value: string }>("SELECT value FROM meta WHERE key = 'seal_check'").get();
+  if (stored?.value !== check) throw new SealKeyMismatchError();
 }
 
 /** A pool on the PostgreSQL database at `url`, migrated (a failure closes the pool). */

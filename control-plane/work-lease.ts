@@ -1,13 +1,13 @@
 // One job's lease as a control plane sees it (the table and its statements: leases.ts, which says why).
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
+import { RcError } from '../lib/errors.js';
 import type { Repositories, Store } from './store.js';
 
 /** The lease was lost (expired and taken by another control plane): the write it guarded did not happen. */
-export class LeaseLostError extends Error {
-  readonly code = 'RC_ERR_LEASE_LOST';
+export class LeaseLostError extends RcError {
   constructor(name: string) {
-    super(`this control plane no longer holds the ${name} lease`);
+    super('RC_ERR_LEASE_LOST', `this control plane no longer holds the ${name} lease`, 500);
   }
 }
 

@@ -99,7 +99,7 @@ export class ProxyAdmission {
   async redeem(req: HttpRequest, instanceId: string): Promise<ProxyReply> {
     if (isPlatformKey(req.getHeader('authorization')) || isPlatformKey(req.getHeader('x-api-key'))) return API_ERRORS.instanceNoAccess();
     const ticket = new URLSearchParams(req.getQuery() ?? '').get('ticket') ?? '';
-    const grant = ticket === '' ? undefined : this.o.tickets.redeem(ticket);
+    const grant = ticket === '' ? undefined : await this.o.tickets.redeem(ticket);
     if (!grant || grant.instanceId !== instanceId) return API_ERRORS.proxyTicketInvalid();
     const session = await sessionAccount(this.o.store, grant.sessionHash);
     if (!session) return API_ERRORS.proxySignInRequired();

@@ -3,9 +3,9 @@
 //
 // 1. `GET /api/instances/<id>/open` on the platform API (the status object's `base_url`, the
 //    console's "Open" link): the owner's browser session only (a key gets 403 `You do not have
-//    access to this instance`, SPEC), mints a single-use ticket (60 s, in this process's memory)
-//    and redirects to `<instance origin>/_rc/auth?ticket=...`;
-// 2. the proxy (same process) redeems it once and sets its own host-only cookie `rc_proxy`
+//    access to this instance`, SPEC), mints a single-use ticket (60 s, a row in the database, so
+//    any control plane's proxy redeems it) and redirects to `<instance origin>/_rc/auth?ticket=...`;
+// 2. the proxy redeems it once (the row is deleted) and sets its own host-only cookie `rc_proxy`
 //    (`__Host-rc_proxy` behind TLS; HttpOnly, SameSite=Lax), then redirects to `/`;
 // 3. every proxied request checks that cookie: it names the console session by its hash and is
 //    MACed together with the instance id, so it works only on that instance's origin and only as
@@ -14,7 +14,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { hashKey } from '../../lib/keys.js';
 import { instanceOrigin, isInstanceLabel } from '../../lib/instance-origin.js';
-import type { Clock } from '../../lib/clock.js';
 import type { Caller } from '../auth.js';
 import { API_ERRORS } from '../errors.js';
 import { route, type Route } from '../router.js';
@@ -23,8 +22,6 @@ import type { Store } from '../store.js';
 /** The path on an instance's origin where a ticket is redeemed (reserved: never forwarded to the app). */
 export const AUTH_PATH = '/_rc/auth';
 export const TICKET_TTL_MS = 60_000;
-/** Tickets held at most (the oldest is dropped beyond): memory is bounded whatever callers do. */
-const MAX_TICKETS = 10_000;
 
 export interface Ticket {
   instanceId: string;
@@ -33,33 +30,44 @@ export interface Ticket {
   expiresAt: number;
 }
 
-/** Single-use, short-lived hand-over tickets, in the memory of the process that runs API and proxy. */
+/**
+ * Single-use, short-lived hand-over tickets, in the database (table proxy_tickets): with several
+ * control planes, the one that mints a ticket need not be the one whose proxy redeems it. Only the
+ * ticket's hash is stored; redeeming deletes the row in the same statement, so a ticket works once
+ * whichever control planes race for it. Minting first deletes the expired rows: the table holds at
+ * most a minute of tickets.
+ */
 export class ProxyTickets {
-  private readonly byToken = new Map<string, Ticket>();
+  private readonly insert;
+  private readonly take;
+  private readonly purge;
 
   constructor(
-    private readonly clock: Clock,
+    private readonly store: Store,
     private readonly ttlMs = TICKET_TTL_MS,
-  ) {}
+  ) {
+    this.insert = store.sql.prepare<[string, string, string, number]>(
+      'INSERT INTO proxy_tickets (token_hash, instance_id, session_hash, expires_at) VALUES (?, ?, ?, ?)',
+    );
+    this.take = store.sql.prepare<[string], { instance_id: string; session_hash: string; expires_at: number }>(
+      'DELETE FROM proxy_tickets WHERE token_hash = ? RETURNING instance_id, session_hash, expires_at',
+    );
+    this.purge = store.sql.prepare<[number]>('DELETE FROM proxy_tickets WHERE expires_at <= ?');
+  }
 
-  mint(instanceId: string, sessionHash: string): string {
-    const now = this.clock.now();
-    if (this.byToken.size >= MAX_TICKETS) {
-      for (const [t, v] of this.byToken) if (v.expiresAt <= now) this.byToken.delete(t);
-      if (this.byToken.size >= MAX_TICKETS) this.byToken.delete(this.byToken.keys().next().value!);
-    }
+  async mint(instanceId: string, sessionHash: string): Promise<string> {
+    const now = this.store.clock.now();
+    await this.purge.run(now);
     const token = randomBytes(32).toString('base64url');
-    this.byToken.set(hashKey(token), { instanceId, sessionHash, expiresAt: now + this.ttlMs });
+    await this.insert.run(hashKey(token), instanceId, sessionHash, now + this.ttlMs);
     return token;
   }
 
   /** The ticket's grant, once: a second redemption, an unknown or an expired ticket give undefined. */
-  redeem(token: string): Ticket | undefined {
-    const key = hashKey(token);
-    const t = this.byToken.get(key);
-    if (!t) return undefined;
-    this.byToken.delete(key);
-    return t.expiresAt > this.clock.now() ? t : undefined;
+  async redeem(token: string): Promise<Ticket | undefined> {
+    const t = await this.take.get(hashKey(token));
+    if (!t || t.expires_at <= this.store.clock.now()) return undefined;
+    return { instanceId: t.instance_id, sessionHash: t.session_hash, expiresAt: t.expires_at };
   }
 }
 
@@ -67,9 +75,17 @@ export class ProxyTickets {
 export const PROXY_COOKIE = 'rc_proxy';
 export const SECURE_PROXY_COOKIE = '__Host-rc_proxy';
 
-/** MACs proxy cookies; one key per process (a restart means opening the instance from the console again). */
+/**
+ * MACs proxy cookies. The key derives from the platform's seal key (which every control plane on
+ * one database shares, control-plane/secrets.ts), so a cookie set through one control plane's
+ * proxy works through another's and across restarts; without one, a random key per process.
+ */
 export class ProxyCookies {
-  constructor(private readonly key: Buffer = randomBytes(32)) {}
+  private readonly key: Buffer;
+
+  constructor(sealKey?: Buffer) {
+    this.key = sealKey ? createHmac('sha256', sealKey).update('rc-proxy-cookie-key').digest() : randomBytes(32);
+  }
 
   private mac(instanceId: string, sessionHash: string): Buffer {
     return createHmac('sha256', this.key).update(`rc-proxy\n${instanceId}\n${sessionHash}`).digest();
@@ -126,7 +142,7 @@ export function openInstanceRoutes(o: OpenRouteOptions): Route[] {
       path: '/api/instances/:id/open',
       summary: "Open an instance's app in the browser: redirects to its own origin with a single-use ticket (browser session only)",
       access: 'required',
-      handle({ params }, caller: Caller) {
+      async handle({ params }, caller: Caller) {
         // SPEC: the instance proxy requires a browser session; a bearer key gets 403.
         if (caller.via !== 'session' || !caller.session) throw API_ERRORS.instanceNoAccess();
         const id = params[0]!;
@@ -134,7 +150,7 @@ export function openInstanceRoutes(o: OpenRouteOptions): Route[] {
         if (!inst || inst.status === 'stopping' || inst.status === 'stopped' || inst.status === 'failed') throw API_ERRORS.instanceNotRunning();
         if (inst.accountId !== caller.account.id) throw API_ERRORS.instanceNoAccess();
         if (!isInstanceLabel(id)) throw API_ERRORS.instanceWithoutOrigin();
-        const ticket = o.tickets.mint(id, hashKey(caller.session.token));
+        const ticket = await o.tickets.mint(id, hashKey(caller.session.token));
         return {
           status: 302,
           body: { detail: 'Opening the instance' },

@@ -124,7 +124,7 @@ export function createInstanceProxy(options: InstanceProxyOptions): InstanceProx
     for (const a of addresses) pools.drop(a);
   });
   const upstreams = new Set<WebSocket>();
-  const cookies = options.cookies ?? new ProxyCookies();
+  const cookies = options.cookies ?? new ProxyCookies(options.store.sealKey);
   const seals = options.seals ?? new AppCookieSeals();
   const admission = new ProxyAdmission({
     store: options.store,

@@ -21,7 +21,6 @@ import { fileURLToPath } from 'node:url';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { openInstanceRoutes, ProxyTickets } from '../../control-plane/proxy/handover.js';
 import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
-import { systemClock } from '../../lib/clock.js';
 import { loadConfig } from '../../lib/config.js';
 import { ConfigError } from '../../lib/errors.js';
 import { InstanceRouteTable } from '../../lib/instance-routes.js';
@@ -80,9 +79,11 @@ interface Deployment {
  */
 async function deploy(t: TestContext, hosts: { console: string; apps: string; tunnels: string }, tossDomains: string[]): Promise<Deployment> {
   const routes = new InstanceRouteTable(() => {}, 0);
-  const tickets = new ProxyTickets(systemClock);
+  let tickets!: ProxyTickets; // made on the platform's store, once it has one
   let proxyBase = '';
-  const p = await startPlatform({ routes: () => openInstanceRoutes({ tickets, proxyBase: () => proxyBase, instance: (id) => routes.get(id) }) });
+  const p = await startPlatform({
+    routes: (deps) => openInstanceRoutes({ tickets: (tickets = new ProxyTickets(deps.store)), proxyBase: () => proxyBase, instance: (id) => routes.get(id) }),
+  });
   t.after(() => p.close());
   const victim = await p.account(VICTIM.email, { verified: true, password: VICTIM.password });
   await p.account(ATTACKER.email, { verified: true, password: ATTACKER.password });

@@ -70,7 +70,7 @@ test('every admin and operator write in the route table leaves an audit entry', 
     dataDir: dir,
     routes: (deps) => [
       ...instances.routes(deps),
-      ...openInstanceRoutes({ tickets: new ProxyTickets(systemClock), proxyBase: () => 'http://localhost:8081', instance: (id) => instances.route(id) }),
+      ...openInstanceRoutes({ tickets: new ProxyTickets(store), proxyBase: () => 'http://localhost:8081', instance: (id) => instances.route(id) }),
     ],
     fleet: new LiveFleet(instances.service),
     instances: instances.service,

@@ -2,6 +2,7 @@
 // replicas started together and never half-applied, int8 as numbers, unique violations as the
 // same errors as SQLite's, transactions, and `rc migrate` on both engines. The rest of the store's
 // behaviour is the whole control-plane suite run with RC_TEST_DATABASE=postgres.
+import { randomBytes } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,7 +49,8 @@ test('replicas started together on an empty database: exactly one applies the mi
       [PG_MIGRATIONS.length, PG_MIGRATIONS.length, PG_MIGRATIONS.length, PG_MIGRATIONS.length],
     );
     assert.deepEqual(results.map((r) => r.applied).sort(), [0, 0, 0, PG_MIGRATIONS.length]);
-    const stores = await Promise.all([Store.open({ databaseUrl: url }), Store.open({ databaseUrl: url })]);
+    const sealKey = randomBytes(32); // replicas share one seal.key
+    const stores = await Promise.all([Store.open({ databaseUrl: url, sealKey }), Store.open({ databaseUrl: url, sealKey })]);
     assert.equal((await stores[0].images.list()).length, (await stores[1].images.list()).length, 'seeded once');
     assert.equal((await stores[0].sql.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM meta WHERE key = 'seeded'").get())!.n, 1);
     for (const s of stores) await s.close();

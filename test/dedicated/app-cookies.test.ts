@@ -8,7 +8,6 @@ import { test } from 'node:test';
 import { AppCookieSeals, SEAL_PREFIX, SECURE_SEAL_PREFIX } from '../../control-plane/proxy/app-cookies.js';
 import { ProxyTickets } from '../../control-plane/proxy/handover.js';
 import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
-import { systemClock } from '../../lib/clock.js';
 import { InstanceRouteTable } from '../../lib/instance-routes.js';
 import { hashKey } from '../../lib/keys.js';
 import { createLogger } from '../../lib/log.js';
@@ -79,7 +78,12 @@ test('through the proxy: the app sets a cookie and gets it back; a tossed one of
       instanceType: 'gradio',
       ports: new Map([[7860, `127.0.0.1:${appPort}`]]),
     });
-  const proxy = await startInstanceProxyServer({ store: platform.cp.store, routes, tickets: new ProxyTickets(systemClock), logger: createLogger('silent') });
+  const proxy = await startInstanceProxyServer({
+    store: platform.cp.store,
+    routes,
+    tickets: new ProxyTickets(platform.cp.store),
+    logger: createLogger('silent'),
+  });
   t.after(() => proxy.close());
   const proxyCookie = (id: string) => `rc_proxy=${proxy.proxy.cookies.value(id, hashKey(session))}`;
   const get = async (id: string, path: string, cookie: string) => {

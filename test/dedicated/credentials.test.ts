@@ -10,7 +10,6 @@ import { issueTunnelToken } from '../../lib/tunnel/identity.js';
 import { InstanceRouteTable } from '../../lib/instance-routes.js';
 import { ProxyTickets } from '../../control-plane/proxy/handover.js';
 import { hashKey } from '../../lib/keys.js';
-import { systemClock } from '../../lib/clock.js';
 import { fetchLoopback } from './origins.js';
 import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
 import { forwardableRequestHeader, isPlatformSetCookie, withoutPlatformCookies } from '../../lib/instance-credentials.js';
@@ -143,7 +142,12 @@ test('attack: an app behind the instance proxy plants or clears the platform ses
     instanceType: 'gradio',
     ports: new Map([[7860, `127.0.0.1:${app.port}`]]),
   });
-  const proxy = await startInstanceProxyServer({ store: platform.cp.store, routes, tickets: new ProxyTickets(systemClock), logger: createLogger('silent') });
+  const proxy = await startInstanceProxyServer({
+    store: platform.cp.store,
+    routes,
+    tickets: new ProxyTickets(platform.cp.store),
+    logger: createLogger('silent'),
+  });
   t.after(() => proxy.close());
   // The proxy's own cookie (what the hand-over sets on the instance's origin), and the console's beside it.
   const proxyCookie = `rc_proxy=${proxy.proxy.cookies.value('inst-app', hashKey(cookie.split('=')[1]!))}`;

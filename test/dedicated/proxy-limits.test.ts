@@ -9,7 +9,6 @@ import { createServer, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import WebSocket, { WebSocketServer } from 'ws';
-import { systemClock } from '../../lib/clock.js';
 import { InstanceRouteTable } from '../../lib/instance-routes.js';
 import { createLogger } from '../../lib/log.js';
 import { openInstanceRoutes, ProxyTickets } from '../../control-plane/proxy/handover.js';
@@ -60,9 +59,11 @@ async function signUp(p: Platform, email: string): Promise<{ cookie: string; id:
 /** The platform API, the proxy with `limits`, the app; the owner's instances i-a and i-b, the other account's i-o, each with its proxy cookie. */
 async function setup(t: TestContext, limits: Partial<ProxyLimitSettings>, trustProxy?: boolean) {
   const routes = new InstanceRouteTable(() => {}, 0);
-  const tickets = new ProxyTickets(systemClock);
+  let tickets!: ProxyTickets; // made on the platform's store, once it has one
   let base = '';
-  const platform = await startPlatform({ routes: () => openInstanceRoutes({ tickets, proxyBase: () => base, instance: (id) => routes.get(id) }) });
+  const platform = await startPlatform({
+    routes: (deps) => openInstanceRoutes({ tickets: (tickets = new ProxyTickets(deps.store)), proxyBase: () => base, instance: (id) => routes.get(id) }),
+  });
   t.after(() => platform.close());
   const server = await startInstanceProxyServer({ store: platform.cp.store, routes, tickets, logger: createLogger('silent'), limits, trustProxy });
   t.after(() => server.close());

@@ -8,7 +8,6 @@ import { createLogger } from '../../lib/log.js';
 import { InstanceRouteTable, type InstanceRoute } from '../../lib/instance-routes.js';
 import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
 import { openInstanceRoutes, ProxyTickets } from '../../control-plane/proxy/handover.js';
-import { systemClock } from '../../lib/clock.js';
 import { fetchLoopback, loopbackLookup, statusLoopback } from './origins.js';
 import type { RequestInit } from 'undici';
 import { startPlatform, type Platform } from '../control-plane/platform.js';
@@ -62,9 +61,11 @@ async function signUp(p: Platform, email: string): Promise<{ cookie: string; id:
 async function startProxyPlatform(t: TestContext, startingRetryAfterSec?: number) {
   const activity: string[] = [];
   const routes = new InstanceRouteTable((id) => activity.push(id), 0);
-  const tickets = new ProxyTickets(systemClock);
+  let tickets!: ProxyTickets; // made on the platform's store, once it has one
   let base = '';
-  const platform = await startPlatform({ routes: () => openInstanceRoutes({ tickets, proxyBase: () => base, instance: (id) => routes.get(id) }) });
+  const platform = await startPlatform({
+    routes: (deps) => openInstanceRoutes({ tickets: (tickets = new ProxyTickets(deps.store)), proxyBase: () => base, instance: (id) => routes.get(id) }),
+  });
   t.after(() => platform.close());
   const proxy = await startInstanceProxyServer({ store: platform.cp.store, routes, tickets, logger: createLogger('silent'), startingRetryAfterSec });
   t.after(() => proxy.close());
@@ -268,7 +269,7 @@ test('the hand-over: a ticket once, for its own instance, from a browser session
   // A key at the redemption: 403; a ticket of a signed-out session: refused.
   const t2 = String((await p_open(platform, 'inst-a', owner.cookie)).headers.location);
   assert.equal((await fetchLoopback(t2, { headers: { authorization: `Bearer ${keyholder.api_token}` } })).status, 403);
-  const minted = tickets.mint('inst-a', '0'.repeat(64));
+  const minted = await tickets.mint('inst-a', '0'.repeat(64));
   assert.equal((await fetchLoopback(`${origin('inst-a')}/_rc/auth?ticket=${minted}`)).status, 401);
   // The proxy cookie opens the app.
   const cookie = await open('inst-a', owner.cookie);

@@ -146,7 +146,7 @@ export async function startPlatform(t: TestContext, o: PlatformOptions = {}): Pr
     // As the platform assembly mounts them: the instance routes and the proxy's hand-over.
     routes: (deps) => [
       ...instances.routes(deps),
-      ...openInstanceRoutes({ tickets: new ProxyTickets(clock), proxyBase: () => 'http://localhost:8081', instance: (id) => instances.route(id) }),
+      ...openInstanceRoutes({ tickets: new ProxyTickets(store), proxyBase: () => 'http://localhost:8081', instance: (id) => instances.route(id) }),
     ],
     fleet: new LiveFleet(instances.service),
   });

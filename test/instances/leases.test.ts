@@ -4,6 +4,7 @@
 // two stores on it as two processes would have) and on PostgreSQL (two stores on one schema: two
 // replicas' pools), then billing through the real tick with a fake clock.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +22,8 @@ async function twoStores(t: TestContext, engine: 'sqlite' | 'postgres', clock: F
   if (engine === 'postgres') {
     if (!(await postgresAvailable(t))) return undefined;
     const url = await freshDatabase(t);
-    const stores: [Store, Store] = [await Store.open({ databaseUrl: url, clock }), await Store.open({ databaseUrl: url, clock })];
+    const sealKey = randomBytes(32); // replicas share one seal.key
+    const stores: [Store, Store] = [await Store.open({ databaseUrl: url, clock, sealKey }), await Store.open({ databaseUrl: url, clock, sealKey })];
     t.after(() => Promise.all(stores.map((s) => s.close())));
     return stores;
   }
@@ -114,7 +116,9 @@ test('placement runs on the lease holder only: a launch where another control pl
   const agent = await startTestAgent(t);
   const p = await startPlatform(t, { agents: [agent.config], clock, settings: { instanceTickMs: 86_400_000, instanceLeaseMs: 60_000 } });
   const me = await p.account('queue@example.com', { credits: 100 });
-  assert.equal(await p.store.leases.take('background', 'other-replica', clock.now(), 60_000), 1);
+  // (This control plane may have taken the lease already, placing when its agent connected: let it lapse.)
+  clock.advance(60_001);
+  assert.notEqual(await p.store.leases.take('background', 'other-replica', clock.now(), 60_000), undefined, 'another control plane holds it');
   const r = await p.call('POST', `/api/templates/${(await p.template(me.id)).id}/launch`, { key: me.key, body: { gpu_count: 1 } });
   assert.equal(r.status, 200);
   await new Promise((resolve) => setTimeout(resolve, 300)); // time for a placement that should not happen
