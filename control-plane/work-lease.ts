@@ -1,5 +1,6 @@
 // One job's lease as a control plane sees it (the table and its statements: leases.ts, which says why).
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Clock } from '../lib/clock.js';
 import { RcError } from '../lib/errors.js';
 import type { Repositories, Store } from './store.js';
@@ -29,8 +30,8 @@ export class WorkLease {
     readonly name: string,
     private readonly ttlMs: number,
     private readonly clock: Clock,
-    /** This process's id among the control planes (random per process). */
-    readonly holder: string = randomBytes(8).toString('hex'),
+    /** This process's id among the control planes: host and pid (what an operator looks for), and a random part. */
+    readonly holder: string = `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`,
   ) {}
 
   /** Takes or renews the lease before a run; false when another control plane holds it (skip the run). */
