@@ -148,7 +148,15 @@ export class InstanceLifecycle {
   }
 
   /** From the tick: tries again the removals whose wait is over, on hosts that are connected. */
-  async retryRemovals(now: number): Promise<void> {
+  async retryRemovals(now: number, stopping: readonly InstanceRow[] = []): Promise<void> {
+    // Instances stopping for a while that this control plane did not ask to remove: destroyed
+    // through another control plane that went away or lost its agent stream (control planes on one
+    // database), or before a restart. Removing is idempotent on the agent, so asking again is safe.
+    for (const r of stopping) {
+      if (r.agent_id !== null && !this.removals.has(r.id) && (r.ended_at ?? 0) + REMOVE_RETRY_MS <= now) {
+        this.removals.set(r.id, { busy: false, nextAt: 0, waitMs: REMOVE_RETRY_MS });
+      }
+    }
     const out: Promise<void>[] = [];
     for (const [id, pending] of this.removals) {
       if (pending.busy || now < pending.nextAt) continue;

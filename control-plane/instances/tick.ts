@@ -79,8 +79,12 @@ export class InstanceTicker {
     const now = this.ctx.clock.now();
     const ends: Promise<void>[] = [];
     const live = new Set<string>();
+    const stopping: InstanceRow[] = [];
     for (const r0 of await this.ctx.store.instances.live()) {
-      if (r0.state === 'stopping') continue;
+      if (r0.state === 'stopping') {
+        stopping.push(r0);
+        continue;
+      }
       // A control plane paused past its lease (SIGSTOP, a long GC) stops here rather than act on what it read before.
       if (!(await this.lease.stillHeld())) break;
       live.add(r0.id);
@@ -99,9 +103,10 @@ export class InstanceTicker {
     // Ended instances leave the warned map with the tick that finds them gone.
     for (const id of this.warned.keys()) if (!live.has(id)) this.warned.delete(id);
     await Promise.all(ends);
-    // Destroyed instances a connected host failed to remove: tried again until it confirms (not
-    // awaited: a hung host must not hold up billing).
-    void this.lifecycle.retryRemovals(now).catch((err: unknown) => this.ctx.log.warn('removal retries failed', { err }));
+    // Destroyed instances a connected host failed to remove, or that stay stopping (another
+    // control plane's destroy): tried again until the host confirms (not awaited: a hung host must
+    // not hold up billing).
+    void this.lifecycle.retryRemovals(now, stopping).catch((err: unknown) => this.ctx.log.warn('removal retries failed', { err }));
     await this.checkHosts(now);
     await this.placement.schedule();
   }
