@@ -1,5 +1,5 @@
 // Control planes on one PostgreSQL, as real processes (issue 43): an agent in the process runtime,
-// an instance billed every second. The control plane holding the background lease is found by its
+// an instance billed every second, launched through both at once (one is refused). The control plane holding the background lease is found by its
 // pid in the lease row. SIGKILL it: the other takes the billing over within the lease time. A third
 // joins; SIGSTOP the holder past its lease: the third takes over; SIGCONT: the woken one's late run
 // writes nothing and it does not get the lease back while the third renews it. At the end the
@@ -17,7 +17,7 @@ import { admin, call, newToken, type RcProcess, spawnRc, tempDir } from './harne
 
 const LEASE_MS = 2_000;
 
-test('two control planes on one PostgreSQL: SIGKILL the one billing, the other bills on within the lease; SIGSTOP a holder past its lease, SIGCONT: its late run writes nothing; every period once', {
+test('two control planes on one PostgreSQL: launches through both at once give one instance; SIGKILL the one billing, the other bills on within the lease; SIGSTOP a holder past its lease, SIGCONT: its late run writes nothing; every period once', {
   timeout: 120_000,
 }, async (t) => {
   if (!(await postgresAvailable(t))) return;
@@ -67,7 +67,10 @@ test('two control planes on one PostgreSQL: SIGKILL the one billing, the other b
       body: { title: 'sim', image: 'vllm/vllm-openai:latest', instance_type: 'vllm', app_port: 8000, start_command: simCommand() },
     })
   ).body;
-  assert.equal((await call(`${b.ready.api}/api/templates/${template.id}/launch`, { key, body: {} })).status, 200, 'launched through the second');
+  // Launched through both at once: one active instance per account holds across control planes (a unique index).
+  const launches = await Promise.all([a, b].map((p) => call(`${p.ready.api}/api/templates/${template.id}/launch`, { key, body: {} })));
+  assert.deepEqual(launches.map((l) => l.status).sort(), [200, 400], JSON.stringify(launches.map((l) => l.body)));
+  assert.equal(launches.find((l) => l.status === 400)!.body.detail, 'Each user can only have one active instance');
   await waitFor(async () => (await call(`${a.ready.api}/api/notebook/status`, { key })).body.status === 'ready', 30_000, 100);
   await waitFor(async () => (await usage()).length >= 2, 15_000, 100);
 
