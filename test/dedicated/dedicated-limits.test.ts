@@ -5,10 +5,10 @@
 // `{detail}` naming it, with Retry-After; the other tenant is served; every place and every byte
 // is given back however the request ends.
 import assert from 'node:assert/strict';
-import { connect, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { heldBackend, openRequest, type HeldBackend, type OpenRequest } from '../held-streams.js';
 import { waitFor } from '../helpers.js';
+import { answered, detailOf, type SlowUpload, slowUpload, statusOf } from './slow-upload.js';
 import { hostPort, OTHER, startGatewayFixture, type GatewayFixture } from './fixture.js';
 
 const STREAM = { model: 'served', messages: [{ role: 'user', content: 'hi' }], stream: true };
@@ -91,39 +91,19 @@ test('requests in flight per account and per address', async (t) => {
   await waitFor(() => inflight.held().total === 0);
 });
 
-interface Upload {
-  socket: Socket;
-  reply: string;
-  closed: boolean;
-  rest: Buffer;
-}
-
 /** POSTs `size` bytes of JSON to a dedicated endpoint, all but the last `withhold`. */
-function startUpload(f: GatewayFixture, instance: string, key: string, size: number, withhold: number): Upload {
+function startUpload(f: GatewayFixture, instance: string, key: string, size: number, withhold: number): SlowUpload {
   const head = '{"model":"served","messages":[{"role":"user","content":"hi"}],"pad":"';
   const body = Buffer.from(head + 'x'.repeat(size - head.length - 2) + '"}');
   const { hostname, port } = new URL(f.gateway.url);
-  const socket = connect({ host: hostname, port: Number(port) });
-  const u: Upload = { socket, reply: '', closed: false, rest: body.subarray(body.length - withhold) };
-  socket.on('connect', () => {
-    socket.write(
-      `POST /dedicated/${instance}/8000/v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
-    );
-    socket.write(body.subarray(0, body.length - withhold));
-  });
-  socket.on('data', (d: Buffer) => (u.reply += d.toString('latin1')));
-  socket.on('close', () => (u.closed = true));
-  socket.on('error', () => {});
-  return u;
+  return slowUpload(
+    hostname,
+    Number(port),
+    `POST /dedicated/${instance}/8000/v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+    body,
+    withhold,
+  );
 }
-
-const answered = (u: Upload): boolean => {
-  const end = u.reply.indexOf('\r\n\r\n');
-  const len = /content-length: (\d+)/i.exec(u.reply);
-  return end >= 0 && len !== null && u.reply.length >= end + 4 + Number(len[1]);
-};
-const statusOf = (u: Upload): number => Number(/^HTTP\/1\.1 (\d{3})/.exec(u.reply)?.[1] ?? 0);
-const detailOf = (u: Upload): string => (JSON.parse(u.reply.slice(u.reply.indexOf('\r\n\r\n') + 4)) as { detail: string }).detail;
 
 test("uploads per instance: slow bodies past the bound 429 and closed, the owner's other instance served; a client that goes frees its place", async (t) => {
   const { f } = await setup(t, { uploads: { uploadsPerInstance: 2 } });

@@ -18,7 +18,9 @@ import { DEFAULT_UPLOAD_LIMITS, type UploadLimitSettings } from '../../lib/uploa
 import { InstanceRouteTable, type InstanceRoute, type RouteStatus } from '../../lib/instance-routes.js';
 import { createTunnelBroker, type TunnelBroker, type TunnelLimitSettings } from '../../gateway/tunnel/broker.js';
 import type { Server } from '../../lib/http.js';
-import { RC_JS } from '../helpers.js';
+import { TunnelClient, type TunnelStatus } from '../../agent/tunnel/client.js';
+import { issueTunnelToken } from '../../lib/tunnel/identity.js';
+import { RC_JS, waitFor } from '../helpers.js';
 
 /** The compiled rc CLI next to this compiled test (works in dist/ and in .build/NAME/). */
 export { RC_JS };
@@ -140,4 +142,19 @@ const localhostAgent = new Agent({
 /** fetch() that reaches `http://<tunnel id>.localhost:<port>/` URLs. */
 export function tunnelFetch(url: string, init: RequestInit = {}): ReturnType<typeof undiciFetch> {
   return undiciFetch(url, { ...init, dispatcher: localhostAgent });
+}
+
+/** rc-tunnel's client for `instanceId`'s service on `port`, connected to the fixture's broker: its public URL. */
+export async function connectedTunnel(t: TestContext, f: GatewayFixture, instanceId: string, port: number): Promise<string> {
+  const statuses: TunnelStatus[] = [];
+  const client = new TunnelClient({
+    broker: f.gateway.url,
+    token: issueTunnelToken(f.tunnelSecret, instanceId),
+    port,
+    log: () => {},
+    onStatus: (s) => statuses.push(s),
+  });
+  client.start();
+  t.after(() => client.stop());
+  return (await waitFor(() => statuses.find((s) => s.state === 'connected')))!.publicUrl!;
 }

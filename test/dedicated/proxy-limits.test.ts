@@ -6,7 +6,6 @@
 // Real parts: the platform API (sessions, the hand-over), the proxy on its own port, a real app.
 import assert from 'node:assert/strict';
 import { createServer, type ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import WebSocket, { WebSocketServer } from 'ws';
 import { InstanceRouteTable } from '../../lib/instance-routes.js';
@@ -17,6 +16,7 @@ import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
 import { startPlatform, type Platform } from '../control-plane/platform.js';
 import { openRequest, type OpenRequest } from '../held-streams.js';
 import { waitFor } from '../helpers.js';
+import { answered, detailOf, type SlowUpload, slowUpload, statusOf } from './slow-upload.js';
 import { fetchLoopback } from './origins.js';
 
 const MiB = 1024 * 1024;
@@ -212,35 +212,11 @@ test('a WebSocket holds a place until it closes; past the bound it opens and clo
   await waitFor(() => inflight.held().total === 0);
 });
 
-interface Upload {
-  socket: Socket;
-  reply: string;
-  closed: boolean;
-  rest: Buffer;
-}
-
 /** POSTs `size` bytes to instance `id` (with `cookie`), all but the last `withhold`. */
-function startUpload(port: number, host: string, cookie: string, size: number, withhold: number): Upload {
+function startUpload(port: number, host: string, cookie: string, size: number, withhold: number): SlowUpload {
   const body = Buffer.alloc(size, 'x');
-  const socket = connect({ host: '127.0.0.1', port });
-  const u: Upload = { socket, reply: '', closed: false, rest: body.subarray(body.length - withhold) };
-  socket.on('connect', () => {
-    socket.write(`POST /upload HTTP/1.1\r\nHost: ${host}\r\nCookie: ${cookie}\r\nContent-Length: ${body.length}\r\n\r\n`);
-    socket.write(body.subarray(0, body.length - withhold));
-  });
-  socket.on('data', (d: Buffer) => (u.reply += d.toString('latin1')));
-  socket.on('close', () => (u.closed = true));
-  socket.on('error', () => {});
-  return u;
+  return slowUpload('127.0.0.1', port, `POST /upload HTTP/1.1\r\nHost: ${host}\r\nCookie: ${cookie}\r\nContent-Length: ${body.length}\r\n\r\n`, body, withhold);
 }
-
-const answered = (u: Upload): boolean => {
-  const end = u.reply.indexOf('\r\n\r\n');
-  const len = /content-length: (\d+)/i.exec(u.reply);
-  return end >= 0 && len !== null && u.reply.length >= end + 4 + Number(len[1]);
-};
-const statusOf = (u: Upload): number => Number(/^HTTP\/1\.1 (\d{3})/.exec(u.reply)?.[1] ?? 0);
-const detailOf = (u: Upload): string => (JSON.parse(u.reply.slice(u.reply.indexOf('\r\n\r\n') + 4)) as { detail: string }).detail;
 
 test("upload bytes per instance: slow bodies past the bound 429 and closed; the other account's upload served; bodies without a session never count against an instance", async (t) => {
   const s = await setup(t, { uploadBytesPerInstance: 2 * MiB });

@@ -6,11 +6,9 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { test, type TestContext } from 'node:test';
-import { TunnelClient, type TunnelStatus } from '../../agent/tunnel/client.js';
-import { issueTunnelToken } from '../../lib/tunnel/identity.js';
 import { browserAvailable, launchBrowser } from '../console/browser.js';
-import { listenLocal, waitFor } from '../helpers.js';
-import { startGatewayFixture, type GatewayFixture } from './fixture.js';
+import { listenLocal } from '../helpers.js';
+import { connectedTunnel, startGatewayFixture, type GatewayFixture } from './fixture.js';
 
 const PAGE_A = `<!doctype html><title>A</title><body>A's page<script>
   window.swaHeader = fetch('sw.js', { cache: 'no-store' }).then((r) => r.headers.get('service-worker-allowed'));
@@ -45,17 +43,7 @@ async function startService(t: TestContext, name: 'A' | 'B'): Promise<number> {
 
 async function tunnel(t: TestContext, f: GatewayFixture, instanceId: string, port: number): Promise<string> {
   f.addRoute(instanceId, '127.0.0.1:1', { instanceType: 'gradio' });
-  const statuses: TunnelStatus[] = [];
-  const client = new TunnelClient({
-    broker: f.gateway.url,
-    token: issueTunnelToken(f.tunnelSecret, instanceId),
-    port,
-    log: () => {},
-    onStatus: (s) => statuses.push(s),
-  });
-  client.start();
-  t.after(() => client.stop());
-  return (await waitFor(() => statuses.find((s) => s.state === 'connected')))!.publicUrl!;
+  return connectedTunnel(t, f, instanceId, port);
 }
 
 test("tunnel A's service worker and scripts cannot reach tunnel B (an origin per tunnel, no Service-Worker-Allowed)", async (t) => {

@@ -9,7 +9,7 @@ import { test, type TestContext } from 'node:test';
 import WebSocket from 'ws';
 import { connectUrl, TunnelClient, type TunnelStatus } from '../../agent/tunnel/client.js';
 import { issueTunnelToken } from '../../lib/tunnel/identity.js';
-import { OTHER, OWNER, startGatewayFixture, type GatewayFixture } from './fixture.js';
+import { connectedTunnel, OTHER, OWNER, startGatewayFixture, type GatewayFixture } from './fixture.js';
 
 interface Attempt {
   status: number;
@@ -219,22 +219,6 @@ async function sizeService(t: TestContext): Promise<number> {
   return (server.address() as { port: number }).port;
 }
 
-/** rc-tunnel for `instanceId`'s service on `port`, connected: its public URL. */
-async function connectedTunnel(t: TestContext, f: GatewayFixture, instanceId: string, port: number): Promise<URL> {
-  const statuses: TunnelStatus[] = [];
-  const client = new TunnelClient({
-    broker: f.gateway.url,
-    token: issueTunnelToken(f.tunnelSecret, instanceId),
-    port,
-    log: () => {},
-    onStatus: (s) => statuses.push(s),
-  });
-  client.start();
-  t.after(() => client.stop());
-  await until(() => statuses.some((s) => s.state === 'connected'), 'connected');
-  return new URL(statuses.find((s) => s.state === 'connected')!.publicUrl!);
-}
-
 interface PublicUpload {
   socket: Socket;
   reply: string;
@@ -265,8 +249,8 @@ test("tunnels' public request bodies count in the gateway's uploads: past the in
   f.addRoute('i_app', '127.0.0.1:1', { accountId: OWNER });
   f.addRoute('i_else', '127.0.0.1:1', { accountId: OTHER });
   const service = await sizeService(t);
-  const mine = await connectedTunnel(t, f, 'i_app', service);
-  const theirs = await connectedTunnel(t, f, 'i_else', service);
+  const mine = new URL(await connectedTunnel(t, f, 'i_app', service));
+  const theirs = new URL(await connectedTunnel(t, f, 'i_else', service));
   const slow = Array.from({ length: 4 }, () => publicUpload(f, mine, 256 * 1024, 1));
   t.after(() => {
     for (const u of slow) u.socket.destroy();
