@@ -4,9 +4,11 @@ import { lookup } from 'node:dns';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Server as HttpServer } from 'node:http';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Agent, fetch as undiciFetch, type RequestInit } from 'undici';
+import type { WebSocketServer } from 'ws';
 import { MemoryBus } from '../../lib/bus.js';
 import { generateKey, hashKey } from '../../lib/keys.js';
 import { createLogger } from '../../lib/log.js';
@@ -157,4 +159,16 @@ export async function connectedTunnel(t: TestContext, f: GatewayFixture, instanc
   client.start();
   t.after(() => client.stop());
   return (await waitFor(() => statuses.find((s) => s.state === 'connected')))!.publicUrl!;
+}
+
+/** Listens `server` (an app with WebSockets on `wss`) on loopback until the test ends: its `host:port`. */
+export async function listenApp(t: TestContext, server: HttpServer, wss: WebSocketServer): Promise<string> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(async () => {
+    for (const c of wss.clients) c.terminate();
+    wss.close();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+  return `127.0.0.1:${(server.address() as { port: number }).port}`;
 }

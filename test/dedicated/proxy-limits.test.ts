@@ -16,6 +16,7 @@ import { startInstanceProxyServer } from '../../control-plane/proxy/proxy.js';
 import { startPlatform, type Platform } from '../control-plane/platform.js';
 import { openRequest, type OpenRequest } from '../held-streams.js';
 import { waitFor } from '../helpers.js';
+import { listenApp } from './fixture.js';
 import { answered, detailOf, type SlowUpload, slowUpload, statusOf } from './slow-upload.js';
 import { fetchLoopback } from './origins.js';
 
@@ -40,14 +41,7 @@ async function startApp(t: TestContext): Promise<{ address: string; held: Server
   });
   const wss = new WebSocketServer({ server });
   wss.on('connection', (ws) => ws.on('message', (d) => ws.send(`echo:${d.toString()}`)));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(async () => {
-    for (const c of wss.clients) c.terminate();
-    wss.close();
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-  });
-  return { address: `127.0.0.1:${(server.address() as { port: number }).port}`, held };
+  return { address: await listenApp(t, server, wss), held };
 }
 
 async function signUp(p: Platform, email: string): Promise<{ cookie: string; id: number }> {

@@ -12,6 +12,7 @@ import { fetchLoopback, loopbackLookup, statusLoopback } from './origins.js';
 import type { RequestInit } from 'undici';
 import { startPlatform, type Platform } from '../control-plane/platform.js';
 import { waitFor } from '../helpers.js';
+import { listenApp } from './fixture.js';
 
 /** The instance's app: HTTP echo and a WebSocket echo on the same port. */
 async function startApp(t: TestContext): Promise<{ address: string; wsClosed: number[] }> {
@@ -40,14 +41,7 @@ async function startApp(t: TestContext): Promise<{ address: string; wsClosed: nu
     ws.on('message', (data, isBinary) => ws.send(isBinary ? data : `echo:${data.toString()}`, { binary: isBinary }));
     ws.on('close', (code) => wsClosed.push(code));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(async () => {
-    for (const c of wss.clients) c.terminate();
-    wss.close();
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-  });
-  return { address: `127.0.0.1:${(server.address() as { port: number }).port}`, wsClosed };
+  return { address: await listenApp(t, server, wss), wsClosed };
 }
 
 async function signUp(p: Platform, email: string): Promise<{ cookie: string; id: number; csrf: string }> {
