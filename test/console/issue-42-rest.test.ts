@@ -121,6 +121,9 @@ test('instance page: tunnels listed live with the line that opens one, gone when
   assert.match(url, /^http:\/\/t[0-9a-f]{24}\.localhost:\d+\/$/);
   assert.equal(await link.getAttribute('href'), url);
   assert.equal(await link.getAttribute('target'), '_blank');
+  // rc-tunnel may connect before python3 listens (both start at once in the start command); a
+  // request then is the broker's 502, rightly. Ready means the app's port answers.
+  await page.locator('#status', { hasText: 'ready' }).waitFor({ timeout: 60_000 });
   const tunnelled = await tunnelFetch(url);
   assert.equal(tunnelled.status, 200);
   assert.equal((await tunnelled.text()).trim(), 'tunnelled page');
@@ -135,7 +138,6 @@ test('instance page: tunnels listed live with the line that opens one, gone when
     await page.locator('#ssh').innerText(),
     'Not offered: the image rc/gradio:latest runs no SSH server. Pick an image that serves SSH in the template, then launch again (SSH is set when an instance launches).',
   );
-  await page.locator('#status', { hasText: 'ready' }).waitFor({ timeout: 30_000 });
   await shots(page, 'instance-tunnel');
 
   // It stops: the tunnels go from the page and the status.
