@@ -68,13 +68,21 @@ export class AgentReports {
     const ssh = info.endpoints.find((e) => e.port === SSH_PORT);
     const now = this.ctx.clock.now();
     if (r.state === 'pending') {
-      await this.lifecycle.transition(r.id, 'ready', 'ready', {
-        ready_at: now,
-        last_activity_at: now,
-        endpoint_host: main?.host ?? null,
-        endpoint_port: main?.hostPort ?? null,
-        ssh_port: ssh?.hostPort ?? null,
-      });
+      // Only from pending: every control plane folds the host's reports, and billing counts from
+      // the first one's ready_at, which a later fold of the same report must not move.
+      await this.lifecycle.transition(
+        r.id,
+        'ready',
+        'ready',
+        {
+          ready_at: now,
+          last_activity_at: now,
+          endpoint_host: main?.host ?? null,
+          endpoint_port: main?.hostPort ?? null,
+          ssh_port: ssh?.hostPort ?? null,
+        },
+        ['pending'],
+      );
     } else if (r.message !== 'ready' || (main && main.hostPort !== r.endpoint_port)) {
       const endpoints = main ? { endpoint_host: main.host, endpoint_port: main.hostPort, ssh_port: ssh?.hostPort ?? null } : {};
       await this.lifecycle.transition(r.id, 'ready', 'ready', endpoints);

@@ -2,6 +2,7 @@
 // (states.ts), then the in-memory route and the bus. Ending an instance (failed, or destroyed:
 // stopping, then stopped) bills it up to that instant in the same transaction as the change.
 import type { Bus } from '../../lib/bus.js';
+import type { AgentConnection } from './agents.js';
 import type { InstanceContext } from './context.js';
 import type { LiveRoutes } from './live-routes.js';
 import { ACTIVE } from './states.js';
@@ -68,8 +69,14 @@ export class InstanceLifecycle {
       .catch((err: unknown) => this.ctx.log.warn('bus publish failed', { err }));
   }
 
-  async transition(id: string, state: InstanceRow['state'], message: string, changes?: Changes): Promise<InstanceRow | undefined> {
-    const r = await this.ctx.store.instances.transition(id, state, message, this.ctx.clock.now(), changes);
+  async transition(
+    id: string,
+    state: InstanceRow['state'],
+    message: string,
+    changes?: Changes,
+    onlyFrom?: readonly InstanceRow['state'][],
+  ): Promise<InstanceRow | undefined> {
+    const r = await this.ctx.store.instances.transition(id, state, message, this.ctx.clock.now(), changes, onlyFrom);
     if (r) this.changed(r);
     return r;
   }
@@ -145,6 +152,16 @@ export class InstanceLifecycle {
       pending.waitMs = Math.min(pending.waitMs * 2, REMOVE_RETRY_MAX_MS);
       if (first) conn.redial();
     }
+  }
+
+  /**
+   * A start answered by the host after its instance ended (placement.ts sendStart): one still
+   * `stopping` is removed as a destroy removes it (then `stopped`); one already ended is only
+   * removed from the host (its saved log tail stays the one from before).
+   */
+  async removeEnded(stopping: InstanceRow | undefined, conn: AgentConnection, id: string): Promise<void> {
+    if (stopping) return this.removeOnHost(id, conn.id, false);
+    await conn.client.remove(id).catch((err: unknown) => this.ctx.log.warn('could not remove an instance started after it ended', { instanceId: id, err }));
   }
 
   /** From the tick: tries again the removals whose wait is over, on hosts that are connected. */

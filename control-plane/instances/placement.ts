@@ -7,6 +7,7 @@ import type { AgentConnection } from './agents.js';
 import type { InstanceContext } from './context.js';
 import { buildSpec } from './launch-spec.js';
 import { EndReason, type InstanceLifecycle } from './lifecycle.js';
+import { ACTIVE } from './states.js';
 import { snapshotOf, type InstanceRow } from './store.js';
 
 /** A launch spec as stored with the instance (JSON: no files). */
@@ -150,6 +151,15 @@ export class Placement {
   async sendStart(conn: AgentConnection, r: InstanceRow): Promise<void> {
     try {
       const { instance } = await conn.client.start(this.withProvisioning(JSON.parse(r.spec!) as StoredSpec));
+      // Ended while the start was on its way (destroyed through another control plane, whose
+      // remove may have reached the host before this start did): the host removes it again, so
+      // nothing runs there that the database says is gone. A destroy after this read sends its
+      // own remove, which reaches the host after the start it answered.
+      const fresh = await this.ctx.store.instances.get(r.id);
+      if (!fresh || !ACTIVE.includes(fresh.state)) {
+        await this.lifecycle.removeEnded(fresh?.state === 'stopping' ? fresh : undefined, conn, r.id);
+        return;
+      }
       await conn.run(() => this.reports.apply(conn, instance));
     } catch (err) {
       if (err instanceof AgentCallError && (err.code === 'RC_ERR_AGENT_SPEC_MISMATCH' || err.code === 'RC_ERR_AGENT_INVALID_ARGUMENT')) {

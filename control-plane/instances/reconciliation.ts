@@ -16,23 +16,45 @@ export class Reconciliation {
 
   /**
    * After (re)connecting to a host: adopt what it runs, resend starts it never got, fail ready
-   * instances it lost, finish destroys, and have it remove everything the database does not want.
+   * instances it lost, finish destroys, and have it remove what the database does not want.
+   *
+   * The database is read on both sides of the host's listing, because another control plane on
+   * the same database may place or destroy instances on this host meanwhile (issue 43): an
+   * instance is lost only if the database had it before the listing and the listing lacks it,
+   * and unwanted only if the listing has it and the database, read after, does not want it. So
+   * an instance placed elsewhere while this runs is neither failed nor removed here (its row is
+   * in the database before its start reaches the host). Never "remove everything else" (the
+   * agent's Reconcile call), which would remove it.
    */
   async reconcile(conn: AgentConnection): Promise<void> {
     const { instances } = this.ctx.store;
     conn.reconciling = true;
     try {
+      const before = await instances.onAgent(conn.id);
       const infos = new Map((await conn.client.list()).map((i) => [i.instanceId, i]));
-      for (const r of await instances.onAgent(conn.id)) {
+      for (const r of before) {
         if (r.state === 'stopping') continue;
         const info = infos.get(r.id);
         if (info) await this.reports.apply(conn, info);
         else if (r.state === 'pending') void this.placement.sendStart(conn, r);
         else await this.lifecycle.fail(r, 'Instance lost', EndReason.lost, 'Its host no longer had the instance when it reconnected');
       }
-      const wanted = (await instances.onAgent(conn.id)).filter((r) => r.state !== 'stopping').map((r) => r.id);
-      await conn.client.reconcile(wanted);
-      for (const r of await instances.onAgent(conn.id)) if (r.state === 'stopping') await this.lifecycle.markStopped(r.id);
+      const rows = await instances.onAgent(conn.id);
+      const wanted = new Set(rows.filter((r) => r.state !== 'stopping').map((r) => r.id));
+      const unwanted = [...infos.keys()].filter((id) => !wanted.has(id));
+      const removed = await Promise.all(
+        unwanted.map((id) =>
+          conn.client.remove(id).then(
+            () => true,
+            (err: unknown) => {
+              this.ctx.log.warn('could not remove an unwanted instance (the next reconciliation or removal retry tries again)', { instanceId: id, err });
+              return false;
+            },
+          ),
+        ),
+      );
+      const failedRemovals = new Set(unwanted.filter((_, i) => !removed[i]));
+      for (const r of rows) if (r.state === 'stopping' && !failedRemovals.has(r.id)) await this.lifecycle.markStopped(r.id);
     } finally {
       conn.reconciling = false;
     }

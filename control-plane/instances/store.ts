@@ -180,9 +180,21 @@ export class InstanceStore {
    * only along an allowed transition. Returns the updated row, or undefined when the instance
    * was not in a state `state` can be reached from.
    */
-  async transition(id: string, state: InstanceState, message: string, now: number, changes: Changes = {}): Promise<InstanceRow | undefined> {
+  /**
+   * @param onlyFrom narrows the states it may come from (say only `pending` for the move to
+   *   `ready`, so that a second control plane folding the same report does not move `ready_at`).
+   */
+  async transition(
+    id: string,
+    state: InstanceState,
+    message: string,
+    now: number,
+    changes: Changes = {},
+    onlyFrom?: readonly InstanceState[],
+  ): Promise<InstanceRow | undefined> {
     // A live state may also stay itself with a new message; a terminal one never changes again.
-    const from = TERMINAL.includes(state) ? allowedFrom(state) : [state, ...allowedFrom(state)];
+    const allowed = TERMINAL.includes(state) ? allowedFrom(state) : [state, ...allowedFrom(state)];
+    const from = onlyFrom ? allowed.filter((s) => onlyFrom.includes(s)) : allowed;
     const cols = (Object.keys(changes) as (keyof Changes)[]).filter((c) => changes[c] !== undefined).sort();
     const set = ['state = @state', 'message = @message', 'updated_at = @now', ...cols.map((c) => `${c} = @${c}`)].join(', ');
     const sql = `UPDATE instances SET ${set} WHERE id = @id AND state IN (${from.map((s) => `'${s}'`).join(', ')})`;
