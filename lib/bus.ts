@@ -18,6 +18,11 @@ export type BusEvent =
   | { type: 'session.started'; tokenHash: string; csrfHash: string; accountId: number; expiresAt: number; modelAccess?: boolean }
   | { type: 'session.ended'; tokenHash: string }
   | { type: 'catalog.changed' }
+  /**
+   * The hosts registry changed (`rc host add`, drain, resume, remove through one control plane):
+   * the others on the same database bring their agent connections in line with it.
+   */
+  | { type: 'hosts.changed' }
   /** `route`: where the instance is reachable now (null: no longer live), so gateways update their table without a lookup. */
   | { type: 'instance.changed'; instanceId: string; route?: InstanceRouteWire | null }
   /** A gateway replica saw traffic to the instance (throttled per replica): the control plane resets its idle timer. */

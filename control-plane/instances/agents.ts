@@ -86,6 +86,11 @@ export class AgentConnection {
     this.downSince = clock.now();
   }
 
+  /** True when this connection dials `address` with `token` (the registry's row is unchanged). */
+  dials(address: string, token: string): boolean {
+    return this.config.address === address && this.config.token === token;
+  }
+
   /** The gRPC client of the host (replaced by a fresh channel after a dial that did not connect). */
   get client(): AgentClient {
     return this.current;

@@ -43,6 +43,26 @@ export class AgentConnections {
     return conn;
   }
 
+  /**
+   * Brings the registered hosts in line with the registry as stored (another control plane on the
+   * same database added, changed, drained or removed one): new ones attached, changed ones
+   * redialled, draining copied, removed ones detached. Hosts given at start stay as they are.
+   * Returns the names detached.
+   */
+  async sync(stored: HostRecord[]): Promise<string[]> {
+    const names = new Set(stored.map((h) => h.name));
+    for (const h of stored) {
+      const conn = this.byId.get(h.name);
+      if (conn && !conn.registered) continue;
+      if (h.token === undefined) continue; // cannot be unsealed: attachAll logged it at start
+      if (!conn || !conn.dials(h.address, h.token)) this.attach({ id: h.name, address: h.address, token: h.token, draining: h.draining, registered: true });
+      else conn.draining = h.draining;
+    }
+    const gone = [...this.byId.values()].filter((c) => c.registered && !names.has(c.id)).map((c) => c.id);
+    for (const id of gone) await this.detach(id);
+    return gone;
+  }
+
   /** Closes the connection to a host and forgets it (its instances must have ended: see Reconciliation.endOnHost). */
   async detach(id: string): Promise<void> {
     const conn = this.byId.get(id);

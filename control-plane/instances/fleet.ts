@@ -126,6 +126,7 @@ export class LiveFleet implements FleetControl {
     if (existing && !existing.registered) throw API_ERRORS.hostStatic(input.name, 'replaced');
     const stored = await this.service.hosts.put(input.name, input.address, input.token);
     this.service.attachHost({ id: input.name, address: input.address, token: input.token, draining: stored.draining, registered: true });
+    this.service.hostsChanged();
     return this.view(input.name);
   }
 
@@ -137,6 +138,7 @@ export class LiveFleet implements FleetControl {
     const conn = this.conn(name);
     if (conn.registered) await this.service.hosts.setDraining(name, draining);
     conn.draining = draining;
+    if (conn.registered) this.service.hostsChanged();
     if (!draining) await this.service.schedule();
     return this.view(name);
   }
@@ -149,6 +151,7 @@ export class LiveFleet implements FleetControl {
     if (rows.length) await this.service.endOnHost(name);
     await this.service.hosts.remove(name);
     await this.service.detachHost(name);
+    this.service.hostsChanged();
     return { removed: name, ended_instances: rows.map((r) => r.id) };
   }
 }

@@ -26,6 +26,7 @@ import { AgentConnections } from './connections.js';
 import type { InstanceContext } from './context.js';
 import { NO_ACTIVE_INSTANCE, noInstance } from './errors.js';
 import type { HostStore } from './host-store.js';
+import { HostSync } from './host-sync.js';
 import { Launcher, type LaunchInput } from './launch.js';
 import { launchQuote, type LaunchQuote } from './launch-quote.js';
 import { InstanceLifecycle } from './lifecycle.js';
@@ -78,6 +79,7 @@ export class InstanceService {
   private readonly clock: Clock;
   private readonly urls: PublicUrls;
   private readonly connections: AgentConnections;
+  private readonly hostSync: HostSync;
   private readonly routes = new LiveRoutes();
   private readonly lifecycle: InstanceLifecycle;
   private readonly reports: AgentReports;
@@ -116,6 +118,14 @@ export class InstanceService {
       },
     });
     this.agents = this.connections.all;
+    this.hostSync = new HostSync(
+      store.hosts,
+      this.connections,
+      o.bus,
+      log,
+      (name) => this.forgetHost(name),
+      () => void this.placement.schedule(),
+    );
     const background = new WorkLease(store, 'background', this.settings.instanceLeaseMs, this.clock);
     const ctx: InstanceContext = { store, settings: this.settings, clock: this.clock, log, agents: this.agents, background };
     this.ctx = ctx;
@@ -145,9 +155,18 @@ export class InstanceService {
   /** Closes the connection to a host and forgets it (its instances must have ended: see endOnHost). */
   async detachHost(id: string): Promise<void> {
     await this.connections.detach(id);
-    // After the hang-up: no host item of it can arrive any more to bring its GPUs back.
+    this.forgetHost(id);
+  }
+
+  /** After the hang-up: no host item of it can arrive any more to bring its GPUs back. */
+  private forgetHost(id: string): void {
     this.gpuActivity.forget(id);
     this.gpuHistory.forget(id);
+  }
+
+  /** This control plane changed the hosts registry: the others on the database follow (host-sync.ts). */
+  hostsChanged(): void {
+    this.hostSync.announce();
   }
 
   /**
@@ -174,12 +193,14 @@ export class InstanceService {
   /** Dials the agents and starts the periodic tick. */
   start(): void {
     this.connections.start();
+    this.hostSync.start();
     this.ticker.start();
   }
 
   /** Stops the tick and the agent streams. Instances keep running; the next start reconciles them. */
   async close(): Promise<void> {
     this.placement.stop();
+    await this.hostSync.close();
     await this.ticker.stop();
     await this.connections.close();
     await this.ticker.flushActivity();
