@@ -75,7 +75,10 @@ test('two control planes on one PostgreSQL and Redis: a session from A works on 
   const key = acct.api_token as string;
   // Added through A: B dials it too (it heard of it on the bus).
   await waitFor(
-    async () => ((await admin(b.ready.api, dirs[1]!, 'host.list')).body.hosts as { name: string; state: string }[]).some((h) => h.name === 'gpu-1' && h.state === 'connected'),
+    async () =>
+      ((await admin(b.ready.api, dirs[1]!, 'host.list')).body.hosts as { name: string; state: string }[]).some(
+        (h) => h.name === 'gpu-1' && h.state === 'connected',
+      ),
     10_000,
     50,
   );
@@ -132,7 +135,8 @@ test('two control planes on one PostgreSQL and Redis: a session from A works on 
 
   // The hosts registry changed through A (drained, then removed): B follows at once (the bus),
   // not at its next restart.
-  const hostOnB = async () => ((await admin(b.ready.api, dirs[1]!, 'host.list')).body.hosts as { name: string; state: string }[]).find((h) => h.name === 'gpu-1');
+  const hostOnB = async () =>
+    ((await admin(b.ready.api, dirs[1]!, 'host.list')).body.hosts as { name: string; state: string }[]).find((h) => h.name === 'gpu-1');
   assert.equal((await admin(a.ready.api, dirs[0]!, 'host.drain', { name: 'gpu-1' })).status, 200);
   await waitFor(async () => (await hostOnB())?.state === 'draining', 5_000, 50);
   await waitFor(async () => (await call(`${a.ready.api}/api/notebook/status`, { key })).body.status === 'stopped', 30_000, 100);

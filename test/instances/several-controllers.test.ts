@@ -71,7 +71,11 @@ test('a start that reaches the host after its instance was destroyed through ano
   await placement.sendStart(conn, stale);
   assert.deepEqual(agent.handle.supervisor.list(), [], 'nothing runs on the host that the database says is gone');
   const after = (await b.store.instances.get(id))!;
-  assert.deepEqual([after.state, after.ended_at, after.billed_periods], [destroyed.state, destroyed.ended_at, destroyed.billed_periods], 'stopped where the destroy ended it');
+  assert.deepEqual(
+    [after.state, after.ended_at, after.billed_periods],
+    [destroyed.state, destroyed.ended_at, destroyed.billed_periods],
+    'stopped where the destroy ended it',
+  );
 });
 
 test('the move to ready happens once: a second fold of the same report does not move ready_at (billing counts from it)', async (t) => {
