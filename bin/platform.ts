@@ -139,7 +139,7 @@ async function assemble(config: Config, logger: Logger, parts: Parts): Promise<C
     closers.add(() => bus.close());
     const { sims, models } = await startSims(config, logger, closers);
 
-    const store = await Store.open({ dataDir, databaseUrl: config.databaseUrl || undefined });
+    const store = await Store.open({ dataDir, databaseUrl: config.databaseUrl || undefined, namedStatements: config.databaseNamedStatements });
     closers.add(() => store.close());
     const limits = new AccountLimits({ rpm: config.modelRpm, tpm: config.modelTpm, dailyTokens: config.modelDailyTokens });
     limits.load(await storeLimitOverrides(store, config));

@@ -20,6 +20,7 @@ export interface AdminClientOptions {
   dataDir: string;
   /** RC_DATABASE_URL: the platform's state is on PostgreSQL (the data dir still holds seal.key and the admin token). */
   databaseUrl?: string;
+  namedStatements?: boolean;
   /** Create the platform's database when the data dir has none (`rc ... --init`); else refuse (NoPlatformError). */
   init?: boolean;
   redisUrl?: string;
@@ -105,7 +106,7 @@ export async function callAdmin(options: AdminClientOptions, op: AdminOpName, in
     if (r) return r.body;
   }
   if (!options.databaseUrl && !options.init && !existsSync(databasePath(options.dataDir))) throw new NoPlatformError(options.dataDir);
-  const store = await Store.open({ dataDir: options.dataDir, databaseUrl: options.databaseUrl });
+  const store = await Store.open({ dataDir: options.dataDir, databaseUrl: options.databaseUrl, namedStatements: options.namedStatements });
   const publisher = options.redisUrl ? redisPublisher(options.redisUrl, busChannel(options.redisPrefix)) : undefined;
   try {
     return await runAdminOp({ store, publish: publisher?.publish ?? (async () => {}), configuredModels: options.configuredModels }, op, input);

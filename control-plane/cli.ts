@@ -331,6 +331,7 @@ function groupCommand(group: string): Command {
       const options = {
         dataDir,
         databaseUrl: config.databaseUrl || undefined,
+        namedStatements: config.databaseNamedStatements,
         init: values.init === true,
         redisUrl: config.redisUrl || undefined,
         redisPrefix: config.gateKeyPrefix,

@@ -86,16 +86,19 @@ const TX_TRIES = 8;
 type Queryable = Pick<pg.PoolClient, 'query'>;
 
 class PgStatement<P extends unknown[], R> implements Statement<P, R> {
-  private readonly name: string;
+  private readonly name: string | undefined;
   private readonly pgText: PgText;
 
   constructor(
     private readonly on: () => Queryable,
     sql: string,
+    named: boolean,
   ) {
     this.pgText = toPgText(sql);
     // Prepared once per connection under a name of its text (pg keeps the names it prepared).
-    this.name = `rc_${createHash('sha1').update(this.pgText.text).digest('base64url')}`;
+    // Unnamed: parsed with each execution, the only kind a pooler in transaction mode that hands
+    // each transaction another server connection can relay (PgBouncer before 1.21).
+    this.name = named ? `rc_${createHash('sha1').update(this.pgText.text).digest('base64url')}` : undefined;
   }
 
   private values(params: unknown[]): unknown[] {
@@ -132,7 +135,10 @@ class PgTransaction implements Sql {
   ended = false;
   private depth = 0;
 
-  constructor(private readonly client: pg.PoolClient) {}
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly named: boolean,
+  ) {}
 
   private live(): Queryable {
     if (this.ended) throw new Error('statement used after its transaction ended');
@@ -140,7 +146,7 @@ class PgTransaction implements Sql {
   }
 
   prepare<P extends unknown[] = unknown[], R = unknown>(sql: string): Statement<P, R> {
-    return new PgStatement<P, R>(() => this.live(), sql);
+    return new PgStatement<P, R>(() => this.live(), sql, this.named);
   }
 
   async transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
@@ -162,27 +168,31 @@ class PgTransaction implements Sql {
 export interface PgOptions {
   /** Connections in the pool (default 10). */
   max?: number;
+  /** Named prepared statements (default true; RC_DATABASE_NAMED_STATEMENTS). */
+  namedStatements?: boolean;
 }
 
 /** The database: statements on any pooled connection, transactions on one. */
 export class PgSql implements Sql {
   readonly engine = 'postgres' as const;
   readonly pool: pg.Pool;
+  private readonly named: boolean;
 
   constructor(url: string, options: PgOptions = {}) {
+    this.named = options.namedStatements ?? true;
     this.pool = new pg.Pool({ connectionString: url, max: options.max ?? 10, types: pgTypes });
     // An idle connection the server closed: the pool drops it; the next query takes another.
     this.pool.on('error', () => {});
   }
 
   prepare<P extends unknown[] = unknown[], R = unknown>(sql: string): Statement<P, R> {
-    return new PgStatement<P, R>(() => this.pool, sql);
+    return new PgStatement<P, R>(() => this.pool, sql, this.named);
   }
 
   async transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const client = await this.pool.connect();
-      const tx = new PgTransaction(client);
+      const tx = new PgTransaction(client, this.named);
       let broken: Error | undefined;
       try {
         await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');

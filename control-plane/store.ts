@@ -30,6 +30,8 @@ export interface StoreOptions {
   dataDir?: string;
   /** `postgres://...` (RC_DATABASE_URL): the state on PostgreSQL instead of the data dir's SQLite file. */
   databaseUrl?: string;
+  /** PostgreSQL: named prepared statements (RC_DATABASE_NAMED_STATEMENTS; default true). */
+  namedStatements?: boolean;
   /** An already open database (for example ':memory:'); used instead of the data dir's file. */
   db?: Db;
   /** Key that seals API keys at rest; default: the data dir's seal.key (random per process without a data dir). */
@@ -147,7 +149,9 @@ export class Store extends Repositories {
   /** Opens (creating and migrating when needed) the database, then seeds a fresh one. */
   static async open(options: StoreOptions): Promise<Store> {
     if (!options.db && !options.dataDir && !options.databaseUrl) throw new TypeError('Store needs dataDir, databaseUrl or db');
-    const database = options.databaseUrl ? await openPostgres(options.databaseUrl) : new SqliteSql(options.db ?? openDatabase(databasePath(options.dataDir!)));
+    const database = options.databaseUrl
+      ? await openPostgres(options.databaseUrl, options.namedStatements)
+      : new SqliteSql(options.db ?? openDatabase(databasePath(options.dataDir!)));
     const seal = options.sealKey ?? (options.dataDir ? sealKey(options.dataDir) : randomBytes(32));
     const store = new Store(database, options.clock ?? systemClock, seal);
     try {
@@ -191,8 +195,8 @@ async function checkSealKey(store: Store): Promise<void> {
 }
 
 /** A pool on the PostgreSQL database at `url`, migrated (a failure closes the pool). */
-async function openPostgres(url: string): Promise<PgSql> {
-  const db = new PgSql(url);
+async function openPostgres(url: string, namedStatements?: boolean): Promise<PgSql> {
+  const db = new PgSql(url, { namedStatements });
   try {
     await migratePostgres(db.pool);
     return db;

@@ -128,6 +128,12 @@ export const SETTINGS = {
     '',
     "The control plane's state on PostgreSQL 14 or later (postgres://user:password@host:port/db); empty: SQLite in the data dir",
   ),
+  databaseNamedStatements: setting(
+    'RC_DATABASE_NAMED_STATEMENTS',
+    bool,
+    true,
+    'PostgreSQL: prepare each statement once per connection under a name (0: unnamed statements, for a pooler in transaction mode that cannot keep named ones, such as PgBouncer before 1.21)',
+  ),
   redisUrl: setting('REDIS_URL', z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]), '', 'Redis for gates and events; empty: in memory'),
   logLevel: setting('RC_LOG_LEVEL', z.enum(['silent', 'error', 'warn', 'info', 'debug']), 'info', 'Log level'),
   modelRpm: setting('RC_MODEL_RPM', positiveInt, 600, 'Default model API requests per minute per account'),
