@@ -148,7 +148,13 @@ export const SETTINGS = {
       .max(64)
       .regex(/^[^{}\s]+$/, 'no braces or spaces'),
     'rc:',
-    "Prefix of everything the platform keeps in Redis: the gates' keys and the event channel (<prefix>events); platforms sharing one Redis need different prefixes",
+    "Prefix of everything the platform keeps in Redis: the gates' keys, the sign-in, sign-up and coupon attempt limits (<prefix>auth:) and the event channel (<prefix>events); platforms sharing one Redis need different prefixes",
+  ),
+  authRedisTimeoutMs: setting(
+    'RC_AUTH_REDIS_TIMEOUT_MS',
+    ms,
+    500,
+    "Longest wait on Redis for a sign-in, sign-up or coupon attempt limit before this control plane's in-memory limits decide",
   ),
   gatewayMaxBodyBytes: setting('RC_GATEWAY_MAX_BODY_BYTES', positiveInt, 8 * 1024 * 1024, 'Largest request body the gateway accepts (413 beyond)'),
   gatewayMaxTools: setting('RC_GATEWAY_MAX_TOOLS', positiveInt, 4096, 'Tools in one model API request, namespace functions included (400 beyond)'),
