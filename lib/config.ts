@@ -128,7 +128,12 @@ export const SETTINGS = {
     '',
     "The control plane's state on PostgreSQL 14 or later (postgres://user:password@host:port/db); empty: SQLite in the data dir",
   ),
-  redisUrl: setting('REDIS_URL', z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]), '', 'Redis for gates and events; empty: in memory'),
+  redisUrl: setting(
+    'REDIS_URL',
+    z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]),
+    '',
+    'Redis for gates, sign-in, sign-up and coupon attempt limits, and events; empty: in memory',
+  ),
   logLevel: setting('RC_LOG_LEVEL', z.enum(['silent', 'error', 'warn', 'info', 'debug']), 'info', 'Log level'),
   modelRpm: setting('RC_MODEL_RPM', positiveInt, 600, 'Default model API requests per minute per account'),
   modelTpm: setting('RC_MODEL_TPM', positiveInt, 1_000_000, 'Default model API tokens (in + out) per minute per account'),
