@@ -11,6 +11,7 @@ import { type TestContext, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { MemoryAttemptLimits, type AttemptLimitSettings } from '../../control-plane/auth/attempt-limits.js';
 import { RedisAttemptLimits } from '../../control-plane/auth/redis-limits.js';
+import { KNOWN_ADDRESS_TTL_MS, PAIR_FORGET_MS } from '../../control-plane/auth/rate-limit.js';
 import { API_ERRORS } from '../../control-plane/errors.js';
 import type { ControlPlaneSettings } from '../../control-plane/deps.js';
 import { FakeClock } from '../../lib/clock.js';
@@ -43,7 +44,8 @@ function client(t: TestContext, url = REDIS_URL): Redis {
 async function twoControlPlanes(t: TestContext, settings: Partial<ControlPlaneSettings>, clock = new FakeClock()) {
   const dir = mkdtempSync(join(tmpdir(), 'rc-shared-limits-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const all = { trustProxy: true, ...settings };
+  // A long Redis timeout: on a loaded machine a slow answer must not send a decision to one process's memory.
+  const all = { trustProxy: true, authRedisTimeoutMs: 5000, ...settings };
   const a = await startPlatform({ dataDir: dir, clock, settings: all });
   t.after(() => a.close());
   const b = await startPlatform({ dataDir: dir, clock, settings: all });
@@ -114,6 +116,50 @@ test('the Redis limits decide exactly as the in-memory ones: 3,000 random attemp
   const seen = { ...refused, waits: waits.length, pair: waits.filter((w) => w > 60_000).length, bucket: waits.filter((w) => w < 1000).length };
   t.diagnostic(JSON.stringify(seen));
   assert.ok(seen.signIn > 50 && seen.signUp > 50 && seen.coupon > 50 && seen.pair > 3 && seen.bucket > 3, JSON.stringify(seen));
+});
+
+test("on Redis's clock (no clock given, as in production): the rules hold, and every key the limits write expires", async (t) => {
+  if (!(await redisAvailable(t))) return;
+  const prefix = testPrefix(t);
+  const r = client(t);
+  const settings: AttemptLimitSettings = {
+    loginPerAddressPerMinute: 10,
+    signupPerAddressPerHour: 2,
+    couponAttemptsPerAccountPerHour: 2,
+    couponAttemptsPerAddressPerHour: 30,
+  };
+  const limits = new RedisAttemptLimits(r, { prefix, settings });
+  // 10 failures: the 6th to the 10th set waits of 1, 2, 4, 8 and 16 s; the pair waits, at most 16 s.
+  for (let i = 0; i < 10; i++) await limits.signInFailed('victim@x.io', '198.51.100.1');
+  const wait = await limits.admitSignIn('victim@x.io', '198.51.100.1');
+  assert.ok(wait > 0 && wait <= 16_000, `waits ${wait} ms`);
+  assert.equal(await limits.admitSignIn('victim@x.io', '192.0.2.7'), 0, 'another address is not affected');
+  await limits.signInSucceeded('victim@x.io', '192.0.2.7');
+  assert.deepEqual([await limits.takeSignUp('203.0.113.1'), await limits.takeSignUp('203.0.113.1')], [0, 0]);
+  assert.ok((await limits.takeSignUp('203.0.113.1')) > 0, 'the third sign-up of the hour');
+  assert.deepEqual([await limits.takeRedemption(7, '203.0.113.1'), await limits.takeRedemption(7, '203.0.113.2')], [0, 0]);
+  assert.ok((await limits.takeRedemption(7, '203.0.113.3')) > 0, 'the account has used its 2 attempts');
+
+  // Nothing stays in Redis for ever: each key's TTL is at most what its rule needs.
+  const keys = (await r.keys(`${prefix}*`)).sort();
+  const most: Record<string, number> = {
+    pair: PAIR_FORGET_MS,
+    known: KNOWN_ADDRESS_TTL_MS,
+    signin: 60_000,
+    failures: 20 * 60_000,
+    signup: 3_600_000,
+    coupon: 3_600_000,
+  };
+  assert.deepEqual(
+    keys.map((k) => k.slice(prefix.length).split(':')[1]),
+    // No attempt counted for the waiting pair's address: a refusal takes nothing.
+    ['coupon', 'coupon', 'coupon', 'failures', 'known', 'pair', 'signin', 'signup'],
+    keys.join(' '),
+  );
+  for (const k of keys) {
+    const ttl = await r.pttl(k);
+    assert.ok(ttl > 0 && ttl <= most[k.slice(prefix.length).split(':')[1]!]!, `${k}: PTTL ${ttl}`);
+  }
 });
 
 test('two control planes on one Redis: sign-in failures through A make B refuse (pair wait, address bucket)', async (t) => {
@@ -218,7 +264,7 @@ test('Redis frozen, then thawed: attempts are answered within the timeout from m
   const server = await PrivateRedis.start(t);
   if (!server) return;
   const prefix = `rc-test-limits-${randomUUID()}:`;
-  const { a, b } = await twoControlPlanes(t, { redisUrl: server.url, gateKeyPrefix: prefix, authRedisTimeoutMs: 200, signupPerAddressPerHour: 2 });
+  const { a, b } = await twoControlPlanes(t, { redisUrl: server.url, gateKeyPrefix: prefix, authRedisTimeoutMs: 1000, signupPerAddressPerHour: 2 });
   const probe = client(t, server.url);
   const signup = (p: Platform, i: number, address: string) =>
     p.call('POST', '/api/auth/signup', { body: { email: `s${i}@example.com`, password: PASSWORD }, headers: from(address) });
