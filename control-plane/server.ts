@@ -143,7 +143,10 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const app = uws().App();
   registerConsole(app);
   const streams = mountRoutes(app, routes, { store, logger, settings, adminHash, internalHash });
-  const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);
+  const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0).catch((err: unknown) => {
+    attempts.close(); // its Redis connection would keep the process alive
+    throw err;
+  });
   listeningUrl = server.url;
   const runtimePath = options.dataDir ? join(options.dataDir, RUNTIME_FILE) : undefined;
   const info: RuntimeInfo = { url: server.url, pid: process.pid };

@@ -35,12 +35,22 @@ export class SharedAttemptLimits implements AttemptLimits {
     private readonly local: MemoryAttemptLimits,
     private readonly o: { timeoutMs: number; logger?: Logger | undefined },
   ) {
-    shared.redis.on('ready', () => this.report(true, 'connected'));
-    shared.redis.on('close', () => this.report(false, 'connection closed'));
+    shared.redis.on('ready', this.onReady);
+    shared.redis.on('close', this.onClose);
     if (shared.redis.status !== 'ready') this.report(false, `connection ${shared.redis.status}`);
   }
 
-  /** True while the decisions are Redis's (tests, metrics). */
+  private readonly onReady = () => this.report(true, 'connected');
+  private readonly onClose = () => this.report(false, 'connection closed');
+
+  /** Closes the connection (the control plane's close: not an outage to log). */
+  close(): void {
+    this.shared.redis.off('ready', this.onReady);
+    this.shared.redis.off('close', this.onClose);
+    this.shared.redis.disconnect();
+  }
+
+  /** True while Redis decides: connected, and no failure in the last BACKOFF_MS. */
   get usingRedis(): boolean {
     if (this.shared.redis.status !== 'ready') return false;
     return Date.now() >= this.backoffUntil;
@@ -122,5 +132,5 @@ export async function openAttemptLimits(
   const clock = o.clock === systemClock ? undefined : o.clock;
   const shared = new RedisAttemptLimits(redis, { prefix: settings.gateKeyPrefix, settings, clock });
   const limits = new SharedAttemptLimits(shared, local, { timeoutMs: settings.authRedisTimeoutMs, logger: o.logger });
-  return { limits, close: () => redis.disconnect() };
+  return { limits, close: () => limits.close() };
 }
