@@ -30,6 +30,9 @@ const KEYS = [
   'apiPublicUrl',
   'apiStreamsPerAccount',
   'apiStreamsPerAddress',
+  'redisUrl',
+  'gateKeyPrefix',
+  'authRedisTimeoutMs',
 ] as const;
 
 /** The documented defaults, overridden by `given`. */

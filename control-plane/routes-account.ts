@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import type { Caller } from './auth.js';
 import type { ApiDeps } from './deps.js';
-import { addressKey, KeyedBuckets } from './auth/rate-limit.js';
+import type { AttemptLimits } from './auth/attempt-limits.js';
 import { API_ERRORS } from './errors.js';
 import { route, type Route } from './router.js';
 import { checkSshPublicKey } from './ssh-key.js';
@@ -28,37 +28,9 @@ async function emptyUsage(deps: ApiDeps, accountId: number) {
   };
 }
 
-/**
- * Redemption attempts per account and per client address, each a token bucket refilled over an
- * hour: every attempt takes one from both (a success too, so a right guess costs what a wrong
- * one does), and one refused costs no lookup. 650-1,770 tries a second from one account found a
- * 4-character code in a minute (issue 44); Stripe limits redemption-like calls the same way.
- */
-export class RedemptionLimits {
-  private readonly perAccount: KeyedBuckets;
-  private readonly perAddress: KeyedBuckets;
-
-  constructor(deps: ApiDeps) {
-    const { clock } = deps.store;
-    this.perAccount = new KeyedBuckets(deps.settings.couponAttemptsPerAccountPerHour, 3_600_000, clock);
-    this.perAddress = new KeyedBuckets(deps.settings.couponAttemptsPerAddressPerHour, 3_600_000, clock);
-  }
-
-  /** Takes an attempt for both; returns 0, or the milliseconds to wait (nothing taken). */
-  take(accountId: number, address: string): number {
-    const account = String(accountId);
-    const at = addressKey(address);
-    const wait = Math.max(this.perAccount.waitMs(account), this.perAddress.waitMs(at));
-    if (wait > 0) return wait;
-    this.perAccount.take(account);
-    this.perAddress.take(at);
-    return 0;
-  }
-}
-
-export function accountRoutes(deps: ApiDeps): Route[] {
+/** `limits`: the coupon redemption attempts per account and per address (auth/rate-limit.ts RedemptionLimits: the policy). */
+export function accountRoutes(deps: ApiDeps, limits: AttemptLimits): Route[] {
   const { store, bus } = deps;
-  const redemptions = new RedemptionLimits(deps);
   return [
     route({
       method: 'get',
@@ -106,7 +78,7 @@ export function accountRoutes(deps: ApiDeps): Route[] {
       body: z.strictObject({ coupon: z.string().trim().min(1, 'coupon must not be empty').max(128) }),
       async handle({ body, clientAddress }, caller: Caller) {
         if (deps.settings.couponRedemption !== 'open') throw API_ERRORS.redemptionClosed(deps.settings.couponRetryAfterSec);
-        const wait = redemptions.take(caller.account.id, clientAddress);
+        const wait = await limits.takeRedemption(caller.account.id, clientAddress);
         if (wait > 0) throw API_ERRORS.couponRateLimited(wait);
         return { body: await store.coupons.redeem(caller.account.id, body.coupon) };
       },

@@ -10,7 +10,7 @@ import { secureCookies } from '../lib/session-cookie.js';
 import type { ApiDeps } from './deps.js';
 import { ApiError } from './api-error.js';
 import { API_ERRORS } from './errors.js';
-import { addressKey, KeyedBuckets, SignInLimits } from './auth/rate-limit.js';
+import type { AttemptLimits } from './auth/attempt-limits.js';
 import type { EmailVerifications } from './auth/email-verification.js';
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import { effectiveOverrides, hasSharedModelAccess } from './model-access.js';
@@ -94,24 +94,23 @@ interface AuthContext {
   email: EmailVerificationHooks;
   /** RC_EMAIL_VERIFICATION=required: sign-up mails a link instead of signing in. */
   verifyEmail: boolean;
-  signUps: KeyedBuckets;
-  signIns: SignInLimits;
+  /** Sign-in and sign-up attempt limits (in memory or shared in Redis: auth/attempt-limits.ts). */
+  attempts: AttemptLimits;
   cookiePaths: CookiePaths;
 }
 
-export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, signUps: KeyedBuckets, cookiePaths: CookiePaths = () => ['/']): Route[] {
+export function authRoutes(deps: ApiDeps, email: EmailVerificationHooks, attempts: AttemptLimits, cookiePaths: CookiePaths = () => ['/']): Route[] {
   const ctx: AuthContext = {
     deps,
     email,
     verifyEmail: deps.settings.emailVerification === 'required',
-    signUps,
-    signIns: new SignInLimits({ perAddressPerMinute: deps.settings.loginPerAddressPerMinute, clock: deps.store.clock }),
+    attempts,
     cookiePaths,
   };
   return [signUpRoute(ctx), signInRoute(ctx), signOutRoute(ctx), sessionRoute(ctx)];
 }
 
-function signUpRoute({ deps, email, verifyEmail, signUps, cookiePaths }: AuthContext): Route {
+function signUpRoute({ deps, email, verifyEmail, attempts, cookiePaths }: AuthContext): Route {
   const { store } = deps;
   return route({
     method: 'post',
@@ -123,7 +122,7 @@ function signUpRoute({ deps, email, verifyEmail, signUps, cookiePaths }: AuthCon
     async handle({ body, forwardedProto, clientAddress }) {
       if (deps.settings.signup !== 'open') throw API_ERRORS.signupClosed();
       // Each open sign-up is an account with its own daily model cap: one address cannot mint many.
-      const wait = signUps.take(addressKey(clientAddress));
+      const wait = await attempts.takeSignUp(clientAddress);
       if (wait > 0) throw API_ERRORS.signupRateLimited(wait);
       // Hashed for every sign-up, new address or not: the answer's time says nothing either.
       const passwordHash = await hashPassword(body.password);
@@ -163,7 +162,7 @@ function signUpRoute({ deps, email, verifyEmail, signUps, cookiePaths }: AuthCon
   });
 }
 
-function signInRoute({ deps, email, verifyEmail, signIns, cookiePaths }: AuthContext): Route {
+function signInRoute({ deps, email, verifyEmail, attempts, cookiePaths }: AuthContext): Route {
   const { store } = deps;
   return route({
     method: 'post',
@@ -174,16 +173,17 @@ function signInRoute({ deps, email, verifyEmail, signIns, cookiePaths }: AuthCon
     sameOriginJson: true,
     async handle({ body, forwardedProto, clientAddress }) {
       // Limits first: a refused attempt costs no scrypt and checks no password (auth/rate-limit.ts).
-      const wait = signIns.admit(body.email, clientAddress);
+      const wait = await attempts.admitSignIn(body.email, clientAddress);
       if (wait > 0) throw API_ERRORS.loginRateLimited(wait);
       const found = await store.accounts.withPassword(body.email);
       // Hash even when the account does not exist, so timing does not reveal which e-mails exist.
       const ok = await verifyPassword(body.password, found?.passwordHash ?? (await dummyHash()));
       if (!found || !found.passwordHash || !ok) {
-        signIns.failed(body.email, clientAddress);
+        // Counted before the answer: the next attempt, through any control plane, sees it.
+        await attempts.signInFailed(body.email, clientAddress);
         throw API_ERRORS.loginFailed();
       }
-      signIns.succeeded(body.email, clientAddress);
+      await attempts.signInSucceeded(body.email, clientAddress);
       if (found.account.disabled) throw API_ERRORS.accountDisabled();
       if (verifyEmail && !(await email.verifications.isVerified(found.account.id))) throw API_ERRORS.emailVerificationRequired();
       return signedIn(deps, cookiePaths, found.account.id, forwardedProto);

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import type { ApiDeps } from './deps.js';
 import { VERIFY_PATH, type EmailVerifications } from './auth/email-verification.js';
-import { addressKey, type KeyedBuckets } from './auth/rate-limit.js';
+import type { AttemptLimits } from './auth/attempt-limits.js';
 import type { MailSender } from './auth/mail.js';
 import { API_ERRORS } from './errors.js';
 import { route, type Route } from './router.js';
@@ -79,7 +79,8 @@ export function emailRoutes(
   deps: ApiDeps,
   verifications: EmailVerifications,
   sendLink: (accountId: number, email: string) => Promise<void>,
-  perAddress: KeyedBuckets,
+  /** Its takeSignUp: a resend takes from the sign-up bucket of the address (each can send a mail). */
+  limits: AttemptLimits,
 ): Route[] {
   return [
     route({
@@ -104,7 +105,7 @@ export function emailRoutes(
       summary: 'Mail a new verification link (the same answer for every address)',
       body: z.strictObject({ email: z.string().trim().toLowerCase().max(254).pipe(z.email('must be an e-mail address')) }),
       async handle({ body, clientAddress }) {
-        const wait = perAddress.take(addressKey(clientAddress));
+        const wait = await limits.takeSignUp(clientAddress);
         if (wait > 0) throw API_ERRORS.signupRateLimited(wait, 'requests');
         const a = await deps.store.accounts.byEmail(body.email);
         // The same answer whether or not the address exists or waits: nothing is learnt about accounts.

@@ -22,7 +22,7 @@ import { accountRoutes } from './routes-account.js';
 import { authRoutes } from './routes-auth.js';
 import { emailRoutes, mailHooks } from './routes-email.js';
 import { mailSender, type MailSender } from './auth/mail.js';
-import { KeyedBuckets } from './auth/rate-limit.js';
+import { openAttemptLimits } from './auth/shared-limits.js';
 import { templateRoutes } from './routes-templates.js';
 import { creditRoutes } from './routes-credits.js';
 import { modelRoutes } from './routes-models.js';
@@ -118,17 +118,18 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const internalHash = options.internalToken ? hashKey(options.internalToken) : undefined;
   const admin = adminContext(options, deps);
 
-  // Sign-up and verification-mail requests share one per-address bucket (each can send a mail).
-  const signUps = new KeyedBuckets(settings.signupPerAddressPerHour, 3_600_000, store.clock);
+  // Sign-in, sign-up (and verification mail) and coupon attempt limits: in memory, or in Redis
+  // with REDIS_URL, shared by every control plane (auth/shared-limits.ts).
+  const attempts = await openAttemptLimits(settings, { clock: store.clock, logger });
   const verifications = store.emailVerifications;
   let listeningUrl = '';
   const mails = mailHooks(deps, verifications, options.mail ?? mailSender(settings.smtpUrl, logger), () => settings.apiPublicUrl || listeningUrl);
 
   const routes: Route[] = [
     route({ method: 'get', path: '/api/health', summary: 'Liveness', access: 'none', handle: () => ({ body: { status: 'ok' } }) }),
-    ...authRoutes(deps, { verifications, ...mails }, signUps, () => cookiePaths),
-    ...emailRoutes(deps, verifications, mails.sendLink, signUps),
-    ...accountRoutes(deps),
+    ...authRoutes(deps, { verifications, ...mails }, attempts.limits, () => cookiePaths),
+    ...emailRoutes(deps, verifications, mails.sendLink, attempts.limits),
+    ...accountRoutes(deps, attempts.limits),
     ...templateRoutes(deps),
     adminRoute(admin),
     ...operatorRoutes(deps, admin),
@@ -142,7 +143,10 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
   const app = uws().App();
   registerConsole(app);
   const streams = mountRoutes(app, routes, { store, logger, settings, adminHash, internalHash });
-  const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0);
+  const server = await listen(app, options.host ?? '127.0.0.1', options.port ?? 0).catch((err: unknown) => {
+    attempts.close(); // its Redis connection would keep the process alive
+    throw err;
+  });
   listeningUrl = server.url;
   const runtimePath = options.dataDir ? join(options.dataDir, RUNTIME_FILE) : undefined;
   const info: RuntimeInfo = { url: server.url, pid: process.pid };
@@ -163,6 +167,7 @@ export async function createControlPlane(options: ControlPlaneOptions): Promise<
         clearInterval(purge);
         await rollup?.stop();
         await server.close(1000);
+        attempts.close();
         if (runtimePath) removeRuntimeFile(runtimePath, info);
         if (ownsStore) await store.close();
       })();

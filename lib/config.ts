@@ -134,7 +134,12 @@ export const SETTINGS = {
     true,
     'PostgreSQL: prepare each statement once per connection under a name (0: unnamed statements, for a pooler in transaction mode that cannot keep named ones, such as PgBouncer before 1.21)',
   ),
-  redisUrl: setting('REDIS_URL', z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]), '', 'Redis for gates and events; empty: in memory'),
+  redisUrl: setting(
+    'REDIS_URL',
+    z.union([z.literal(''), z.url({ protocol: /^rediss?$/ })]),
+    '',
+    'Redis for gates, sign-in, sign-up and coupon attempt limits, and events; empty: in memory',
+  ),
   logLevel: setting('RC_LOG_LEVEL', z.enum(['silent', 'error', 'warn', 'info', 'debug']), 'info', 'Log level'),
   modelRpm: setting('RC_MODEL_RPM', positiveInt, 600, 'Default model API requests per minute per account'),
   modelTpm: setting('RC_MODEL_TPM', positiveInt, 1_000_000, 'Default model API tokens (in + out) per minute per account'),
@@ -154,7 +159,13 @@ export const SETTINGS = {
       .max(64)
       .regex(/^[^{}\s]+$/, 'no braces or spaces'),
     'rc:',
-    "Prefix of everything the platform keeps in Redis: the gates' keys and the event channel (<prefix>events); platforms sharing one Redis need different prefixes",
+    "Prefix of everything the platform keeps in Redis: the gates' keys, the sign-in, sign-up and coupon attempt limits (<prefix>auth:) and the event channel (<prefix>events); platforms sharing one Redis need different prefixes",
+  ),
+  authRedisTimeoutMs: setting(
+    'RC_AUTH_REDIS_TIMEOUT_MS',
+    ms,
+    500,
+    "Longest wait on Redis for a sign-in, sign-up or coupon attempt limit before this control plane's in-memory limits decide",
   ),
   gatewayMaxBodyBytes: setting('RC_GATEWAY_MAX_BODY_BYTES', positiveInt, 8 * 1024 * 1024, 'Largest request body the gateway accepts (413 beyond)'),
   gatewayMaxTools: setting('RC_GATEWAY_MAX_TOOLS', positiveInt, 4096, 'Tools in one model API request, namespace functions included (400 beyond)'),

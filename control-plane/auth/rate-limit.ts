@@ -1,4 +1,7 @@
-// Rate limits of sign-in and sign-up (in memory: one control plane holds the accounts).
+// Rate limits of sign-in, sign-up and coupon redemption, in this process's memory: the default
+// (one control plane), and the fallback while Redis is unreachable. With REDIS_URL the same
+// policy is decided in Redis, shared by every control plane (redis-limits.ts, limit-scripts.ts;
+// attempt-limits.ts chooses).
 //
 // Sign-in policy (control-plane/README.md, "Sign-in limits"):
 // 1. Per client address, every attempt: a bucket of `loginPerAddressPerMinute` attempts that
@@ -158,5 +161,32 @@ export class SignInLimits {
   private sweepPairs(now: number): void {
     this.lastSweep = now;
     for (const [k, p] of this.pairs) if (p.blockedUntil <= now && now - p.at > MAX_PAIR_WAIT_MS) this.pairs.delete(k);
+  }
+}
+
+/**
+ * Redemption attempts per account and per client address, each a token bucket refilled over an
+ * hour: every attempt takes one from both (a success too, so a right guess costs what a wrong
+ * one does), and one refused costs no lookup. 650-1,770 tries a second from one account found a
+ * 4-character code in a minute (issue 44); Stripe limits redemption-like calls the same way.
+ */
+export class RedemptionLimits {
+  private readonly perAccount: KeyedBuckets;
+  private readonly perAddress: KeyedBuckets;
+
+  constructor(perAccountPerHour: number, perAddressPerHour: number, clock: Clock = systemClock) {
+    this.perAccount = new KeyedBuckets(perAccountPerHour, 3_600_000, clock);
+    this.perAddress = new KeyedBuckets(perAddressPerHour, 3_600_000, clock);
+  }
+
+  /** Takes an attempt for both; returns 0, or the milliseconds to wait (nothing taken). */
+  take(accountId: number, address: string): number {
+    const account = String(accountId);
+    const at = addressKey(address);
+    const wait = Math.max(this.perAccount.waitMs(account), this.perAddress.waitMs(at));
+    if (wait > 0) return wait;
+    this.perAccount.take(account);
+    this.perAddress.take(at);
+    return 0;
   }
 }
