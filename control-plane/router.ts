@@ -13,6 +13,7 @@ import { API_ERRORS, ApiError } from './errors.js';
 import type { Store } from './store.js';
 import { openSse, type Sse } from './sse.js';
 import { HeldLimits } from '../lib/held-limits.js';
+import { clientAddress } from '../lib/client-address.js';
 import { parseInput } from './validate.js';
 import { checkSameOriginJson, type OriginHeaders } from './auth/same-origin.js';
 
@@ -133,16 +134,6 @@ function holdStream(streams: HeldLimits, caller: Caller | undefined, address: st
 function checkOperator(caller: Caller): void {
   if (caller.via !== 'session') throw API_ERRORS.operatorSessionOnly();
   if (!caller.account.isOperator) throw API_ERRORS.operatorOnly();
-}
-
-/** The client address of a request (read synchronously in the handler); the instance proxy's too. */
-export function clientAddress(res: HttpResponse, req: HttpRequest, trustProxy: boolean): string {
-  if (trustProxy) {
-    const xff = req.getHeader('x-forwarded-for');
-    const last = xff.slice(xff.lastIndexOf(',') + 1).trim();
-    if (last !== '') return last;
-  }
-  return Buffer.from(res.getRemoteAddressAsText()).toString();
 }
 
 /** A response and the request id it answers under (echoed from `x-request-id`, or generated). */

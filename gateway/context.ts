@@ -45,6 +45,11 @@ export class Admission {
 
 export interface GatewayContext {
   readonly limits: GatewayLimits;
+  /**
+   * Behind a reverse proxy (RC_TRUST_PROXY): the per-address limits count the last
+   * X-Forwarded-For entry instead of the peer, which would be the proxy for every client.
+   */
+  readonly trustProxy: boolean;
   readonly logger: Logger;
   readonly keys: KeyDirectory;
   readonly catalog: Catalog;

@@ -7,10 +7,11 @@ import type { GatewayOptions } from './server.js';
 /** The createGateway options every gateway takes from the settings: address, limits, upstream timeouts, routes. */
 export function gatewayOptionsFromConfig(
   config: Config,
-): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes' | 'metrics' | 'cookieSecure'> {
+): Pick<GatewayOptions, 'host' | 'port' | 'limits' | 'upstream' | 'routes' | 'metrics' | 'cookieSecure' | 'trustProxy'> {
   return {
     host: config.host,
     cookieSecure: config.cookieSecure,
+    trustProxy: config.trustProxy,
     port: config.gatewayPort,
     metrics: { host: config.metricsHost, port: config.metricsPort },
     limits: limitsFrom(config),

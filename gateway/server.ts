@@ -50,6 +50,8 @@ export interface GatewayOptions {
   reusePort?: boolean;
   /** RC_COOKIE_SECURE: which session cookie the shared model routes read (lib/session-cookie.ts); default auto. */
   cookieSecure?: CookieSecureMode;
+  /** RC_TRUST_PROXY: behind a reverse proxy, the per-address limits count the last X-Forwarded-For entry (lib/client-address.ts). */
+  trustProxy?: boolean;
 }
 
 export interface Gateway {
@@ -95,6 +97,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   const ctx: GatewayContext = {
     limits,
+    trustProxy: options.trustProxy === true,
     logger,
     keys,
     catalog,

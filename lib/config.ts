@@ -240,7 +240,7 @@ export const SETTINGS = {
     'RC_TRUST_PROXY',
     bool,
     false,
-    "Platform API and instance proxy behind a reverse proxy: client address from the last X-Forwarded-For entry (the per-address limits), X-Forwarded-Host counts as the API's own origin (1/true)",
+    "Platform API, instance proxy and gateway behind a reverse proxy: client address from the last X-Forwarded-For entry (every per-address limit), X-Forwarded-Host counts as the API's own origin (1/true)",
   ),
   loginPerAddressPerMinute: setting(
     'RC_LOGIN_PER_ADDRESS_PER_MINUTE',

@@ -35,7 +35,7 @@ import type { Store } from '../store.js';
 import { forward, forwardedHeaders, InstancePools, ResponseRelay, type PoolOptions } from '../../lib/relay/forward.js';
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { API_ERRORS } from '../errors.js';
-import { clientAddress } from '../router.js';
+import { clientAddress } from '../../lib/client-address.js';
 import { ProxyAdmission, type ProxyReply, type Target } from './admission.js';
 import { AppCookieSeals } from './app-cookies.js';
 import { AUTH_PATH, ProxyCookies, type ProxyTickets } from './handover.js';

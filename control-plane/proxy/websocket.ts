@@ -13,7 +13,7 @@ import type { HttpRequest, HttpResponse, WebSocket as UwsWebSocket } from '../..
 import { forwardedHeaders } from '../../lib/relay/forward.js';
 import type { InstanceRoutes } from '../../lib/instance-routes.js';
 import { API_ERRORS } from '../errors.js';
-import { clientAddress } from '../router.js';
+import { clientAddress } from '../../lib/client-address.js';
 import type { ProxyAdmission, Target } from './admission.js';
 import type { HeldLimits } from '../../lib/held-limits.js';
 

@@ -12,6 +12,7 @@
 // limits with the instance's own on top (lib/upload-limits.ts). Past one: 429 `{detail}` with
 // Retry-After, naming the limit.
 import type { HeldLimits } from '../../lib/held-limits.js';
+import { clientAddress } from '../../lib/client-address.js';
 import { declaredLength, readBody, sendJson, type BodyWatch, type Res } from '../../lib/http.js';
 import { mainEndpoint, type InstanceRoutes } from '../../lib/instance-routes.js';
 import { forward, forwardedHeaders, type InstancePools, ResponseRelay } from '../../lib/relay/forward.js';
@@ -102,7 +103,7 @@ export class DedicatedRelay {
     const { pools, maxBodyBytes, inflight } = this.o;
     const { address, accountId } = admitted;
     const instanceId = target.instanceId;
-    const client = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const client = clientAddress(res, req, this.ctx.trustProxy);
     const refusal = inflight.take(accountId, client, instanceId);
     if (refusal) {
       this.answer(res, 429, refusal.message, { 'retry-after': String(refusal.retryAfterSec) });

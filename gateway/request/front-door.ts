@@ -36,12 +36,13 @@ export function authenticate<E extends ProtocolError>(r: ModelRequest<E>, req: H
 }
 
 // One walk over the request's headers (uWS's forEach) reads what the door needs: the Content-Length
-// walk (declaredLength, lib/http.ts) has to see every header anyway, so the credential's headers
-// and x-rc-fit-max-tokens are taken from it instead of one getHeader call each (a call into uWS
+// walk (declaredLength, lib/http.ts) has to see every header anyway, so the credential's headers,
+// x-forwarded-for and x-rc-fit-max-tokens are taken from it instead of one getHeader call each (a call into uWS
 // and a new string, some 700 instructions). Module state, set around the synchronous walk: no
 // closure per request. The first value of each name wins, as getHeader gives it.
 const seen: CredentialHeaders = { authorization: '', xApiKey: '', cookie: '', csrfToken: '', forwardedProto: '' };
 let fitValue = '';
+let forwardedValue = '';
 let lengthValue = '';
 let lengthConflict = false;
 /** Bits of the names already seen (their first value kept). */
@@ -86,6 +87,10 @@ function onHeader(name: string, value: string): void {
         fitValue = value;
       }
       return;
+    case 15:
+      // The last line: a proxy appends its entry to the last one (lib/client-address.ts).
+      if (name === 'x-forwarded-for') forwardedValue = value;
+      return;
     case 14:
       if (name === 'content-length') {
         if ((seenBits & 64) === 0) {
@@ -107,7 +112,7 @@ const FIT_HEADER_NAME = 'x-rc-fit-max-tokens';
  */
 function walkHeaders(req: HttpRequest): string {
   seen.authorization = seen.xApiKey = seen.cookie = seen.csrfToken = seen.forwardedProto = '';
-  fitValue = lengthValue = '';
+  fitValue = forwardedValue = lengthValue = '';
   lengthConflict = false;
   seenBits = 0;
   req.forEach(onHeader);
@@ -121,6 +126,7 @@ function walkHeaders(req: HttpRequest): string {
 export function frontDoor<E extends ProtocolError>(r: ModelRequest<E>, req: HttpRequest, enter: RouteEntry<E>): void {
   const length = walkHeaders(req);
   r.fitHeader = fitValue;
+  r.forwardedFor = forwardedValue;
   const auth = r.ctx.authenticateHeaders(seen);
   if (typeof auth !== 'number') {
     r.fail(r.protocol.auth(auth));
@@ -133,7 +139,7 @@ export function frontDoor<E extends ProtocolError>(r: ModelRequest<E>, req: Http
   const watch: BodyWatch = (bytes, last) => {
     if (upload === undefined) {
       if (last) return true;
-      upload = r.ctx.uploads.start(Buffer.from(r.res.getRemoteAddressAsText()).toString(), auth);
+      upload = r.ctx.uploads.start(r.clientAddress(), auth);
       const held = upload;
       r.res.onAbort = () => held.release();
     }

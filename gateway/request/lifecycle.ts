@@ -19,6 +19,7 @@ import type { ModelState } from '../backends/model-catalog.js';
 import type { GatewayContext } from '../context.js';
 import type { GateDecision, GateRequest, GateUsage } from '../gates/gate.js';
 import type { HeldRefusal } from '../../lib/held-limits.js';
+import { lastForwardedFor, peerAddress } from '../../lib/client-address.js';
 import { NO_MODEL } from '../metrics.js';
 import { ZERO_USAGE } from '../usage.js';
 import type { Protocol, ProtocolError } from './protocol.js';
@@ -34,6 +35,8 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
   accountId = 0;
   /** The x-rc-fit-max-tokens header, read in the handler (the uWS request is valid only there). */
   fitHeader = '';
+  /** The X-Forwarded-For header as read in the handler (counted only with RC_TRUST_PROXY: clientAddress). */
+  forwardedFor = '';
   /** The client's body size (the gate's input bound and the input estimate are made from it). */
   bodyBytes = 0;
   /**
@@ -97,11 +100,20 @@ export class ModelRequest<E extends ProtocolError = ProtocolError> {
    * Takes a stream place for the account and the client's address (call while the uWS response is
    * valid: in the body's callback); the refusal when a bound is reached. `finish` gives it back.
    */
+  /** The address the per-address limits count this request under (lib/client-address.ts). */
+  clientAddress(): string {
+    if (this.ctx.trustProxy) {
+      const last = lastForwardedFor(this.forwardedFor);
+      if (last !== '') return last;
+    }
+    return peerAddress(this.res);
+  }
+
   holdStream(): HeldRefusal | undefined {
     if (this.res.aborted) return undefined; // the request finishes as client-closed on its way
     const streams = this.ctx.streams;
     // The address costs a string from uWS: read only while the process holds many streams (lib/held-limits.ts).
-    const address = streams.needsAddress ? Buffer.from(this.res.getRemoteAddressAsText()).toString() : undefined;
+    const address = streams.needsAddress ? this.clientAddress() : undefined;
     const refusal = streams.take(this.accountId, address);
     if (refusal === undefined) {
       this.streamHeld = true;

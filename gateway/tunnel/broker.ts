@@ -106,6 +106,7 @@ export function createTunnelBroker(options: TunnelBrokerOptions): TunnelBroker {
       maxBodyBytes: options.maxBodyBytes ?? ctx.limits.maxBodyBytes,
       headersTimeoutMs: options.headersTimeoutMs ?? ctx.upstreams.opts.headersTimeoutMs,
       uploads: ctx.uploads,
+      trustProxy: ctx.trustProxy,
     });
     publicSide.redirectOn(app);
     registry.watch(options.pingIntervalMs ?? 30_000);

@@ -14,6 +14,7 @@
 // connection closed; the body is relayed as it comes, never buffered whole.
 import { CONFLICTING_LENGTH, declaredLength, track, type Res } from '../../lib/http.js';
 import type { Upload, UploadLimits } from '../../lib/upload-limits.js';
+import { lastForwardedFor, peerAddress } from '../../lib/client-address.js';
 import { forwardedHeaders, ResponseRelay } from '../../lib/relay/forward.js';
 import { FrameType, type RequestHead } from '../../lib/tunnel/protocol.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
@@ -41,6 +42,8 @@ export interface PublicRequestsOptions {
   headersTimeoutMs: number;
   /** The gateway's request bodies in flight (per address, account and instance). */
   uploads: UploadLimits;
+  /** RC_TRUST_PROXY: the uploads' address is the last X-Forwarded-For entry (lib/client-address.ts). */
+  trustProxy: boolean;
 }
 
 /** Public requests to tunnels, and the redirects of the old path form. */
@@ -80,11 +83,15 @@ export class PublicRequests {
     this.forwardBody(res, req, tunnel, s);
   }
 
-  /** The upload a public body counts as while it arrives: the client's address, the tunnel owner's account and instance. */
-  private upload(res: Res, tunnel: Tunnel): Upload {
+  /**
+   * The upload a public body counts as while it arrives: the client's address (`forwarded`: the
+   * last X-Forwarded-For entry, read in the handler; '' without RC_TRUST_PROXY), the tunnel owner's
+   * account and instance.
+   */
+  private upload(res: Res, tunnel: Tunnel, forwarded: string): Upload {
     const instanceId = tunnel.data.instanceId;
     const accountId = this.o.registry.routes.get(instanceId)?.accountId;
-    return this.o.uploads.start(Buffer.from(res.getRemoteAddressAsText()).toString(), accountId, instanceId);
+    return this.o.uploads.start(forwarded || peerAddress(res), accountId, instanceId);
   }
 
   /** A stream for the request, its relay wired to the tunnel: credit, abort, the head's timeout. */
@@ -131,6 +138,7 @@ export class PublicRequests {
       return;
     }
     let size = 0;
+    const forwarded = this.o.trustProxy ? lastForwardedFor(req.getHeader('x-forwarded-for')) : '';
     res.onData((chunk, isLast) => {
       if (s.relay.finished) return;
       size += chunk.byteLength;
@@ -140,7 +148,7 @@ export class PublicRequests {
       }
       // Whole in its first read: never in flight, and the address is not even read.
       if (!(isLast && s.upload === undefined)) {
-        s.upload ??= this.upload(res, tunnel);
+        s.upload ??= this.upload(res, tunnel, forwarded);
         const refused = s.upload.received(chunk.byteLength, isLast);
         if (refused) {
           res.closeAfter = true; // the rest of the body is never read

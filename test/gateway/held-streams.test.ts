@@ -23,7 +23,7 @@ interface Setup {
   keyB: string;
 }
 
-async function setup(t: TestContext, streams: Partial<StreamLimitSettings>): Promise<Setup> {
+async function setup(t: TestContext, streams: Partial<StreamLimitSettings>, o: { trustProxy?: boolean } = {}): Promise<Setup> {
   const logger = createLogger('silent');
   const backend = await heldBackend();
   const keyA = generateKey();
@@ -41,6 +41,7 @@ async function setup(t: TestContext, streams: Partial<StreamLimitSettings>): Pro
     logger,
     limits: { streams: { perAccount: 100, perAddress: 100, ...streams } },
     routes: [messagesRoutes()],
+    trustProxy: o.trustProxy,
   });
   t.after(async () => {
     await gateway.close();
@@ -145,6 +146,34 @@ test('streams per address: past the bound the address is refused whatever the ac
   for (const h of held) h.abort();
   await waitFor(() => streams.held().total === 0);
   assert.deepEqual(streams.held(), { accounts: 0, addresses: 0, instances: 0, total: 0 });
+});
+
+test('behind a reverse proxy (RC_TRUST_PROXY): clients are counted by the last X-Forwarded-For entry, not as the proxy; without it, everyone through the proxy is one address', async (t) => {
+  const PAST_PROXY = 'Too many streams from this address: at most 2 (RC_GATEWAY_STREAMS_PER_ADDRESS); wait for one to end';
+  for (const trustProxy of [true, false]) {
+    const { gateway, keyA } = await setup(t, { perAddress: 2 }, { trustProxy });
+    // Every request comes from 127.0.0.1, the proxy; the proxy appended the client's address.
+    const via = (xff: string) => openRequest(`${gateway.url}/v1/chat/completions`, CHAT, { ...auth(keyA), 'x-forwarded-for': xff });
+    const held = [await via('198.51.100.1'), await via('203.0.113.9, 198.51.100.1')];
+    t.after(() => {
+      for (const h of held) h.abort();
+    });
+    for (const h of held) assert.equal(h.status, 200);
+    // Another client through the same proxy: its own bound when trusted, the proxy's (full) when not.
+    const other = await via('198.51.100.2');
+    held.push(other);
+    if (!trustProxy) {
+      assert.equal(other.status, 429);
+      assert.equal(JSON.parse(other.text).error.message, PAST_PROXY);
+      continue;
+    }
+    assert.equal(other.status, 200);
+    // The first client again, whatever it wrote before the proxy's entry: refused.
+    const again = await via('198.51.100.77, 198.51.100.1');
+    held.push(again);
+    assert.equal(again.status, 429);
+    assert.equal(JSON.parse(again.text).error.message, PAST_PROXY);
+  }
 });
 
 test('a stream refused before it holds a place (bad max_tokens, unknown model) takes none; a stream whose backend is down gives its place back', async (t) => {
