@@ -10,6 +10,13 @@ import { EndReason, type InstanceLifecycle } from './lifecycle.js';
 import { ACTIVE } from './states.js';
 import { snapshotOf, type InstanceRow } from './store.js';
 
+/**
+ * How long after its placement a placed instance whose start this control plane did not see
+ * delivered waits before its host is asked whether it has it (resendUndelivered): long enough for
+ * the placing control plane's own start call, which follows its placing transaction at once.
+ */
+export const START_CONFIRM_MS = 5_000;
+
 /** A launch spec as stored with the instance (JSON: no files). */
 type StoredSpec = ReturnType<typeof buildSpec>;
 
@@ -22,6 +29,13 @@ export class Placement {
   private running: Promise<void> | undefined;
   /** The pass asked for while one runs: it starts when that one ends (one for any number of asks). */
   private next: Promise<void> | undefined;
+  /**
+   * Placed instances whose start this control plane saw its host accept (its own start call, or
+   * the host listing it); pruned to the placed pending ones by resendUndelivered.
+   */
+  private readonly delivered = new Set<string>();
+  /** A resendUndelivered pass running now (the tick does not wait for it: a hung host must not hold up billing). */
+  private resending: Promise<void> | undefined;
 
   /** @param provision added to each launch spec when it is sent to the host (not stored: derived from the instance id). */
   constructor(
@@ -141,6 +155,48 @@ export class Placement {
     void this.sendStart(conn, placed);
   }
 
+  /**
+   * From the tick (control planes on one database): placed instances still pending whose start
+   * this control plane did not see delivered. Another control plane placed them and went away
+   * (SIGKILL, a crash) between its placing transaction and its start call; their host stayed
+   * connected here, so no reconciliation resends the start, and without this they would stay
+   * `starting` for ever, holding their GPUs and their account's one active instance. Once placed
+   * START_CONFIRM_MS ago, the host is asked what it runs: one it lists is confirmed and its report
+   * applied; one it lacks gets its start (the stored spec; StartInstance is idempotent).
+   */
+  resendUndelivered(now: number, placed: readonly InstanceRow[]): void {
+    const ids = new Set(placed.map((r) => r.id));
+    for (const id of this.delivered) if (!ids.has(id)) this.delivered.delete(id);
+    if (this.resending || this.closed) return;
+    const due = placed.filter((r) => r.agent_id !== null && !this.delivered.has(r.id) && (r.placed_at ?? now) + START_CONFIRM_MS <= now);
+    if (!due.length) return;
+    this.resending = this.resendPass(due)
+      .catch((err: unknown) => this.ctx.log.warn('checking undelivered starts failed; the next tick retries', { err }))
+      .finally(() => {
+        this.resending = undefined;
+      });
+  }
+
+  private async resendPass(due: readonly InstanceRow[]): Promise<void> {
+    for (const agentId of new Set(due.map((r) => r.agent_id!))) {
+      const conn = this.ctx.agents.get(agentId);
+      if (!conn?.connected || conn.reconciling) continue; // reconciliation resends when it connects
+      const listed = new Map((await conn.client.list()).map((i) => [i.instanceId, i]));
+      for (const r of due.filter((d) => d.agent_id === agentId)) {
+        const info = listed.get(r.id);
+        if (info) {
+          this.delivered.add(r.id);
+          await conn.run(() => this.reports.apply(conn, info));
+          continue;
+        }
+        const fresh = await this.ctx.store.instances.get(r.id);
+        if (fresh?.state !== 'pending' || fresh.agent_id !== agentId) continue;
+        this.ctx.log.warn('placed instance missing on its host; sending its start', { instanceId: r.id, agent: agentId });
+        await this.sendStart(conn, fresh);
+      }
+    }
+  }
+
   /** The stored spec plus what `provision` adds for this instance (deterministic, so a resend is the same spec). */
   private withProvisioning(spec: StoredSpec): StoredSpec {
     const extra = this.provision?.(spec.instanceId);
@@ -151,6 +207,7 @@ export class Placement {
   async sendStart(conn: AgentConnection, r: InstanceRow): Promise<void> {
     try {
       const { instance } = await conn.client.start(this.withProvisioning(JSON.parse(r.spec!) as StoredSpec));
+      this.delivered.add(r.id);
       // Ended while the start was on its way (destroyed through another control plane, whose
       // remove may have reached the host before this start did): the host removes it again, so
       // nothing runs there that the database says is gone. A destroy after this read sends its

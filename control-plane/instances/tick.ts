@@ -80,7 +80,9 @@ export class InstanceTicker {
     const ends: Promise<void>[] = [];
     const live = new Set<string>();
     const stopping: InstanceRow[] = [];
+    const placed: InstanceRow[] = [];
     for (const r0 of await this.ctx.store.instances.live()) {
+      if (r0.state === 'pending' && r0.agent_id !== null) placed.push(r0);
       if (r0.state === 'stopping') {
         stopping.push(r0);
         continue;
@@ -107,6 +109,9 @@ export class InstanceTicker {
     // control plane's destroy): tried again until the host confirms (not awaited: a hung host must
     // not hold up billing).
     void this.lifecycle.retryRemovals(now, stopping).catch((err: unknown) => this.ctx.log.warn('removal retries failed', { err }));
+    // Placed instances whose start never reached their host (placed by a control plane that died
+    // before sending it): sent again (placement.ts resendUndelivered; not awaited either).
+    this.placement.resendUndelivered(now, placed);
     await this.checkHosts(now);
     await this.placement.schedule();
   }
