@@ -21,7 +21,7 @@ import { instanceGroups } from '../agent/harness.js';
 import { waitFor } from '../helpers.js';
 import { simCommand } from '../instances/harness.js';
 import { freshDatabase, postgresAvailable } from '../postgres.js';
-import { admin, call, newToken, type RcProcess, spawnRc, tempDir } from './harness.js';
+import { admin, call, controlPlaneEnv, spawnOneGpuAgent, type RcProcess, spawnRc, tempDir } from './harness.js';
 
 const TICK_MS = 200;
 /** Generous bound on anything a live control plane does after the lease changed hands. */
@@ -51,22 +51,15 @@ async function startFleet(t: TestContext, leaseMs: number): Promise<Fleet | unde
   if (!(await postgresAvailable(t))) return undefined;
   const url = await freshDatabase(t);
   const dirs = [tempDir(t, 'rc-midway-a-'), tempDir(t, 'rc-midway-b-')];
-  const env = (dir: string) => ({
-    RC_DATABASE_URL: url,
-    RC_DATA_DIR: dir,
-    RC_HOST: '127.0.0.1',
-    RC_API_PORT: '0',
-    RC_PROXY_PORT: '0',
-    RC_CONTROL_METRICS_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    // The same tunnel secret on both (README "Several control planes"): a start resent by B is the spec A would have sent.
-    RC_TUNNEL_SECRET: 'midway-tunnel-secret-0123456789',
-    RC_INSTANCE_TICK_MS: String(TICK_MS),
-    RC_INSTANCE_LEASE_MS: String(leaseMs),
-    RC_INSTANCE_BILLING_PERIOD_SEC: '1',
-    RC_INSTANCE_LAUNCH_RATE: '1:1000',
-    RC_INSTANCE_IDLE_TIMEOUT_SEC: '86400',
-  });
+  const env = (dir: string) =>
+    controlPlaneEnv(url, dir, {
+      // The same tunnel secret on both (README "Several control planes"): a start resent by B is the spec A would have sent.
+      RC_TUNNEL_SECRET: 'midway-tunnel-secret-0123456789',
+      RC_INSTANCE_TICK_MS: String(TICK_MS),
+      RC_INSTANCE_LEASE_MS: String(leaseMs),
+      RC_INSTANCE_BILLING_PERIOD_SEC: '1',
+      RC_INSTANCE_IDLE_TIMEOUT_SEC: '86400',
+    });
   const a = await spawnRc(t, ['control-plane'], env(dirs[0]!));
   const store = await Store.open({ databaseUrl: url, dataDir: dirs[0], seed: false }); // the test's own view of the database
   t.after(() => store.close());
@@ -74,14 +67,7 @@ async function startFleet(t: TestContext, leaseMs: number): Promise<Fleet | unde
     Number((await store.sql.prepare<[], { holder: string }>("SELECT holder FROM leases WHERE name = 'background'").get())?.holder.split('/')[1]);
   await waitFor(async () => (await holderPid()) === a.child.pid, SETTLE_MS, 50);
 
-  const token = newToken();
-  const agent = await spawnRc(t, ['agent', '--host', '127.0.0.1', '--port', '0', '--data-dir', tempDir(t, 'rc-midway-agent-')], {
-    RC_AGENT_TOKEN: token,
-    RC_AGENT_GPU_DETECT: 'configured',
-    RC_AGENT_GPUS: '1',
-    RC_AGENT_LOST_CONTROL_PLANE_MS: '0',
-    RC_AGENT_STOP_GRACE_MS: '1000',
-  });
+  const { agent, token } = await spawnOneGpuAgent(t, 'rc-midway-agent-');
   t.after(() => agent.child.kill('SIGCONT')); // a test that failed while the agent was stopped
   assert.equal((await admin(a.ready.api, dirs[0]!, 'host.add', { name: 'gpu-1', address: agent.ready.address, token })).status, 200);
   copyFileSync(join(dirs[0]!, 'seal.key'), join(dirs[1]!, 'seal.key'));

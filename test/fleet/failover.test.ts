@@ -13,7 +13,7 @@ import { Store } from '../../control-plane/store.js';
 import { waitFor } from '../helpers.js';
 import { freshDatabase, postgresAvailable } from '../postgres.js';
 import { simCommand } from '../instances/harness.js';
-import { admin, call, newToken, type RcProcess, spawnRc, tempDir } from './harness.js';
+import { admin, call, controlPlaneEnv, spawnOneGpuAgent, type RcProcess, spawnRc, tempDir } from './harness.js';
 
 const LEASE_MS = 2_000;
 
@@ -23,33 +23,19 @@ test('two control planes on one PostgreSQL: launches through both at once give o
   if (!(await postgresAvailable(t))) return;
   const url = await freshDatabase(t);
   const dirs = [tempDir(t, 'rc-failover-a-'), tempDir(t, 'rc-failover-b-'), tempDir(t, 'rc-failover-c-')];
-  const env = (dir: string) => ({
-    RC_DATABASE_URL: url,
-    RC_DATA_DIR: dir,
-    RC_HOST: '127.0.0.1',
-    RC_API_PORT: '0',
-    RC_PROXY_PORT: '0',
-    RC_CONTROL_METRICS_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_INSTANCE_TICK_MS: '200',
-    RC_INSTANCE_LEASE_MS: String(LEASE_MS),
-    RC_INSTANCE_BILLING_PERIOD_SEC: '1',
-    RC_INSTANCE_LAUNCH_RATE: '1:1000',
-    RC_INSTANCE_IDLE_TIMEOUT_SEC: '86400',
-  });
+  const env = (dir: string) =>
+    controlPlaneEnv(url, dir, {
+      RC_INSTANCE_TICK_MS: '200',
+      RC_INSTANCE_LEASE_MS: String(LEASE_MS),
+      RC_INSTANCE_BILLING_PERIOD_SEC: '1',
+      RC_INSTANCE_IDLE_TIMEOUT_SEC: '86400',
+    });
   const a = await spawnRc(t, ['control-plane'], env(dirs[0]!));
   // Every control plane on one database shares the seal key (the others refuse to start without it).
   for (const d of dirs.slice(1)) copyFileSync(join(dirs[0]!, 'seal.key'), join(d, 'seal.key'));
   const b = await spawnRc(t, ['control-plane'], env(dirs[1]!));
   const parts: RcProcess[] = [a, b];
-  const token = newToken();
-  const agent = await spawnRc(t, ['agent', '--host', '127.0.0.1', '--port', '0', '--data-dir', tempDir(t, 'rc-failover-agent-')], {
-    RC_AGENT_TOKEN: token,
-    RC_AGENT_GPU_DETECT: 'configured',
-    RC_AGENT_GPUS: '1',
-    RC_AGENT_LOST_CONTROL_PLANE_MS: '0',
-    RC_AGENT_STOP_GRACE_MS: '1000',
-  });
+  const { agent, token } = await spawnOneGpuAgent(t, 'rc-failover-agent-');
   assert.equal((await admin(a.ready.api, dirs[0]!, 'host.add', { name: 'gpu-1', address: agent.ready.address, token })).status, 200);
   const acct = (await admin(a.ready.api, dirs[0]!, 'account.create', { email: 'failover@example.com', verified: true, credits: 1000 })).body;
   const key = acct.api_token as string;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { request } from 'undici';
 import { TIMED_OUT, within } from '../../lib/within.js';
-import { killAgentProcesses, RC_JS } from '../agent/harness.js';
+import { killAgentProcesses, newToken as newAgentToken, RC_JS, tempDir as tempDirOf } from '../agent/harness.js';
 import { firstLine } from '../helpers.js';
 
 export { killChild, newToken, tempDir } from '../agent/harness.js';
@@ -133,4 +133,39 @@ export function admin(api: string, dataDir: string, op: string, body: unknown = 
 /** One chat completion through a gateway (a shared model or a dedicated endpoint's base URL). */
 export function chat(baseUrl: string, key: string, model: string, extra: Record<string, unknown> = {}): Promise<Reply> {
   return call(`${baseUrl}/chat/completions`, { key, body: { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8, ...extra } });
+}
+
+/**
+ * The environment of an `rc control-plane` on the PostgreSQL database `url` with data dir `dir`,
+ * every port ephemeral, launches unlimited (control planes on one database: failover*.test.ts,
+ * replica-streams.test.ts); `extra` adds or overrides settings.
+ */
+export function controlPlaneEnv(url: string, dir: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    RC_DATABASE_URL: url,
+    RC_DATA_DIR: dir,
+    RC_HOST: '127.0.0.1',
+    RC_API_PORT: '0',
+    RC_PROXY_PORT: '0',
+    RC_CONTROL_METRICS_PORT: '0',
+    RC_SIM_PORT_BASE: '0',
+    RC_INSTANCE_LAUNCH_RATE: '1:1000',
+    ...extra,
+  };
+}
+
+/**
+ * An `rc agent` with one configured GPU (the process runtime) and a fresh token, that never stops
+ * its instances for a silent control plane; register it with `host.add` and the token.
+ */
+export async function spawnOneGpuAgent(t: TestContext, dirPrefix: string): Promise<{ agent: RcProcess; token: string }> {
+  const token = newAgentToken();
+  const agent = await spawnRc(t, ['agent', '--host', '127.0.0.1', '--port', '0', '--data-dir', tempDirOf(t, dirPrefix)], {
+    RC_AGENT_TOKEN: token,
+    RC_AGENT_GPU_DETECT: 'configured',
+    RC_AGENT_GPUS: '1',
+    RC_AGENT_LOST_CONTROL_PLANE_MS: '0',
+    RC_AGENT_STOP_GRACE_MS: '1000',
+  });
+  return { agent, token };
 }

@@ -14,7 +14,7 @@ import { dropKeysAfter, redisAvailable, REDIS_URL, waitFor } from '../helpers.js
 import { simCommand } from '../instances/harness.js';
 import { openSse } from '../instances/sse.js';
 import { freshDatabase, postgresAvailable } from '../postgres.js';
-import { admin, call, newToken, spawnRc, tempDir } from './harness.js';
+import { admin, call, controlPlaneEnv, spawnOneGpuAgent, spawnRc, tempDir } from './harness.js';
 
 const PASSWORD = 'replica streams password';
 
@@ -44,30 +44,11 @@ test('two control planes on one PostgreSQL and Redis: a session from A works on 
   const prefix = `rc-test-replicas-${randomBytes(4).toString('hex')}:`;
   dropKeysAfter(t, prefix);
   const dirs = [tempDir(t, 'rc-replica-a-'), tempDir(t, 'rc-replica-b-')];
-  const env = (dir: string) => ({
-    RC_DATABASE_URL: url,
-    REDIS_URL,
-    RC_GATE_KEY_PREFIX: prefix,
-    RC_DATA_DIR: dir,
-    RC_HOST: '127.0.0.1',
-    RC_API_PORT: '0',
-    RC_PROXY_PORT: '0',
-    RC_CONTROL_METRICS_PORT: '0',
-    RC_SIM_PORT_BASE: '0',
-    RC_INSTANCE_TICK_MS: '200',
-    RC_INSTANCE_LAUNCH_RATE: '1:1000',
-  });
+  const env = (dir: string) => controlPlaneEnv(url, dir, { REDIS_URL, RC_GATE_KEY_PREFIX: prefix, RC_INSTANCE_TICK_MS: '200' });
   const a = await spawnRc(t, ['control-plane'], env(dirs[0]!));
   copyFileSync(join(dirs[0]!, 'seal.key'), join(dirs[1]!, 'seal.key'));
   const b = await spawnRc(t, ['control-plane'], env(dirs[1]!));
-  const token = newToken();
-  const agent = await spawnRc(t, ['agent', '--host', '127.0.0.1', '--port', '0', '--data-dir', tempDir(t, 'rc-replica-agent-')], {
-    RC_AGENT_TOKEN: token,
-    RC_AGENT_GPU_DETECT: 'configured',
-    RC_AGENT_GPUS: '1',
-    RC_AGENT_LOST_CONTROL_PLANE_MS: '0',
-    RC_AGENT_STOP_GRACE_MS: '1000',
-  });
+  const { agent, token } = await spawnOneGpuAgent(t, 'rc-replica-agent-');
   assert.equal((await admin(a.ready.api, dirs[0]!, 'host.add', { name: 'gpu-1', address: agent.ready.address, token })).status, 200);
   const email = 'replicas@example.com';
   const acct = (await admin(a.ready.api, dirs[0]!, 'account.create', { email, verified: true, credits: 100, password: PASSWORD })).body;
