@@ -159,7 +159,7 @@ export class InstanceLifecycle {
    * `stopping` is removed as a destroy removes it (then `stopped`); one already ended is only
    * removed from the host (its saved log tail stays the one from before).
    */
-  async removeEnded(stopping: InstanceRow | undefined, conn: AgentConnection, id: string): Promise<void> {
+  async removeEnded(conn: AgentConnection, id: string, stopping: boolean): Promise<void> {
     if (stopping) return this.removeOnHost(id, conn.id, false);
     await conn.client.remove(id).catch((err: unknown) => this.ctx.log.warn('could not remove an instance started after it ended', { instanceId: id, err }));
   }

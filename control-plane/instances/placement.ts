@@ -214,7 +214,7 @@ export class Placement {
       // own remove, which reaches the host after the start it answered.
       const fresh = await this.ctx.store.instances.get(r.id);
       if (!fresh || !ACTIVE.includes(fresh.state)) {
-        await this.lifecycle.removeEnded(fresh?.state === 'stopping' ? fresh : undefined, conn, r.id);
+        await this.lifecycle.removeEnded(conn, r.id, fresh?.state === 'stopping');
         return;
       }
       await conn.run(() => this.reports.apply(conn, instance));
