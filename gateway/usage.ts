@@ -8,6 +8,7 @@
 // for `ge":{`, whose first byte is rare. This runs on every relayed chunk. The last usage of a
 // whole completion is found from the end `{` by `{` instead (one-byte searches, V8's fast API
 // call, about a tenth of a Buffer-needle search's set-up): its usage object closes it.
+import { decode, indexOf, lastIndexOf } from '../lib/bytes.js';
 import type { GateUsage } from './gates/gate.js';
 
 export const USAGE_KEY = Buffer.from('"usage":{');
@@ -35,10 +36,10 @@ function usageKeyEndsAt(buf: Buffer, open: number): boolean {
  * call into Node's Buffer#indexOf once per `{`.
  */
 export function indexOfUsage(buf: Buffer, from = 0): number {
-  let p = buf.indexOf(USAGE_TAIL, from + 4);
+  let p = indexOf(buf, USAGE_TAIL, from + 4);
   while (p >= 0) {
     if (usageHeadAt(buf, p - 4)) return p - 4;
-    p = buf.indexOf(USAGE_TAIL, p + 1);
+    p = indexOf(buf, USAGE_TAIL, p + 1);
   }
   return -1;
 }
@@ -48,18 +49,18 @@ export function indexOfUsage(buf: Buffer, from = 0): number {
  * usage object closes it, so its `{` is the last or the one before.
  */
 export function lastIndexOfUsage(buf: Buffer): number {
-  let open = buf.lastIndexOf(0x7b);
+  let open = lastIndexOf(buf, 0x7b);
   for (let tried = 0; open >= 0 && tried < BRACES_TRIED; tried++) {
     if (usageKeyEndsAt(buf, open)) return open - 8;
-    open = open === 0 ? -1 : buf.lastIndexOf(0x7b, open - 1);
+    open = open === 0 ? -1 : lastIndexOf(buf, 0x7b, open - 1);
   }
   if (open < 0) return -1;
   // Every `{` after `open` was checked: the key, if there is one, ends at or before it.
-  let p = buf.lastIndexOf(USAGE_TAIL, open - 4);
+  let p = lastIndexOf(buf, USAGE_TAIL, open - 4);
   while (p >= 0) {
     if (usageHeadAt(buf, p - 4)) return p - 4;
     if (p === 0) return -1;
-    p = buf.lastIndexOf(USAGE_TAIL, p - 1);
+    p = lastIndexOf(buf, USAGE_TAIL, p - 1);
   }
   return -1;
 }
@@ -203,7 +204,7 @@ function depthAfter(s: string, from: number, to: number, depth: number): number 
 export function usageAt(buf: Buffer, pos: number, end = buf.length): GateUsage | undefined {
   const stop = Math.min(end, pos + WINDOW);
   if (stop <= pos + USAGE_KEY.length) return undefined;
-  const s = buf.toString('latin1', pos, stop);
+  const s = decode(buf, 'latin1', pos, stop);
   const m = COMPACT_USAGE.exec(s);
   if (m !== null) {
     const c = countsOf(m);

@@ -6,6 +6,7 @@
 // part of a handler must happen inside res.cork; body chunks are only valid during onData.
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from './uws.js';
 import { uws } from './uws.js';
+import { allocUnsafe, set } from './bytes.js';
 import { createServer } from 'node:net';
 import { BodyLengthError, BodyTooLargeError, ListenError, type RcError } from './errors.js';
 
@@ -193,7 +194,7 @@ export function readBody(
     return;
   }
   if (declared >= 0 && Number.isInteger(declared)) {
-    let buf = Buffer.allocUnsafe(Math.min(declared, UPFRONT_BODY_BYTES));
+    let buf = allocUnsafe(Math.min(declared, UPFRONT_BODY_BYTES));
     let offset = 0;
     let failed = false;
     res.onData((chunk, isLast) => {
@@ -213,7 +214,7 @@ export function readBody(
         buf.copy(grown, 0, 0, offset);
         buf = grown;
       }
-      buf.set(new Uint8Array(chunk), offset);
+      set(buf, new Uint8Array(chunk), offset);
       offset += n;
       if (isLast) {
         if (offset !== declared) onError(new BodyLengthError('Request body is shorter than its Content-Length'));

@@ -11,6 +11,7 @@
 //   MAX_ERROR_BODY_BYTES) and answered in the chat shape `{error: {message, type, param, code}}`
 //   with the backend's status, headers and message (backend-error.ts), since vLLM writes its own
 //   flat shape, which OpenAI clients cannot read.
+import { indexOf, lastIndexOf, subarray } from '../../lib/bytes.js';
 import type { Res } from '../../lib/http.js';
 import { chatBackendErrorBody, MAX_ERROR_BODY_BYTES } from '../backends/backend-error.js';
 import { CHAT_CODES, ERRORS } from '../errors.js';
@@ -188,13 +189,13 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     const n = chunk.length;
     const whole = n >= 2 && chunk[n - 1] === 0x0a && (chunk[n - 2] === 0x0a || (n >= 4 && chunk[n - 2] === 0x0d && chunk[n - 3] === 0x0a));
     if (!whole) {
-      const cut = Math.max(chunk.lastIndexOf(LF2) + 2, chunk.lastIndexOf(CRLF2) + 4);
+      const cut = Math.max(lastIndexOf(chunk, LF2) + 2, lastIndexOf(chunk, CRLF2) + 4);
       if (cut <= 3) {
         this.carry = Buffer.from(chunk); // copy: an unfinished event waits for the rest
         return;
       }
-      this.carry = Buffer.from(chunk.subarray(cut));
-      chunk = chunk.subarray(0, cut);
+      this.carry = Buffer.from(subarray(chunk, cut));
+      chunk = subarray(chunk, 0, cut);
     }
     const out = this.out;
     let p = indexOfUsage(chunk);
@@ -205,9 +206,9 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
       const u = usageAt(chunk, p, end);
       if (u) this.usage = u;
       if (this.stripUsage) {
-        const start = Math.max(from, chunk.lastIndexOf(0x0a, p) + 1); // the start of the line that has the usage
+        const start = Math.max(from, lastIndexOf(chunk, 0x0a, p) + 1); // the start of the line that has the usage
         if (isUsageOnly(chunk, start, end)) {
-          if (start > from) out.write(chunk.subarray(from, start));
+          if (start > from) out.write(subarray(chunk, from, start));
           from = end;
         }
       }
@@ -218,7 +219,7 @@ export class ChatRelay implements UpstreamHandler, WriterHooks<GateUsage> {
     // that arrives in one read is not counted at all).
     if (this.usage === undefined) this.events += countEventEnds(chunk);
     if (from === 0) out.write(chunk);
-    else if (from < chunk.length) out.write(chunk.subarray(from));
+    else if (from < chunk.length) out.write(subarray(chunk, from));
   }
 }
 
@@ -236,11 +237,11 @@ function jsonTyped(raw: Buffer[]): HeaderName[] {
  */
 function eventEnd(chunk: Buffer, p: number): number {
   const n = chunk.length;
-  let i = chunk.indexOf(0x0a, p);
+  let i = indexOf(chunk, 0x0a, p);
   while (i >= 0) {
     if (chunk[i + 1] === 0x0a) return i + 2;
     if (chunk[i + 1] === 0x0d && chunk[i + 2] === 0x0a) return i + 3;
-    i = chunk.indexOf(0x0a, i + 1);
+    i = indexOf(chunk, 0x0a, i + 1);
   }
   return n;
 }
@@ -253,12 +254,12 @@ function eventEnd(chunk: Buffer, p: number): number {
 export function countEventEnds(chunk: Buffer): number {
   let n = 0;
   const last = chunk.length - 1;
-  let i = chunk.indexOf(0x0a);
+  let i = indexOf(chunk, 0x0a);
   while (i >= 0 && i < last) {
     if (chunk[i + 1] === 0x0a) {
       n++;
-      i = chunk.indexOf(0x0a, i + 2);
-    } else i = chunk.indexOf(0x0a, i + 1);
+      i = indexOf(chunk, 0x0a, i + 2);
+    } else i = indexOf(chunk, 0x0a, i + 1);
   }
   return n;
 }
@@ -273,10 +274,10 @@ const CHOICES_NAME = CHOICES_KEY.subarray(0, CHOICES_KEY.length - 1);
  * starting with `"`, several times slower) is left for events where it does not.
  */
 function isUsageOnly(chunk: Buffer, start: number, end: number): boolean {
-  let open = chunk.indexOf(0x5b, start);
+  let open = indexOf(chunk, 0x5b, start);
   if (open < 0 || open >= end) return false;
   if (!follows(chunk, open, CHOICES_NAME)) {
-    const c = chunk.indexOf(CHOICES_KEY, start);
+    const c = indexOf(chunk, CHOICES_KEY, start);
     if (c < 0 || c >= end) return false;
     open = c + CHOICES_NAME.length;
   }

@@ -8,6 +8,7 @@
 import { chatRouteHint } from '../backends/route-hint.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../lib/uws.js';
 import { sendJson, track } from '../../lib/http.js';
+import { allocUnsafe, copyWithin, lastIndexOf, set } from '../../lib/bytes.js';
 import { chatPrompt } from '../admission/prompt.js';
 import type { ModelState } from '../backends/model-catalog.js';
 import type { GatewayContext, RoutePlugin } from '../context.js';
@@ -113,11 +114,11 @@ function withMaxTokens(o: Record<string, unknown>, n: number): string | undefine
  * builtins; two slices and a concat cost about twice as much).
  */
 function spliceIncludeUsage(raw: Buffer): Buffer {
-  const end = raw.lastIndexOf(0x7d); // '}': the body parsed as an object, so it exists
-  const out = Buffer.allocUnsafe(raw.length + INCLUDE_USAGE.length);
-  out.set(raw, 0);
-  out.copyWithin(end + INCLUDE_USAGE.length, end, raw.length);
-  out.set(INCLUDE_USAGE, end);
+  const end = lastIndexOf(raw, 0x7d); // '}': the body parsed as an object, so it exists
+  const out = allocUnsafe(raw.length + INCLUDE_USAGE.length);
+  set(out, raw, 0);
+  copyWithin(out, end + INCLUDE_USAGE.length, end, raw.length);
+  set(out, INCLUDE_USAGE, end);
   return out;
 }
 

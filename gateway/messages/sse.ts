@@ -13,6 +13,7 @@
 // place, as whole events (several in a row by one sticky regex), and handed over read: no line is searched or
 // cut out for them. A single-line event there that is not one reaches onData with `notPlain`.
 import { isAscii } from 'node:buffer';
+import { decode, indexOf, subarray } from '../../lib/bytes.js';
 import { type ChunkFields, textChunksAt } from './chunk-parse.js';
 
 const LF = 10;
@@ -39,16 +40,16 @@ export class SseParser {
       this.rest = undefined;
     }
     const len = buf.length;
-    let start = isAscii(buf) ? this.asciiLines(buf.toString('latin1')) : 0;
+    let start = isAscii(buf) ? this.asciiLines(decode(buf, 'latin1')) : 0;
     while (start < len) {
-      const nl = buf.indexOf(LF, start);
+      const nl = indexOf(buf, LF, start);
       if (nl < 0) break;
       const end = nl > start && buf[nl - 1] === CR ? nl - 1 : nl;
       this.line(buf, start, end);
       start = nl + 1;
     }
     // Keep the partial line (a copy: the caller may reuse its buffer).
-    if (start < len) this.rest = Buffer.from(buf.subarray(start));
+    if (start < len) this.rest = Buffer.from(subarray(buf, start));
   }
 
   /** Takes the whole lines of `s` (one read, all ASCII); returns where the unfinished last line starts. */
@@ -102,7 +103,7 @@ export class SseParser {
     // "data:" = 64 61 74 61 3a
     if (end - start >= 5 && buf[start] === 0x64 && buf[start + 1] === 0x61 && buf[start + 2] === 0x74 && buf[start + 3] === 0x61 && buf[start + 4] === 0x3a) {
       const from = buf[start + 5] === 0x20 ? start + 6 : start + 5;
-      this.addData(buf.toString('utf8', from, end));
+      this.addData(decode(buf, 'utf8', from, end));
     }
   }
 

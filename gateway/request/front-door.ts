@@ -4,6 +4,7 @@
 // answered in the request's protocol (protocol.ts) and ends the request through its lifecycle
 // (which counts it, under no model). Nothing here reaches a backend.
 import { type BodyWatch, CONFLICTING_LENGTH, readBody } from '../../lib/http.js';
+import { decode } from '../../lib/bytes.js';
 import type { Upload, UploadRefusal } from '../../lib/upload-limits.js';
 import { CHAT_CODES } from '../errors.js';
 import type { CredentialHeaders } from '../auth/credentials.js';
@@ -184,7 +185,7 @@ function enterWith<E extends ProtocolError>(r: ModelRequest<E>, raw: Buffer, ent
   const p = r.protocol;
   let json: unknown;
   try {
-    json = JSON.parse(raw.toString('utf8'));
+    json = JSON.parse(decode(raw, 'utf8'));
   } catch {
     r.fail(p.invalidJson);
     return;

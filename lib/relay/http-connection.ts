@@ -22,6 +22,7 @@ import {
   type HeaderLines,
   type ParsedHead,
 } from './http-parser.js';
+import { allocUnsafe, indexOf, set, subarray } from '../bytes.js';
 import type { HttpPool } from './http-pool.js';
 import { LibError, type LibErrorCode } from '../errors.js';
 
@@ -107,8 +108,8 @@ function withLength(head: Buffer, body: Buffer): Buffer {
   const n = body.length;
   const digits = n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : n < 10_000 ? 4 : n < 100_000 ? 5 : String(n).length;
   const at = head.length + digits;
-  const out = Buffer.allocUnsafe(at + 4 + n);
-  out.set(head, 0);
+  const out = allocUnsafe(at + 4 + n);
+  set(out, head, 0);
   let p = at;
   let m = n;
   do {
@@ -120,7 +121,7 @@ function withLength(head: Buffer, body: Buffer): Buffer {
   out[at + 1] = LF;
   out[at + 2] = CR;
   out[at + 3] = LF;
-  out.set(body, at + 4);
+  set(out, body, at + 4);
   return out;
 }
 
@@ -309,8 +310,8 @@ export class Connection {
 
   /** `n` bytes were read into READ_BUFFER: handlers may keep what they are given, so they get a copy. */
   private onRead(n: number): true {
-    const buf = Buffer.allocUnsafe(n);
-    buf.set(new Uint8Array(READ_MEMORY, READ_OFFSET, n));
+    const buf = allocUnsafe(n);
+    set(buf, new Uint8Array(READ_MEMORY, READ_OFFSET, n), 0);
     this.onBytes(buf);
     return true; // keep reading (pauses go through socket.pause())
   }
@@ -451,7 +452,7 @@ export class Connection {
       switch (this.state) {
         case HEAD: {
           if (this.partial) {
-            buf = Buffer.concat([this.partial, buf.subarray(i)]);
+            buf = Buffer.concat([this.partial, subarray(buf, i)]);
             i = 0;
             this.partial = undefined;
           }
@@ -472,7 +473,7 @@ export class Connection {
         }
         case LENGTH: {
           const take = Math.min(this.remaining, buf.length - i);
-          const chunk = buf.subarray(i, i + take);
+          const chunk = subarray(buf, i, i + take);
           i += take;
           this.remaining -= take;
           if (!this.deliver(req, chunk, buf, i)) return;
@@ -488,7 +489,7 @@ export class Connection {
           break;
         case CHUNK_DATA: {
           const take = Math.min(this.remaining, buf.length - i);
-          const chunk = buf.subarray(i, i + take);
+          const chunk = subarray(buf, i, i + take);
           i += take;
           this.remaining -= take;
           if (this.remaining === 0) this.state = CHUNK_END;
@@ -506,7 +507,7 @@ export class Connection {
           if (i < 0) return;
           break;
         case UNTIL_CLOSE: {
-          const chunk = i === 0 ? buf : buf.subarray(i);
+          const chunk = i === 0 ? buf : subarray(buf, i);
           i = buf.length;
           if (!this.deliver(req, chunk, buf, i)) return;
           break;
@@ -522,10 +523,10 @@ export class Connection {
    * (its part is kept for the next read) or too large (a protocol error).
    */
   private headEnd(buf: Buffer, i: number): number {
-    const end = buf.indexOf(CRLF2, i);
+    const end = indexOf(buf, CRLF2, i);
     if (end >= 0 && end - i <= this.pool.maxHeaderBytes) return end;
     if (buf.length - i > this.pool.maxHeaderBytes) this.protocolError('response head too large');
-    else this.partial = Buffer.from(buf.subarray(i));
+    else this.partial = Buffer.from(subarray(buf, i));
     return -1;
   }
 
@@ -564,15 +565,15 @@ export class Connection {
 
   /** Finds the line starting at `i`; returns the index after its LF, or -1 (the part is kept for later). */
   private line(buf: Buffer, i: number): number {
-    const lf = buf.indexOf(LF, i);
+    const lf = indexOf(buf, LF, i);
     if (lf < 0) {
-      const rest = buf.subarray(i);
+      const rest = subarray(buf, i);
       this.partial = this.partial ? Buffer.concat([this.partial, rest]) : Buffer.from(rest);
       if (this.partial.length > 4096) this.protocolError('line too long');
       return -1;
     }
     if (this.partial) {
-      this.lineBuf = Buffer.concat([this.partial, buf.subarray(i, lf)]);
+      this.lineBuf = Buffer.concat([this.partial, subarray(buf, i, lf)]);
       this.partial = undefined;
       this.lineStart = 0;
       this.lineEnd = this.lineBuf.length;

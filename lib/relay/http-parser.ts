@@ -2,6 +2,8 @@
 // helpers, the parser states of a connection, the head and the chunk-size line. Pure functions
 // over Buffers: no strings are made for the headers, and no Buffers either until a route asks
 // for them (HeaderLines).
+import { indexOf, subarray } from '../bytes.js';
+
 export const CRLF2 = Buffer.from('\r\n\r\n');
 export const LF = 0x0a;
 export const CR = 0x0d;
@@ -23,7 +25,7 @@ export function hasToken(buf: Buffer, from: number, to: number, token: Buffer): 
   let start = from;
   while (start < to) {
     // ','; a rest as long as the token is compared whole (a comma in it would make it unequal).
-    let end = start + token.length === to ? to : buf.indexOf(0x2c, start);
+    let end = start + token.length === to ? to : indexOf(buf, 0x2c, start);
     if (end < 0 || end > to) end = to;
     let a = start;
     let b = end;
@@ -179,8 +181,8 @@ function interned(buf: Buffer, ns: number, ne: number, vs: number, ve: number, o
     out.push(name, value);
     return;
   }
-  const n = buf.subarray(ns, ne);
-  const v = buf.subarray(vs, ve);
+  const n = subarray(buf, ns, ne);
+  const v = subarray(buf, vs, ve);
   internedNames[slot] = n;
   internedValues[slot] = v;
   out.push(n, v);
@@ -210,7 +212,7 @@ export function emptyParsedHead(): ParsedHead {
 
 /** The index of the first LF in buf[from, stop), or stop. */
 function nextLf(buf: Buffer, from: number, stop: number): number {
-  const lf = buf.indexOf(LF, from);
+  const lf = indexOf(buf, LF, from);
   return lf < 0 || lf >= stop ? stop : lf;
 }
 
@@ -238,7 +240,7 @@ export function parseHead(buf: Buffer, start: number, end: number, out: ParsedHe
   let p = nextLf(buf, start + 12, stop) + 1;
   while (p < stop) {
     const lf = nextLf(buf, p, stop);
-    const colon = buf.indexOf(0x3a, p);
+    const colon = indexOf(buf, 0x3a, p);
     if (colon < 0 || colon >= lf || colon === p) return 'bad header line';
     const lineEnd = buf[lf - 1] === CR ? lf - 1 : lf;
     let a = colon + 1;

@@ -14,6 +14,7 @@
 // - Finish once: `finish(status, usage)` reaches `onFinish` exactly once, however the response ended.
 import type { Res } from '../http.js';
 import { headerName, sendJson, statusLine } from '../http.js';
+import { write } from '../bytes.js';
 import { asciiLowerEquals, HOP_BY_HOP_BYTES, mayBeHopByHop } from './http-parser.js';
 
 /** A response header name, as the backend client hands it over. */
@@ -328,7 +329,7 @@ function writeOwnHeaders(res: Res, headers: Record<string, string>): void {
   }
   let bytes = scratch[n];
   if (bytes === undefined) bytes = scratch[n] = Buffer.allocUnsafeSlow(n);
-  bytes.write(lines, 0, n, 'latin1');
+  write(bytes, lines, 0, n, 'latin1');
   res.writeHeader(headerName(first), bytes);
 }
 
