@@ -139,6 +139,14 @@ async function assertGone(f: Fleet, id: string, key: string): Promise<void> {
   });
 }
 
+/** B bills it; destroyed through B it stops, nothing of it left, billed from ready to the stop. */
+async function assertBilledAndDestroyedThroughB(f: Fleet, acct: { id: number; key: string }, id: string): Promise<void> {
+  await waitFor(async () => (await f.row(id)).billed_periods >= 2, SETTLE_MS, 100);
+  assert.equal((await call(`${f.b.ready.api}/api/notebook/current`, { method: 'DELETE', key: acct.key })).status, 200);
+  await assertGone(f, id, acct.key);
+  await assertBilledToTheEnd(f, acct.id, id);
+}
+
 /**
  * Billed exactly from ready to its end: the usage entries are the periods billing.ts computes for
  * [ready_at, ended_at], each once, with their amounts; and still that after the lease holder ran
@@ -220,11 +228,7 @@ test('SIGKILL the lease holder between its placing transaction and its start cal
   const id = await assertRunning(f, acct.key);
   assert.equal(id, r.id);
   assert.equal(await f.holderPid(), f.b.child.pid, 'B took the lease over');
-  // B bills it; destroyed through B it stops, billed from ready to the stop.
-  await waitFor(async () => (await f.row(id)).billed_periods >= 2, SETTLE_MS, 100);
-  assert.equal((await call(`${f.b.ready.api}/api/notebook/current`, { method: 'DELETE', key: acct.key })).status, 200);
-  await assertGone(f, id, acct.key);
-  await assertBilledToTheEnd(f, acct.id, id);
+  await assertBilledAndDestroyedThroughB(f, acct, id);
 });
 
 test('SIGKILL the lease holder mid-launch (its start on the way, the instance starting): it ends ready through the other, billed by it, and stops cleanly', {
@@ -248,10 +252,7 @@ test('SIGKILL the lease holder mid-launch (its start on the way, the instance st
   // Whether the agent read A's start before A's socket closed or not: ready through B.
   assert.equal(await assertRunning(f, acct.key), id);
   assert.equal(await f.holderPid(), f.b.child.pid, 'B took the lease over');
-  await waitFor(async () => (await f.row(id)).billed_periods >= 2, SETTLE_MS, 100); // B bills it
-  assert.equal((await call(`${f.b.ready.api}/api/notebook/current`, { method: 'DELETE', key: acct.key })).status, 200);
-  await assertGone(f, id, acct.key);
-  await assertBilledToTheEnd(f, acct.id, id);
+  await assertBilledAndDestroyedThroughB(f, acct, id);
 });
 
 test('SIGKILL the lease holder mid-destroy (stopping, the agent not told yet): the other finishes it, nothing left on the agent, billing stopped at the destroy', {
